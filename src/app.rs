@@ -1,0 +1,185 @@
+//! Composition root: loads the configuration, installs logging, builds every component with
+//! its dependencies, runs until a signal, and shuts down in bounded time.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command};
+use crate::config::{self, Config, ConfigError, ProcessEnv};
+use crate::observability::{Metrics, Redactor, init_logging};
+use crate::ops::{self, OpsState, Readiness, checks};
+use crate::shutdown::{self, Shutdown};
+use crate::systemd;
+
+/// Runs a parsed command line; the return value is the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::PrintDefaultConfig => {
+            print!("{}", config::EXAMPLE_YAML);
+            ExitCode::SUCCESS
+        }
+        Command::CheckConfig => check_config(&cli.config),
+        Command::Serve => serve_main(&cli.config),
+    }
+}
+
+fn check_config(path: &Path) -> ExitCode {
+    match config::load_file(path, &ProcessEnv) {
+        Ok(cfg) => match serde_yaml::to_string(&cfg) {
+            Ok(yaml) => {
+                eprintln!("{}: configuration is valid", path.display());
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("air-friends: cannot print the configuration: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(err) => {
+            eprintln!("{}: configuration has errors:", path.display());
+            for issue in err.issues() {
+                eprintln!("  {issue}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve_main(path: &Path) -> ExitCode {
+    let config = match config::load_file(path, &ProcessEnv) {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("air-friends: {}", one_line_config_error(path, &err));
+            return ExitCode::FAILURE;
+        }
+    };
+    let redactor = Redactor::new(config.secret_values());
+    let _guard = match init_logging(&config.logging, std::env::var("RUST_LOG").ok(), redactor) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("air-friends: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("air-friends: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "startup failed");
+            eprintln!("air-friends: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn one_line_config_error(path: &Path, err: &ConfigError) -> String {
+    format!(
+        "invalid configuration {}: {}",
+        path.display(),
+        err.issues().join("; ")
+    )
+}
+
+/// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let readiness = Readiness::new();
+    let shutdown = Shutdown::new();
+    register_builtin_checks(&readiness, &config);
+
+    // Signals are installed before anything is announced, so an early SIGTERM is not lost.
+    let signal = tokio::spawn(shutdown::wait_for_signal());
+
+    let ops_listener = bind(&config.health.host, config.health.port)
+        .await
+        .context("cannot bind the ops listener (health.host / health.port)")?;
+    tracing::info!(
+        addr = %ops_listener.local_addr()?,
+        listener = "ops",
+        "listening"
+    );
+    // The ops listener outlives the drain so /readyz can report it; it stops last.
+    let ops_stop = CancellationToken::new();
+    let ops_task = tokio::spawn(ops::serve(
+        ops_listener,
+        OpsState {
+            readiness,
+            metrics,
+            draining: shutdown.draining(),
+        },
+        ops_stop.clone().cancelled_owned(),
+    ));
+    let watchdog = systemd::watchdog_interval().map(|interval| {
+        tracing::info!(
+            interval_ms = interval.as_millis() as u64,
+            "systemd watchdog enabled"
+        );
+        tokio::spawn(systemd::run_watchdog(interval, ops_stop.clone()))
+    });
+
+    systemd::notify_ready();
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "air-friends ready");
+
+    let which = signal
+        .await
+        .context("signal handler task failed")?
+        .context("cannot install signal handlers")?;
+    tracing::info!(
+        signal = which,
+        grace_ms = config.shutdown_grace_ms,
+        "shutting down"
+    );
+    systemd::notify_stopping();
+
+    let clean = shutdown
+        .drain(Duration::from_millis(config.shutdown_grace_ms))
+        .await;
+    ops_stop.cancel();
+    if let Some(w) = watchdog {
+        w.await.ok();
+    }
+    match ops_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "ops listener ended with an error"),
+        Err(e) => tracing::warn!(error = %e, "ops listener task failed"),
+    }
+    tracing::info!(clean, "stopped");
+    Ok(())
+}
+
+fn register_builtin_checks(readiness: &Readiness, config: &Config) {
+    let db_path = config.database_path();
+    readiness.register("database", move || {
+        checks::database_writable(db_path.clone())
+    });
+    let command = config.agent.command.clone();
+    let path_var = std::env::var("PATH").ok();
+    readiness.register("agent_command", move || {
+        checks::command_resolves(command.clone(), path_var.clone())
+    });
+}
+
+/// Binds a TCP listener on `host:port` (`localhost` accepted).
+pub async fn bind(host: &str, port: u16) -> anyhow::Result<TcpListener> {
+    let ip = config::parse_host(host).with_context(|| format!("{host:?} is not an IP address"))?;
+    let addr = SocketAddr::new(ip, port);
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
+}

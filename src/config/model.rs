@@ -1,0 +1,509 @@
+//! The configuration file's shape: one typed struct per section of `config.yaml`.
+//!
+//! Keys are camelCase in the file. Every default is defined here, once, in the `Default` impls
+//! (`config.example.yaml` is tested against them). Durations are milliseconds in keys ending in
+//! `Ms`. Each section is a plain struct with `#[serde(default)]`, so a file only needs the keys
+//! it changes; unknown keys are caught by the loader (`load.rs`), cross-field rules by
+//! `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::Secret;
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// Chat platforms to connect to.
+    pub platforms: PlatformsConfig,
+    /// Who the bot answers.
+    pub access_control: AccessControlConfig,
+    /// Per-user message rate limit.
+    pub rate_limit: RateLimitConfig,
+    /// The ACP agent that is started per interaction.
+    pub agent: AgentConfig,
+    /// The HTTP API the agent's skill scripts call.
+    pub skill_api: SkillApiConfig,
+    /// Per-skill switches and limits.
+    pub skills: SkillsConfig,
+    /// Reminder limits and delivery.
+    pub reminders: RemindersConfig,
+    /// Conversation context fed to the agent.
+    pub memory: MemoryConfig,
+    /// Where user workspaces live.
+    pub workspace: WorkspaceConfig,
+    /// The SQLite database.
+    pub storage: StorageConfig,
+    /// Prompt templates.
+    pub prompts: PromptsConfig,
+    /// Log output.
+    pub logging: LoggingConfig,
+    /// The ops listener: `/healthz`, `/readyz`, `/metrics`.
+    pub health: HealthConfig,
+    /// How long running sessions may finish after SIGTERM before they are cancelled.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            platforms: PlatformsConfig::default(),
+            access_control: AccessControlConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            agent: AgentConfig::default(),
+            skill_api: SkillApiConfig::default(),
+            skills: SkillsConfig::default(),
+            reminders: RemindersConfig::default(),
+            memory: MemoryConfig::default(),
+            workspace: WorkspaceConfig::default(),
+            storage: StorageConfig::default(),
+            prompts: PromptsConfig::default(),
+            logging: LoggingConfig::default(),
+            health: HealthConfig::default(),
+            shutdown_grace_ms: 30_000,
+        }
+    }
+}
+
+/// Chat platforms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PlatformsConfig {
+    /// Discord (serenity gateway + REST).
+    pub discord: DiscordConfig,
+    /// Misskey (REST + streaming websocket).
+    pub misskey: MisskeyConfig,
+}
+
+/// Discord connection and trigger rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DiscordConfig {
+    /// Connect to Discord.
+    pub enabled: bool,
+    /// Bot token (env `DISCORD_TOKEN`).
+    pub token: Secret,
+    /// Base URL for Discord's REST API (a proxy, or a fake Discord in tests); unset = Discord.
+    pub api_base_url: Option<String>,
+    /// Gateway websocket URL override (tests); unset = the URL Discord announces.
+    pub gateway_url: Option<String>,
+    /// Only answer in these guilds (empty = all); slash commands are registered per guild here.
+    pub guild_ids: Vec<String>,
+    /// Answer direct messages.
+    pub allow_dm: bool,
+    /// Answer messages that mention the bot.
+    pub respond_to_mention: bool,
+    /// Answer messages starting with this prefix (empty = off).
+    pub command_prefix: String,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            token: Secret::default(),
+            api_base_url: None,
+            gateway_url: None,
+            guild_ids: Vec::new(),
+            allow_dm: true,
+            respond_to_mention: true,
+            command_prefix: String::new(),
+        }
+    }
+}
+
+/// Misskey connection and trigger rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MisskeyConfig {
+    /// Connect to Misskey.
+    pub enabled: bool,
+    /// Instance `host[:port]`, no scheme (env `MISSKEY_HOST`).
+    pub host: String,
+    /// Access token (env `MISSKEY_TOKEN`).
+    pub token: Secret,
+    /// https/wss when true; http/ws for a local instance or a fake in tests.
+    pub secure: bool,
+    /// Answer chat (direct) messages.
+    pub allow_dm: bool,
+    /// Answer notes that mention the bot.
+    pub respond_to_mention: bool,
+    /// Answer notes starting with this prefix (empty = off).
+    pub command_prefix: String,
+}
+
+impl Default for MisskeyConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            host: String::new(),
+            token: Secret::default(),
+            secure: true,
+            allow_dm: true,
+            respond_to_mention: true,
+            command_prefix: String::new(),
+        }
+    }
+}
+
+/// Who may talk to the bot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplyTo {
+    /// Everyone, in DMs and in public.
+    #[default]
+    All,
+    /// Everyone in public channels/notes; DMs only from whitelisted accounts.
+    Public,
+    /// Only whitelisted accounts and channels.
+    Whitelist,
+}
+
+/// Access control.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AccessControlConfig {
+    /// `all` | `public` | `whitelist`.
+    pub reply_to: ReplyTo,
+    /// Entries `platform/account/ID` or `platform/channel/ID`.
+    pub whitelist: Vec<String>,
+}
+
+/// Per-user sliding-window rate limit on incoming messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RateLimitConfig {
+    /// Enforce the limit (whitelisted accounts always bypass it).
+    pub enabled: bool,
+    /// Messages allowed per window.
+    pub max_messages: u32,
+    /// Window length.
+    pub window_ms: u64,
+    /// Silence after the limit is hit.
+    pub cooldown_ms: u64,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_messages: 10,
+            window_ms: 60_000,
+            cooldown_ms: 300_000,
+        }
+    }
+}
+
+/// The ACP agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AgentConfig {
+    /// Executable (looked up on PATH).
+    pub command: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Model id `provider/model` selected through ACP when offered (env `AGENT_MODEL`).
+    pub model: Option<String>,
+    /// Global cap on concurrently running agent sessions.
+    pub max_concurrent_sessions: u32,
+    /// Queued messages per conversation before "busy" replies.
+    pub max_queued_per_conversation: u32,
+    /// initialize + session/new must finish within this.
+    pub connect_timeout_ms: u64,
+    /// A prompt is cancelled after this long without any message from the agent.
+    pub idle_timeout_ms: u64,
+    /// A prompt is cancelled after this long in total.
+    pub max_turn_ms: u64,
+    /// Time between SIGTERM and SIGKILL when stopping an agent.
+    pub kill_grace_ms: u64,
+    /// Prompt token budget (estimated).
+    pub token_limit: u32,
+    /// Approve every permission request. Dangerous; logged loudly.
+    pub yolo: bool,
+    /// Skills whose invocations are auto-approved (env `AGENT_AUTO_APPROVE_SKILLS`, comma
+    /// separated); empty = every skill found in `skillsDir`.
+    pub auto_approve_skills: Vec<String>,
+    /// Skill packages (`<name>/SKILL.md`, `manifest.json`, `scripts/`).
+    pub skills_dir: PathBuf,
+    /// The agent's own configuration shipped with air-friends (`opencode.json`).
+    pub config_dir: PathBuf,
+    /// Provider API key variables passed from the daemon's environment to the agent when set.
+    pub provider_env_vars: Vec<String>,
+    /// Static, non-secret variables added to the agent's environment.
+    pub env: BTreeMap<String, String>,
+    /// Sandbox settings for the agent process.
+    pub sandbox: SandboxConfig,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            command: "opencode".into(),
+            args: vec!["acp".into()],
+            model: None,
+            max_concurrent_sessions: 4,
+            max_queued_per_conversation: 8,
+            connect_timeout_ms: 30_000,
+            idle_timeout_ms: 300_000,
+            max_turn_ms: 900_000,
+            kill_grace_ms: 3_000,
+            token_limit: 16_000,
+            yolo: false,
+            auto_approve_skills: Vec::new(),
+            skills_dir: PathBuf::from("./skills"),
+            config_dir: PathBuf::from("./agent-config"),
+            provider_env_vars: [
+                "OPENROUTER_API_KEY",
+                "OPENCODE_API_KEY",
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "GEMINI_API_KEY",
+                "GOOGLE_GENERATIVE_AI_API_KEY",
+                "DEEPSEEK_API_KEY",
+            ]
+            .map(String::from)
+            .to_vec(),
+            env: BTreeMap::new(),
+            sandbox: SandboxConfig::default(),
+        }
+    }
+}
+
+/// Agent sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SandboxConfig {
+    /// Extra variables copied from the daemon's environment into the agent's.
+    pub allowed_env_vars: Vec<String>,
+}
+
+/// The Skill API listener and sessions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SkillApiConfig {
+    /// Bind address.
+    pub host: String,
+    /// Bind port (env `SKILL_API_PORT`); 0 picks a free port.
+    pub port: u16,
+    /// Allow a non-loopback `host`. The API is meant for local agent processes only.
+    pub allow_non_loopback: bool,
+    /// Idle time after which a session's token stops working.
+    pub session_timeout_ms: u64,
+}
+
+impl Default for SkillApiConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 3001,
+            allow_non_loopback: false,
+            session_timeout_ms: 1_800_000,
+        }
+    }
+}
+
+/// Per-skill configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SkillsConfig {
+    /// Skills turned off (their calls answer 503 `SKILL_DISABLED`).
+    pub disabled: Vec<String>,
+    /// The send-file skill.
+    pub send_file: SendFileConfig,
+}
+
+/// send-file limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SendFileConfig {
+    /// send-file is off unless enabled.
+    pub enabled: bool,
+    /// Per-file size limit.
+    pub max_file_size_mb: u64,
+    /// Files per call.
+    pub max_files_per_invocation: u32,
+    /// Total size per call.
+    pub max_total_size_mb: u64,
+    /// Allowed extensions without the dot (empty = any).
+    pub allowed_extensions: Vec<String>,
+}
+
+impl Default for SendFileConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_file_size_mb: 25,
+            max_files_per_invocation: 10,
+            max_total_size_mb: 50,
+            allowed_extensions: Vec::new(),
+        }
+    }
+}
+
+/// Reminders.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RemindersConfig {
+    /// Offer the reminder skills and run the scheduler.
+    pub enabled: bool,
+    /// A reminder must be at least this far in the future.
+    pub min_interval_ms: u64,
+    /// A reminder may be at most this many days ahead.
+    pub max_days_ahead: u32,
+    /// Pending reminders per user.
+    pub max_reminders_per_user: u32,
+    /// Delivery attempts before a reminder is marked failed.
+    pub max_delivery_attempts: u32,
+    /// First retry delay (doubles per attempt).
+    pub retry_backoff_ms: u64,
+}
+
+impl Default for RemindersConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_interval_ms: 60_000,
+            max_days_ahead: 366,
+            max_reminders_per_user: 20,
+            max_delivery_attempts: 5,
+            retry_backoff_ms: 5_000,
+        }
+    }
+}
+
+/// Conversation context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MemoryConfig {
+    /// Recent channel messages included in the prompt.
+    pub recent_message_limit: u32,
+    /// Related messages (keyword search of the channel) included in guild prompts.
+    pub related_message_limit: u32,
+    /// Longest memory content accepted by memory-save, in characters.
+    pub max_content_chars: u32,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            recent_message_limit: 20,
+            related_message_limit: 5,
+            max_content_chars: 4_000,
+        }
+    }
+}
+
+/// Workspaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WorkspaceConfig {
+    /// Data root: holds workspaces and, by default, the database.
+    pub repo_path: PathBuf,
+    /// Folder under `repoPath` with one workspace per `platform/userId`.
+    pub workspaces_dir: String,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        Self {
+            repo_path: PathBuf::from("./data"),
+            workspaces_dir: "workspaces".into(),
+        }
+    }
+}
+
+/// SQLite.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StorageConfig {
+    /// Database file; unset = `{workspace.repoPath}/air-friends.db`.
+    pub path: Option<PathBuf>,
+}
+
+/// Prompt templates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PromptsConfig {
+    /// Folder with `system.md` and its `{{fragment}}` files.
+    pub dir: PathBuf,
+}
+
+impl Default for PromptsConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("./prompts"),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// Human-readable, for a terminal.
+    Pretty,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LoggingConfig {
+    /// `error` | `warn` | `info` | `debug` | `trace`, or a full filter such as
+    /// `info,air_friends=debug` (env `LOG_LEVEL`; `RUST_LOG` wins over both).
+    pub level: String,
+    /// `json` | `pretty`.
+    pub format: LogFormat,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Json,
+        }
+    }
+}
+
+/// The ops listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HealthConfig {
+    /// Bind address.
+    pub host: String,
+    /// Bind port (env `HEALTH_PORT`); 0 picks a free port.
+    pub port: u16,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+        }
+    }
+}
+
+impl Config {
+    /// The database file: `storage.path`, else `{workspace.repoPath}/air-friends.db`.
+    pub fn database_path(&self) -> PathBuf {
+        self.storage
+            .path
+            .clone()
+            .unwrap_or_else(|| self.workspace.repo_path.join("air-friends.db"))
+    }
+
+    /// Every configured secret value, for log redaction.
+    pub fn secret_values(&self) -> Vec<String> {
+        [&self.platforms.discord.token, &self.platforms.misskey.token]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.expose().to_owned())
+            .collect()
+    }
+}

@@ -1,0 +1,328 @@
+//! Tests of loading and validation: one per rule.
+
+use std::collections::HashMap;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name: &str| map.get(name).cloned()
+}
+
+fn no_env() -> impl Fn(&str) -> Option<String> {
+    env(&[])
+}
+
+fn issues(text: &str) -> Vec<String> {
+    match load_str(text, &no_env()) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(e) => e.issues(),
+    }
+}
+
+#[test]
+fn empty_file_gives_defaults() {
+    assert_eq!(load_str("", &no_env()).unwrap(), Config::default());
+    assert_eq!(
+        load_str("# only a comment\n", &no_env()).unwrap(),
+        Config::default()
+    );
+}
+
+#[test]
+fn example_file_matches_the_defaults() {
+    let parsed = load_str(EXAMPLE_YAML, &no_env()).expect("example parses");
+    assert_eq!(parsed, Config::default());
+}
+
+#[test]
+fn example_file_documents_every_key() {
+    fn keys(v: &serde_yaml::Value, prefix: &str, out: &mut Vec<String>) {
+        if let Some(map) = v.as_mapping() {
+            for (k, val) in map {
+                let k = k.as_str().unwrap();
+                let path = if prefix.is_empty() {
+                    k.to_owned()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.push(path.clone());
+                // agent.env is a free-form map, documented as a whole.
+                if path != "agent.env" {
+                    keys(val, &path, out);
+                }
+            }
+        }
+    }
+    let mut default_keys = Vec::new();
+    keys(
+        &serde_yaml::to_value(Config::default()).unwrap(),
+        "",
+        &mut default_keys,
+    );
+    let mut example_keys = Vec::new();
+    let example: serde_yaml::Value = serde_yaml::from_str(EXAMPLE_YAML).unwrap();
+    keys(&example, "", &mut example_keys);
+    for k in &default_keys {
+        assert!(example_keys.contains(k), "config.example.yaml lacks {k}");
+    }
+}
+
+#[test]
+fn missing_required_key_names_its_path() {
+    let got = issues("platforms:\n  misskey:\n    enabled: true\n    token: abc\n");
+    assert_eq!(
+        got,
+        vec![
+            "platforms.misskey.host: required when platforms.misskey.enabled (or set MISSKEY_HOST)"
+        ]
+    );
+    let got = issues("platforms:\n  discord:\n    enabled: true\n");
+    assert!(
+        got[0].starts_with("platforms.discord.token: required"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn wrong_type_names_its_path() {
+    let got = issues("skillApi:\n  port: not-a-number\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("skillApi.port: invalid type"), "{got:?}");
+    let got = issues("agent:\n  args: acp\n");
+    assert!(got[0].starts_with("agent.args: invalid type"), "{got:?}");
+    let got = issues("accessControl:\n  replyTo: everyone\n");
+    assert!(
+        got[0].starts_with("accessControl.replyTo: unknown variant `everyone`"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_a_suggestion() {
+    let got = issues(
+        "platforms:\n  misskey:\n    hots: example.com\nagent:\n  maxConcurentSessions: 3\n",
+    );
+    assert_eq!(
+        got,
+        vec![
+            "platforms.misskey.hots: unknown key; did you mean `host`?",
+            "agent.maxConcurentSessions: unknown key; did you mean `maxConcurrentSessions`?",
+        ]
+    );
+    let got = issues("skill_api:\n  port: 1\n");
+    assert_eq!(
+        got,
+        vec!["skill_api: unknown key; did you mean `skillApi`?"]
+    );
+    let got = issues("logging:\n  zzzzzz: 1\n");
+    assert_eq!(
+        got,
+        vec!["logging.zzzzzz: unknown key; valid keys here: level, format"]
+    );
+}
+
+#[test]
+fn env_override_beats_the_file() {
+    let text =
+        "skillApi:\n  port: 4000\nlogging:\n  level: warn\nagent:\n  autoApproveSkills: [a]\n";
+    let cfg = load_str(
+        text,
+        &env(&[
+            ("SKILL_API_PORT", "4100"),
+            ("LOG_LEVEL", "debug"),
+            ("AGENT_AUTO_APPROVE_SKILLS", "send-reply, memory-save,"),
+            ("DISCORD_TOKEN", "tok-from-env"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(cfg.skill_api.port, 4100);
+    assert_eq!(cfg.logging.level, "debug");
+    assert_eq!(
+        cfg.agent.auto_approve_skills,
+        vec!["send-reply", "memory-save"]
+    );
+    assert_eq!(cfg.platforms.discord.token.expose(), "tok-from-env");
+}
+
+#[test]
+fn env_override_with_a_bad_number_names_variable_and_key() {
+    let err = load_str("", &env(&[("SKILL_API_PORT", "eighty")])).unwrap_err();
+    assert_eq!(
+        err.issues(),
+        vec!["skillApi.port: from SKILL_API_PORT: expected a whole number, got \"eighty\""]
+    );
+}
+
+#[test]
+fn variables_are_interpolated_in_strings() {
+    let text = "platforms:\n  misskey:\n    enabled: true\n    host: \"${MK_HOST}\"\n    token: \"${MK_TOKEN}\"\nagent:\n  args: [\"--x=${A:-dflt}\", \"cost $$5\"]\n";
+    let cfg = load_str(
+        text,
+        &env(&[("MK_HOST", "mk.example"), ("MK_TOKEN", "t0k3n-value")]),
+    )
+    .unwrap();
+    assert_eq!(cfg.platforms.misskey.host, "mk.example");
+    assert_eq!(cfg.platforms.misskey.token.expose(), "t0k3n-value");
+    assert_eq!(cfg.agent.args, vec!["--x=dflt", "cost $5"]);
+}
+
+#[test]
+fn unset_variable_is_an_error_at_its_key() {
+    let got = issues("platforms:\n  discord:\n    token: \"${NOPE_TOKEN}\"\n");
+    assert_eq!(got.len(), 1);
+    assert!(
+        got[0].starts_with("platforms.discord.token: environment variable NOPE_TOKEN is not set"),
+        "{got:?}"
+    );
+    let got = issues("agent:\n  args: [\"${BROKEN\"]\n");
+    assert!(got[0].starts_with("agent.args.0: unterminated"), "{got:?}");
+}
+
+#[test]
+fn secrets_are_masked_in_debug_and_serialisation() {
+    let cfg = load_str(
+        "platforms:\n  discord:\n    enabled: true\n    token: super-secret-discord\n",
+        &no_env(),
+    )
+    .unwrap();
+    let debug = format!("{cfg:?}");
+    assert!(!debug.contains("super-secret-discord"));
+    let yaml = serde_yaml::to_string(&cfg).unwrap();
+    assert!(!yaml.contains("super-secret-discord"));
+    assert!(yaml.contains("token: '***'"), "{yaml}");
+    assert_eq!(cfg.secret_values(), vec!["super-secret-discord"]);
+}
+
+#[test]
+fn skill_api_must_stay_on_loopback_unless_allowed() {
+    let got = issues("skillApi:\n  host: 0.0.0.0\n");
+    assert!(
+        got[0].starts_with("skillApi.host: 0.0.0.0 is not a loopback address"),
+        "{got:?}"
+    );
+    assert!(
+        load_str(
+            "skillApi:\n  host: 0.0.0.0\n  allowNonLoopback: true\n",
+            &no_env()
+        )
+        .is_ok()
+    );
+    assert!(load_str("skillApi:\n  host: localhost\n", &no_env()).is_ok());
+    assert!(load_str("skillApi:\n  host: \"::1\"\n", &no_env()).is_ok());
+    let got = issues("skillApi:\n  host: example.com\n");
+    assert!(
+        got[0].starts_with("skillApi.host: \"example.com\" is not an IP"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn cross_field_rules_each_report_their_key() {
+    let cases: &[(&str, &str)] = &[
+        ("health:\n  port: 3001\n", "health.port"),
+        (
+            "accessControl:\n  replyTo: whitelist\n",
+            "accessControl.whitelist",
+        ),
+        (
+            "accessControl:\n  whitelist: [\"discord/user/1\"]\n",
+            "accessControl.whitelist.0",
+        ),
+        (
+            "platforms:\n  discord:\n    guildIds: [\"abc\"]\n",
+            "platforms.discord.guildIds.0",
+        ),
+        (
+            "platforms:\n  discord:\n    apiBaseUrl: \"ftp://x\"\n",
+            "platforms.discord.apiBaseUrl",
+        ),
+        (
+            "platforms:\n  misskey:\n    host: \"https://mk.example\"\n",
+            "platforms.misskey.host",
+        ),
+        ("agent:\n  command: \"\"\n", "agent.command"),
+        (
+            "agent:\n  maxConcurrentSessions: 0\n",
+            "agent.maxConcurrentSessions",
+        ),
+        ("agent:\n  idleTimeoutMs: 2000000\n", "agent.idleTimeoutMs"),
+        ("agent:\n  model: gpt\n", "agent.model"),
+        (
+            "agent:\n  autoApproveSkills: [\"Send_Reply\"]\n",
+            "agent.autoApproveSkills.0",
+        ),
+        (
+            "agent:\n  sandbox:\n    allowedEnvVars: [\"A-B\"]\n",
+            "agent.sandbox.allowedEnvVars.0",
+        ),
+        ("agent:\n  tokenLimit: 10\n", "agent.tokenLimit"),
+        (
+            "skills:\n  sendFile:\n    maxTotalSizeMb: 1\n",
+            "skills.sendFile.maxTotalSizeMb",
+        ),
+        (
+            "skills:\n  sendFile:\n    allowedExtensions: [\".png\"]\n",
+            "skills.sendFile.allowedExtensions.0",
+        ),
+        ("skills:\n  disabled: [\"Bad Name\"]\n", "skills.disabled.0"),
+        (
+            "reminders:\n  maxDaysAhead: 400\n",
+            "reminders.maxDaysAhead",
+        ),
+        (
+            "reminders:\n  maxRemindersPerUser: 0\n",
+            "reminders.maxRemindersPerUser",
+        ),
+        (
+            "memory:\n  recentMessageLimit: 500\n",
+            "memory.recentMessageLimit",
+        ),
+        (
+            "workspace:\n  workspacesDir: ../escape\n",
+            "workspace.workspacesDir",
+        ),
+        ("logging:\n  level: \"info,[\"\n", "logging.level"),
+        ("rateLimit:\n  maxMessages: 0\n", "rateLimit.maxMessages"),
+    ];
+    for (text, key) in cases {
+        let got = issues(text);
+        assert!(
+            got.iter().any(|i| i.starts_with(&format!("{key}: "))),
+            "{text:?} should report {key}, got {got:?}"
+        );
+    }
+}
+
+#[test]
+fn all_problems_are_reported_at_once() {
+    let got =
+        issues("agent:\n  command: \"\"\n  maxConcurrentSessions: 0\nhealth:\n  host: nowhere\n");
+    assert_eq!(got.len(), 3, "{got:?}");
+}
+
+#[test]
+fn top_level_must_be_a_mapping() {
+    assert_eq!(
+        issues("- a\n- b\n")[0],
+        "(top level): expected a mapping of sections such as `platforms:` and `agent:`"
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_are_reported() {
+    let err = load_str("agent: [unclosed\n", &no_env()).unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+}
+
+#[test]
+fn database_path_defaults_under_repo_path() {
+    let cfg = load_str("workspace:\n  repoPath: /srv/af\n", &no_env()).unwrap();
+    assert_eq!(
+        cfg.database_path(),
+        std::path::PathBuf::from("/srv/af/air-friends.db")
+    );
+}

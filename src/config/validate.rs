@@ -1,0 +1,373 @@
+//! Every cross-field and value check of the configuration, in one place.
+//!
+//! `Config::validate` collects all problems (not just the first) so an operator fixes a file in
+//! one pass. Each problem names the exact key path.
+
+use std::net::IpAddr;
+use std::path::Component;
+
+use super::{Config, ConfigError, ConfigIssue, ReplyTo};
+
+impl Config {
+    /// Checks the whole configuration; returns every problem found.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut v = Problems::default();
+        self.check_platforms(&mut v);
+        self.check_access_control(&mut v);
+        self.check_agent(&mut v);
+        self.check_listeners(&mut v);
+        self.check_skills(&mut v);
+        self.check_reminders_and_memory(&mut v);
+        self.check_paths_and_logging(&mut v);
+        if v.0.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Problems(v.0))
+        }
+    }
+
+    fn check_platforms(&self, v: &mut Problems) {
+        let d = &self.platforms.discord;
+        if d.enabled && d.token.is_empty() {
+            v.add(
+                "platforms.discord.token",
+                "required when platforms.discord.enabled (or set DISCORD_TOKEN)",
+            );
+        }
+        for (key, url) in [
+            ("platforms.discord.apiBaseUrl", &d.api_base_url),
+            ("platforms.discord.gatewayUrl", &d.gateway_url),
+        ] {
+            if let Some(url) = url {
+                let ok = ["http://", "https://", "ws://", "wss://"]
+                    .iter()
+                    .any(|p| url.starts_with(p) && url.len() > p.len());
+                if !ok {
+                    v.add(key, format!("{url:?} is not an http(s) or ws(s) URL"));
+                }
+            }
+        }
+        for (i, id) in d.guild_ids.iter().enumerate() {
+            if !is_snowflake(id) {
+                v.add(
+                    format!("platforms.discord.guildIds.{i}"),
+                    format!("{id:?} is not a Discord id (digits only)"),
+                );
+            }
+        }
+
+        let m = &self.platforms.misskey;
+        if m.enabled {
+            if m.host.trim().is_empty() {
+                v.add(
+                    "platforms.misskey.host",
+                    "required when platforms.misskey.enabled (or set MISSKEY_HOST)",
+                );
+            }
+            if m.token.is_empty() {
+                v.add(
+                    "platforms.misskey.token",
+                    "required when platforms.misskey.enabled (or set MISSKEY_TOKEN)",
+                );
+            }
+        }
+        if m.host.contains("://") || m.host.contains('/') {
+            v.add(
+                "platforms.misskey.host",
+                format!(
+                    "{:?} must be host[:port] without scheme or path (use `secure` for http/https)",
+                    m.host
+                ),
+            );
+        }
+    }
+
+    fn check_access_control(&self, v: &mut Problems) {
+        let ac = &self.access_control;
+        for (i, entry) in ac.whitelist.iter().enumerate() {
+            if let Err(problem) = check_whitelist_entry(entry) {
+                v.add(format!("accessControl.whitelist.{i}"), problem);
+            }
+        }
+        if ac.reply_to == ReplyTo::Whitelist && ac.whitelist.is_empty() {
+            v.add(
+                "accessControl.whitelist",
+                "empty while accessControl.replyTo is `whitelist`: the bot would answer nobody",
+            );
+        }
+        let rl = &self.rate_limit;
+        if rl.enabled {
+            if rl.max_messages == 0 {
+                v.add("rateLimit.maxMessages", "must be at least 1");
+            }
+            if rl.window_ms == 0 {
+                v.add("rateLimit.windowMs", "must be greater than 0");
+            }
+        }
+    }
+
+    fn check_agent(&self, v: &mut Problems) {
+        let a = &self.agent;
+        if a.command.trim().is_empty() {
+            v.add("agent.command", "must not be empty");
+        }
+        if a.max_concurrent_sessions == 0 {
+            v.add("agent.maxConcurrentSessions", "must be at least 1");
+        }
+        if a.max_queued_per_conversation == 0 {
+            v.add("agent.maxQueuedPerConversation", "must be at least 1");
+        }
+        for (key, ms) in [
+            ("agent.connectTimeoutMs", a.connect_timeout_ms),
+            ("agent.idleTimeoutMs", a.idle_timeout_ms),
+            ("agent.maxTurnMs", a.max_turn_ms),
+        ] {
+            if ms == 0 {
+                v.add(key, "must be greater than 0");
+            }
+        }
+        if a.idle_timeout_ms > a.max_turn_ms {
+            v.add(
+                "agent.idleTimeoutMs",
+                format!(
+                    "{} is longer than agent.maxTurnMs ({}); it would never fire",
+                    a.idle_timeout_ms, a.max_turn_ms
+                ),
+            );
+        }
+        if a.token_limit < 1_000 {
+            v.add(
+                "agent.tokenLimit",
+                "must be at least 1000 (the instructions alone need several hundred tokens)",
+            );
+        }
+        if let Some(model) = &a.model
+            && !model.contains('/')
+        {
+            v.add(
+                "agent.model",
+                format!("{model:?} must be `provider/model`, e.g. `openrouter/anthropic/claude-sonnet-4`"),
+            );
+        }
+        for (i, name) in a.auto_approve_skills.iter().enumerate() {
+            if !is_skill_name(name) {
+                v.add(
+                    format!("agent.autoApproveSkills.{i}"),
+                    format!("{name:?} is not a skill name (lowercase letters, digits, hyphens)"),
+                );
+            }
+        }
+        for (key, names) in [
+            ("agent.providerEnvVars", &a.provider_env_vars),
+            ("agent.sandbox.allowedEnvVars", &a.sandbox.allowed_env_vars),
+        ] {
+            for (i, name) in names.iter().enumerate() {
+                if !is_env_name(name) {
+                    v.add(
+                        format!("{key}.{i}"),
+                        format!("{name:?} is not an environment variable name"),
+                    );
+                }
+            }
+        }
+        for name in a.env.keys() {
+            if !is_env_name(name) {
+                v.add(
+                    format!("agent.env.{name}"),
+                    "not an environment variable name",
+                );
+            }
+        }
+    }
+
+    fn check_listeners(&self, v: &mut Problems) {
+        let s = &self.skill_api;
+        match parse_host(&s.host) {
+            None => v.add(
+                "skillApi.host",
+                format!("{:?} is not an IP address or `localhost`", s.host),
+            ),
+            Some(ip) if !ip.is_loopback() && !s.allow_non_loopback => v.add(
+                "skillApi.host",
+                format!(
+                    "{} is not a loopback address; the Skill API is for local agent processes \
+                     (set skillApi.allowNonLoopback: true to override)",
+                    s.host
+                ),
+            ),
+            Some(_) => {}
+        }
+        if s.session_timeout_ms == 0 {
+            v.add("skillApi.sessionTimeoutMs", "must be greater than 0");
+        }
+        if parse_host(&self.health.host).is_none() {
+            v.add(
+                "health.host",
+                format!("{:?} is not an IP address or `localhost`", self.health.host),
+            );
+        }
+        if s.port != 0 && s.port == self.health.port {
+            v.add(
+                "health.port",
+                format!("{} is also skillApi.port; use two different ports", s.port),
+            );
+        }
+    }
+
+    fn check_skills(&self, v: &mut Problems) {
+        for (i, name) in self.skills.disabled.iter().enumerate() {
+            if !is_skill_name(name) {
+                v.add(
+                    format!("skills.disabled.{i}"),
+                    format!("{name:?} is not a skill name"),
+                );
+            }
+        }
+        let f = &self.skills.send_file;
+        if f.max_file_size_mb == 0 {
+            v.add("skills.sendFile.maxFileSizeMb", "must be at least 1");
+        }
+        if f.max_files_per_invocation == 0 {
+            v.add(
+                "skills.sendFile.maxFilesPerInvocation",
+                "must be at least 1",
+            );
+        }
+        if f.max_total_size_mb < f.max_file_size_mb {
+            v.add(
+                "skills.sendFile.maxTotalSizeMb",
+                format!(
+                    "{} is smaller than skills.sendFile.maxFileSizeMb ({})",
+                    f.max_total_size_mb, f.max_file_size_mb
+                ),
+            );
+        }
+        for (i, ext) in f.allowed_extensions.iter().enumerate() {
+            if ext.is_empty() || ext.starts_with('.') || ext.contains(['/', '\\']) {
+                v.add(
+                    format!("skills.sendFile.allowedExtensions.{i}"),
+                    format!("{ext:?}: write extensions without the dot, e.g. `png`"),
+                );
+            }
+        }
+    }
+
+    fn check_reminders_and_memory(&self, v: &mut Problems) {
+        let r = &self.reminders;
+        if r.min_interval_ms == 0 {
+            v.add("reminders.minIntervalMs", "must be greater than 0");
+        }
+        if !(1..=366).contains(&r.max_days_ahead) {
+            v.add("reminders.maxDaysAhead", "must be between 1 and 366");
+        }
+        if r.max_reminders_per_user == 0 {
+            v.add("reminders.maxRemindersPerUser", "must be at least 1");
+        }
+        if r.max_delivery_attempts == 0 {
+            v.add("reminders.maxDeliveryAttempts", "must be at least 1");
+        }
+        let m = &self.memory;
+        if m.recent_message_limit > 100 {
+            v.add(
+                "memory.recentMessageLimit",
+                "must be at most 100 (platform history pages)",
+            );
+        }
+        if m.max_content_chars == 0 {
+            v.add("memory.maxContentChars", "must be at least 1");
+        }
+    }
+
+    fn check_paths_and_logging(&self, v: &mut Problems) {
+        let dir = std::path::Path::new(&self.workspace.workspaces_dir);
+        let safe = !self.workspace.workspaces_dir.is_empty()
+            && dir.components().all(|c| matches!(c, Component::Normal(_)));
+        if !safe {
+            v.add(
+                "workspace.workspacesDir",
+                format!(
+                    "{:?} must be a relative folder name under workspace.repoPath (no `..`, no leading `/`)",
+                    self.workspace.workspaces_dir
+                ),
+            );
+        }
+        if self.workspace.repo_path.as_os_str().is_empty() {
+            v.add("workspace.repoPath", "must not be empty");
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.logging.level) {
+            v.add(
+                "logging.level",
+                format!(
+                    "{:?} is not a log level or filter ({e}); use error, warn, info, debug or trace",
+                    self.logging.level
+                ),
+            );
+        }
+    }
+}
+
+/// Collected problems.
+#[derive(Default)]
+struct Problems(Vec<ConfigIssue>);
+
+impl Problems {
+    fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigIssue::new(path, message));
+    }
+}
+
+/// Parses a listener host: an IP address or `localhost`.
+pub fn parse_host(host: &str) -> Option<IpAddr> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Some(IpAddr::from([127, 0, 0, 1]));
+    }
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+fn is_snowflake(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Skill names: `[a-z0-9-]`, 1–64, no leading/trailing/double hyphen.
+pub fn is_skill_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
+fn is_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn check_whitelist_entry(entry: &str) -> Result<(), String> {
+    let parts: Vec<&str> = entry.split('/').collect();
+    let [platform, kind, id] = parts.as_slice() else {
+        return Err(format!(
+            "{entry:?} must look like `platform/account/ID` or `platform/channel/ID`"
+        ));
+    };
+    if !matches!(*platform, "discord" | "misskey" | "console") {
+        return Err(format!(
+            "{entry:?}: platform must be discord, misskey or console"
+        ));
+    }
+    if !matches!(*kind, "account" | "channel") {
+        return Err(format!(
+            "{entry:?}: the middle part must be account or channel"
+        ));
+    }
+    if id.is_empty() {
+        return Err(format!("{entry:?}: the ID is missing"));
+    }
+    Ok(())
+}

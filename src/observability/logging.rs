@@ -1,0 +1,45 @@
+//! Tracing subscriber set-up: JSON lines (default) or pretty output on stdout, level from the
+//! configuration (`logging.level`, overridden by `LOG_LEVEL` at load time) unless `RUST_LOG`
+//! is set, every line passed through the [`Redactor`](super::Redactor).
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use super::{RedactingMakeWriter, Redactor};
+use crate::config::{LogFormat, LoggingConfig};
+
+/// Keeps the subscriber installed; dropping it does nothing today but keeps the call site
+/// honest if a buffered writer is added.
+#[must_use = "keep the guard alive for the life of the process"]
+#[derive(Debug)]
+pub struct LoggingGuard(());
+
+/// Installs the global tracing subscriber. `rust_log` is the `RUST_LOG` value, if set.
+pub fn init_logging(
+    config: &LoggingConfig,
+    rust_log: Option<String>,
+    redactor: Redactor,
+) -> anyhow::Result<LoggingGuard> {
+    let filter = match rust_log.filter(|s| !s.trim().is_empty()) {
+        Some(spec) => EnvFilter::try_new(&spec)
+            .map_err(|e| anyhow::anyhow!("RUST_LOG {spec:?} is not a valid filter: {e}"))?,
+        None => EnvFilter::try_new(&config.level)
+            .map_err(|e| anyhow::anyhow!("logging.level {:?}: {e}", config.level))?,
+    };
+    let writer = RedactingMakeWriter::new(redactor, std::io::stdout);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
+    let result = match config.format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .finish()
+            .try_init(),
+        LogFormat::Pretty => builder.with_ansi(false).finish().try_init(),
+    };
+    result.map_err(|e| anyhow::anyhow!("cannot install the log subscriber: {e}"))?;
+    Ok(LoggingGuard(()))
+}

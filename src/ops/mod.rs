@@ -1,0 +1,153 @@
+//! The ops listener: `/healthz` (liveness), `/readyz` (readiness checks) and `/metrics`
+//! (Prometheus text).
+
+pub mod checks;
+mod readiness;
+
+use std::future::Future;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use readiness::{CheckFuture, CheckReport, Readiness};
+
+use crate::observability::Metrics;
+
+/// What the ops endpoints read.
+#[derive(Clone, Debug)]
+pub struct OpsState {
+    /// Registered readiness checks.
+    pub readiness: Readiness,
+    /// The metrics registry.
+    pub metrics: Metrics,
+    /// Cancelled when the daemon starts draining: `/readyz` then answers 503.
+    pub draining: CancellationToken,
+}
+
+/// The ops router.
+pub fn router(state: OpsState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// Serves the ops router on an already-bound listener until `shutdown` completes.
+pub async fn serve(
+    listener: TcpListener,
+    state: OpsState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, "ok\n")
+}
+
+async fn readyz(State(state): State<OpsState>) -> Response {
+    let checks = state.readiness.run().await;
+    let draining = state.draining.is_cancelled();
+    let ready = !draining && checks.iter().all(|c| c.ok);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({
+        "status": if ready { "ready" } else if draining { "draining" } else { "not_ready" },
+        "checks": checks,
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn metrics(State(state): State<OpsState>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "encoding metrics failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    fn state() -> OpsState {
+        OpsState {
+            readiness: Readiness::new(),
+            metrics: Metrics::new(),
+            draining: CancellationToken::new(),
+        }
+    }
+
+    async fn get(app: Router, uri: &str) -> (StatusCode, String) {
+        let resp = app
+            .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn healthz_is_ok() {
+        assert_eq!(get(router(state()), "/healthz").await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn readyz_reports_failing_checks_with_503() {
+        let s = state();
+        s.readiness.register("database", || async { Ok(()) });
+        s.readiness
+            .register("agent_command", || async { Err("not found".to_owned()) });
+        let (status, body) = get(router(s), "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["status"], "not_ready");
+        assert_eq!(v["checks"][1]["name"], "agent_command");
+        assert_eq!(v["checks"][1]["detail"], "not found");
+    }
+
+    #[tokio::test]
+    async fn readyz_is_ok_when_all_pass_and_503_while_draining() {
+        let s = state();
+        s.readiness.register("database", || async { Ok(()) });
+        assert_eq!(get(router(s.clone()), "/readyz").await.0, StatusCode::OK);
+        s.draining.cancel();
+        let (status, body) = get(router(s), "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.contains("draining"));
+    }
+
+    #[tokio::test]
+    async fn metrics_serves_the_registry() {
+        let (status, body) = get(router(state()), "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(body.contains("air_friends_start_time_seconds"));
+    }
+}

@@ -1,0 +1,126 @@
+//! Readiness checks that components register (platform connected, database writable, agent
+//! command found); `/readyz` runs them all.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A boxed future returned by a readiness check.
+pub type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+type CheckFn = Arc<dyn Fn() -> CheckFuture + Send + Sync>;
+
+/// How long one check may take before it counts as failed.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The set of registered readiness checks.
+#[derive(Clone, Default)]
+pub struct Readiness {
+    checks: Arc<RwLock<Vec<(String, CheckFn)>>>,
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness").finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct CheckReport {
+    /// The check's name, e.g. `database`.
+    pub name: String,
+    /// True when ready.
+    pub ok: bool,
+    /// Why not, when not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Readiness {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a check. It is run on every `/readyz` request, so keep it cheap.
+    pub fn register<F, Fut>(&self, name: impl Into<String>, check: F)
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let check: CheckFn = Arc::new(move || Box::pin(check()));
+        self.checks
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((name.into(), check));
+    }
+
+    /// Runs every check (concurrently, each bounded by a timeout).
+    pub async fn run(&self) -> Vec<CheckReport> {
+        let checks: Vec<(String, CheckFn)> = self
+            .checks
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut set = tokio::task::JoinSet::new();
+        for (index, (name, check)) in checks.into_iter().enumerate() {
+            let fut = check();
+            set.spawn(async move {
+                let result = match tokio::time::timeout(CHECK_TIMEOUT, fut).await {
+                    Ok(r) => r,
+                    Err(_) => Err(format!("check timed out after {CHECK_TIMEOUT:?}")),
+                };
+                (index, name, result)
+            });
+        }
+        let mut reports = Vec::new();
+        while let Some(joined) = set.join_next().await {
+            match joined {
+                Ok((index, name, result)) => reports.push((
+                    index,
+                    CheckReport {
+                        name,
+                        ok: result.is_ok(),
+                        detail: result.err(),
+                    },
+                )),
+                Err(e) => tracing::error!(error = %e, "readiness check panicked"),
+            }
+        }
+        reports.sort_by_key(|(index, _)| *index);
+        reports.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn runs_checks_in_registration_order() {
+        let r = Readiness::new();
+        r.register("a", || async { Ok(()) });
+        r.register("b", || async { Err("down".to_owned()) });
+        let reports = r.run().await;
+        assert_eq!(reports.len(), 2);
+        assert_eq!(reports[0].name, "a");
+        assert!(reports[0].ok);
+        assert_eq!(reports[1].detail.as_deref(), Some("down"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_check_times_out() {
+        let r = Readiness::new();
+        r.register("slow", || async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(())
+        });
+        let reports = r.run().await;
+        assert!(!reports[0].ok);
+        assert!(reports[0].detail.as_deref().unwrap().contains("timed out"));
+    }
+}

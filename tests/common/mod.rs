@@ -1,0 +1,162 @@
+//! Shared helpers for integration tests that run the real `air-friends` binary.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_air-friends")
+}
+
+/// A running `air-friends serve` whose stdout (JSON logs) is collected line by line.
+pub struct Daemon {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Daemon {
+    /// Starts `air-friends serve --config <config>` with a minimal, explicit environment.
+    pub fn start(config: &Path, extra_env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Command::new(bin());
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(config)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn air-friends");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Daemon {
+            child,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a JSON log line satisfying `pred` (up to `timeout`), returning it parsed.
+    pub fn wait_for_log(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                        && pred(&v)
+                    {
+                        return v;
+                    }
+                }
+                Err(_) => {
+                    let stderr = self.stderr_so_far();
+                    panic!(
+                        "log line not seen within {timeout:?}; stdout so far:\n{}\nstderr:\n{stderr}",
+                        self.seen.join("\n")
+                    )
+                }
+            }
+        }
+    }
+
+    /// The address a listener logged as `listening` (e.g. `listener = "ops"`).
+    pub fn listener_addr(&mut self, listener: &str) -> String {
+        let v = self.wait_for_log(Duration::from_secs(20), |v| {
+            v["message"] == "listening" && v["listener"] == listener
+        });
+        v["addr"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for exit (up to `timeout`), draining the remaining stdout into `seen`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.seen.push(line);
+                }
+                return status;
+            }
+            if Instant::now() > deadline {
+                self.child.kill().ok();
+                panic!("daemon did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stderr_so_far(&mut self) -> String {
+        if self.child.try_wait().ok().flatten().is_none() {
+            return "(still running)".into();
+        }
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            use std::io::Read;
+            e.read_to_string(&mut s).ok();
+        }
+        s
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+}
+
+/// A temp dir with a config file whose listeners use port 0 and whose data lives inside it.
+pub struct TestConfig {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl TestConfig {
+    /// Writes `extra` YAML after the base settings (keys in `extra` must not repeat base
+    /// sections: pass whole sections).
+    pub fn new(extra: &str) -> TestConfig {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let path = dir.path().join("config.yaml");
+        let text = format!(
+            "workspace:\n  repoPath: {data}\nhealth:\n  port: 0\n{extra}",
+            data = data.display()
+        );
+        std::fs::write(&path, text).unwrap();
+        TestConfig { dir, path }
+    }
+}

@@ -1,0 +1,242 @@
+//! Runs the real binary: `serve` comes up, answers the ops endpoints, reports to systemd, and
+//! stops cleanly on SIGTERM; broken configurations fail fast with the key path.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Daemon, TestConfig, bin};
+
+const SECRET: &str = "discord-secret-token-abc123";
+
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let resp = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    })
+}
+
+/// Checks every line of a Prometheus/OpenMetrics text exposition.
+fn assert_prometheus_text(body: &str) {
+    let mut samples = 0;
+    for line in body.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name_labels, value) = line.rsplit_once(' ').expect("sample has a value");
+        value
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("bad sample value in {line:?}"));
+        let name = name_labels.split('{').next().unwrap();
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad metric name in {line:?}"
+        );
+        if let Some(labels) = name_labels.strip_prefix(name) {
+            assert!(labels.is_empty() || (labels.starts_with('{') && labels.ends_with('}')));
+        }
+        samples += 1;
+    }
+    assert!(samples > 0, "no samples in:\n{body}");
+}
+
+#[test]
+fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
+    let cfg = TestConfig::new(&format!(
+        "agent:\n  command: sh\nlogging:\n  level: debug\nplatforms:\n  discord:\n    token: {SECRET}\nshutdownGraceMs: 5000\n"
+    ));
+    let notify_path = cfg.dir.path().join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+
+    let mut daemon = Daemon::start(
+        &cfg.path,
+        &[
+            ("NOTIFY_SOCKET", notify_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "200000"),
+        ],
+    );
+    let addr = daemon.listener_addr("ops");
+
+    let mut received = Vec::new();
+    let mut buf = [0u8; 256];
+    while !(received.iter().any(|m: &String| m.contains("READY=1"))
+        && received.iter().any(|m| m.contains("WATCHDOG=1")))
+    {
+        let n = notify.recv(&mut buf).expect("systemd notification");
+        received.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+
+    let (status, body) = http_get(&addr, "/healthz");
+    assert_eq!(status, 200);
+    assert_eq!(body.trim(), "ok");
+
+    let (status, body) = http_get(&addr, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["status"], "ready");
+    let names: Vec<&str> = ready["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["database", "agent_command"]);
+
+    let (status, body) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert_prometheus_text(&body);
+    assert!(body.contains("air_friends_build_info{version="));
+
+    let started = Instant::now();
+    daemon.terminate();
+    let exit = daemon.wait_exit(Duration::from_secs(10));
+    assert!(exit.success(), "exit status {exit:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    loop {
+        let n = notify.recv(&mut buf).expect("STOPPING=1 notification");
+        if String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1") {
+            break;
+        }
+    }
+    let all = daemon.seen.join("\n");
+    assert!(all.contains("\"message\":\"stopped\""), "{all}");
+    assert!(!all.contains(SECRET), "a secret reached the log:\n{all}");
+    for line in &daemon.seen {
+        let v: serde_json::Value = serde_json::from_str(line).expect("every log line is JSON");
+        assert!(v["timestamp"].is_string() && v["level"].is_string() && v["target"].is_string());
+    }
+}
+
+#[test]
+fn readyz_reports_a_missing_agent_command() {
+    let cfg = TestConfig::new("agent:\n  command: no-such-agent-binary-xyz\n");
+    let mut daemon = Daemon::start(&cfg.path, &[]);
+    let addr = daemon.listener_addr("ops");
+    let (status, body) = http_get(&addr, "/readyz");
+    assert_eq!(status, 503);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["checks"][1]["name"], "agent_command");
+    assert_eq!(v["checks"][1]["ok"], false);
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(10)).success());
+}
+
+#[test]
+fn broken_config_exits_non_zero_with_the_key_path() {
+    let cfg = TestConfig::new("platforms:\n  misskey:\n    enabled: true\n    token: x\n");
+    let out = Command::new(bin())
+        .args(["serve", "--config"])
+        .arg(&cfg.path)
+        .env_remove("MISSKEY_HOST")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(
+        stderr.contains("platforms.misskey.host: required when platforms.misskey.enabled"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn missing_config_file_says_how_to_create_one() {
+    let out = Command::new(bin())
+        .args(["serve", "--config", "/nonexistent/config.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("print-default-config"), "{stderr}");
+}
+
+#[test]
+fn a_busy_port_is_a_startup_failure() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let cfg = TestConfig::new("");
+    let text = std::fs::read_to_string(&cfg.path)
+        .unwrap()
+        .replace("port: 0", &format!("port: {port}"));
+    std::fs::write(&cfg.path, text).unwrap();
+    let out = Command::new(bin())
+        .args(["serve", "--config"])
+        .arg(&cfg.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot bind the ops listener"), "{stderr}");
+}
+
+#[test]
+fn check_config_masks_secrets_and_fails_on_errors() {
+    let cfg = TestConfig::new(&format!(
+        "platforms:\n  discord:\n    enabled: true\n    token: {SECRET}\n"
+    ));
+    let out = Command::new(bin())
+        .args(["check-config", "--config"])
+        .arg(&cfg.path)
+        .env("MISSKEY_TOKEN", "misskey-secret-from-env")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains(SECRET) && !stdout.contains("misskey-secret-from-env"));
+    assert!(stdout.contains("token: '***'"), "{stdout}");
+    let effective: serde_yaml::Value = serde_yaml::from_str(&stdout).unwrap();
+    assert_eq!(effective["health"]["port"], 0);
+
+    std::fs::write(&cfg.path, "agent:\n  maxConcurentSessions: 2\n").unwrap();
+    let out = Command::new(bin())
+        .args(["check-config", "--config"])
+        .arg(&cfg.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "agent.maxConcurentSessions: unknown key; did you mean `maxConcurrentSessions`?"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn print_default_config_is_a_valid_config() {
+    let out = Command::new(bin())
+        .arg("print-default-config")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let check = Command::new(bin())
+        .args(["check-config", "--config"])
+        .arg(&path)
+        .env_remove("SKILL_API_PORT")
+        .env_remove("HEALTH_PORT")
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
