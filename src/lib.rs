@@ -2,6 +2,7 @@
 //! Misskey.
 //!
 //! Map of the crate:
+//! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`cli`] — command-line definitions (clap).
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
@@ -11,6 +12,7 @@
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod config;

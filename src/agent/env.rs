@@ -1,0 +1,206 @@
+//! The agent's environment, built from scratch for every session (SPEC §7).
+//!
+//! Nothing is inherited wholesale. The agent gets a fixed list of basic variables, the
+//! session's identity for the skill client, provider keys and skill credentials that are
+//! explicitly listed, and the static `agent.env` map. Platform tokens and other daemon secrets
+//! are removed even if an operator lists them by mistake.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::{AgentConfig, EnvSource};
+
+/// Copied from the daemon's environment when set.
+const BASE_VARS: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TZ",
+];
+
+/// Proxy variables, copied when set.
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
+/// Never passed to the agent, whatever the configuration says.
+pub const FORBIDDEN_VARS: &[&str] = &[
+    "DISCORD_TOKEN",
+    "MISSKEY_TOKEN",
+    "AIR_FRIENDS_CONFIG",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+];
+
+/// What identifies one agent session to the skill client.
+#[derive(Debug, Clone)]
+pub struct SessionIdentity {
+    /// The Skill API session id.
+    pub session_id: String,
+    /// The caller token (a secret: never logged).
+    pub token: String,
+    /// Base URL of the Skill API, e.g. `http://127.0.0.1:3001`.
+    pub api_url: String,
+}
+
+/// Everything the environment is built from.
+#[derive(Debug)]
+pub struct EnvInputs<'a> {
+    /// Agent configuration (provider keys, allowed vars, static env, config dir).
+    pub agent: &'a AgentConfig,
+    /// The session's identity.
+    pub identity: &'a SessionIdentity,
+    /// The user's workspace (cwd of the agent).
+    pub workspace: &'a Path,
+    /// This executable, for the skill scripts (`AIR_FRIENDS_BIN`).
+    pub air_friends_bin: &'a Path,
+    /// The skills folder (absolute), for the skill client.
+    pub skills_dir: &'a Path,
+    /// Environment variables named by enabled skills' `credentials`.
+    pub skill_credentials: &'a [String],
+    /// Secret values the daemon holds; any variable whose value equals one is dropped.
+    pub secret_values: &'a [String],
+}
+
+/// Builds the agent's environment from `daemon_env` and `inputs`.
+pub fn build_agent_env(
+    inputs: &EnvInputs<'_>,
+    daemon_env: &impl EnvSource,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let copy = |env: &mut BTreeMap<String, String>, name: &str| {
+        if let Some(value) = daemon_env.var(name).filter(|v| !v.is_empty()) {
+            env.insert(name.to_owned(), value);
+        }
+    };
+    for name in BASE_VARS.iter().chain(PROXY_VARS) {
+        copy(&mut env, name);
+    }
+    for name in inputs
+        .agent
+        .provider_env_vars
+        .iter()
+        .chain(&inputs.agent.sandbox.allowed_env_vars)
+        .chain(inputs.skill_credentials)
+    {
+        copy(&mut env, name);
+    }
+    for (k, v) in &inputs.agent.env {
+        env.insert(k.clone(), v.clone());
+    }
+
+    let config_file: PathBuf = inputs.agent.config_dir.join("opencode.json");
+    if config_file.is_file() {
+        env.insert(
+            "OPENCODE_CONFIG".into(),
+            absolute(&config_file).display().to_string(),
+        );
+    }
+    let workspace = inputs.workspace.display().to_string();
+    env.insert(
+        "TMPDIR".into(),
+        inputs.workspace.join("tmp").display().to_string(),
+    );
+    env.insert("AGENT_WORKSPACE".into(), workspace);
+    env.insert("SESSION_ID".into(), inputs.identity.session_id.clone());
+    env.insert("SKILL_API_TOKEN".into(), inputs.identity.token.clone());
+    env.insert("SKILL_API_URL".into(), inputs.identity.api_url.clone());
+    env.insert(
+        "AIR_FRIENDS_BIN".into(),
+        inputs.air_friends_bin.display().to_string(),
+    );
+    env.insert(
+        "AIR_FRIENDS_SKILLS_DIR".into(),
+        inputs.skills_dir.display().to_string(),
+    );
+
+    for name in FORBIDDEN_VARS {
+        if env.remove(*name).is_some() {
+            tracing::warn!(var = name, "refused to pass a daemon secret to the agent");
+        }
+    }
+    env.retain(|name, value| {
+        let leaked = inputs
+            .secret_values
+            .iter()
+            .any(|s| !s.is_empty() && value.contains(s.as_str()));
+        if leaked {
+            tracing::warn!(var = %name, "variable carries a daemon secret; not passed to the agent");
+        }
+        !leaked
+    });
+    env
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn builds_from_scratch_and_never_passes_daemon_secrets() {
+        let daemon: HashMap<&str, &str> = HashMap::from([
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/af"),
+            ("DISCORD_TOKEN", "discord-secret-value"),
+            ("MISSKEY_TOKEN", "misskey-secret-value"),
+            ("OPENROUTER_API_KEY", "or-key"),
+            ("RANDOM_DAEMON_VAR", "x"),
+            ("WEATHER_API_KEY", "weather"),
+            ("SNEAKY", "prefix-discord-secret-value"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+        ]);
+        let lookup = |n: &str| daemon.get(n).map(|s| s.to_string());
+        let mut agent = AgentConfig::default();
+        agent.sandbox.allowed_env_vars = vec!["DISCORD_TOKEN".into(), "SNEAKY".into()];
+        agent
+            .env
+            .insert("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into());
+        let identity = SessionIdentity {
+            session_id: "sess1".into(),
+            token: "tok".into(),
+            api_url: "http://127.0.0.1:3001".into(),
+        };
+        let creds = vec!["WEATHER_API_KEY".to_owned()];
+        let secrets = vec![
+            "discord-secret-value".to_owned(),
+            "misskey-secret-value".to_owned(),
+        ];
+        let env = build_agent_env(
+            &EnvInputs {
+                agent: &agent,
+                identity: &identity,
+                workspace: Path::new("/ws/discord/42"),
+                air_friends_bin: Path::new("/usr/local/bin/air-friends"),
+                skills_dir: Path::new("/opt/af/skills"),
+                skill_credentials: &creds,
+                secret_values: &secrets,
+            },
+            &lookup,
+        );
+        assert_eq!(env["PATH"], "/usr/bin:/bin");
+        assert_eq!(env["OPENROUTER_API_KEY"], "or-key");
+        assert_eq!(env["WEATHER_API_KEY"], "weather");
+        assert_eq!(env["HTTPS_PROXY"], "http://proxy:3128");
+        assert_eq!(env["TMPDIR"], "/ws/discord/42/tmp");
+        assert_eq!(env["SESSION_ID"], "sess1");
+        assert_eq!(env["SKILL_API_TOKEN"], "tok");
+        assert_eq!(env["OPENCODE_DISABLE_AUTOUPDATE"], "1");
+        assert!(!env.contains_key("RANDOM_DAEMON_VAR"));
+        assert!(!env.contains_key("DISCORD_TOKEN"));
+        assert!(!env.contains_key("MISSKEY_TOKEN"));
+        assert!(!env.contains_key("SNEAKY"));
+        for v in env.values() {
+            assert!(!v.contains("discord-secret-value") && !v.contains("misskey-secret-value"));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The agent runner: one ACP agent process per interaction (SPEC §7).
+//!
+//! * [`rpc`] — newline-delimited JSON-RPC 2.0 over the child's stdio.
+//! * [`process`] — spawning in a process group with a clean environment; bounded stop.
+//! * [`env`] — the agent's environment, built from scratch, secrets excluded.
+//! * [`gate`] — the permission gate (auto-approved skill invocations only).
+//! * [`fs`] — `fs/*` requests confined to the workspace.
+//! * [`session`] — the session flow, timeouts, retry prompt and outcome.
+
+pub mod env;
+pub mod fs;
+pub mod gate;
+pub mod process;
+pub mod rpc;
+pub mod session;
+
+pub use gate::{ApprovalRules, PermissionGate};
+pub use session::{AgentRunner, Outcome, ResponseProbe, RunnerSettings, SessionRun};

@@ -1,0 +1,308 @@
+//! The agent child process: spawned in its own process group with a clean environment, its
+//! stdio wired to the JSON-RPC connection and its stderr drained to the log, and stopped in
+//! bounded time (close stdin → SIGTERM → SIGKILL to the whole group) so neither zombies nor
+//! orphaned grandchildren (shell tools the agent started) survive a session.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::BufReader;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::task::TaskTracker;
+
+use super::rpc::{self, Incoming, RpcClient};
+
+/// Longest agent stderr line logged (longer lines are cut).
+const MAX_STDERR_LINE: usize = 16 * 1024;
+
+/// Why the agent could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The executable could not be run.
+    #[error("cannot start agent command {command:?}: {source}")]
+    Spawn {
+        /// The configured command.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The workspace folder is missing.
+    #[error("workspace {0} does not exist")]
+    NoWorkspace(PathBuf),
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    /// Executable.
+    pub command: &'a str,
+    /// Arguments.
+    pub args: &'a [String],
+    /// Working directory (the user workspace).
+    pub cwd: &'a Path,
+    /// The complete environment (nothing else is inherited).
+    pub env: &'a BTreeMap<String, String>,
+    /// Label for log lines (our session id).
+    pub label: &'a str,
+}
+
+/// A running agent with its JSON-RPC connection.
+pub struct AgentProcess {
+    child: Child,
+    pid: Option<u32>,
+    tasks: TaskTracker,
+    label: String,
+}
+
+impl std::fmt::Debug for AgentProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentProcess")
+            .field("pid", &self.pid)
+            .field("label", &self.label)
+            .finish()
+    }
+}
+
+impl AgentProcess {
+    /// Spawns the agent and connects JSON-RPC to its stdio.
+    pub fn spawn(
+        launch: &Launch<'_>,
+    ) -> Result<(AgentProcess, RpcClient, mpsc::Receiver<Incoming>), SpawnError> {
+        if !launch.cwd.is_dir() {
+            return Err(SpawnError::NoWorkspace(launch.cwd.to_path_buf()));
+        }
+        let mut cmd = Command::new(launch.command);
+        cmd.args(launch.args)
+            .current_dir(launch.cwd)
+            .env_clear()
+            .envs(launch.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
+            command: launch.command.to_owned(),
+            source,
+        })?;
+        let pid = child.id();
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            // Unreachable with piped stdio; fail loudly rather than hang.
+            return Err(SpawnError::Spawn {
+                command: launch.command.to_owned(),
+                source: std::io::Error::other("child stdio not captured"),
+            });
+        };
+        let tasks = TaskTracker::new();
+        let label = launch.label.to_owned();
+        tasks.spawn(drain_stderr(BufReader::new(stderr), label.clone()));
+        let (client, incoming) = rpc::connect(BufReader::new(stdout), stdin, &tasks, label.clone());
+        tracing::info!(session_id = %label, pid, command = launch.command, "agent started");
+        Ok((
+            AgentProcess {
+                child,
+                pid,
+                tasks,
+                label,
+            },
+            client,
+            incoming,
+        ))
+    }
+
+    /// The OS process id (while running).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Stops the agent: the caller has dropped every `RpcClient` (closing stdin); wait up to
+    /// `grace` for a voluntary exit, then SIGTERM the process group, wait `grace` again, then
+    /// SIGKILL it. Leftover members of the group are always SIGKILLed at the end. Returns the
+    /// exit status when one was collected.
+    pub async fn shutdown(mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut status = wait_for(&mut self.child, grace).await;
+        if status.is_none() {
+            tracing::debug!(session_id = %self.label, "agent ignored stdin EOF; sending SIGTERM");
+            self.signal_group(Signal::SIGTERM);
+            status = wait_for(&mut self.child, grace).await;
+        }
+        if status.is_none() {
+            tracing::warn!(session_id = %self.label, "agent ignored SIGTERM; sending SIGKILL");
+            self.signal_group(Signal::SIGKILL);
+            status = self.child.wait().await.ok();
+        }
+        // Grandchildren (e.g. a backgrounded shell command) share the group: remove them too.
+        self.signal_group(Signal::SIGKILL);
+        self.tasks.close();
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(session_id = %self.label, "agent stdio tasks still running after exit");
+        }
+        tracing::info!(
+            session_id = %self.label,
+            exit = ?status.and_then(|s| s.code()),
+            "agent stopped"
+        );
+        status
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
+            return;
+        };
+        match killpg(Pid::from_raw(pid), signal) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => {
+                tracing::warn!(session_id = %self.label, error = %e, "signalling the agent failed")
+            }
+        }
+    }
+}
+
+async fn wait_for(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "waiting for the agent failed");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+async fn drain_stderr<R: tokio::io::AsyncBufRead + Unpin>(mut reader: R, label: String) {
+    let mut buf = Vec::new();
+    loop {
+        match rpc::read_bounded_line(&mut reader, &mut buf, MAX_STDERR_LINE).await {
+            Ok(rpc::LineRead::Eof) | Err(_) => break,
+            Ok(rpc::LineRead::TooLong(n)) => {
+                tracing::debug!(session_id = %label, bytes = n, "agent stderr line too long; skipped");
+            }
+            Ok(rpc::LineRead::Line) => {
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end();
+                if line.is_empty() {
+                    continue;
+                }
+                let lower = line.to_ascii_lowercase();
+                if lower.contains("error") || lower.contains("panic") || lower.contains("fatal") {
+                    tracing::warn!(session_id = %label, line = %line, "agent stderr");
+                } else {
+                    tracing::debug!(session_id = %label, line = %line, "agent stderr");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch_sh<'a>(
+        script: &'a [String],
+        env: &'a BTreeMap<String, String>,
+        cwd: &'a Path,
+    ) -> Launch<'a> {
+        Launch {
+            command: "sh",
+            args: script,
+            cwd,
+            env,
+            label: "test",
+        }
+    }
+
+    fn base_env() -> BTreeMap<String, String> {
+        BTreeMap::from([("PATH".to_owned(), "/usr/bin:/bin".to_owned())])
+    }
+
+    fn alive(pid: i32) -> bool {
+        // Signal 0 probes existence; a zombie would still answer, so reaping matters too.
+        nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok()
+    }
+
+    #[tokio::test]
+    async fn environment_is_exactly_what_we_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("env.txt");
+        let script = vec!["-c".to_owned(), format!("env > {}", out.display())];
+        let mut env = base_env();
+        env.insert("ONLY_THIS".into(), "1".into());
+        let (proc_, client, _incoming) =
+            AgentProcess::spawn(&launch_sh(&script, &env, dir.path())).unwrap();
+        drop(client);
+        let status = proc_.shutdown(Duration::from_secs(5)).await.unwrap();
+        assert!(status.success());
+        let text = std::fs::read_to_string(out).unwrap();
+        let names: Vec<&str> = text.lines().filter_map(|l| l.split('=').next()).collect();
+        assert!(names.contains(&"ONLY_THIS"));
+        assert!(!names.contains(&"HOME"), "inherited HOME: {text}");
+        assert!(!names.contains(&"CARGO"), "inherited the test env: {text}");
+    }
+
+    #[tokio::test]
+    async fn stubborn_agent_and_its_children_are_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("bg.pid");
+        // Ignores SIGTERM and stdin EOF; leaves a background grandchild.
+        let script = vec![
+            "-c".to_owned(),
+            format!(
+                "trap '' TERM; sleep 300 & echo $! > {}; while true; do sleep 1; done",
+                pidfile.display()
+            ),
+        ];
+        let env = base_env();
+        let (proc_, client, _incoming) =
+            AgentProcess::spawn(&launch_sh(&script, &env, dir.path())).unwrap();
+        let leader = proc_.pid().unwrap() as i32;
+        while !pidfile.exists() || std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let grandchild: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        drop(client);
+        let started = std::time::Instant::now();
+        proc_.shutdown(Duration::from_millis(200)).await;
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(!alive(leader), "leader survived");
+        // The grandchild is reparented to init (or a subreaper) and reaped there; give it a moment.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while alive(grandchild) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.split(' ').nth(2) == Some("Z"),
+            "grandchild still running: {state}"
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_command_is_a_spawn_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = base_env();
+        let err = AgentProcess::spawn(&Launch {
+            command: "definitely-not-an-agent-xyz",
+            args: &[],
+            cwd: dir.path(),
+            env: &env,
+            label: "t",
+        })
+        .unwrap_err();
+        assert!(matches!(err, SpawnError::Spawn { .. }));
+    }
+}

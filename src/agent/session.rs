@@ -1,0 +1,524 @@
+//! One agent session, start to finish: spawn → `initialize` → `session/new` → model selection
+//! → `session/prompt` (serving permission and fs requests meanwhile) → at most one retry prompt
+//! when the agent ended its turn without answering the user → stop the process.
+//!
+//! Timeouts: `connect` covers initialize + session/new; per prompt, `idle` (no message from the
+//! agent) and `max_turn` (total). A timeout, a termination request from the Skill API
+//! (doom-loop protection) or daemon shutdown sends `session/cancel`, answers pending permission
+//! requests with `cancelled`, waits briefly, then stops the process.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::fs;
+use super::gate::{self, PermissionGate};
+use super::process::{AgentProcess, Launch};
+use super::rpc::{self, Incoming, RpcClient, RpcError};
+
+/// ACP protocol version spoken.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// How long a cancelled turn gets to answer before the process is stopped.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// Runner settings (from `agent.*` in the configuration).
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    /// Executable.
+    pub command: String,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Model to select when offered (`provider/model`).
+    pub model: Option<String>,
+    /// initialize + session/new deadline.
+    pub connect_timeout: Duration,
+    /// Per prompt: longest silence from the agent.
+    pub idle_timeout: Duration,
+    /// Per prompt: longest turn.
+    pub max_turn: Duration,
+    /// Between stdin EOF, SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// Tells the runner whether the user has received anything yet (reply, reaction or file).
+pub trait ResponseProbe: Send + Sync {
+    /// True once the session replied, reacted or sent a file.
+    fn responded(&self) -> bool;
+}
+
+impl<F: Fn() -> bool + Send + Sync> ResponseProbe for F {
+    fn responded(&self) -> bool {
+        self()
+    }
+}
+
+/// One session to run.
+pub struct SessionRun {
+    /// Our session id (log correlation only).
+    pub session_id: String,
+    /// The user workspace: the agent's cwd and the fs/* boundary.
+    pub workspace: PathBuf,
+    /// The agent's complete environment (see `env::build_agent_env`).
+    pub env: BTreeMap<String, String>,
+    /// The assembled prompt.
+    pub prompt: String,
+    /// Sent once when the turn ends without a response; `None` disables the retry.
+    pub retry_prompt: Option<String>,
+    /// Fired by the Skill API to stop this agent (doom-loop protection).
+    pub terminate: CancellationToken,
+    /// Fired when the daemon stops.
+    pub shutdown: CancellationToken,
+    /// Whether the user got an answer.
+    pub probe: Arc<dyn ResponseProbe>,
+}
+
+impl std::fmt::Debug for SessionRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRun")
+            .field("session_id", &self.session_id)
+            .field("workspace", &self.workspace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The user received a reply, reaction or file.
+    Responded {
+        /// Only after the retry prompt.
+        retried: bool,
+    },
+    /// The agent finished without answering the user, even after the retry.
+    NoResponse {
+        /// A retry prompt was sent.
+        retried: bool,
+    },
+    /// The agent could not be started, crashed, or broke the protocol.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// A timeout fired.
+    TimedOut {
+        /// `connect`, `idle` or `max_turn`.
+        phase: &'static str,
+    },
+    /// The Skill API asked to stop the agent.
+    Terminated,
+    /// The daemon is shutting down.
+    Cancelled,
+}
+
+impl Outcome {
+    /// Label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Responded { retried: false } => "replied",
+            Outcome::Responded { retried: true } => "retried",
+            Outcome::NoResponse { .. } => "no_response",
+            Outcome::Failed { .. } => "failed",
+            Outcome::TimedOut { .. } => "timed_out",
+            Outcome::Terminated => "terminated",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Runs ACP sessions with a permission gate.
+#[derive(Debug, Clone)]
+pub struct AgentRunner {
+    settings: RunnerSettings,
+    gate: PermissionGate,
+}
+
+/// How one prompt turn ended.
+#[derive(Debug)]
+enum TurnEnd {
+    Stop(String),
+    Error(RpcError),
+    Idle,
+    MaxTurn,
+    Terminated,
+    Shutdown,
+}
+
+impl AgentRunner {
+    /// A runner.
+    pub fn new(settings: RunnerSettings, gate: PermissionGate) -> Self {
+        Self { settings, gate }
+    }
+
+    /// Runs one session to its end and stops the agent process.
+    pub async fn run(&self, run: SessionRun) -> Outcome {
+        let launch = Launch {
+            command: &self.settings.command,
+            args: &self.settings.args,
+            cwd: &run.workspace,
+            env: &run.env,
+            label: &run.session_id,
+        };
+        let (process, client, incoming) = match AgentProcess::spawn(&launch) {
+            Ok(p) => p,
+            Err(e) => {
+                return Outcome::Failed {
+                    reason: e.to_string(),
+                };
+            }
+        };
+        let mut conn = Connection {
+            client,
+            incoming,
+            gate: &self.gate,
+            run: &run,
+        };
+        let outcome = self.drive(&mut conn).await;
+        let Connection { client, .. } = conn;
+        client.close();
+        process.shutdown(self.settings.kill_grace).await;
+        tracing::info!(session_id = %run.session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
+        outcome
+    }
+
+    async fn drive(&self, conn: &mut Connection<'_>) -> Outcome {
+        let run = conn.run;
+        let acp_session = tokio::select! {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(conn)) => match r {
+                Ok(Ok(id)) => id,
+                Ok(Err(reason)) => return Outcome::Failed { reason },
+                Err(_) => return Outcome::TimedOut { phase: "connect" },
+            },
+            _ = run.terminate.cancelled() => return Outcome::Terminated,
+            _ = run.shutdown.cancelled() => return Outcome::Cancelled,
+        };
+
+        let mut retried = false;
+        let mut prompt = run.prompt.clone();
+        loop {
+            let end = self.turn(conn, &acp_session, &prompt).await;
+            match end {
+                TurnEnd::Stop(reason) => {
+                    if run.probe.responded() {
+                        return Outcome::Responded { retried };
+                    }
+                    if reason != "end_turn" {
+                        tracing::warn!(session_id = %run.session_id, stop_reason = %reason, "turn ended without an answer");
+                    }
+                    match (&run.retry_prompt, retried, reason.as_str()) {
+                        (Some(retry), false, "end_turn") => {
+                            tracing::info!(session_id = %run.session_id, "no reply yet; sending the retry prompt");
+                            retried = true;
+                            prompt = retry.clone();
+                        }
+                        _ => return Outcome::NoResponse { retried },
+                    }
+                }
+                TurnEnd::Error(e) => {
+                    return Outcome::Failed {
+                        reason: format!("session/prompt failed: {e}"),
+                    };
+                }
+                other => {
+                    conn.cancel(&acp_session).await;
+                    return match other {
+                        TurnEnd::Idle => Outcome::TimedOut { phase: "idle" },
+                        TurnEnd::MaxTurn => Outcome::TimedOut { phase: "max_turn" },
+                        TurnEnd::Terminated => Outcome::Terminated,
+                        _ => Outcome::Cancelled,
+                    };
+                }
+            }
+        }
+    }
+
+    /// initialize + session/new (+ model selection). Returns the ACP session id.
+    async fn connect(&self, conn: &mut Connection<'_>) -> Result<String, String> {
+        let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
+        let init = conn
+            .request_serving(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": true, "writeTextFile": true},
+                        "terminal": false
+                    },
+                    "clientInfo": {"name": "air-friends", "version": env!("CARGO_PKG_VERSION")}
+                }),
+                far,
+            )
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        match init.get("protocolVersion").and_then(Value::as_u64) {
+            Some(PROTOCOL_VERSION) => {}
+            other => {
+                return Err(format!(
+                    "agent speaks ACP protocol version {other:?}, we speak {PROTOCOL_VERSION}"
+                ));
+            }
+        }
+        let cwd =
+            std::path::absolute(&conn.run.workspace).unwrap_or_else(|_| conn.run.workspace.clone());
+        let new = conn
+            .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
+            .await
+            .map_err(|e| format!("session/new failed: {e}"))?;
+        let session = new
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or("session/new returned no sessionId")?
+            .to_owned();
+        if let Some(model) = &self.settings.model {
+            self.select_model(conn, &session, &new, model).await;
+        }
+        Ok(session)
+    }
+
+    async fn select_model(
+        &self,
+        conn: &mut Connection<'_>,
+        session: &str,
+        new: &Value,
+        model: &str,
+    ) {
+        let option = new
+            .get("configOptions")
+            .and_then(Value::as_array)
+            .and_then(|opts| {
+                opts.iter()
+                    .find(|o| o.get("id").and_then(Value::as_str) == Some("model"))
+            });
+        let Some(option) = option else {
+            tracing::debug!(session_id = %conn.run.session_id, "agent offers no model option; using its default");
+            return;
+        };
+        if option.get("currentValue").and_then(Value::as_str) == Some(model) {
+            return;
+        }
+        let offered = option
+            .get("options")
+            .and_then(Value::as_array)
+            .is_some_and(|vals| {
+                vals.iter()
+                    .any(|v| v.get("value").and_then(Value::as_str) == Some(model))
+            });
+        if !offered {
+            tracing::warn!(session_id = %conn.run.session_id, model, "configured model is not offered by the agent; using its default");
+            return;
+        }
+        let params = json!({"sessionId": session, "configId": "model", "value": model});
+        match conn
+            .request_serving(
+                "session/set_config_option",
+                params,
+                Duration::from_secs(24 * 3600),
+            )
+            .await
+        {
+            Ok(_) => tracing::debug!(session_id = %conn.run.session_id, model, "model selected"),
+            Err(e) => {
+                tracing::warn!(session_id = %conn.run.session_id, model, error = %e, "model selection failed")
+            }
+        }
+    }
+
+    /// Sends one prompt and serves the agent until the turn ends.
+    async fn turn(&self, conn: &mut Connection<'_>, session: &str, text: &str) -> TurnEnd {
+        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+        let client = conn.client.clone();
+        // The RPC timeout is a backstop; max_turn below is the real bound.
+        let backstop = self.settings.max_turn + Duration::from_secs(60);
+        let prompt = client.request("session/prompt", params, backstop);
+        tokio::pin!(prompt);
+        let turn_deadline = Instant::now() + self.settings.max_turn;
+        let mut idle_deadline = Instant::now() + self.settings.idle_timeout;
+        loop {
+            tokio::select! {
+                result = &mut prompt => {
+                    return match result {
+                        Ok(v) => TurnEnd::Stop(
+                            v.get("stopReason").and_then(Value::as_str).unwrap_or("unknown").to_owned(),
+                        ),
+                        Err(e) => TurnEnd::Error(e),
+                    };
+                }
+                msg = conn.incoming.recv() => match msg {
+                    Some(m) => {
+                        idle_deadline = Instant::now() + self.settings.idle_timeout;
+                        conn.serve(m).await;
+                    }
+                    // stdout closed: the prompt future resolves with `Closed` next.
+                    None => {
+                        return match (&mut prompt).await {
+                            Ok(v) => TurnEnd::Stop(v.get("stopReason").and_then(Value::as_str).unwrap_or("unknown").to_owned()),
+                            Err(e) => TurnEnd::Error(e),
+                        };
+                    }
+                },
+                _ = tokio::time::sleep_until(idle_deadline) => return TurnEnd::Idle,
+                _ = tokio::time::sleep_until(turn_deadline) => return TurnEnd::MaxTurn,
+                _ = conn.run.terminate.cancelled() => return TurnEnd::Terminated,
+                _ = conn.run.shutdown.cancelled() => return TurnEnd::Shutdown,
+            }
+        }
+    }
+}
+
+/// The live connection of one session.
+struct Connection<'a> {
+    client: RpcClient,
+    incoming: mpsc::Receiver<Incoming>,
+    gate: &'a PermissionGate,
+    run: &'a SessionRun,
+}
+
+impl Connection<'_> {
+    /// A request whose wait also serves incoming agent messages (agents may ask things while
+    /// we wait for them).
+    async fn request_serving(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        let client = self.client.clone();
+        let fut = client.request(method, params, timeout);
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                r = &mut fut => return r,
+                msg = self.incoming.recv() => match msg {
+                    Some(m) => self.serve(m).await,
+                    None => return (&mut fut).await,
+                },
+            }
+        }
+    }
+
+    /// Handles one notification or request from the agent.
+    async fn serve(&mut self, msg: Incoming) {
+        let sid = &self.run.session_id;
+        match msg {
+            Incoming::Notification { method, params } => {
+                if method == "session/update" {
+                    log_update(sid, &params);
+                } else {
+                    tracing::debug!(session_id = %sid, method = %method, "agent notification ignored");
+                }
+            }
+            Incoming::Request { id, method, params } => {
+                let reply = match method.as_str() {
+                    "session/request_permission" => {
+                        let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
+                        let decision = self.gate.decide(&tool_call);
+                        let command = gate::command_of(&tool_call);
+                        if decision.allow && self.gate.is_yolo() {
+                            tracing::warn!(session_id = %sid, command = ?command, reason = %decision.reason, "permission approved (YOLO)");
+                        } else {
+                            tracing::info!(session_id = %sid, command = ?command, allow = decision.allow, reason = %decision.reason, "permission decision");
+                        }
+                        let options = params.get("options").cloned().unwrap_or(Value::Null);
+                        Ok(gate::permission_response(&options, decision.allow))
+                    }
+                    "fs/read_text_file" => fs::read_text_file(self.run.workspace.clone(), params)
+                        .await
+                        .map_err(|e| fs_error(sid, &method, e)),
+                    "fs/write_text_file" => fs::write_text_file(self.run.workspace.clone(), params)
+                        .await
+                        .map_err(|e| fs_error(sid, &method, e)),
+                    _ => {
+                        tracing::debug!(session_id = %sid, method = %method, "unsupported agent request");
+                        Err((rpc::METHOD_NOT_FOUND, format!("Method not found: {method}")))
+                    }
+                };
+                let sent = match reply {
+                    Ok(result) => self.client.respond(id, result).await,
+                    Err((code, message)) => self.client.respond_error(id, code, &message).await,
+                };
+                if sent.is_err() {
+                    tracing::debug!(session_id = %sid, "agent went away before our answer");
+                }
+            }
+        }
+    }
+
+    /// `session/cancel`, then answer permission requests with `cancelled` and drain the turn's
+    /// end for a short grace period.
+    async fn cancel(&mut self, session: &str) {
+        let sid = self.run.session_id.clone();
+        if self
+            .client
+            .notify("session/cancel", json!({"sessionId": session}))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let deadline = Instant::now() + CANCEL_GRACE;
+        loop {
+            tokio::select! {
+                msg = self.incoming.recv() => match msg {
+                    Some(Incoming::Request { id, method, .. }) if method == "session/request_permission" => {
+                        let _ = self.client.respond(id, gate::cancelled_response()).await;
+                    }
+                    Some(Incoming::Request { id, method, .. }) => {
+                        let _ = self.client.respond_error(id, rpc::METHOD_NOT_FOUND, &format!("session cancelled ({method})")).await;
+                    }
+                    Some(Incoming::Notification { params, .. }) => log_update(&sid, &params),
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
+    }
+}
+
+fn fs_error(sid: &str, method: &str, e: fs::FsError) -> (i64, String) {
+    tracing::warn!(session_id = %sid, method, error = %e, "fs request refused");
+    let code = match e {
+        fs::FsError::InvalidParams(_) => rpc::INVALID_PARAMS,
+        fs::FsError::NotFound => -32002,
+        _ => rpc::INTERNAL_ERROR,
+    };
+    (code, e.to_string())
+}
+
+/// Logs tool calls and failures; agent text is never forwarded anywhere (only its length).
+fn log_update(sid: &str, params: &Value) {
+    let update = params.get("update").unwrap_or(&Value::Null);
+    let kind = update
+        .get("sessionUpdate")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    match kind {
+        "tool_call" | "tool_call_update" => {
+            let status = update.get("status").and_then(Value::as_str).unwrap_or("");
+            let title = update.get("title").and_then(Value::as_str).unwrap_or("");
+            let id = update
+                .get("toolCallId")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if status == "failed" {
+                tracing::warn!(session_id = %sid, tool_call = id, title, "agent tool call failed");
+            } else {
+                tracing::debug!(session_id = %sid, tool_call = id, title, status, "agent tool call");
+            }
+        }
+        "agent_message_chunk" | "agent_thought_chunk" => {
+            let len = update
+                .pointer("/content/text")
+                .and_then(Value::as_str)
+                .map_or(0, str::len);
+            tracing::trace!(session_id = %sid, kind, len, "agent text (not forwarded)");
+        }
+        other => tracing::trace!(session_id = %sid, kind = other, "session update"),
+    }
+}
