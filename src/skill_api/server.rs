@@ -119,7 +119,10 @@ impl Audit {
             state: state.clone(),
             started: Instant::now(),
             skill: requested.chars().take(MAX_LOGGED_NAME).collect(),
-            metric_skill: UNKNOWN_SKILL_LABEL.to_owned(),
+            metric_skill: state
+                .skills()
+                .get(requested)
+                .map_or_else(|| UNKNOWN_SKILL_LABEL.to_owned(), |s| s.name().to_owned()),
             session_id: None,
             user: None,
             platform: None,
@@ -207,7 +210,6 @@ async fn skill_call(
         };
         return audit.finish_error(&error);
     };
-    audit.metric_skill = skill.name().to_owned();
     if !skill.spec().enabled {
         return audit.finish_error(&SkillError::SkillDisabled(skill.name().to_owned()));
     }
@@ -388,11 +390,7 @@ async fn method_not_allowed(
     name: Result<Path<String>, PathRejection>,
 ) -> Response {
     let name = name.map(|Path(n)| n).unwrap_or_default();
-    let mut audit = Audit::start(&state, &name);
-    if let Some(skill) = state.skills().get(&name) {
-        audit.metric_skill = skill.name().to_owned();
-    }
-    audit.finish_error(&SkillError::MethodNotAllowed)
+    Audit::start(&state, &name).finish_error(&SkillError::MethodNotAllowed)
 }
 
 async fn no_such_endpoint() -> Response {
