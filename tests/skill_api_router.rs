@@ -421,6 +421,20 @@ async fn a_panicking_handler_is_a_500_not_a_dropped_connection() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_hung_handler_times_out_with_a_500() {
+    let app = skill_api_support::app_with(air_friends::skill_api::SkillApiSettings {
+        handler_timeout: Duration::from_millis(100),
+        ..skill_api_support::settings()
+    });
+    let s = app.session("alice");
+    let r = app.call_ok("slow", &s, json!({})).await; // the handler needs 300 ms
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL")
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // De-duplication and pipeline order
 

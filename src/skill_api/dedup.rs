@@ -14,7 +14,7 @@ use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -127,8 +127,10 @@ impl DedupCache {
     }
 
     /// The de-duplication key of a call.
-    pub fn key(skill: &str, session_id: &str, params: &Value) -> String {
-        format!("{skill}\n{session_id}\n{}", canonical_json(params))
+    pub fn key(skill: &str, session_id: &str, params: &Map<String, Value>) -> String {
+        let mut key = format!("{skill}\n{session_id}\n");
+        write_object(params, &mut key);
+        key
     }
 
     /// Claims `key`: become its leader, join the in-flight call, or take the cached outcome.
@@ -251,22 +253,7 @@ pub fn canonical_json(value: &Value) -> String {
 
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_scalar(&Value::String(key.clone()), out);
-                out.push(':');
-                if let Some(v) = map.get(key) {
-                    write_canonical(v, out);
-                }
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, out),
         Value::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -279,6 +266,21 @@ fn write_canonical(value: &Value, out: &mut String) {
         }
         scalar => write_scalar(scalar, out),
     }
+}
+
+fn write_object(map: &Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_scalar(&Value::String(key.clone()), out);
+        out.push(':');
+        write_canonical(value, out);
+    }
+    out.push('}');
 }
 
 fn write_scalar(value: &Value, out: &mut String) {
@@ -306,9 +308,10 @@ mod tests {
             canonical_json(&json!([1, 2])),
             canonical_json(&json!([2, 1]))
         );
+        let empty = Map::new();
         assert_ne!(
-            DedupCache::key("s", "x", &json!({})),
-            DedupCache::key("s", "y", &json!({}))
+            DedupCache::key("s", "x", &empty),
+            DedupCache::key("s", "y", &empty)
         );
     }
 

@@ -10,7 +10,9 @@
 //! Parameter preparation ([`RegisteredSkill::prepare_params`]): top-level `default` values of the
 //! schema's `properties` are filled in for absent parameters, then the result is validated against
 //! the compiled schema. Only top-level defaults are applied (skill schemas are flat objects, SPEC
-//! §3.3); defaults inside nested objects or arrays are not.
+//! §3.3); defaults inside nested objects or arrays are not. `format` keywords (e.g. `date-time`)
+//! are asserted, not just annotations. Schemas cannot fetch remote `$ref`s (no resolver is
+//! compiled in); a schema that needs one fails at registration.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -319,12 +321,13 @@ impl SkillRegistry {
         {
             return Err(RegistryError::InvalidRateLimit(name));
         }
-        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|e| {
-            RegistryError::InvalidSchema {
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&spec.input_schema)
+            .map_err(|e| RegistryError::InvalidSchema {
                 skill: name.clone(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         let defaults = spec
             .input_schema
             .get("properties")
@@ -440,6 +443,29 @@ mod tests {
         assert!(paths.contains(&"/text"), "{details:?}");
         assert!(paths.contains(&"/limit"), "{details:?}");
         assert!(paths.contains(&"/extra"), "{details:?}");
+    }
+
+    #[test]
+    fn formats_are_enforced() {
+        let mut reg = SkillRegistry::new();
+        let schema = json!({
+            "type": "object",
+            "properties": {"at": {"type": "string", "description": "d", "format": "date-time"}},
+            "additionalProperties": false
+        });
+        reg.register(Arc::new(Nop("when")), SkillSpec::new(schema))
+            .expect("register");
+        let skill = reg.get("when").expect("present");
+        assert!(
+            skill
+                .prepare_params(params(json!({"at": "2026-12-01T10:00:00Z"})))
+                .is_ok()
+        );
+        assert!(
+            skill
+                .prepare_params(params(json!({"at": "tomorrow"})))
+                .is_err()
+        );
     }
 
     #[test]

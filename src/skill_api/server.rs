@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower_http::catch_panic::CatchPanicLayer;
+use tracing::Instrument;
 
 use super::auth::{AuthenticatedCall, CallRejection};
 use super::dedup::{Claim, DedupCache, LeaderGuard, SharedOutcome};
@@ -255,11 +256,7 @@ async fn dispatch(
         let (outcome, term) = execute(state, skill, call, None).await;
         return (outcome, term, DedupStatus::Bypass);
     }
-    let key = DedupCache::key(
-        skill.name(),
-        call.session.id().as_str(),
-        &Value::Object(call.parameters.clone()),
-    );
+    let key = DedupCache::key(skill.name(), call.session.id().as_str(), &call.parameters);
     loop {
         match state.dedup().claim(key.clone()) {
             Claim::Cached(outcome) => return (outcome, None, DedupStatus::Hit),
@@ -290,35 +287,46 @@ async fn execute(
     leader: Option<LeaderGuard>,
 ) -> (SharedOutcome, Option<TerminationGuard>) {
     let task_state = state.clone();
-    let task = state.tasks().spawn(async move {
-        let ctx = CallContext::new(skill.name(), call.session.clone());
-        let result = run_checked(&task_state, &skill, &ctx, call.parameters).await;
-        let mut reason = ctx.pending_termination();
-        if reason.is_none()
-            && let Err(SkillError::QuotaExceeded {
-                terminate: true, ..
-            }) = &result
-        {
-            reason = Some(format!("{}: per-session quota exhausted", skill.name()));
+    let context = call.session.context();
+    let span = tracing::info_span!(
+        "skill",
+        skill = skill.name(),
+        session_id = %call.session.id(),
+        platform = %context.platform,
+        channel = %context.channel_id,
+    );
+    let task = state.tasks().spawn(
+        async move {
+            let ctx = CallContext::new(skill.name(), call.session.clone());
+            let result = run_checked(&task_state, &skill, &ctx, call.parameters).await;
+            let mut reason = ctx.pending_termination();
+            if reason.is_none()
+                && let Err(SkillError::QuotaExceeded {
+                    terminate: true, ..
+                }) = &result
+            {
+                reason = Some(format!("{}: per-session quota exhausted", skill.name()));
+            }
+            if let Err(SkillError::Internal(cause)) = &result {
+                tracing::error!(
+                    session_id = %ctx.session_id(),
+                    skill = skill.name(),
+                    error = %format!("{cause:#}"),
+                    "skill call failed internally"
+                );
+            }
+            let outcome: SharedOutcome = Arc::new(result);
+            if let Some(leader) = leader {
+                leader.complete(Arc::clone(&outcome));
+            }
+            let termination = reason.map(|reason| TerminationGuard {
+                session: call.session,
+                reason,
+            });
+            (outcome, termination)
         }
-        if let Err(SkillError::Internal(cause)) = &result {
-            tracing::error!(
-                session_id = %ctx.session_id(),
-                skill = skill.name(),
-                error = %format!("{cause:#}"),
-                "skill call failed internally"
-            );
-        }
-        let outcome: SharedOutcome = Arc::new(result);
-        if let Some(leader) = leader {
-            leader.complete(Arc::clone(&outcome));
-        }
-        let termination = reason.map(|reason| TerminationGuard {
-            session: call.session,
-            reason,
-        });
-        (outcome, termination)
-    });
+        .instrument(span),
+    );
     match task.await {
         Ok(done) => done,
         Err(join_error) => {
@@ -343,7 +351,13 @@ async fn run_checked(
             .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
     }
     let params = skill.prepare_params(params)?;
-    skill.handler().call(ctx, params).await
+    let timeout = state.settings().handler_timeout;
+    match tokio::time::timeout(timeout, skill.handler().call(ctx, params)).await {
+        Ok(result) => result,
+        Err(_) => Err(SkillError::internal(anyhow::anyhow!(
+            "skill handler did not finish within {timeout:?}"
+        ))),
+    }
 }
 
 /// Requests the session's termination when dropped: it travels inside the response body, so the

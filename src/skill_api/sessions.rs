@@ -59,6 +59,12 @@ impl SessionId {
     }
 }
 
+impl std::borrow::Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Debug for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "SessionId({})", self.0)
@@ -384,12 +390,11 @@ impl SessionRegistry {
     pub fn lookup(&self, session_id: &str) -> Option<SessionHandle> {
         let now = Instant::now();
         let mut sessions = lock(&self.inner.sessions);
-        let key = SessionId(session_id.to_owned());
-        let handle = sessions.get(&key)?.clone();
+        let handle = sessions.get(session_id)?.clone();
         if self.expired(&handle, now) {
-            sessions.remove(&key);
+            sessions.remove(session_id);
             drop(sessions);
-            tracing::debug!(session_id = %key, "skill api session expired");
+            tracing::debug!(session_id, "skill api session expired");
             return None;
         }
         Some(handle)

@@ -34,6 +34,9 @@ pub struct SkillApiSettings {
     pub dedup_max_entries: usize,
     /// How often [`SkillApiState::run_maintenance`] reaps sessions and prunes caches (30 s).
     pub maintenance_interval: Duration,
+    /// Longest a handler may run before the call fails with 500 `INTERNAL` (default 2 min), so
+    /// a hung platform call cannot hang the agent's skill script forever.
+    pub handler_timeout: Duration,
 }
 
 impl Default for SkillApiSettings {
@@ -44,6 +47,7 @@ impl Default for SkillApiSettings {
             body_limit: 1024 * 1024,
             dedup_max_entries: DEFAULT_MAX_ENTRIES,
             maintenance_interval: Duration::from_secs(30),
+            handler_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -157,5 +161,47 @@ impl SkillApiState {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill_api::sessions::SessionContext;
+    use prometheus_client::registry::Registry;
+
+    #[tokio::test(start_paused = true)]
+    async fn maintenance_reaps_idle_sessions_and_stops_on_cancel() {
+        let settings = SkillApiSettings {
+            session_timeout: Duration::from_secs(5),
+            maintenance_interval: Duration::from_secs(1),
+            ..SkillApiSettings::default()
+        };
+        let state = SkillApiState::new(
+            settings,
+            SkillRegistry::new(),
+            SkillApiMetrics::new(&mut Registry::default()),
+        );
+        state
+            .sessions()
+            .register(SessionContext {
+                platform: "console".into(),
+                channel_id: "c".into(),
+                user_id: "u".into(),
+                username: "n".into(),
+                is_dm: true,
+                guild_id: None,
+                trigger_message_id: None,
+                workspace: "/tmp/ws".into(),
+            })
+            .expect("register");
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(state.clone().run_maintenance(cancel.clone()));
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert!(state.sessions().is_empty(), "idle session reaped");
+        cancel.cancel();
+        tracker.close();
+        tracker.wait().await;
     }
 }
