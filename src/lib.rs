@@ -9,6 +9,7 @@
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
+//! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 #![forbid(unsafe_code)]
 
@@ -19,4 +20,5 @@ pub mod config;
 pub mod observability;
 pub mod ops;
 pub mod shutdown;
+pub mod skill_api;
 pub mod systemd;

@@ -1,0 +1,215 @@
+//! Authentication of a skill call: the axum extractor [`AuthenticatedCall`].
+//!
+//! The session id travels in the JSON body, so authentication is done by a body-consuming
+//! extractor that runs the first pipeline steps of SPEC §4.2 in order: read and parse the body
+//! (`Content-Type` JSON, size limit, `{sessionId, parameters}` shape) → look the session up (401)
+//! → compare the bearer token with the session's caller token in constant time (403) → touch the
+//! session. The route handler receives a typed, authenticated call or a [`CallRejection`] that
+//! still carries what the audit log needs.
+
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use subtle::ConstantTimeEq;
+
+use super::error::SkillError;
+use super::sessions::SessionHandle;
+use super::state::SkillApiState;
+
+/// Compares two byte strings in time independent of their contents (via `subtle`). Lengths are
+/// not secret (every caller token has the same length) and may short-circuit.
+pub fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
+    expected.ct_eq(presented).into()
+}
+
+/// The wire body of a skill call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CallBody {
+    session_id: String,
+    #[serde(default)]
+    parameters: Option<Map<String, Value>>,
+}
+
+/// A parsed call whose session exists and whose caller token matched.
+#[derive(Debug)]
+pub struct AuthenticatedCall {
+    /// The calling session (already touched).
+    pub session: SessionHandle,
+    /// The raw `parameters` object (`{}` when absent or `null`), not yet schema-checked.
+    pub parameters: Map<String, Value>,
+    /// Size of the request body in bytes (for the audit log; content is never logged).
+    pub body_bytes: usize,
+}
+
+/// A call rejected before it was authenticated, with what is known for the audit log.
+#[derive(Debug)]
+pub struct CallRejection {
+    /// Why (`INVALID_JSON`, `BODY_TOO_LARGE`, `SESSION_NOT_FOUND`, `AUTH_*`).
+    pub error: SkillError,
+    /// The session id the body named, when it could be parsed.
+    pub session_id: Option<String>,
+    /// Bytes of body read (0 when not read).
+    pub body_bytes: usize,
+}
+
+impl CallRejection {
+    fn new(error: SkillError) -> Self {
+        Self {
+            error,
+            session_id: None,
+            body_bytes: 0,
+        }
+    }
+}
+
+impl IntoResponse for CallRejection {
+    fn into_response(self) -> Response {
+        self.error.into_response()
+    }
+}
+
+impl FromRequest<SkillApiState> for AuthenticatedCall {
+    type Rejection = CallRejection;
+
+    async fn from_request(req: Request, state: &SkillApiState) -> Result<Self, Self::Rejection> {
+        let limit = state.settings().body_limit;
+        let (parts, body) = req.into_parts();
+        check_content_type(&parts.headers).map_err(CallRejection::new)?;
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > limit as u64) {
+            return Err(CallRejection::new(SkillError::BodyTooLarge { limit }));
+        }
+        let bytes = match Limited::new(body, limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                return Err(CallRejection::new(SkillError::BodyTooLarge { limit }));
+            }
+            Err(_) => {
+                return Err(CallRejection::new(SkillError::InvalidJson(
+                    "the request body could not be read".into(),
+                )));
+            }
+        };
+        let body_bytes = bytes.len();
+        let parsed: CallBody = serde_json::from_slice(&bytes).map_err(|e| CallRejection {
+            error: SkillError::InvalidJson(e.to_string()),
+            session_id: None,
+            body_bytes,
+        })?;
+        let reject = |error| CallRejection {
+            error,
+            session_id: Some(parsed.session_id.clone()),
+            body_bytes,
+        };
+
+        let Some(session) = state.sessions().lookup(&parsed.session_id) else {
+            return Err(reject(SkillError::SessionNotFound));
+        };
+        let Some(token) = bearer_token(&parts.headers) else {
+            return Err(reject(SkillError::AuthMissing));
+        };
+        if !session.token_matches(token.as_bytes()) {
+            return Err(reject(SkillError::AuthFailed));
+        }
+        session.mark_active();
+        Ok(Self {
+            session,
+            parameters: parsed.parameters.unwrap_or_default(),
+            body_bytes,
+        })
+    }
+}
+
+fn check_content_type(headers: &HeaderMap) -> Result<(), SkillError> {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+        Ok(())
+    } else if mime.is_empty() {
+        Err(SkillError::InvalidJson(
+            "the Content-Type header is missing; it must be application/json".into(),
+        ))
+    } else {
+        Err(SkillError::InvalidJson(format!(
+            "the Content-Type is {mime:?}; it must be application/json"
+        )))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header; `None` when absent, empty or of
+/// another scheme.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn constant_time_eq_matches_only_identical_bytes() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"abc", b""));
+        assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn bearer_tokens_are_parsed_strictly() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer_token(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer tok"),
+        );
+        assert_eq!(bearer_token(&h), Some("tok"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  tok "),
+        );
+        assert_eq!(bearer_token(&h), Some("tok"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer_token(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic dXNlcg=="),
+        );
+        assert_eq!(bearer_token(&h), None);
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("tok"));
+        assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn content_type_must_be_json() {
+        let mut h = HeaderMap::new();
+        assert!(check_content_type(&h).is_err());
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        assert!(check_content_type(&h).is_err());
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert!(check_content_type(&h).is_ok());
+    }
+}

@@ -1,0 +1,527 @@
+//! The seam between the Skill API and the skill handlers.
+//!
+//! A handler implements [`SkillHandler`] and receives a [`CallContext`] (who is calling, from
+//! which conversation, with access to the session's mutable state) plus parameters that have
+//! already been checked against the skill's input schema. What the server needs to know about a
+//! skill is **data**, a [`SkillSpec`]: the JSON Schema of its parameters, its rate limit, whether
+//! its results may be de-duplicated and whether it is enabled. The next step loads these specs
+//! from `skills/<name>/manifest.json`; no handler contains validation code of its own.
+//!
+//! Parameter preparation ([`RegisteredSkill::prepare_params`]): top-level `default` values of the
+//! schema's `properties` are filled in for absent parameters, then the result is validated against
+//! the compiled schema. Only top-level defaults are applied (skill schemas are flat objects, SPEC
+//! §3.3); defaults inside nested objects or arrays are not. `format` keywords (e.g. `date-time`)
+//! are asserted, not just annotations. Schemas cannot fetch remote `$ref`s (no resolver is
+//! compiled in); a schema that needs one fails at registration.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::error::{ParamProblem, SkillError};
+use super::sessions::{SessionContext, SessionHandle, SessionId, SessionState, lock};
+
+/// Longest `problem` text reported per parameter (the validator may quote the whole value).
+const MAX_PROBLEM_CHARS: usize = 300;
+
+/// One skill's implementation. Object safe: the registry stores `Arc<dyn SkillHandler>`.
+#[async_trait]
+pub trait SkillHandler: Send + Sync + 'static {
+    /// The skill name, equal to its directory name under `skills/` (e.g. `"send-reply"`).
+    fn name(&self) -> &str;
+
+    /// Runs the skill. `params` has been validated against the spec's `input_schema`, with
+    /// top-level schema defaults filled in. The returned value becomes `data` of the success
+    /// body. Per-session quotas are enforced here, through [`CallContext::with_state`], by
+    /// returning [`SkillError::QuotaExceeded`].
+    async fn call(&self, ctx: &CallContext, params: Value) -> Result<Value, SkillError>;
+}
+
+/// What a handler knows about the call it is serving.
+pub struct CallContext {
+    skill: String,
+    session: SessionHandle,
+    termination: Mutex<Option<String>>,
+}
+
+impl fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallContext")
+            .field("skill", &self.skill)
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallContext {
+    /// A context for a call of `skill` in `session` (public so handler tests can build one).
+    pub fn new(skill: impl Into<String>, session: SessionHandle) -> Self {
+        Self {
+            skill: skill.into(),
+            session,
+            termination: Mutex::new(None),
+        }
+    }
+
+    /// The skill being called.
+    pub fn skill(&self) -> &str {
+        &self.skill
+    }
+
+    /// The calling session's id.
+    pub fn session_id(&self) -> &SessionId {
+        self.session.id()
+    }
+
+    /// The calling session's fixed context (platform, channel, user, DM flag, trigger, workspace).
+    pub fn session(&self) -> &SessionContext {
+        self.session.context()
+    }
+
+    /// The session handle itself (for code that needs to keep it).
+    pub fn handle(&self) -> &SessionHandle {
+        &self.session
+    }
+
+    /// Reads or updates the session's mutable state under its lock. The closure must be short
+    /// and synchronous; do not call platform or store APIs inside it.
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut SessionState) -> R) -> R {
+        self.session.with_state(f)
+    }
+
+    /// Asks for this session's agent to be stopped **after** the response of this call has been
+    /// sent (doom-loop protection). The first reason wins. Returning
+    /// `SkillError::QuotaExceeded { terminate: true, .. }` has the same effect.
+    pub fn terminate_after_response(&self, reason: impl Into<String>) {
+        let mut slot = lock(&self.termination);
+        if slot.is_none() {
+            *slot = Some(reason.into());
+        }
+    }
+
+    /// The termination requested during this call, if any.
+    pub fn pending_termination(&self) -> Option<String> {
+        lock(&self.termination).clone()
+    }
+}
+
+/// Per-(skill, user) rate limit from a manifest's `rate_limit` (SPEC §3.3, §3.7).
+///
+/// Semantics: at most `max_requests` calls in any sliding `window_ms`, and calls are paced by a
+/// token bucket of capacity `burst` (default `max_requests`) refilled at
+/// `max_requests / window_ms`. Both must admit a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub struct RateLimitSpec {
+    /// Length of the sliding window in milliseconds (> 0).
+    pub window_ms: u64,
+    /// Calls allowed per window (> 0).
+    pub max_requests: u32,
+    /// Calls allowed back to back; defaults to `max_requests`.
+    #[serde(default)]
+    pub burst: Option<u32>,
+}
+
+/// Everything the server needs to know about a skill, as data.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct SkillSpec {
+    /// JSON Schema of `parameters` (compiled once at registration).
+    pub input_schema: Value,
+    /// Optional per-(skill, user) rate limit.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitSpec>,
+    /// Whether identical calls within the de-duplication window may share a result. `send-file`
+    /// sets this to `false`.
+    #[serde(default = "default_true")]
+    pub cacheable: bool,
+    /// A disabled skill answers 503 `SKILL_DISABLED`.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl SkillSpec {
+    /// A cacheable, enabled, unlimited skill with this parameter schema.
+    pub fn new(input_schema: Value) -> Self {
+        Self {
+            input_schema,
+            rate_limit: None,
+            cacheable: true,
+            enabled: true,
+        }
+    }
+
+    /// Sets the rate limit.
+    pub fn with_rate_limit(mut self, rate_limit: RateLimitSpec) -> Self {
+        self.rate_limit = Some(rate_limit);
+        self
+    }
+
+    /// Sets whether results may be de-duplicated.
+    pub fn with_cacheable(mut self, cacheable: bool) -> Self {
+        self.cacheable = cacheable;
+        self
+    }
+
+    /// Sets whether the skill is enabled.
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+}
+
+/// Why a skill could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// Two handlers claim the same name.
+    #[error("skill {0:?} is registered twice")]
+    Duplicate(String),
+    /// The name is not `[a-z0-9-]`, 1–64 characters, without leading/trailing/double hyphens.
+    #[error("invalid skill name {0:?}")]
+    InvalidName(String),
+    /// The input schema does not compile.
+    #[error("skill {skill:?}: invalid input_schema: {message}")]
+    InvalidSchema {
+        /// The skill.
+        skill: String,
+        /// What the schema compiler said.
+        message: String,
+    },
+    /// `window_ms` or `max_requests` is zero.
+    #[error("skill {0:?}: rate_limit needs window_ms > 0 and max_requests > 0")]
+    InvalidRateLimit(String),
+}
+
+/// A registered skill: handler, spec and compiled schema.
+pub struct RegisteredSkill {
+    name: String,
+    handler: Arc<dyn SkillHandler>,
+    spec: SkillSpec,
+    validator: jsonschema::Validator,
+    defaults: Vec<(String, Value)>,
+}
+
+impl fmt::Debug for RegisteredSkill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredSkill")
+            .field("name", &self.name)
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegisteredSkill {
+    /// The skill name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The skill's spec.
+    pub fn spec(&self) -> &SkillSpec {
+        &self.spec
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &Arc<dyn SkillHandler> {
+        &self.handler
+    }
+
+    /// Fills top-level schema defaults into absent parameters and validates the result.
+    /// Failure is `INVALID_PARAMS` with one `{path, problem}` per violation.
+    pub fn prepare_params(&self, mut params: Map<String, Value>) -> Result<Value, SkillError> {
+        for (key, default) in &self.defaults {
+            if !params.contains_key(key) {
+                params.insert(key.clone(), default.clone());
+            }
+        }
+        let params = Value::Object(params);
+        let mut details = Vec::new();
+        for error in self.validator.iter_errors(&params) {
+            details.extend(problems_of(&error));
+        }
+        if details.is_empty() {
+            Ok(params)
+        } else {
+            Err(SkillError::InvalidParams { details })
+        }
+    }
+}
+
+fn problems_of(error: &jsonschema::ValidationError<'_>) -> Vec<ParamProblem> {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let base = error.instance_path().as_str().to_owned();
+    match error.kind() {
+        Kind::Required { property } => {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_owned);
+            vec![ParamProblem {
+                path: format!("{base}/{}", escape_pointer(&name)),
+                problem: format!("required parameter \"{name}\" is missing"),
+            }]
+        }
+        Kind::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|name| ParamProblem {
+                path: format!("{base}/{}", escape_pointer(name)),
+                problem: format!("unknown parameter \"{name}\" is not accepted by this skill"),
+            })
+            .collect(),
+        _ => vec![ParamProblem {
+            path: base,
+            problem: truncate(&error.to_string(), MAX_PROBLEM_CHARS),
+        }],
+    }
+}
+
+fn escape_pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// Maps skill names to handlers and specs. Built once at startup, then shared read-only.
+#[derive(Debug, Default)]
+pub struct SkillRegistry {
+    skills: BTreeMap<String, Arc<RegisteredSkill>>,
+}
+
+impl SkillRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `handler` under `handler.name()` with `spec`, compiling the schema once.
+    pub fn register(
+        &mut self,
+        handler: Arc<dyn SkillHandler>,
+        spec: SkillSpec,
+    ) -> Result<(), RegistryError> {
+        let name = handler.name().to_owned();
+        if !valid_skill_name(&name) {
+            return Err(RegistryError::InvalidName(name));
+        }
+        if self.skills.contains_key(&name) {
+            return Err(RegistryError::Duplicate(name));
+        }
+        if let Some(limit) = spec.rate_limit
+            && (limit.window_ms == 0 || limit.max_requests == 0)
+        {
+            return Err(RegistryError::InvalidRateLimit(name));
+        }
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&spec.input_schema)
+            .map_err(|e| RegistryError::InvalidSchema {
+                skill: name.clone(),
+                message: e.to_string(),
+            })?;
+        let defaults = spec
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .filter_map(|(key, prop)| Some((key.clone(), prop.get("default")?.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.skills.insert(
+            name.clone(),
+            Arc::new(RegisteredSkill {
+                name,
+                handler,
+                spec,
+                validator,
+                defaults,
+            }),
+        );
+        Ok(())
+    }
+
+    /// The skill registered under `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<RegisteredSkill>> {
+        self.skills.get(name).cloned()
+    }
+
+    /// All registered names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.skills.keys().cloned().collect()
+    }
+
+    /// Number of registered skills.
+    pub fn len(&self) -> usize {
+        self.skills.len()
+    }
+
+    /// Whether no skill is registered.
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+}
+
+/// SPEC §3.2 name rule: 1–64 of `[a-z0-9-]`, no leading, trailing or double hyphen.
+fn valid_skill_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Nop(&'static str);
+
+    #[async_trait]
+    impl SkillHandler for Nop {
+        fn name(&self) -> &str {
+            self.0
+        }
+        async fn call(&self, _ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
+            Ok(params)
+        }
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "t", "maxLength": 5},
+                "limit": {"type": "integer", "description": "l", "minimum": 1, "maximum": 50, "default": 10}
+            },
+            "required": ["text"],
+            "additionalProperties": false
+        })
+    }
+
+    fn registered() -> Arc<RegisteredSkill> {
+        let mut reg = SkillRegistry::new();
+        reg.register(Arc::new(Nop("echo")), SkillSpec::new(schema()))
+            .expect("register");
+        reg.get("echo").expect("present")
+    }
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn defaults_are_filled_before_validation() {
+        let out = registered()
+            .prepare_params(params(json!({"text": "hi"})))
+            .expect("valid");
+        assert_eq!(out, json!({"text": "hi", "limit": 10}));
+    }
+
+    #[test]
+    fn violations_are_reported_with_paths() {
+        let Err(SkillError::InvalidParams { details }) =
+            registered().prepare_params(params(json!({"limit": 99, "extra": 1})))
+        else {
+            panic!("expected INVALID_PARAMS");
+        };
+        let paths: Vec<&str> = details.iter().map(|d| d.path.as_str()).collect();
+        assert!(paths.contains(&"/text"), "{details:?}");
+        assert!(paths.contains(&"/limit"), "{details:?}");
+        assert!(paths.contains(&"/extra"), "{details:?}");
+    }
+
+    #[test]
+    fn formats_are_enforced() {
+        let mut reg = SkillRegistry::new();
+        let schema = json!({
+            "type": "object",
+            "properties": {"at": {"type": "string", "description": "d", "format": "date-time"}},
+            "additionalProperties": false
+        });
+        reg.register(Arc::new(Nop("when")), SkillSpec::new(schema))
+            .expect("register");
+        let skill = reg.get("when").expect("present");
+        assert!(
+            skill
+                .prepare_params(params(json!({"at": "2026-12-01T10:00:00Z"})))
+                .is_ok()
+        );
+        assert!(
+            skill
+                .prepare_params(params(json!({"at": "tomorrow"})))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn long_values_are_not_echoed_in_full() {
+        let long = "x".repeat(5000);
+        let Err(SkillError::InvalidParams { details }) =
+            registered().prepare_params(params(json!({ "text": long })))
+        else {
+            panic!("expected INVALID_PARAMS");
+        };
+        assert!(details[0].problem.chars().count() <= MAX_PROBLEM_CHARS + 1);
+    }
+
+    #[test]
+    fn registration_rejects_bad_names_duplicates_schemas_and_limits() {
+        let mut reg = SkillRegistry::new();
+        for bad in ["", "Bad", "-a", "a-", "a--b", "a_b"] {
+            assert!(matches!(
+                reg.register(Arc::new(Nop(bad)), SkillSpec::new(schema())),
+                Err(RegistryError::InvalidName(_))
+            ));
+        }
+        reg.register(Arc::new(Nop("a")), SkillSpec::new(schema()))
+            .expect("first");
+        assert!(matches!(
+            reg.register(Arc::new(Nop("a")), SkillSpec::new(schema())),
+            Err(RegistryError::Duplicate(_))
+        ));
+        assert!(matches!(
+            reg.register(
+                Arc::new(Nop("b")),
+                SkillSpec::new(json!({"type": "not-a-type"}))
+            ),
+            Err(RegistryError::InvalidSchema { .. })
+        ));
+        assert!(matches!(
+            reg.register(
+                Arc::new(Nop("c")),
+                SkillSpec::new(schema()).with_rate_limit(RateLimitSpec {
+                    window_ms: 0,
+                    max_requests: 1,
+                    burst: None
+                })
+            ),
+            Err(RegistryError::InvalidRateLimit(_))
+        ));
+    }
+
+    #[test]
+    fn spec_deserialises_from_manifest_like_json() {
+        let spec: SkillSpec = serde_json::from_value(json!({
+            "input_schema": schema(),
+            "rate_limit": {"window_ms": 60000, "max_requests": 30, "burst": 5}
+        }))
+        .expect("spec");
+        assert!(spec.cacheable && spec.enabled);
+        assert_eq!(spec.rate_limit.and_then(|r| r.burst), Some(5));
+    }
+}

@@ -1,0 +1,104 @@
+//! Prometheus metrics of the Skill API (SPEC §12): calls by skill and status, and latency.
+//!
+//! The integrator owns the shared `prometheus_client` registry and the `/metrics` endpoint;
+//! [`SkillApiMetrics::new`] only registers this module's families into it. Label values are
+//! bounded: skill names come from the skill registry (unknown names are recorded as
+//! [`UNKNOWN_SKILL_LABEL`]) and statuses from the fixed status table.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The `skill` label used for names that are not registered skills.
+pub const UNKNOWN_SKILL_LABEL: &str = "unknown";
+
+/// Labels of `skill_calls_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkillStatusLabels {
+    /// Registered skill name or [`UNKNOWN_SKILL_LABEL`].
+    pub skill: String,
+    /// HTTP status code, e.g. `"200"`.
+    pub status: String,
+}
+
+/// Labels of `skill_api_request_duration_seconds`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkillLabels {
+    /// Registered skill name or [`UNKNOWN_SKILL_LABEL`].
+    pub skill: String,
+}
+
+type HistogramFamily = Family<SkillLabels, Histogram, fn() -> Histogram>;
+
+/// Handles to the Skill API's metric families. Cloning shares them.
+#[derive(Clone, Debug)]
+pub struct SkillApiMetrics {
+    calls: Family<SkillStatusLabels, Counter>,
+    duration: HistogramFamily,
+}
+
+fn duration_histogram() -> Histogram {
+    // 5 ms .. ~41 s.
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+impl SkillApiMetrics {
+    /// Creates the families and registers them as `skill_calls_total{skill,status}` and
+    /// `skill_api_request_duration_seconds{skill}`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let calls = Family::<SkillStatusLabels, Counter>::default();
+        let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
+        registry.register(
+            "skill_calls",
+            "Skill API calls by skill and HTTP status",
+            calls.clone(),
+        );
+        registry.register(
+            "skill_api_request_duration_seconds",
+            "Skill API request duration by skill",
+            duration.clone(),
+        );
+        Self { calls, duration }
+    }
+
+    /// Records one finished call.
+    pub fn record(&self, skill: &str, status: u16, elapsed: Duration) {
+        self.calls
+            .get_or_create(&SkillStatusLabels {
+                skill: skill.to_owned(),
+                status: status.to_string(),
+            })
+            .inc();
+        self.duration
+            .get_or_create(&SkillLabels {
+                skill: skill.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_exposed_under_the_documented_names() {
+        let mut registry = Registry::default();
+        let metrics = SkillApiMetrics::new(&mut registry);
+        metrics.record("echo", 200, Duration::from_millis(12));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains(r#"skill_calls_total{skill="echo",status="200"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"skill_api_request_duration_seconds_count{skill="echo"} 1"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! The Skill API: the authenticated HTTP server the agent's skill scripts call (SPEC §4).
+//!
+//! * [`server`] — `POST /api/skill/{name}`, the request pipeline, audit events; [`router`] and
+//!   [`serve`].
+//! * [`auth`] — the [`AuthenticatedCall`] extractor (body parse, session lookup, constant-time
+//!   caller-token check).
+//! * [`sessions`] — the [`SessionRegistry`]: session ids, caller tokens, per-session state,
+//!   idle expiry, termination signals for the agent runner.
+//! * [`handler`] — the seam for skill handlers: [`SkillHandler`], [`CallContext`],
+//!   [`SkillSpec`] (schema, rate limit, cacheable, enabled) and [`SkillRegistry`].
+//! * [`dedup`] — sharing of identical calls' outcomes (in-flight joining + 1 s cache).
+//! * [`ratelimit`] — per-(skill, user) limits from manifests.
+//! * [`error`] — [`SkillError`] and its single mapping to HTTP.
+//! * [`metrics`] — Prometheus families.
+//! * [`state`] — [`SkillApiState`] and [`SkillApiSettings`].
+
+pub mod auth;
+pub mod dedup;
+pub mod error;
+pub mod handler;
+pub mod metrics;
+pub mod ratelimit;
+pub mod server;
+pub mod sessions;
+pub mod state;
+
+pub use auth::{AuthenticatedCall, CallRejection};
+pub use error::{ErrorResponse, ParamProblem, SkillError};
+pub use handler::{
+    CallContext, RateLimitSpec, RegisteredSkill, RegistryError, SkillHandler, SkillRegistry,
+    SkillSpec,
+};
+pub use metrics::SkillApiMetrics;
+pub use server::{router, serve};
+pub use sessions::{
+    CallerToken, RegisteredSession, SessionContext, SessionError, SessionHandle, SessionId,
+    SessionRegistry, SessionState, TerminationSignal,
+};
+pub use state::{SkillApiSettings, SkillApiState};

@@ -1,0 +1,420 @@
+//! The HTTP server: routes, the request pipeline of SPEC §4.2, audit events and metrics.
+//!
+//! `POST /api/skill/{name}` runs, in this order: parse + session lookup (401) + constant-time
+//! token check (403) + touch (all in the [`AuthenticatedCall`] extractor) → resolve the skill
+//! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
+//! learn nothing about skills) → de-duplication → per-(skill, user) rate limit → schema
+//! validation → handler (per-session quotas live in handlers) → audit event. Everything from the
+//! rate limit on runs in a task tracked by [`SkillApiState`], detached from the HTTP request, so
+//! a disconnecting client neither cancels a half-done platform action nor strands callers joined
+//! to it. A doom-loop termination requested during a call is fired when the response body has
+//! been sent (or dropped), never before.
+
+use std::any::Any;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{Response as HttpResponse, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use http_body::{Frame, SizeHint};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tower_http::catch_panic::CatchPanicLayer;
+use tracing::Instrument;
+
+use super::auth::{AuthenticatedCall, CallRejection};
+use super::dedup::{Claim, DedupCache, LeaderGuard, SharedOutcome};
+use super::error::SkillError;
+use super::handler::{CallContext, RegisteredSkill};
+use super::metrics::UNKNOWN_SKILL_LABEL;
+use super::sessions::SessionHandle;
+use super::state::SkillApiState;
+
+/// Longest skill name echoed into logs (names are caller-controlled until resolved).
+const MAX_LOGGED_NAME: usize = 64;
+
+/// The Skill API router (state already applied).
+pub fn router(state: SkillApiState) -> Router {
+    Router::new()
+        .route(
+            "/api/skill/{name}",
+            post(skill_call).fallback(method_not_allowed),
+        )
+        .fallback(no_such_endpoint)
+        .layer(CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+/// Serves the Skill API on `listener` until `shutdown` completes, then waits for in-flight
+/// requests and detached skill executions to finish.
+pub async fn serve(
+    listener: TcpListener,
+    state: SkillApiState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "skill api listening");
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    state.drain().await;
+    tracing::info!(%addr, "skill api stopped");
+    Ok(())
+}
+
+/// How a call's outcome was obtained, for the audit log.
+#[derive(Clone, Copy, Debug)]
+enum DedupStatus {
+    /// Not looked up (rejected before de-duplication).
+    None,
+    /// Ran as the leader of its key.
+    Miss,
+    /// Joined an identical in-flight call.
+    Joined,
+    /// Served from the cache.
+    Hit,
+    /// Ran without de-duplication (non-cacheable skill or full cache).
+    Bypass,
+}
+
+impl DedupStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Miss => "miss",
+            Self::Joined => "joined",
+            Self::Hit => "hit",
+            Self::Bypass => "bypass",
+        }
+    }
+}
+
+/// One audit event + metrics sample per call, emitted exactly once: by
+/// [`finish`](Self::finish), or on drop when the client went away first (status 499).
+struct Audit {
+    state: SkillApiState,
+    started: Instant,
+    skill: String,
+    metric_skill: String,
+    session_id: Option<String>,
+    user: Option<String>,
+    platform: Option<String>,
+    body_bytes: usize,
+    dedup: DedupStatus,
+    terminate: bool,
+    done: bool,
+}
+
+impl Audit {
+    fn start(state: &SkillApiState, requested: &str) -> Self {
+        Self {
+            state: state.clone(),
+            started: Instant::now(),
+            skill: requested.chars().take(MAX_LOGGED_NAME).collect(),
+            metric_skill: state
+                .skills()
+                .get(requested)
+                .map_or_else(|| UNKNOWN_SKILL_LABEL.to_owned(), |s| s.name().to_owned()),
+            session_id: None,
+            user: None,
+            platform: None,
+            body_bytes: 0,
+            dedup: DedupStatus::None,
+            terminate: false,
+            done: false,
+        }
+    }
+
+    fn session(&mut self, session: &SessionHandle) {
+        self.session_id = Some(session.id().as_str().to_owned());
+        self.user = Some(session.context().user_id.clone());
+        self.platform = Some(session.context().platform.clone());
+    }
+
+    fn finish(mut self, response: Response, code: &str) -> Response {
+        self.done = true;
+        self.emit(response.status(), code);
+        response
+    }
+
+    fn finish_error(self, error: &SkillError) -> Response {
+        let response = error.to_http().into_response();
+        self.finish(response, error.code())
+    }
+
+    fn emit(&self, status: StatusCode, code: &str) {
+        let elapsed = self.started.elapsed();
+        self.state
+            .metrics()
+            .record(&self.metric_skill, status.as_u16(), elapsed);
+        let outcome = if status.is_success() { "ok" } else { "error" };
+        tracing::info!(
+            name: "skill_call",
+            session_id = self.session_id.as_deref().unwrap_or("-"),
+            skill = %self.skill,
+            user = self.user.as_deref().unwrap_or("-"),
+            platform = self.platform.as_deref().unwrap_or("-"),
+            outcome,
+            code,
+            status = status.as_u16(),
+            duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            dedup = self.dedup.as_str(),
+            body_bytes = self.body_bytes,
+            terminate = self.terminate,
+            "skill_call"
+        );
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        if !self.done {
+            self.emit(
+                StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+                "CLIENT_CLOSED",
+            );
+        }
+    }
+}
+
+async fn skill_call(
+    State(state): State<SkillApiState>,
+    name: Result<Path<String>, PathRejection>,
+    call: Result<AuthenticatedCall, CallRejection>,
+) -> Response {
+    let name = name.map(|Path(n)| n).unwrap_or_default();
+    let mut audit = Audit::start(&state, &name);
+    let call = match call {
+        Ok(call) => call,
+        Err(rejection) => {
+            audit.session_id = rejection.session_id;
+            audit.body_bytes = rejection.body_bytes;
+            return audit.finish_error(&rejection.error);
+        }
+    };
+    audit.session(&call.session);
+    audit.body_bytes = call.body_bytes;
+
+    let Some(skill) = state.skills().get(&name) else {
+        let error = SkillError::UnknownSkill {
+            name: audit.skill.clone(),
+            available: state.skills().names(),
+        };
+        return audit.finish_error(&error);
+    };
+    if !skill.spec().enabled {
+        return audit.finish_error(&SkillError::SkillDisabled(skill.name().to_owned()));
+    }
+
+    let (outcome, termination, dedup) = dispatch(&state, skill, call).await;
+    audit.dedup = dedup;
+    audit.terminate = termination.is_some();
+    let (response, code) = match outcome.as_ref() {
+        Ok(data) => (
+            (
+                StatusCode::OK,
+                axum::Json(json!({"success": true, "data": data})),
+            )
+                .into_response(),
+            "OK",
+        ),
+        Err(error) => (error.to_http().into_response(), error.code()),
+    };
+    let response = match termination {
+        Some(guard) => {
+            let (parts, body) = response.into_parts();
+            Response::from_parts(
+                parts,
+                Body::new(TerminateAfterBody {
+                    inner: body,
+                    _guard: guard,
+                }),
+            )
+        }
+        None => response,
+    };
+    audit.finish(response, code)
+}
+
+/// De-duplication, then execution. Returns the outcome, the pending termination (only for the
+/// caller whose call actually ran) and how the outcome was obtained.
+async fn dispatch(
+    state: &SkillApiState,
+    skill: Arc<RegisteredSkill>,
+    call: AuthenticatedCall,
+) -> (SharedOutcome, Option<TerminationGuard>, DedupStatus) {
+    if !skill.spec().cacheable {
+        let (outcome, term) = execute(state, skill, call, None).await;
+        return (outcome, term, DedupStatus::Bypass);
+    }
+    let key = DedupCache::key(skill.name(), call.session.id().as_str(), &call.parameters);
+    loop {
+        match state.dedup().claim(key.clone()) {
+            Claim::Cached(outcome) => return (outcome, None, DedupStatus::Hit),
+            Claim::Join(joiner) => {
+                if let Some(outcome) = joiner.wait().await {
+                    return (outcome, None, DedupStatus::Joined);
+                }
+                // The leader gave up (its task failed); claim again.
+            }
+            Claim::Leader(guard) => {
+                let (outcome, term) = execute(state, skill, call, Some(guard)).await;
+                return (outcome, term, DedupStatus::Miss);
+            }
+            Claim::Bypass => {
+                let (outcome, term) = execute(state, skill, call, None).await;
+                return (outcome, term, DedupStatus::Bypass);
+            }
+        }
+    }
+}
+
+/// Runs rate limit → schema validation → handler in a tracked task and publishes the outcome
+/// to the de-duplication cache from inside that task.
+async fn execute(
+    state: &SkillApiState,
+    skill: Arc<RegisteredSkill>,
+    call: AuthenticatedCall,
+    leader: Option<LeaderGuard>,
+) -> (SharedOutcome, Option<TerminationGuard>) {
+    let task_state = state.clone();
+    let context = call.session.context();
+    let span = tracing::info_span!(
+        "skill",
+        skill = skill.name(),
+        session_id = %call.session.id(),
+        platform = %context.platform,
+        channel = %context.channel_id,
+    );
+    let task = state.tasks().spawn(
+        async move {
+            let ctx = CallContext::new(skill.name(), call.session.clone());
+            let result = run_checked(&task_state, &skill, &ctx, call.parameters).await;
+            let mut reason = ctx.pending_termination();
+            if reason.is_none()
+                && let Err(SkillError::QuotaExceeded {
+                    terminate: true, ..
+                }) = &result
+            {
+                reason = Some(format!("{}: per-session quota exhausted", skill.name()));
+            }
+            if let Err(SkillError::Internal(cause)) = &result {
+                tracing::error!(
+                    session_id = %ctx.session_id(),
+                    skill = skill.name(),
+                    error = %format!("{cause:#}"),
+                    "skill call failed internally"
+                );
+            }
+            let outcome: SharedOutcome = Arc::new(result);
+            if let Some(leader) = leader {
+                leader.complete(Arc::clone(&outcome));
+            }
+            let termination = reason.map(|reason| TerminationGuard {
+                session: call.session,
+                reason,
+            });
+            (outcome, termination)
+        }
+        .instrument(span),
+    );
+    match task.await {
+        Ok(done) => done,
+        Err(join_error) => {
+            let error = SkillError::internal(anyhow::anyhow!("skill task failed: {join_error}"));
+            tracing::error!(error = %error, "skill call task failed");
+            (Arc::new(Err(error)), None)
+        }
+    }
+}
+
+async fn run_checked(
+    state: &SkillApiState,
+    skill: &RegisteredSkill,
+    ctx: &CallContext,
+    params: serde_json::Map<String, Value>,
+) -> Result<Value, SkillError> {
+    if let Some(limit) = &skill.spec().rate_limit {
+        let session = ctx.session();
+        state
+            .rate_limiter()
+            .check(skill.name(), &session.platform, &session.user_id, limit)
+            .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
+    }
+    let params = skill.prepare_params(params)?;
+    let timeout = state.settings().handler_timeout;
+    match tokio::time::timeout(timeout, skill.handler().call(ctx, params)).await {
+        Ok(result) => result,
+        Err(_) => Err(SkillError::internal(anyhow::anyhow!(
+            "skill handler did not finish within {timeout:?}"
+        ))),
+    }
+}
+
+/// Requests the session's termination when dropped: it travels inside the response body, so the
+/// runner is told to stop the agent only once the response has been written (or abandoned).
+struct TerminationGuard {
+    session: SessionHandle,
+    reason: String,
+}
+
+impl Drop for TerminationGuard {
+    fn drop(&mut self) {
+        self.session.request_termination(&self.reason);
+    }
+}
+
+/// A response body that fires its [`TerminationGuard`] when hyper drops it after sending.
+struct TerminateAfterBody {
+    inner: Body,
+    _guard: TerminationGuard,
+}
+
+impl http_body::Body for TerminateAfterBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+async fn method_not_allowed(
+    State(state): State<SkillApiState>,
+    name: Result<Path<String>, PathRejection>,
+) -> Response {
+    let name = name.map(|Path(n)| n).unwrap_or_default();
+    Audit::start(&state, &name).finish_error(&SkillError::MethodNotAllowed)
+}
+
+async fn no_such_endpoint() -> Response {
+    SkillError::NotFound(
+        "There is no such endpoint; skills are called with POST /api/skill/{name}".into(),
+    )
+    .into_response()
+}
+
+fn panic_response(_panic: Box<dyn Any + Send + 'static>) -> HttpResponse<Body> {
+    tracing::error!("skill api request handler panicked");
+    SkillError::internal(anyhow::anyhow!("request handler panicked")).into_response()
+}

@@ -1,0 +1,644 @@
+//! The session registry: who may call the Skill API, on behalf of which conversation.
+//!
+//! The agent runner [`register`](SessionRegistry::register)s one session per agent run and gets a
+//! session id (128 random bits), a distinct caller token (256 random bits, both from the OS RNG),
+//! a [`SessionHandle`] to read the per-session state at the end of the run, and a
+//! [`TerminationSignal`] it must await alongside the agent: the Skill API fires it (doom-loop
+//! protection, SPEC §4.3) after the offending call's response went out.
+//!
+//! Sessions expire after `session_timeout` without an authenticated call; [`lookup`] treats an
+//! idle-expired session as absent and [`run_reaper`] removes them in the background. All locks are
+//! `std::sync` locks held only for short, non-async sections.
+//!
+//! [`lookup`]: SessionRegistry::lookup
+//! [`run_reaper`]: SessionRegistry::run_reaper
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rand::TryRng;
+use rand::rngs::SysRng;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// `send-reply`: successful calls allowed per session.
+pub const MAX_REPLIES_PER_SESSION: u32 = 1;
+/// `send-reply`: the attempt (counting every call) that also terminates the agent.
+pub const MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
+/// `edit-reply`: the call that terminates the agent (so two real edits are possible).
+pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
+/// `send-file`: successful calls allowed per session.
+pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
+/// `send-file`: the attempt that also terminates the agent.
+pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
+
+/// Bytes of randomness in a session id (128 bits).
+const SESSION_ID_BYTES: usize = 16;
+/// Bytes of randomness in a caller token (256 bits).
+const CALLER_TOKEN_BYTES: usize = 32;
+
+/// Errors of the session registry.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The operating system's random number generator failed; no session can be minted safely.
+    #[error("the OS random number generator failed: {0}")]
+    Entropy(String),
+}
+
+/// A session id: 128 random bits, lowercase hex (URL-safe). Not a secret on its own.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// The id as text (what goes into `SESSION_ID` and the request body).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for SessionId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SessionId({})", self.0)
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The per-session caller token (256 random bits, lowercase hex). A secret: its `Debug` prints
+/// `***` and it has no `Display`. Only [`expose_secret`](Self::expose_secret) reveals it, for
+/// putting it into the agent's `SKILL_API_TOKEN`.
+#[derive(Clone)]
+pub struct CallerToken(String);
+
+impl CallerToken {
+    /// The token text. Use only to build the agent's environment; never log it.
+    pub fn expose_secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for CallerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CallerToken(***)")
+    }
+}
+
+/// Who and where a session answers: fixed at registration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionContext {
+    /// Platform name: `"discord"`, `"misskey"` or `"console"`.
+    pub platform: String,
+    /// Channel the trigger message arrived in (`chat:{userId}`/`note:{noteId}` on Misskey).
+    pub channel_id: String,
+    /// The user the session answers.
+    pub user_id: String,
+    /// The user's display name.
+    pub username: String,
+    /// Whether the conversation is a direct message (private memories, reminders).
+    pub is_dm: bool,
+    /// Guild (Discord server) id, when the message came from one.
+    pub guild_id: Option<String>,
+    /// The message that started the session; `None` for sessions without a trigger.
+    pub trigger_message_id: Option<String>,
+    /// The user's workspace directory (`{repo}/{workspacesDir}/{platform}/{userId}`).
+    pub workspace: PathBuf,
+}
+
+/// The reaction this session currently has on the trigger message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reaction {
+    /// Unicode emoji or custom emoji reference as sent to the platform.
+    pub emoji: String,
+    /// The message the reaction is on.
+    pub message_id: String,
+}
+
+/// Mutable per-session counters and anchors (SPEC §4.3). Handlers update it through
+/// [`SessionHandle::with_state`]; the agent runner reads it when the run ends.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionState {
+    /// Every `send-reply` call, successful or not (doom-loop counter).
+    pub reply_attempts: u32,
+    /// Successful `send-reply` calls (quota [`MAX_REPLIES_PER_SESSION`]).
+    pub reply_successes: u32,
+    /// Every `edit-reply` call (doom-loop counter).
+    pub edit_calls: u32,
+    /// Every `send-file` call, successful or not.
+    pub file_attempts: u32,
+    /// Successful `send-file` calls (quota [`MAX_FILE_SENDS_PER_SESSION`]).
+    pub file_successes: u32,
+    /// The current reaction; a second `react-message` replaces it.
+    pub reaction: Option<Reaction>,
+    /// Whether `set-reminder` already succeeded (one per session).
+    pub reminder_set: bool,
+    /// Last message sent by `send-reply`/`edit-reply`.
+    pub last_sent_message_id: Option<String>,
+    /// Last message delivered by `send-file`.
+    pub last_file_message_id: Option<String>,
+    /// The anchor the reply was threaded to when created; keeps `edit-reply` on that parent.
+    pub last_reply_anchor_message_id: Option<String>,
+    /// Every message id this session sent; `edit-reply` may only edit these.
+    pub sent_message_ids: HashSet<String>,
+}
+
+impl SessionState {
+    /// Whether the user has received something: a reply, a reaction or a file.
+    pub fn responded(&self) -> bool {
+        self.reply_successes > 0 || self.reaction.is_some() || self.file_successes > 0
+    }
+
+    /// Where a new reply threads to: `lastFileMessageId ?? triggerMessageId`.
+    pub fn reply_anchor<'a>(&'a self, context: &'a SessionContext) -> Option<&'a str> {
+        self.last_file_message_id
+            .as_deref()
+            .or(context.trigger_message_id.as_deref())
+    }
+
+    /// Records a message this session sent (so `edit-reply` may edit it later).
+    pub fn record_sent_message(&mut self, message_id: impl Into<String>) {
+        self.sent_message_ids.insert(message_id.into());
+    }
+
+    /// Whether this session sent the message.
+    pub fn sent_message(&self, message_id: &str) -> bool {
+        self.sent_message_ids.contains(message_id)
+    }
+}
+
+/// Fired when the Skill API asks the agent runner to stop a session's agent.
+///
+/// The first reason wins; firing is idempotent. Cloning shares the same signal.
+#[derive(Clone, Debug, Default)]
+pub struct TerminationSignal {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl TerminationSignal {
+    /// Waits until termination is requested and returns the reason.
+    pub async fn requested(&self) -> String {
+        self.token.cancelled().await;
+        self.reason().unwrap_or_default()
+    }
+
+    /// Whether termination has been requested.
+    pub fn is_requested(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// The reason, once requested.
+    pub fn reason(&self) -> Option<String> {
+        lock(&self.reason).clone()
+    }
+
+    /// Requests termination. Returns `false` when it had already been requested.
+    pub(crate) fn fire(&self, reason: &str) -> bool {
+        {
+            let mut slot = lock(&self.reason);
+            if slot.is_some() {
+                return false;
+            }
+            *slot = Some(reason.to_owned());
+        }
+        self.token.cancel();
+        true
+    }
+}
+
+/// What [`SessionRegistry::register`] returns to the agent runner.
+#[derive(Debug)]
+pub struct RegisteredSession {
+    /// Goes into the agent's `SESSION_ID`.
+    pub session_id: SessionId,
+    /// Goes into the agent's `SKILL_API_TOKEN`.
+    pub caller_token: CallerToken,
+    /// Read the session's state (e.g. [`SessionState::responded`]) when the run ends.
+    pub handle: SessionHandle,
+    /// Await it alongside the agent; when it fires, stop the agent.
+    pub termination: TerminationSignal,
+}
+
+struct SessionEntry {
+    id: SessionId,
+    context: Arc<SessionContext>,
+    token: CallerToken,
+    state: Mutex<SessionState>,
+    last_activity: Mutex<Instant>,
+    termination: TerminationSignal,
+}
+
+/// A shared handle to one registered session. Stays usable after the session is unregistered
+/// (the runner reads the final state through it).
+#[derive(Clone)]
+pub struct SessionHandle {
+    entry: Arc<SessionEntry>,
+}
+
+impl fmt::Debug for SessionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionHandle")
+            .field("id", &self.entry.id)
+            .field("context", &self.entry.context)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionHandle {
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.entry.id
+    }
+
+    /// The fixed context (platform, channel, user, ...).
+    pub fn context(&self) -> &SessionContext {
+        &self.entry.context
+    }
+
+    /// A cheap shared snapshot of the context.
+    pub fn context_arc(&self) -> Arc<SessionContext> {
+        Arc::clone(&self.entry.context)
+    }
+
+    /// Runs `f` with the session state locked. Keep `f` short and synchronous: the lock is a
+    /// `std::sync::Mutex` and must never be held across an `.await`.
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut SessionState) -> R) -> R {
+        f(&mut lock(&self.entry.state))
+    }
+
+    /// A copy of the current state.
+    pub fn state(&self) -> SessionState {
+        lock(&self.entry.state).clone()
+    }
+
+    /// Whether the user has received a reply, reaction or file in this session.
+    pub fn responded(&self) -> bool {
+        lock(&self.entry.state).responded()
+    }
+
+    /// This session's termination signal.
+    pub fn termination_signal(&self) -> TerminationSignal {
+        self.entry.termination.clone()
+    }
+
+    /// Asks the agent runner to stop this session's agent now. The Skill API itself defers this
+    /// until the response of the triggering call has been sent (see `CallContext`).
+    pub fn request_termination(&self, reason: &str) -> bool {
+        let fired = self.entry.termination.fire(reason);
+        if fired {
+            tracing::warn!(session_id = %self.entry.id, reason, "session termination requested");
+        }
+        fired
+    }
+
+    /// Constant-time check of a presented caller token.
+    pub(crate) fn token_matches(&self, presented: &[u8]) -> bool {
+        super::auth::constant_time_eq(self.entry.token.expose_secret().as_bytes(), presented)
+    }
+
+    fn last_activity(&self) -> Instant {
+        *lock(&self.entry.last_activity)
+    }
+
+    /// Marks the session active now (an authenticated call arrived).
+    pub(crate) fn mark_active(&self) {
+        *lock(&self.entry.last_activity) = Instant::now();
+    }
+}
+
+struct RegistryInner {
+    sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    timeout: Duration,
+}
+
+/// The shared registry of live sessions. Cloning shares it.
+#[derive(Clone)]
+pub struct SessionRegistry {
+    inner: Arc<RegistryInner>,
+}
+
+impl fmt::Debug for SessionRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionRegistry")
+            .field("sessions", &self.len())
+            .field("timeout", &self.inner.timeout)
+            .finish()
+    }
+}
+
+impl SessionRegistry {
+    /// A registry whose sessions expire after `session_timeout` without an authenticated call.
+    pub fn new(session_timeout: Duration) -> Self {
+        Self {
+            inner: Arc::new(RegistryInner {
+                sessions: Mutex::new(HashMap::new()),
+                timeout: session_timeout,
+            }),
+        }
+    }
+
+    /// The idle timeout.
+    pub fn session_timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Registers a session and mints its id and caller token from the OS RNG.
+    pub fn register(&self, context: SessionContext) -> Result<RegisteredSession, SessionError> {
+        let caller_token = CallerToken(hex(&random_bytes::<CALLER_TOKEN_BYTES>()?));
+        let termination = TerminationSignal::default();
+        let mut sessions = lock(&self.inner.sessions);
+        let session_id = loop {
+            let id = SessionId(hex(&random_bytes::<SESSION_ID_BYTES>()?));
+            if !sessions.contains_key(&id) {
+                break id;
+            }
+        };
+        let handle = SessionHandle {
+            entry: Arc::new(SessionEntry {
+                id: session_id.clone(),
+                context: Arc::new(context),
+                token: caller_token.clone(),
+                state: Mutex::new(SessionState::default()),
+                last_activity: Mutex::new(Instant::now()),
+                termination: termination.clone(),
+            }),
+        };
+        sessions.insert(session_id.clone(), handle.clone());
+        drop(sessions);
+        tracing::debug!(session_id = %session_id, "skill api session registered");
+        Ok(RegisteredSession {
+            session_id,
+            caller_token,
+            handle,
+            termination,
+        })
+    }
+
+    /// The live session with this id. An idle-expired session is removed and reported absent.
+    pub fn lookup(&self, session_id: &str) -> Option<SessionHandle> {
+        let now = Instant::now();
+        let mut sessions = lock(&self.inner.sessions);
+        let handle = sessions.get(session_id)?.clone();
+        if self.expired(&handle, now) {
+            sessions.remove(session_id);
+            drop(sessions);
+            tracing::debug!(session_id, "skill api session expired");
+            return None;
+        }
+        Some(handle)
+    }
+
+    /// Marks the session active now. Returns `false` for an unknown or expired session.
+    pub fn touch(&self, session_id: &str) -> bool {
+        match self.lookup(session_id) {
+            Some(handle) => {
+                handle.mark_active();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the session (the runner calls this when the run ends). Further calls answer 401.
+    pub fn unregister(&self, session_id: &SessionId) -> Option<SessionHandle> {
+        let removed = lock(&self.inner.sessions).remove(session_id);
+        if removed.is_some() {
+            tracing::debug!(session_id = %session_id, "skill api session unregistered");
+        }
+        removed
+    }
+
+    /// Asks the runner to stop the session's agent. Returns `false` for an unknown session or
+    /// when termination was already requested.
+    pub fn request_termination(&self, session_id: &str, reason: &str) -> bool {
+        self.lookup(session_id)
+            .is_some_and(|handle| handle.request_termination(reason))
+    }
+
+    /// The termination signal of a live session.
+    pub fn termination_signal(&self, session_id: &str) -> Option<TerminationSignal> {
+        self.lookup(session_id)
+            .map(|handle| handle.termination_signal())
+    }
+
+    /// Number of registered (possibly expired but not yet reaped) sessions.
+    pub fn len(&self) -> usize {
+        lock(&self.inner.sessions).len()
+    }
+
+    /// Whether no session is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Removes every idle-expired session now; returns how many were removed.
+    pub fn reap_expired(&self) -> usize {
+        let now = Instant::now();
+        let mut sessions = lock(&self.inner.sessions);
+        let before = sessions.len();
+        sessions.retain(|_, handle| !self.expired(handle, now));
+        let reaped = before - sessions.len();
+        drop(sessions);
+        if reaped > 0 {
+            tracing::debug!(reaped, "reaped idle skill api sessions");
+        }
+        reaped
+    }
+
+    /// Reaps expired sessions every `interval` until `cancel` fires. Spawn it on the
+    /// application's `TaskTracker`.
+    pub async fn run_reaper(self, interval: Duration, cancel: CancellationToken) {
+        let mut ticker = tokio::time::interval(interval.max(Duration::from_millis(1)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                _ = ticker.tick() => {
+                    self.reap_expired();
+                }
+            }
+        }
+    }
+
+    fn expired(&self, handle: &SessionHandle, now: Instant) -> bool {
+        now.saturating_duration_since(handle.last_activity()) >= self.inner.timeout
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the data here stays
+/// consistent: every critical section is a plain field update).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn random_bytes<const N: usize>() -> Result<[u8; N], SessionError> {
+    let mut bytes = [0u8; N];
+    SysRng
+        .try_fill_bytes(&mut bytes)
+        .map_err(|e| SessionError::Entropy(e.to_string()))?;
+    Ok(bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> SessionContext {
+        SessionContext {
+            platform: "discord".into(),
+            channel_id: "c1".into(),
+            user_id: "u1".into(),
+            username: "alice".into(),
+            is_dm: false,
+            guild_id: Some("g1".into()),
+            trigger_message_id: Some("m1".into()),
+            workspace: PathBuf::from("/tmp/ws"),
+        }
+    }
+
+    #[test]
+    fn ids_and_tokens_have_the_required_entropy_and_are_distinct() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let mut seen = HashSet::new();
+        for _ in 0..200 {
+            let s = registry.register(context()).expect("register");
+            let id = s.session_id.as_str();
+            let token = s.caller_token.expose_secret();
+            assert_eq!(id.len(), SESSION_ID_BYTES * 2, "128 bits as hex");
+            assert_eq!(token.len(), CALLER_TOKEN_BYTES * 2, "256 bits as hex");
+            assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "URL-safe");
+            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert_ne!(id, token);
+            assert!(seen.insert(id.to_owned()), "session id repeated");
+            assert!(seen.insert(token.to_owned()), "token repeated");
+        }
+        // Crude entropy check: over 200 tokens every hex digit appears, roughly uniformly.
+        let mut counts = [0usize; 16];
+        for value in &seen {
+            for b in value.bytes() {
+                counts[char::from(b).to_digit(16).unwrap_or(0) as usize] += 1;
+            }
+        }
+        let total: usize = counts.iter().sum();
+        for c in counts {
+            let share = c as f64 / total as f64;
+            assert!((0.04..0.09).contains(&share), "digit share {share}");
+        }
+    }
+
+    #[test]
+    fn token_never_appears_in_debug_output() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let s = registry.register(context()).expect("register");
+        let secret = s.caller_token.expose_secret().to_owned();
+        for text in [
+            format!("{s:?}"),
+            format!("{:?}", s.handle),
+            format!("{:?}", s.caller_token),
+            format!("{registry:?}"),
+        ] {
+            assert!(!text.contains(&secret), "{text}");
+        }
+    }
+
+    #[test]
+    fn token_check_accepts_only_the_exact_token() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let s = registry.register(context()).expect("register");
+        let token = s.caller_token.expose_secret();
+        assert!(s.handle.token_matches(token.as_bytes()));
+        assert!(!s.handle.token_matches(&token.as_bytes()[1..]));
+        assert!(!s.handle.token_matches(b""));
+        let mut wrong = token.as_bytes().to_vec();
+        wrong[0] ^= 1;
+        assert!(!s.handle.token_matches(&wrong));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_sessions_expire_and_touch_keeps_them_alive() {
+        let registry = SessionRegistry::new(Duration::from_secs(10));
+        let a = registry.register(context()).expect("register");
+        let b = registry.register(context()).expect("register");
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(registry.touch(a.session_id.as_str()));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert!(registry.lookup(a.session_id.as_str()).is_some());
+        assert!(
+            registry.lookup(b.session_id.as_str()).is_none(),
+            "b idle 12 s"
+        );
+        assert!(!registry.touch(b.session_id.as_str()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reaper_removes_expired_sessions_and_stops_on_cancel() {
+        let registry = SessionRegistry::new(Duration::from_secs(10));
+        let s = registry.register(context()).expect("register");
+        let cancel = CancellationToken::new();
+        let reaper = tokio::spawn(
+            registry
+                .clone()
+                .run_reaper(Duration::from_secs(1), cancel.clone()),
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(registry.len(), 1);
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert_eq!(registry.len(), 0, "reaped without any lookup");
+        assert!(registry.lookup(s.session_id.as_str()).is_none());
+        cancel.cancel();
+        reaper.await.expect("reaper stops cleanly");
+    }
+
+    #[test]
+    fn termination_fires_once_with_the_first_reason() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let s = registry.register(context()).expect("register");
+        assert!(!s.termination.is_requested());
+        assert!(registry.request_termination(s.session_id.as_str(), "doom loop"));
+        assert!(!registry.request_termination(s.session_id.as_str(), "again"));
+        assert!(s.termination.is_requested());
+        assert_eq!(s.termination.reason().as_deref(), Some("doom loop"));
+        assert!(!registry.request_termination("nope", "x"));
+    }
+
+    #[test]
+    fn unregistered_sessions_are_gone_but_handles_still_read_state() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let s = registry.register(context()).expect("register");
+        s.handle.with_state(|st| st.reply_successes = 1);
+        assert!(registry.unregister(&s.session_id).is_some());
+        assert!(registry.lookup(s.session_id.as_str()).is_none());
+        assert!(s.handle.responded());
+    }
+
+    #[test]
+    fn reply_anchor_prefers_the_file_message() {
+        let ctx = context();
+        let mut st = SessionState::default();
+        assert_eq!(st.reply_anchor(&ctx), Some("m1"));
+        st.last_file_message_id = Some("f1".into());
+        assert_eq!(st.reply_anchor(&ctx), Some("f1"));
+    }
+}

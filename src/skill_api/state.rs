@@ -1,0 +1,207 @@
+//! The Skill API's shared state and its settings.
+//!
+//! [`SkillApiState`] bundles the skill registry, the session registry, the de-duplication cache,
+//! the rate limiter, the metrics and the tracker of running skill executions. It is cheap to
+//! clone (one `Arc`). The integrator builds it once from [`SkillApiSettings`] (mapped from
+//! `config.yaml`), hands [`SkillApiState::sessions`] to the agent runner, spawns
+//! [`SkillApiState::run_maintenance`] on the application's `TaskTracker` and passes the state to
+//! [`serve`](super::serve).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::dedup::{DEFAULT_MAX_ENTRIES, DedupCache};
+use super::handler::SkillRegistry;
+use super::metrics::SkillApiMetrics;
+use super::ratelimit::RateLimiter;
+use super::sessions::SessionRegistry;
+
+/// Tunables of the Skill API server (the transport: host/port/allowNonLoopback are the
+/// integrator's business, it binds the listener).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkillApiSettings {
+    /// Idle TTL of a session (`skillApi.sessionTimeoutMs`, default 30 min).
+    pub session_timeout: Duration,
+    /// How long a finished call's outcome is shared with identical calls (default 1 s).
+    pub dedup_window: Duration,
+    /// Largest accepted request body in bytes (default 1 MiB).
+    pub body_limit: usize,
+    /// Cap on de-duplication entries; beyond it calls bypass the cache (default 10 000).
+    pub dedup_max_entries: usize,
+    /// How often [`SkillApiState::run_maintenance`] reaps sessions and prunes caches (30 s).
+    pub maintenance_interval: Duration,
+    /// Longest a handler may run before the call fails with 500 `INTERNAL` (default 2 min), so
+    /// a hung platform call cannot hang the agent's skill script forever.
+    pub handler_timeout: Duration,
+}
+
+impl Default for SkillApiSettings {
+    fn default() -> Self {
+        Self {
+            session_timeout: Duration::from_secs(30 * 60),
+            dedup_window: Duration::from_secs(1),
+            body_limit: 1024 * 1024,
+            dedup_max_entries: DEFAULT_MAX_ENTRIES,
+            maintenance_interval: Duration::from_secs(30),
+            handler_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+struct Inner {
+    settings: SkillApiSettings,
+    skills: SkillRegistry,
+    sessions: SessionRegistry,
+    dedup: DedupCache,
+    rate_limiter: RateLimiter,
+    metrics: SkillApiMetrics,
+    tasks: TaskTracker,
+}
+
+/// Shared state of the Skill API (axum state). Cloning shares it.
+#[derive(Clone)]
+pub struct SkillApiState {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for SkillApiState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SkillApiState")
+            .field("settings", &self.inner.settings)
+            .field("skills", &self.inner.skills.names())
+            .field("sessions", &self.inner.sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SkillApiState {
+    /// Builds the state; the session registry is created from `settings.session_timeout`.
+    pub fn new(
+        settings: SkillApiSettings,
+        skills: SkillRegistry,
+        metrics: SkillApiMetrics,
+    ) -> Self {
+        let sessions = SessionRegistry::new(settings.session_timeout);
+        let dedup = DedupCache::new(settings.dedup_window, settings.dedup_max_entries);
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                skills,
+                sessions,
+                dedup,
+                rate_limiter: RateLimiter::new(),
+                metrics,
+                tasks: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &SkillApiSettings {
+        &self.inner.settings
+    }
+
+    /// The skill registry.
+    pub fn skills(&self) -> &SkillRegistry {
+        &self.inner.skills
+    }
+
+    /// The session registry (clone it for the agent runner).
+    pub fn sessions(&self) -> &SessionRegistry {
+        &self.inner.sessions
+    }
+
+    pub(crate) fn dedup(&self) -> &DedupCache {
+        &self.inner.dedup
+    }
+
+    pub(crate) fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner.rate_limiter
+    }
+
+    pub(crate) fn metrics(&self) -> &SkillApiMetrics {
+        &self.inner.metrics
+    }
+
+    /// Tracker of running skill executions. Executions run detached from their HTTP request so
+    /// a client that disconnects mid-call cannot leave a half-done platform action behind.
+    pub(crate) fn tasks(&self) -> &TaskTracker {
+        &self.inner.tasks
+    }
+
+    /// Waits until every skill execution started so far has finished. [`serve`](super::serve)
+    /// calls this after the listener stopped.
+    pub async fn drain(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        self.inner.tasks.reopen();
+    }
+
+    /// Reaps idle sessions and prunes the de-duplication cache and rate limiter every
+    /// `maintenance_interval` until `cancel` fires. Spawn it on the application's tracker.
+    pub async fn run_maintenance(self, cancel: CancellationToken) {
+        let period = self
+            .inner
+            .settings
+            .maintenance_interval
+            .max(Duration::from_millis(10));
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => break,
+                _ = ticker.tick() => {
+                    self.inner.sessions.reap_expired();
+                    self.inner.dedup.prune();
+                    self.inner.rate_limiter.prune();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill_api::sessions::SessionContext;
+    use prometheus_client::registry::Registry;
+
+    #[tokio::test(start_paused = true)]
+    async fn maintenance_reaps_idle_sessions_and_stops_on_cancel() {
+        let settings = SkillApiSettings {
+            session_timeout: Duration::from_secs(5),
+            maintenance_interval: Duration::from_secs(1),
+            ..SkillApiSettings::default()
+        };
+        let state = SkillApiState::new(
+            settings,
+            SkillRegistry::new(),
+            SkillApiMetrics::new(&mut Registry::default()),
+        );
+        state
+            .sessions()
+            .register(SessionContext {
+                platform: "console".into(),
+                channel_id: "c".into(),
+                user_id: "u".into(),
+                username: "n".into(),
+                is_dm: true,
+                guild_id: None,
+                trigger_message_id: None,
+                workspace: "/tmp/ws".into(),
+            })
+            .expect("register");
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(state.clone().run_maintenance(cancel.clone()));
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert!(state.sessions().is_empty(), "idle session reaped");
+        cancel.cancel();
+        tracker.close();
+        tracker.wait().await;
+    }
+}

@@ -1,0 +1,365 @@
+//! Shared fixtures for the Skill API tests: test handlers, an app builder and a request helper.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use air_friends::skill_api::{
+    CallContext, RateLimitSpec, RegisteredSession, SessionContext, SkillApiMetrics,
+    SkillApiSettings, SkillApiState, SkillError, SkillHandler, SkillRegistry, SkillSpec, router,
+};
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// Echoes its (validated, defaulted) parameters and the caller's user id.
+pub struct Echo;
+
+#[async_trait]
+impl SkillHandler for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    async fn call(&self, ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
+        Ok(json!({"params": params, "user": ctx.session().user_id}))
+    }
+}
+
+pub fn echo_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "text", "maxLength": 100},
+            "limit": {"type": "integer", "description": "limit", "minimum": 1, "maximum": 50, "default": 10}
+        },
+        "required": ["text"],
+        "additionalProperties": false
+    })
+}
+
+/// Counts invocations, optionally after a delay (for in-flight joining).
+pub struct Counter {
+    pub name: &'static str,
+    pub calls: Arc<AtomicUsize>,
+    pub delay: Duration,
+}
+
+#[async_trait]
+impl SkillHandler for Counter {
+    fn name(&self) -> &str {
+        self.name
+    }
+    async fn call(&self, _ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        Ok(json!({"count": n, "params": params}))
+    }
+}
+
+/// Returns the error named by the `kind` parameter.
+pub struct Fail;
+
+pub const FAIL_KINDS: &[&str] = &[
+    "forbidden",
+    "not_found",
+    "quota",
+    "quota_terminate",
+    "platform",
+    "platform_fatal",
+    "internal",
+    "panic",
+    "terminate_ok",
+];
+
+#[async_trait]
+impl SkillHandler for Fail {
+    fn name(&self) -> &str {
+        "fail"
+    }
+    async fn call(&self, ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
+        match params["kind"].as_str().unwrap_or_default() {
+            "forbidden" => Err(SkillError::ForbiddenContext(
+                "this skill works only in direct messages".into(),
+            )),
+            "not_found" => Err(SkillError::NotFound("memory mem_1 was not found".into())),
+            "quota" => Err(SkillError::QuotaExceeded {
+                message: "send-reply was already used; use edit-reply".into(),
+                terminate: false,
+            }),
+            "quota_terminate" => Err(SkillError::QuotaExceeded {
+                message: "send-reply was already used; use edit-reply".into(),
+                terminate: true,
+            }),
+            "platform" => Err(SkillError::PlatformError {
+                message: "Discord answered 503".into(),
+                retryable: true,
+            }),
+            "platform_fatal" => Err(SkillError::PlatformError {
+                message: "unknown channel".into(),
+                retryable: false,
+            }),
+            "internal" => Err(SkillError::internal(anyhow::anyhow!(
+                "database is locked at /var/lib/secret.db"
+            ))),
+            "panic" => panic!("handler bug"),
+            "terminate_ok" => {
+                ctx.terminate_after_response("edit-reply called 3 times");
+                Ok(json!({"edited": true}))
+            }
+            other => Err(SkillError::internal(anyhow::anyhow!(
+                "unknown kind {other}"
+            ))),
+        }
+    }
+}
+
+pub struct TestApp {
+    pub state: SkillApiState,
+    pub router: Router,
+    pub metrics: Registry,
+    pub counter_calls: Arc<AtomicUsize>,
+    pub slow_calls: Arc<AtomicUsize>,
+    pub nocache_calls: Arc<AtomicUsize>,
+}
+
+pub fn settings() -> SkillApiSettings {
+    SkillApiSettings {
+        session_timeout: Duration::from_secs(10),
+        ..SkillApiSettings::default()
+    }
+}
+
+pub fn app() -> TestApp {
+    app_with(settings())
+}
+
+pub fn app_with(settings: SkillApiSettings) -> TestApp {
+    let counter_calls = Arc::new(AtomicUsize::new(0));
+    let slow_calls = Arc::new(AtomicUsize::new(0));
+    let nocache_calls = Arc::new(AtomicUsize::new(0));
+    let open = json!({"type": "object"});
+    let mut skills = SkillRegistry::new();
+    skills
+        .register(Arc::new(Echo), SkillSpec::new(echo_schema()))
+        .expect("echo");
+    skills
+        .register(
+            Arc::new(Counter {
+                name: "counter",
+                calls: counter_calls.clone(),
+                delay: Duration::ZERO,
+            }),
+            SkillSpec::new(open.clone()),
+        )
+        .expect("counter");
+    skills
+        .register(
+            Arc::new(Counter {
+                name: "slow",
+                calls: slow_calls.clone(),
+                delay: Duration::from_millis(300),
+            }),
+            SkillSpec::new(open.clone()),
+        )
+        .expect("slow");
+    skills
+        .register(
+            Arc::new(Counter {
+                name: "nocache",
+                calls: nocache_calls.clone(),
+                delay: Duration::ZERO,
+            }),
+            SkillSpec::new(open.clone()).with_cacheable(false),
+        )
+        .expect("nocache");
+    skills
+        .register(
+            Arc::new(Counter {
+                name: "limited",
+                calls: Arc::new(AtomicUsize::new(0)),
+                delay: Duration::ZERO,
+            }),
+            SkillSpec::new(open.clone()).with_rate_limit(RateLimitSpec {
+                window_ms: 60_000,
+                max_requests: 2,
+                burst: None,
+            }),
+        )
+        .expect("limited");
+    skills
+        .register(
+            Arc::new(Counter {
+                name: "disabled",
+                calls: Arc::new(AtomicUsize::new(0)),
+                delay: Duration::ZERO,
+            }),
+            SkillSpec::new(open).with_enabled(false),
+        )
+        .expect("disabled");
+    skills
+        .register(
+            Arc::new(Fail),
+            SkillSpec::new(json!({
+                "type": "object",
+                "properties": {"kind": {"type": "string", "description": "k", "enum": FAIL_KINDS}},
+                "required": ["kind"],
+                "additionalProperties": false
+            })),
+        )
+        .expect("fail");
+    let mut metrics = Registry::default();
+    let state = SkillApiState::new(settings, skills, SkillApiMetrics::new(&mut metrics));
+    TestApp {
+        router: router(state.clone()),
+        state,
+        metrics,
+        counter_calls,
+        slow_calls,
+        nocache_calls,
+    }
+}
+
+pub fn context(user: &str, is_dm: bool) -> SessionContext {
+    SessionContext {
+        platform: "discord".into(),
+        channel_id: "chan-1".into(),
+        user_id: user.into(),
+        username: format!("{user}-name"),
+        is_dm,
+        guild_id: (!is_dm).then(|| "guild-1".into()),
+        trigger_message_id: Some("msg-1".into()),
+        workspace: PathBuf::from("/tmp/ws"),
+    }
+}
+
+impl TestApp {
+    pub fn session(&self, user: &str) -> RegisteredSession {
+        self.state
+            .sessions()
+            .register(context(user, true))
+            .expect("register")
+    }
+
+    /// POSTs `{sessionId, parameters}` with an optional bearer token.
+    pub async fn call(
+        &self,
+        skill: &str,
+        session: &RegisteredSession,
+        token: Option<&str>,
+        params: Value,
+    ) -> TestResponse {
+        let body = json!({"sessionId": session.session_id.as_str(), "parameters": params});
+        self.send(
+            Method::POST,
+            &format!("/api/skill/{skill}"),
+            token,
+            Some("application/json"),
+            Body::from(body.to_string()),
+        )
+        .await
+    }
+
+    /// The legitimate call: the session's own token.
+    pub async fn call_ok(
+        &self,
+        skill: &str,
+        session: &RegisteredSession,
+        params: Value,
+    ) -> TestResponse {
+        self.call(
+            skill,
+            session,
+            Some(session.caller_token.expose_secret()),
+            params,
+        )
+        .await
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        token: Option<&str>,
+        content_type: Option<&str>,
+        body: Body,
+    ) -> TestResponse {
+        let response = self.send_raw(method, uri, token, content_type, body).await;
+        TestResponse::read(response).await
+    }
+
+    pub async fn send_raw(
+        &self,
+        method: Method,
+        uri: &str,
+        token: Option<&str>,
+        content_type: Option<&str>,
+        body: Body,
+    ) -> axum::response::Response {
+        let mut builder = Request::builder().method(method).uri(uri);
+        if let Some(token) = token {
+            builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(ct) = content_type {
+            builder = builder.header(header::CONTENT_TYPE, ct);
+        }
+        let request = builder.body(body).expect("request");
+        self.router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible router")
+    }
+
+    pub fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.metrics).expect("encode");
+        text
+    }
+}
+
+#[derive(Debug)]
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl TestResponse {
+    pub async fn read(response: axum::response::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "response is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        Self {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    /// Asserts the failure shape and returns the code.
+    pub fn code(&self) -> &str {
+        assert_eq!(self.body["success"], false, "{:?}", self.body);
+        assert!(self.body["error"].as_str().is_some_and(|e| !e.is_empty()));
+        self.body["code"].as_str().expect("code")
+    }
+}
