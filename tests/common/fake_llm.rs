@@ -1,0 +1,119 @@
+//! A fake OpenAI-compatible LLM server (`POST /v1/chat/completions`, streamed as SSE) that
+//! follows a script, for driving the real OpenCode offline. Step N of the script is chosen by
+//! the number of `role: "tool"` messages after the last user message; requests without tools
+//! are OpenCode's title generator and get a short title.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted model answer.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Call a tool with these JSON arguments.
+    Tool(&'static str, Value),
+    /// Answer with text and stop.
+    Text(String),
+}
+
+#[derive(Clone)]
+struct LlmState {
+    steps: Arc<Vec<Step>>,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+/// A running fake LLM.
+pub struct FakeLlm {
+    /// `http://127.0.0.1:PORT/v1`
+    pub base_url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeLlm {
+    /// Starts the server on 127.0.0.1:0.
+    pub async fn start(steps: Vec<Step>) -> FakeLlm {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state = LlmState {
+            steps: Arc::new(steps),
+            requests: requests.clone(),
+        };
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeLlm {
+            base_url: format!("http://{addr}/v1"),
+            requests,
+            _task: task,
+        }
+    }
+
+    /// Every request received (tool-using ones only).
+    pub fn requests(&self) -> Vec<Value> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+        "model": "fake-model", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+async fn complete(State(state): State<LlmState>, body: axum::Json<Value>) -> impl IntoResponse {
+    let req = body.0;
+    let mut out = chunk(json!({"role": "assistant", "content": ""}), None);
+    let has_tools = req
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    if !has_tools {
+        out.push_str(&chunk(json!({"content": "Chat"}), None));
+        out.push_str(&chunk(json!({}), Some("stop")));
+    } else {
+        let messages = req["messages"].as_array().cloned().unwrap_or_default();
+        let last_user = messages.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
+        let step_no = messages[last_user..]
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .count();
+        state.requests.lock().unwrap().push(req.clone());
+        let step = state
+            .steps
+            .get(step_no)
+            .cloned()
+            .unwrap_or(Step::Text("done".into()));
+        match step {
+            Step::Tool(name, args) => {
+                out.push_str(&chunk(
+                    json!({"tool_calls": [{"index": 0, "id": format!("call_{step_no}"), "type": "function",
+                        "function": {"name": name, "arguments": ""}}]}),
+                    None,
+                ));
+                out.push_str(&chunk(
+                    json!({"tool_calls": [{"index": 0, "function": {"arguments": args.to_string()}}]}),
+                    None,
+                ));
+                out.push_str(&chunk(json!({}), Some("tool_calls")));
+            }
+            Step::Text(text) => {
+                out.push_str(&chunk(json!({"content": text}), None));
+                out.push_str(&chunk(json!({}), Some("stop")));
+            }
+        }
+    }
+    let usage = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+        "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
+    out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+    ([(header::CONTENT_TYPE, "text/event-stream")], out)
+}
