@@ -3,3 +3,5 @@
 //!
 //! Map of the crate (one line per module):
 #![forbid(unsafe_code)]
+
+pub mod text;
