@@ -4,4 +4,5 @@
 //! Map of the crate (one line per module):
 #![forbid(unsafe_code)]
 
+pub mod platform;
 pub mod text;

@@ -105,8 +105,8 @@ impl TextLimits {
 /// * anything that does not match the shape above: `a < b`, `x<3`, `<3`, `<-`, `<a@b.c>`,
 ///   `<https://example.com>`, Discord's `<@123>`, `<#123>`, `<:emoji:123>`, `<t:1700000000:R>`,
 ///   comments `<!-- -->` and `<?xml?>`;
-/// * an opening tag glued to a preceding letter, digit or `_` (`Vec<String>`, `Option<T>`): that
-///   is a generic type, not markup (closing and self-closing tags, and `<br>`, are always
+/// * an opening tag glued to a preceding ASCII letter, digit or `_` (`Vec<String>`, `Option<T>`):
+///   that is a generic type, not markup (closing and self-closing tags, and `<br>`, are always
 ///   removed);
 /// * everything inside fenced code blocks and inline code spans.
 ///
@@ -132,7 +132,7 @@ fn strip_tags_in(text: &str) -> String {
         let glued = text[..start]
             .chars()
             .next_back()
-            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
         match parse_tag(&text[start..], glued) {
             Some(tag) => {
                 out.push_str(&text[cursor..start]);
@@ -401,6 +401,10 @@ mod tests {
         assert_eq!(strip_xml_tags("<Answer >ok</Answer >"), "ok");
         assert_eq!(strip_xml_tags("Hello</reply>"), "Hello");
         assert_eq!(strip_xml_tags("x<empty/>y"), "xy");
+        assert_eq!(
+            strip_xml_tags("こんにちは<reply>元気？</reply>"),
+            "こんにちは元気？"
+        );
     }
 
     #[test]
