@@ -8,7 +8,9 @@
 //! the window (so a paragraph break near the start does not produce a tiny message); when no
 //! boundary does, the latest boundary of any kind wins. With no boundary at all the text is cut
 //! hard at the last grapheme-cluster boundary that fits, so neither a surrogate pair nor an
-//! emoji sequence (ZWJ, skin tone, flag, keycap) is ever broken.
+//! emoji sequence (ZWJ, skin tone, flag, keycap) is ever broken. A cut inside a line is never
+//! placed where it would start the next message with line-start markup (a fence, `#`, `>`, a
+//! bullet), and a part is never made of blank lines only.
 //!
 //! A part that ends inside a fenced code block gets the block's closing marker appended, and the
 //! next part starts by re-opening the block with the original opening line (language included).
@@ -76,15 +78,17 @@ pub fn split_message(text: &str, limits: TextLimits) -> Vec<String> {
             0
         };
         let budget = max.saturating_sub(prefix_units + reserve).max(1);
-        let cut = choose_cut(text, pos, budget, &fences, limits);
+        // Without fence handling, code is cut like prose.
+        let zones: &[Fence] = if reopen_fences { &fences } else { &[] };
+        let cut = choose_cut(text, pos, budget, zones, limits);
         part.push_str(text[pos..cut.end].trim_end());
         reopened = match cut.fence {
-            Some(index) if reopen_fences => {
+            Some(index) => {
                 part.push('\n');
                 part.push_str(&fences[index].close_marker);
-                Some(index)
+                cut.reopen.then_some(index)
             }
-            _ => None,
+            None => None,
         };
         if !part.trim().is_empty() {
             parts.push(part);
@@ -116,8 +120,12 @@ struct Cut {
     next: usize,
     /// Units of the part's content (`text[pos..end]`).
     units: usize,
-    /// The fenced block the cut lies in, if any.
+    /// The fenced block the cut lies in, if any: the part gets its closing marker.
     fence: Option<usize>,
+    /// Whether the next part continues that block (re-opening it). False when the cut is just
+    /// before the block's own closing line: the added marker replaces that line, which the next
+    /// part skips.
+    reopen: bool,
 }
 
 /// Where a byte offset lies relative to the fenced code blocks.
@@ -179,6 +187,14 @@ fn sentence_end(text: &str, offset: usize, c: char, prev: Option<char>) -> Optio
     Some(end)
 }
 
+/// Whether `text` starts with something that means more at the start of a line than in the middle
+/// of one.
+fn starts_with_line_markup(text: &str) -> bool {
+    ["```", "~~~", "#", ">", "- ", "* ", "+ "]
+        .iter()
+        .any(|markup| text.starts_with(markup))
+}
+
 /// Whether the line break at `offset` is followed by a blank line.
 fn paragraph_follows(text: &str, offset: usize) -> bool {
     text[offset + 1..]
@@ -189,8 +205,14 @@ fn paragraph_follows(text: &str, offset: usize) -> bool {
 /// Chooses where the part starting at `pos` ends, within `budget` units.
 fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: TextLimits) -> Cut {
     let mut last: [Option<Cut>; 5] = [None; 5];
-    let mut record = |kind: Boundary, cut: Cut| {
-        if cut.end > pos {
+    // Whether `text[pos..offset]` holds anything but whitespace: a part made only of blank
+    // lines (e.g. an empty code block) is never worth a message.
+    let mut has_content = false;
+    let mut record = |kind: Boundary, cut: Cut, has_content: bool| {
+        // A cut inside a line must not move markup to the start of a message, where it would
+        // change meaning (a fence, a heading, a quote, a bullet).
+        let mid_line = matches!(kind, Boundary::Sentence | Boundary::Space);
+        if has_content && !(mid_line && starts_with_line_markup(text[cut.next..].trim_start())) {
             last[kind as usize] = Some(cut);
         }
     };
@@ -200,9 +222,6 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
     for (i, c) in text[pos..].char_indices() {
         let offset = pos + i;
         let char_units = limits.unit.char_len(c);
-        if units + char_units > budget {
-            break;
-        }
         let zone = zone_at(fences, offset);
         match (c, zone) {
             ('\n', Zone::Outside) => {
@@ -218,20 +237,26 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
                         next: offset + 1,
                         units,
                         fence: None,
+                        reopen: false,
                     },
+                    has_content,
                 );
             }
             ('\n', Zone::Code(index)) => {
                 let fence = &fences[index];
-                if offset > fence.content_start && offset + 1 < fence.content_end {
+                if offset > fence.content_start {
+                    // Before the closing line, the block ends here: no need to re-open it.
+                    let closes = offset + 1 >= fence.content_end;
                     record(
                         Boundary::CodeLine,
                         Cut {
                             end: offset,
-                            next: offset + 1,
+                            next: if closes { fence.end } else { offset + 1 },
                             units,
                             fence: Some(index),
+                            reopen: !closes,
                         },
+                        has_content,
                     );
                 }
             }
@@ -242,12 +267,19 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
                     next: offset + c.len_utf8(),
                     units,
                     fence: None,
+                    reopen: false,
                 },
+                has_content,
             ),
             _ => {}
         }
+        // The boundaries above end before `c`, so they fit even when `c` does not.
+        if units + char_units > budget {
+            break;
+        }
         units += char_units;
         window_end = offset + c.len_utf8();
+        has_content |= zone != Zone::FenceLine && !c.is_whitespace();
         if zone == Zone::Outside
             && let Some(end) = sentence_end(text, offset, c, prev)
         {
@@ -260,7 +292,9 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
                         next: end,
                         units: end_units,
                         fence: None,
+                        reopen: false,
                     },
+                    true,
                 );
             }
         }
@@ -279,7 +313,8 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
 
 /// Cuts at the last grapheme boundary at or before `window_end` (after `pos`); falls back to the
 /// character boundary when one cluster is longer than the whole window, and takes one character
-/// when not even that fits.
+/// when not even that fits. Never cuts through a fence line: a cut that would is moved before
+/// an opening line, or made to close the block instead of its closing line.
 fn hard_cut(text: &str, pos: usize, window_end: usize, fences: &[Fence]) -> Cut {
     let mut end = window_end;
     if end == pos {
@@ -293,15 +328,35 @@ fn hard_cut(text: &str, pos: usize, window_end: usize, fences: &[Fence]) -> Cut 
             end = boundary;
         }
     }
-    let fence = match zone_at(fences, end) {
-        Zone::Code(index) if end > fences[index].content_start => Some(index),
-        _ => None,
-    };
-    Cut {
+    let plain = |end: usize| Cut {
         end,
         next: end,
         units: 0,
-        fence,
+        fence: None,
+        reopen: false,
+    };
+    match zone_at(fences, end) {
+        Zone::Code(index) if end > fences[index].content_start => Cut {
+            fence: Some(index),
+            reopen: true,
+            ..plain(end)
+        },
+        Zone::FenceLine => {
+            let index = fences.partition_point(|f| f.open_start <= end) - 1;
+            let fence = &fences[index];
+            if end >= fence.content_end && fence.content_end > fence.content_start {
+                Cut {
+                    next: fence.end,
+                    fence: Some(index),
+                    ..plain(fence.content_end)
+                }
+            } else if fence.open_start > pos {
+                plain(fence.open_start)
+            } else {
+                plain(end)
+            }
+        }
+        _ => plain(end),
     }
 }
 
@@ -463,6 +518,16 @@ mod tests {
     }
 
     #[test]
+    fn mid_line_cuts_never_start_a_part_with_markup() {
+        let text = "Use the character # to start a comment, or > to quote, or ~~~ to fence code.";
+        let parts = split_message(text, TextLimits::new(30, LengthUnit::Chars));
+        assert!(parts.len() > 2);
+        for part in &parts {
+            assert!(!starts_with_line_markup(part), "{parts:?}");
+        }
+    }
+
+    #[test]
     fn paragraphs_are_preferred_over_lines_when_far_enough() {
         let text = format!(
             "{}\n\n{}\n{}",
@@ -526,6 +591,18 @@ mod tests {
             .collect();
         assert_eq!(code_lines, lines);
         assert!(parts.last().is_some_and(|p| p.ends_with("Done.")));
+    }
+
+    #[test]
+    fn a_block_cut_just_before_its_closing_line_is_closed_not_reopened() {
+        let text = format!("```\n{}\n```\n{}", "a".repeat(20), "b".repeat(26));
+        let limits = TextLimits::new(28, LengthUnit::Chars);
+        let parts = split_message(&text, limits);
+        assert_valid(&parts, limits);
+        assert_eq!(
+            parts,
+            vec![format!("```\n{}\n```", "a".repeat(20)), "b".repeat(26)]
+        );
     }
 
     #[test]
