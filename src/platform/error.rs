@@ -34,7 +34,7 @@ pub enum PlatformError {
     #[error("transport error: {0}")]
     Transport(String),
     /// The platform answered with an error not covered above.
-    #[error("platform API error {status}{}: {message}", code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    #[error("platform API error {status}{}: {message}", code_suffix(code.as_deref()))]
     Api {
         /// HTTP status (0 when the error did not come with one, e.g. a gateway error).
         status: u16,
@@ -46,6 +46,11 @@ pub enum PlatformError {
     /// This platform cannot do that at all (e.g. custom emojis on the console).
     #[error("not supported on this platform: {0}")]
     Unsupported(&'static str),
+}
+
+/// ` (CODE)` for an API error's code, or nothing.
+fn code_suffix(code: Option<&str>) -> String {
+    code.map(|c| format!(" ({c})")).unwrap_or_default()
 }
 
 impl PlatformError {

@@ -19,9 +19,9 @@
 //! Contract shared by every adapter (the fake enforces it too, so handler tests catch misuse):
 //! `send_message`, `edit_message`, `send_dm` and captions take text that is non-empty and fits
 //! [`PlatformAdapter::text_limit`] — callers run the content pipeline and split first (or use
-//! [`send_text`]); adapters never truncate, they fail with [`PlatformError::InvalidInput`]. Adapters
-//! handle their own transport-level retries (e.g. Discord 429 back-off when serenity's ratelimiter
-//! is off) and surface what remains as [`PlatformError`].
+//! [`send_text`]); adapters never truncate, they fail with [`PlatformError::InvalidInput`].
+//! Adapters handle their own transport-level retries (e.g. Discord 429 back-off when serenity's
+//! ratelimiter is off) and surface what remains as [`PlatformError`].
 
 pub mod error;
 pub mod fake;

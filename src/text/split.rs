@@ -4,8 +4,8 @@
 //! the limit and looks for the best place to cut inside it, preferring, in order: a paragraph
 //! break (blank line), a line break, the end of a sentence (`. ` `! ` `? ` and `。` `！` `？`,
 //! closing quotes and brackets included), a run of whitespace, and — only inside a fenced code
-//! block — a line break of the code. A boundary is preferred only if it lies in the second half of
-//! the window (so a paragraph break near the start does not produce a tiny message); when no
+//! block — a line break of the code. A boundary is preferred only if it lies in the second half
+//! of the window (so a paragraph break near the start does not produce a tiny message); when no
 //! boundary does, the latest boundary of any kind wins. With no boundary at all the text is cut
 //! hard at the last grapheme-cluster boundary that fits, so neither a surrogate pair nor an
 //! emoji sequence (ZWJ, skin tone, flag, keycap) is ever broken. A cut inside a line is never
