@@ -8,9 +8,11 @@
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
+//! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
+//! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -19,6 +21,8 @@ pub mod cli;
 pub mod config;
 pub mod observability;
 pub mod ops;
+pub mod platform;
 pub mod shutdown;
 pub mod skill_api;
 pub mod systemd;
+pub mod text;
