@@ -11,6 +11,8 @@
 //!   [`TextLimits`] from [`crate::text`].
 //! * [`PlatformError`] (`error.rs`): rate limit / not found / forbidden / … with
 //!   [`PlatformError::is_retryable`].
+//! * [`PlatformEvent`] (`events.rs`): what adapters deliver (messages, user commands) through an
+//!   [`EventSink`], and the [`ConnectionState`] that readiness reads.
 //! * [`PlatformRegistry`]: the adapters of the running daemon, by [`PlatformKind`].
 //! * [`send_text`] / [`send_dm_text`]: split a long text with
 //!   [`split_message`](crate::text::split_message) and send every part, reporting what was
@@ -24,6 +26,7 @@
 //! ratelimiter is off) and surface what remains as [`PlatformError`].
 
 pub mod error;
+pub mod events;
 pub mod fake;
 pub mod types;
 
@@ -34,6 +37,7 @@ use async_trait::async_trait;
 
 pub use crate::text::{LengthUnit, TextLimits};
 pub use error::PlatformError;
+pub use events::{CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
     InvalidEmoji, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,

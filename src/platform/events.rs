@@ -1,0 +1,81 @@
+//! What platform adapters deliver to the daemon, and how they report their connection state.
+//!
+//! Adapters push [`PlatformEvent`]s into an [`EventSink`] (a bounded channel read by the
+//! conversation router): ordinary messages, and user commands (Discord slash commands, Misskey
+//! `/command` text) that run a skill handler without an agent and are answered through the
+//! invocation's reply channel. [`ConnectionState`] is what `/readyz` reads.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{IncomingMessage, PlatformKind};
+
+/// Where adapters send what they receive.
+pub type EventSink = mpsc::Sender<PlatformEvent>;
+
+/// One inbound event.
+#[derive(Debug)]
+pub enum PlatformEvent {
+    /// A message (the router decides whether to answer it).
+    Message(IncomingMessage),
+    /// A user command for a skill with `user_command: true`.
+    Command(CommandInvocation),
+}
+
+/// A human running a skill directly (SPEC §3.6).
+#[derive(Debug)]
+pub struct CommandInvocation {
+    /// Platform it came from.
+    pub platform: PlatformKind,
+    /// Skill name, e.g. `memory-stats`.
+    pub skill: String,
+    /// Parameters by their `input_schema` names (camelCase), already typed.
+    pub parameters: Map<String, Value>,
+    /// Invoking user.
+    pub user_id: String,
+    /// Invoking user's account name.
+    pub username: String,
+    /// Channel the command was used in (`chat:{user}` for Misskey chat).
+    pub channel_id: String,
+    /// Guild, if any.
+    pub guild_id: Option<String>,
+    /// Used in a DM (private data may be shown only then).
+    pub is_dm: bool,
+    /// The message that carried a text command (Misskey), if any.
+    pub message_id: Option<String>,
+    /// Where the answer goes; the adapter delivers it (ephemeral on Discord, by DM on Misskey).
+    pub reply: oneshot::Sender<CommandReply>,
+}
+
+/// The answer to a user command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandReply {
+    /// Text for the user (already formatted for humans).
+    pub text: String,
+    /// True when the command failed (adapters may style it differently).
+    pub is_error: bool,
+}
+
+/// A platform's connection flag, shared between the adapter (writer) and readiness (reader).
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionState(Arc<AtomicBool>);
+
+impl ConnectionState {
+    /// Initially disconnected.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the current state.
+    pub fn set(&self, connected: bool) {
+        self.0.store(connected, Ordering::Release);
+    }
+
+    /// True while connected.
+    pub fn is_connected(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
