@@ -79,3 +79,15 @@ impl ConnectionState {
         self.0.load(Ordering::Acquire)
     }
 }
+
+/// A skill offered to humans as a command (manifest `user_command: true`): Discord registers it
+/// as a slash command, Misskey accepts it as `/name --flag value` text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserCommandSpec {
+    /// Skill name (also the command name), e.g. `memory-stats`.
+    pub name: String,
+    /// One-line description for the command list (≤ 100 characters on Discord).
+    pub description: String,
+    /// The skill's `input_schema` (JSON Schema object): options are generated from it.
+    pub input_schema: Value,
+}

@@ -37,7 +37,9 @@ use async_trait::async_trait;
 
 pub use crate::text::{LengthUnit, TextLimits};
 pub use error::PlatformError;
-pub use events::{CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent};
+pub use events::{
+    CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent, UserCommandSpec,
+};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
     InvalidEmoji, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
