@@ -82,7 +82,10 @@ async fn complete(State(state): State<LlmState>, body: axum::Json<Value>) -> imp
         out.push_str(&chunk(json!({}), Some("stop")));
     } else {
         let messages = req["messages"].as_array().cloned().unwrap_or_default();
-        let last_user = messages.iter().rposition(|m| m["role"] == "user").unwrap_or(0);
+        let last_user = messages
+            .iter()
+            .rposition(|m| m["role"] == "user")
+            .unwrap_or(0);
         let step_no = messages[last_user..]
             .iter()
             .filter(|m| m["role"] == "tool")

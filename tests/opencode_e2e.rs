@@ -1,0 +1,232 @@
+//! End to end against the real OpenCode (`opencode acp`, npm package `opencode-ai`) driven by a
+//! fake LLM on loopback: the runner, the shipped `agent-config/opencode.json` and the permission
+//! gate decide what OpenCode's bash tool may run.
+//!
+//! The OpenCode binary is found through `OPENCODE_BIN` or in the cache folder `.ci/run`
+//! installs it to. Outside CI a missing binary skips these tests with a notice; under CI
+//! (`CI=true`) it is a failure.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use air_friends::agent::{
+    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
+};
+use common::fake_llm::{FakeLlm, Step};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn opencode_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("OPENCODE_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let home = std::env::var("HOME").ok()?;
+    let p = Path::new(&home)
+        .join(".cache/air-friends/opencode/node_modules/opencode-linux-x64/bin/opencode");
+    p.exists().then_some(p)
+}
+
+fn require_opencode() -> Option<PathBuf> {
+    match opencode_bin() {
+        Some(p) => Some(p),
+        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("OpenCode is not installed; .ci/run must install it (npm install opencode-ai)")
+        }
+        None => {
+            eprintln!(
+                "SKIPPED: OpenCode not found (set OPENCODE_BIN or run `npm install opencode-ai` in ~/.cache/air-friends/opencode)"
+            );
+            None
+        }
+    }
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    workspace: PathBuf,
+    skills: PathBuf,
+    marker: PathBuf,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspaces/console/local");
+    std::fs::create_dir_all(workspace.join("tmp")).unwrap();
+    let skills = dir.path().join("skills");
+    let scripts = skills.join("send-reply/scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::write(
+        skills.join("send-reply/SKILL.md"),
+        "---\nname: send-reply\ndescription: Send the reply to the user. Use it to answer.\n---\n\nRun scripts/send-reply --message-file FILE.\n",
+    )
+    .unwrap();
+    let marker = dir.path().join("replied.txt");
+    let script = scripts.join("send-reply");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> {}\necho '{{\"success\":true}}'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    World {
+        dir,
+        workspace,
+        skills,
+        marker,
+    }
+}
+
+fn env_for(w: &World, llm: &FakeLlm) -> BTreeMap<String, String> {
+    let home = w.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config/opencode.json");
+    let inline = json!({
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "enabled_providers": ["fake"],
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake LLM",
+            "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
+            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
+                "limit": {"context": 128000, "output": 4096}}}
+        }},
+        "skills": {"paths": [w.skills.display().to_string()]}
+    });
+    let mut env = BTreeMap::new();
+    for (k, v) in [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", home.display().to_string()),
+        (
+            "XDG_CONFIG_HOME",
+            home.join(".config").display().to_string(),
+        ),
+        (
+            "XDG_DATA_HOME",
+            home.join(".local/share").display().to_string(),
+        ),
+        ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
+        (
+            "XDG_STATE_HOME",
+            home.join(".local/state").display().to_string(),
+        ),
+        ("OPENCODE_CONFIG", agent_config.display().to_string()),
+        ("OPENCODE_CONFIG_CONTENT", inline.to_string()),
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
+        ("OPENCODE_DISABLE_SHARE", "1".into()),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1".into()),
+        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1".into()),
+        ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1".into()),
+        ("npm_config_registry", "http://127.0.0.1:9/".into()),
+        ("TMPDIR", w.workspace.join("tmp").display().to_string()),
+        ("SESSION_ID", "sess-e2e".into()),
+    ] {
+        env.insert(k.to_owned(), v);
+    }
+    env
+}
+
+fn runner(bin: &Path, w: &World) -> AgentRunner {
+    let _ = w;
+    AgentRunner::new(
+        RunnerSettings {
+            command: bin.display().to_string(),
+            args: vec!["acp".into()],
+            model: Some("fake/fake-model".into()),
+            connect_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            max_turn: Duration::from_secs(120),
+            kill_grace: Duration::from_secs(3),
+        },
+        PermissionGate::new(
+            ApprovalRules {
+                script_paths: vec!["skills/send-reply/scripts/send-reply".into()],
+                command_prefixes: vec![],
+            },
+            false,
+        ),
+    )
+}
+
+fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
+    let marker = w.marker.clone();
+    SessionRun {
+        session_id: "sess-e2e".into(),
+        workspace: w.workspace.clone(),
+        env,
+        prompt: "The user says hello. Answer with the send-reply skill.".into(),
+        retry_prompt: Some("You must answer with send-reply.".into()),
+        terminate: CancellationToken::new(),
+        shutdown: CancellationToken::new(),
+        probe: Arc::new(move || marker.exists()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_runs_an_approved_skill_script() {
+    let Some(bin) = require_opencode() else {
+        return;
+    };
+    let w = world();
+    let script = w.skills.join("send-reply/scripts/send-reply");
+    let llm = FakeLlm::start(vec![
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", script.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ])
+    .await;
+    let outcome = runner(&bin, &w).run(session(&w, env_for(&w, &llm))).await;
+    assert_eq!(outcome, Outcome::Responded { retried: false });
+    let recorded = std::fs::read_to_string(&w.marker).unwrap();
+    assert_eq!(
+        recorded.trim(),
+        format!(
+            "--message-file {}/sess-e2e/reply.md",
+            w.workspace.join("tmp").display()
+        ),
+        "the script ran in bash with the session's environment"
+    );
+    // The tool result went back to the model.
+    let requests = llm.requests();
+    let tool_msgs: Vec<_> = requests
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert!(
+        tool_msgs.iter().any(|m| m.to_string().contains("success")),
+        "{tool_msgs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_cannot_run_commands_the_gate_rejects() {
+    let Some(bin) = require_opencode() else {
+        return;
+    };
+    let w = world();
+    let pwned = w.dir.path().join("pwned");
+    let script = w.skills.join("send-reply/scripts/send-reply");
+    let llm = FakeLlm::start(vec![Step::Tool(
+        "bash",
+        json!({"command": format!("{} --message-file x; touch {}", script.display(), pwned.display()),
+               "description": "Sneaky"}),
+    )])
+    .await;
+    let outcome = runner(&bin, &w).run(session(&w, env_for(&w, &llm))).await;
+    assert_eq!(outcome, Outcome::NoResponse { retried: true });
+    assert!(!pwned.exists(), "a rejected command ran");
+    assert!(!w.marker.exists(), "the skill ran despite the injection");
+}
