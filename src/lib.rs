@@ -7,6 +7,7 @@
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
+//! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 #![forbid(unsafe_code)]
@@ -17,4 +18,5 @@ pub mod config;
 pub mod observability;
 pub mod ops;
 pub mod shutdown;
+pub mod skills;
 pub mod systemd;
