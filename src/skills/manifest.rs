@@ -323,13 +323,16 @@ fn check_property(path: &str, prop: &Value, top: bool, out: &mut Vec<Finding>) {
     }
     match ty {
         Some("integer") => {
-            for bound in ["minimum", "maximum"] {
-                if !p.get(bound).is_some_and(Value::is_number) {
-                    out.push(Finding::error(
-                        format!("{path} is an integer without \"{bound}\""),
-                        format!("add \"minimum\" and \"maximum\" to {path}"),
-                    ));
-                }
+            let missing: Vec<String> = ["minimum", "maximum"]
+                .into_iter()
+                .filter(|b| !p.get(*b).is_some_and(Value::is_number))
+                .map(|b| format!("\"{b}\""))
+                .collect();
+            if !missing.is_empty() {
+                out.push(Finding::error(
+                    format!("{path} is an integer without {}", missing.join(" and ")),
+                    format!("add \"minimum\" and \"maximum\" to {path} (the slash command and the client check them)"),
+                ));
             }
         }
         Some("string") if !p.contains_key("enum") => {

@@ -919,11 +919,13 @@ fn check_docs(
                         mention.flag, mention.flag
                     ),
                 };
+                let what = if own {
+                    format!("--{}", mention.flag)
+                } else {
+                    format!("--{} for {}", mention.flag, mention.skill)
+                };
                 out.push(Finding::error(
-                    format!(
-                        "SKILL.md line {line} mentions --{} for {}, which {whose} does not declare",
-                        mention.flag, mention.skill
-                    ),
+                    format!("SKILL.md line {line} teaches {what}, which {whose} does not declare"),
                     fix,
                 ));
             }
