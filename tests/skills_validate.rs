@@ -307,6 +307,9 @@ fn exit_codes_and_argument_errors() {
         out.contains("✗ does/not/exist: Path does not exist: does/not/exist"),
         "{out}"
     );
+    let (code, out) = validate(&["skills/send-reply/SKILL.md"]);
+    assert_eq!(code, 0, "a SKILL.md path validates its skill: {out}");
+    assert!(out.contains("✓ send-reply"), "{out}");
     let (code, out) = validate(&["Cargo.toml"]);
     assert_eq!(code, 1);
     assert!(out.contains("Not a directory: Cargo.toml"), "{out}");

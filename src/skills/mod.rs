@@ -5,7 +5,8 @@
 //! * [`manifest`] — `manifest.json` types and the schema/flag/permission rules.
 //! * [`frontmatter`] — SKILL.md parsing and the Agent Skills frontmatter rules.
 //! * [`docs`] — `--flag` mentions in SKILL.md bodies (docs-versus-contract drift).
-//! * [`validate`] — the validator's check chain and its text/JSON reports.
+//! * [`validate`] — the validator's check chain.
+//! * [`report`] — findings, check chains and their text/JSON rendering.
 //! * [`builtin`] — the 14 built-in manifests embedded in the binary; schema comparison.
 //! * [`args`] — the client's flag grammar.
 //! * [`payload`] — the payload-file contract.
@@ -23,6 +24,7 @@ pub mod docs;
 pub mod frontmatter;
 pub mod manifest;
 pub mod payload;
+pub mod report;
 pub mod validate;
 
 use std::collections::BTreeMap;
