@@ -10,7 +10,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, SkillsCommand, ValidateFormat};
 use crate::config::{self, Config, ConfigError, ProcessEnv};
 use crate::observability::{Metrics, Redactor, init_logging};
 use crate::ops::{self, OpsState, Readiness, checks};
@@ -26,7 +26,35 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::CheckConfig => check_config(&cli.config),
         Command::Serve => serve_main(&cli.config),
+        Command::Skill { name, args } => skill_client(&name, &args),
+        Command::Skills {
+            command:
+                SkillsCommand::Validate {
+                    verbose,
+                    format,
+                    builtin,
+                    dirs,
+                },
+        } => {
+            let (text, code) = crate::skills::validate::run_cli(
+                &dirs,
+                verbose,
+                format == ValidateFormat::Json,
+                builtin,
+            );
+            print!("{text}");
+            ExitCode::from(code)
+        }
     }
+}
+
+/// `air-friends skill NAME ...`: client mode (see [`crate::skills::client`]).
+fn skill_client(name: &str, args: &[String]) -> ExitCode {
+    let env = crate::skills::client::ClientEnv::from_process();
+    let out = crate::skills::client::run(name, args, &env);
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    ExitCode::from(out.exit_code)
 }
 
 fn check_config(path: &Path) -> ExitCode {

@@ -33,4 +33,50 @@ pub enum Command {
     CheckConfig,
     /// Print the documented default configuration (a starting point for config.yaml).
     PrintDefaultConfig,
+    /// Client mode, run by skill scripts: call skill NAME on the daemon's Skill API.
+    /// Identity comes from SESSION_ID, SKILL_API_TOKEN and SKILL_API_URL; `--help` after
+    /// NAME lists the skill's flags.
+    #[command(disable_help_flag = true)]
+    Skill {
+        /// The skill to call (e.g. send-reply).
+        name: String,
+        /// The skill's flags, passed through unparsed (see `air-friends skill NAME --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
+    /// Tools for skill packages.
+    Skills {
+        /// What to do.
+        #[command(subcommand)]
+        command: SkillsCommand,
+    },
+}
+
+/// `air-friends skills` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Validate skill packages (SKILL.md, manifest.json, entrypoint, docs versus contract).
+    /// Exits 0 when every skill passes (warnings allowed), 1 otherwise.
+    Validate {
+        /// Show every check, also for skills that pass.
+        #[arg(long)]
+        verbose: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ValidateFormat,
+        /// Also compare each built-in skill's input_schema with the one the daemon accepts.
+        #[arg(long)]
+        builtin: bool,
+        /// Skill directories or directories of skills (default: ./skills).
+        dirs: Vec<PathBuf>,
+    },
+}
+
+/// Output format of `skills validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ValidateFormat {
+    /// ✓/✗ check chains with fix hints.
+    Text,
+    /// One JSON document.
+    Json,
 }

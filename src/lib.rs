@@ -11,6 +11,7 @@
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
+//! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 #![forbid(unsafe_code)]
@@ -24,5 +25,6 @@ pub mod ops;
 pub mod platform;
 pub mod shutdown;
 pub mod skill_api;
+pub mod skills;
 pub mod systemd;
 pub mod text;

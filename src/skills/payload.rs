@@ -1,0 +1,283 @@
+//! The payload-file contract (SPEC.md §3.4): free text reaches a skill only through a file the
+//! agent wrote with its file tool into the session's staging directory
+//! `{workspace}/tmp/{sessionId}/`.
+//!
+//! The client resolves the given path against its cwd, canonicalises it (symlinks resolved) and
+//! requires it to lie strictly inside the canonical staging directory — component-wise, so
+//! `tmp/sess10` is not inside `tmp/sess1`. It then reads the file as UTF-8 (at most
+//! [`MAX_PAYLOAD_BYTES`]). **Deletion rule:** the file is deleted by the client only after the
+//! Skill API answered 2xx; after any error it is kept, so a corrected retry can use it again.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use super::client::{ClientError, ErrorCode};
+
+/// Largest payload file the client reads (the Skill API's body limit is 1 MiB).
+pub const MAX_PAYLOAD_BYTES: u64 = 1024 * 1024;
+
+/// A payload file that was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    /// The canonical path (deleted after success).
+    pub path: PathBuf,
+    /// The file's text, exactly as written.
+    pub text: String,
+}
+
+/// The staging directory of a session: `{workspace}/tmp/{session_id}`.
+pub fn staging_dir(workspace: &Path, session_id: &str) -> PathBuf {
+    workspace.join("tmp").join(session_id)
+}
+
+/// Resolves, checks and reads the payload file `given` (as typed after `--<flag>`).
+/// `example` is the corrected invocation appended to error messages.
+pub fn read_payload(
+    flag: &str,
+    given: &str,
+    cwd: &Path,
+    workspace: &Path,
+    session_id: &str,
+    example: &str,
+) -> Result<Payload, ClientError> {
+    let stem = flag.trim_end_matches("-file");
+    let err = |code: ErrorCode, msg: String| {
+        ClientError::new(code, format!("{msg} Corrected example: {example}"))
+    };
+    if given.trim().is_empty() {
+        return Err(err(
+            ErrorCode::MissingPayload,
+            format!(
+                "--{flag} is empty: write the text to $TMPDIR/$SESSION_ID/{stem}.md first and pass that path."
+            ),
+        ));
+    }
+    let workspace = absolute(workspace, cwd);
+    let staging = staging_dir(&workspace, session_id);
+    let candidate = absolute(Path::new(given), cwd);
+    let out_of_bounds = |why: &str| {
+        err(
+            ErrorCode::PayloadOutOfBounds,
+            format!(
+                "--{flag} {given}: {why}. Payload files must be inside this session's staging directory $TMPDIR/$SESSION_ID/ ({}). Write the text there with your file tool, then pass that path.",
+                staging.display()
+            ),
+        )
+    };
+    let not_found = |why: String| {
+        err(
+            ErrorCode::PayloadNotFound,
+            format!(
+                "--{flag} {given}: {why}. Write the text with your file tool to $TMPDIR/$SESSION_ID/{stem}.md (inside {}) and pass exactly that path; a file is deleted after a successful call, so write a new one for every call.",
+                staging.display()
+            ),
+        )
+    };
+    let Ok(staging_real) = staging.canonicalize() else {
+        if !lexically_inside(&normalise(&candidate), &staging) {
+            return Err(out_of_bounds("the path is outside the staging directory"));
+        }
+        return Err(not_found(
+            "the staging directory does not exist yet".to_owned(),
+        ));
+    };
+    let real = match candidate.canonicalize() {
+        Ok(r) => r,
+        Err(_) => {
+            let lexical = normalise(&candidate);
+            if !lexically_inside(&lexical, &staging) && !lexically_inside(&lexical, &staging_real) {
+                return Err(out_of_bounds("the path is outside the staging directory"));
+            }
+            return Err(not_found("no such file".to_owned()));
+        }
+    };
+    if !real.starts_with(&staging_real) || real == staging_real {
+        let is_link = std::fs::symlink_metadata(&candidate)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false);
+        return Err(out_of_bounds(if is_link {
+            "it is a symbolic link pointing outside the staging directory"
+        } else {
+            "the path is outside the staging directory"
+        }));
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| not_found(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(not_found("this is a directory, not a file".to_owned()));
+    }
+    if meta.len() > MAX_PAYLOAD_BYTES {
+        return Err(err(
+            ErrorCode::Usage,
+            format!(
+                "--{flag} {given}: the file has {} bytes; the limit is {MAX_PAYLOAD_BYTES}. Shorten the text.",
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&real)
+        .and_then(|f| f.take(MAX_PAYLOAD_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| not_found(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        err(
+            ErrorCode::Usage,
+            format!(
+                "--{flag} {given}: the file is not UTF-8 text. Write it again as plain UTF-8 text."
+            ),
+        )
+    })?;
+    if text.trim().is_empty() {
+        return Err(err(
+            ErrorCode::MissingPayload,
+            format!("--{flag} {given}: the file is empty. Write the text into it first."),
+        ));
+    }
+    Ok(Payload { path: real, text })
+}
+
+/// Deletes payload files after a successful call (errors ignored: the session's staging
+/// directory is removed when the session ends anyway).
+pub fn delete_payloads(payloads: &[Payload]) {
+    for p in payloads {
+        let _ = std::fs::remove_file(&p.path);
+    }
+}
+
+fn absolute(p: &Path, cwd: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        cwd.join(p)
+    }
+}
+
+/// Resolves `.` and `..` without touching the file system.
+fn normalise(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+fn lexically_inside(p: &Path, dir: &Path) -> bool {
+    let dir = normalise(dir);
+    p.starts_with(&dir) && p != dir
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fx {
+        _tmp: tempfile::TempDir,
+        ws: PathBuf,
+        stage: PathBuf,
+    }
+
+    fn fx() -> Fx {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = tmp.path().join("ws");
+        let stage = ws.join("tmp").join("sess1");
+        std::fs::create_dir_all(&stage).unwrap();
+        std::fs::create_dir_all(ws.join("tmp").join("sess10")).unwrap();
+        Fx {
+            _tmp: tmp,
+            ws,
+            stage,
+        }
+    }
+
+    fn read(f: &Fx, given: &str, cwd: &Path) -> Result<Payload, ClientError> {
+        read_payload("message-file", given, cwd, &f.ws, "sess1", "EXAMPLE")
+    }
+
+    #[test]
+    fn reads_a_file_inside_the_staging_dir_exactly() {
+        let f = fx();
+        let text = "Hi \"there\" $HOME `x` \\n ünï 日本\n";
+        std::fs::write(f.stage.join("r.md"), text).unwrap();
+        let p = read(&f, f.stage.join("r.md").to_str().unwrap(), &f.ws).unwrap();
+        assert_eq!(p.text, text);
+        // relative to the cwd
+        let p = read(&f, "tmp/sess1/r.md", &f.ws).unwrap();
+        assert_eq!(p.text, text);
+        delete_payloads(&[p]);
+        assert!(!f.stage.join("r.md").exists());
+    }
+
+    #[test]
+    fn dot_dot_escape_is_out_of_bounds() {
+        let f = fx();
+        std::fs::write(f.ws.join("secret.txt"), "s").unwrap();
+        let e = read(&f, "tmp/sess1/../../secret.txt", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+        assert!(e.message.ends_with("Corrected example: EXAMPLE"));
+        // also when the target does not exist
+        let e = read(&f, "tmp/sess1/../../nope.txt", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+    }
+
+    #[test]
+    fn absolute_path_outside_is_out_of_bounds() {
+        let f = fx();
+        let e = read(&f, "/etc/hostname", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+        let e = read(&f, "/definitely/not/here.md", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlink_pointing_out_is_out_of_bounds() {
+        let f = fx();
+        std::fs::write(f.ws.join("secret.txt"), "s").unwrap();
+        std::os::unix::fs::symlink(f.ws.join("secret.txt"), f.stage.join("link.md")).unwrap();
+        let e = read(&f, "tmp/sess1/link.md", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+        assert!(e.message.contains("symbolic link"), "{}", e.message);
+    }
+
+    #[test]
+    fn sibling_prefix_is_out_of_bounds() {
+        let f = fx();
+        let other = f.ws.join("tmp").join("sess10").join("r.md");
+        std::fs::write(&other, "x").unwrap();
+        let e = read(&f, other.to_str().unwrap(), &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+    }
+
+    #[test]
+    fn missing_file_and_directory_are_not_found() {
+        let f = fx();
+        let e = read(&f, "tmp/sess1/none.md", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadNotFound);
+        std::fs::create_dir_all(f.stage.join("d")).unwrap();
+        let e = read(&f, "tmp/sess1/d", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadNotFound);
+        // the staging dir itself is not a payload
+        let e = read(&f, "tmp/sess1", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+    }
+
+    #[test]
+    fn empty_and_non_utf8_files() {
+        let f = fx();
+        std::fs::write(f.stage.join("e.md"), "  \n").unwrap();
+        assert_eq!(
+            read(&f, "tmp/sess1/e.md", &f.ws).unwrap_err().code,
+            ErrorCode::MissingPayload
+        );
+        std::fs::write(f.stage.join("b.md"), [0xff, 0xfe, 0x00]).unwrap();
+        assert_eq!(
+            read(&f, "tmp/sess1/b.md", &f.ws).unwrap_err().code,
+            ErrorCode::Usage
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! `load_skills` and the data the daemon takes from it: schemas, rate limits, credentials,
+//! slash commands, parameter validation, the auto-approve list; plus the manifests' contract
+//! values from SPEC.md §5.
+
+use std::path::{Path, PathBuf};
+
+use air_friends::skills::{self, AutoApproveList, LoadError, builtin};
+use serde_json::json;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn shipped() -> skills::LoadedSkills {
+    skills::load_skills(&root().join("skills")).expect("shipped skills load")
+}
+
+#[test]
+fn loads_all_fourteen_with_their_accessors() {
+    let s = shipped();
+    assert_eq!(s.len(), 14);
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    let names: Vec<&str> = s.names().collect();
+    let mut expected: Vec<&str> = builtin::builtin_names().collect();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    let users: Vec<&str> = s.user_commands().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        users,
+        [
+            "cancel-reminder",
+            "list-reminders",
+            "memory-export",
+            "memory-search",
+            "memory-stats"
+        ]
+    );
+    let rl = s.rate_limit("memory-save").unwrap();
+    assert_eq!((rl.window_ms, rl.max_requests), (60_000, 30));
+    assert!(
+        s.description("send-reply")
+            .unwrap()
+            .contains("only way the user sees text")
+    );
+    assert!(s.credential_env_vars("send-reply").is_empty());
+    assert!(s.is_user_command("memory-stats") && !s.is_user_command("send-reply"));
+    assert_eq!(
+        s.input_schema("memory-search").unwrap()["properties"]["limit"]["maximum"],
+        50
+    );
+}
+
+#[test]
+fn manifests_match_the_spec_table() {
+    let s = shipped();
+    let prop = |skill: &str, p: &str| s.input_schema(skill).unwrap()["properties"][p].clone();
+    assert_eq!(prop("memory-search", "limit")["minimum"], 1);
+    assert_eq!(prop("memory-search", "limit")["default"], 10);
+    assert_eq!(prop("fetch-context", "limit")["maximum"], 100);
+    assert_eq!(prop("fetch-context", "limit")["default"], 20);
+    assert_eq!(
+        prop("fetch-context", "type")["enum"],
+        json!(["recent_messages", "search_messages", "user_info"])
+    );
+    assert_eq!(prop("memory-save", "content")["maxLength"], 4000);
+    assert_eq!(
+        prop("memory-save", "visibility")["enum"],
+        json!(["public", "private"])
+    );
+    assert_eq!(prop("memory-save", "visibility")["default"], "public");
+    assert_eq!(prop("memory-save", "importance")["default"], "normal");
+    assert_eq!(prop("memory-export", "format")["default"], "markdown");
+    assert_eq!(
+        prop("memory-export", "importance")["enum"],
+        json!(["high", "normal", "all"])
+    );
+    assert_eq!(prop("memory-export", "enabledOnly")["default"], true);
+    assert_eq!(prop("send-file", "filePaths")["minItems"], 1);
+    assert_eq!(prop("send-file", "filePaths")["maxItems"], 10);
+    assert_eq!(prop("set-reminder", "scheduledAt")["format"], "date-time");
+    assert_eq!(prop("memory-patch", "relatedTo")["type"], "array");
+    for skill in s.iter() {
+        for (flag, spec) in &skill.manifest.flags {
+            let camel = flag
+                .split('-')
+                .enumerate()
+                .map(|(i, w)| {
+                    if i == 0 {
+                        w.to_owned()
+                    } else {
+                        w[..1].to_uppercase() + &w[1..]
+                    }
+                })
+                .collect::<String>();
+            let expected = camel.strip_suffix("File").unwrap_or(&camel);
+            assert_eq!(spec.param, expected, "{}: --{flag}", skill.name);
+        }
+    }
+}
+
+#[test]
+fn check_parameters_gives_invalid_params_details() {
+    let s = shipped();
+    let search = s.get("memory-search").unwrap();
+    assert!(
+        search
+            .check_parameters(&json!({"query": "x", "limit": 5}))
+            .is_ok()
+    );
+    let problems = search
+        .check_parameters(&json!({"query": "x", "limit": 0, "extra": 1}))
+        .unwrap_err();
+    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
+    assert!(paths.contains(&"/limit"), "{problems:?}");
+    assert!(
+        paths.contains(&""),
+        "additional property reported at the root: {problems:?}"
+    );
+    let reminder = s.get("set-reminder").unwrap();
+    let bad = reminder
+        .check_parameters(&json!({"scheduledAt": "next tuesday", "message": "m"}))
+        .unwrap_err();
+    assert_eq!(bad[0].path, "/scheduledAt");
+    assert!(
+        reminder
+            .check_parameters(&json!({"scheduledAt": "2030-01-31T09:00:00Z", "message": "m"}))
+            .is_ok()
+    );
+}
+
+#[test]
+fn embedded_schemas_equal_the_shipped_ones() {
+    let s = shipped();
+    let embedded = skills::embedded_schemas();
+    for skill in s.iter() {
+        let diffs = skills::schema_differences(&embedded[&skill.name], skill.input_schema());
+        assert!(diffs.is_empty(), "{}: {diffs:?}", skill.name);
+    }
+}
+
+#[test]
+fn broken_skills_fail_to_load_with_the_validator_message() {
+    let dir = root().join("tests/fixtures/skills/broken");
+    match skills::load_skills(&dir) {
+        Err(LoadError::Invalid {
+            message, report, ..
+        }) => {
+            assert!(
+                message
+                    .contains("extra-key [skill-md]: Unexpected fields in frontmatter: version."),
+                "{message}"
+            );
+            assert!(message.contains("(fix: "), "{message}");
+            assert!(!report.ok());
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    let err = skills::load_skills(Path::new("/nonexistent/skills")).unwrap_err();
+    assert!(err.to_string().contains("Path does not exist"), "{err}");
+}
+
+#[test]
+fn third_party_skills_load_with_credentials_and_command_prefixes() {
+    let s = skills::load_skills(&root().join("tests/fixtures/skills/thirdparty")).unwrap();
+    assert_eq!(s.credential_env_vars("weather"), ["WEATHER_API_KEY"]);
+    assert_eq!(
+        s.enabled_credential_env_vars(|n| n == "weather"),
+        ["WEATHER_API_KEY"]
+    );
+    assert!(s.enabled_credential_env_vars(|_| false).is_empty());
+    let list = s.auto_approve(&[]);
+    assert_eq!(
+        list,
+        AutoApproveList {
+            script_paths: vec!["skills/weather/scripts/weather.py".into()],
+            command_prefixes: vec!["agent-browser".into()],
+        }
+    );
+    assert!(list.matches_prefix("agent-browser"));
+    assert!(list.matches_script("/srv/app/skills/weather/scripts/weather.py"));
+}
+
+#[test]
+fn auto_approve_list_from_loaded_or_explicit_names() {
+    let s = shipped();
+    let all = AutoApproveList::from_skills(&s, &[]);
+    assert_eq!(all.script_paths.len(), 14);
+    assert!(
+        all.script_paths
+            .contains(&"skills/memory-save/scripts/memory-save".to_owned())
+    );
+    assert!(all.command_prefixes.is_empty());
+    assert!(all.matches_script("skills/send-reply/scripts/send-reply"));
+    assert!(all.matches_script("/opt/air-friends/skills/send-reply/scripts/send-reply"));
+    assert!(!all.matches_script("evil/notskills/send-reply/scripts/send-reply-x"));
+    let some = AutoApproveList::from_skills(
+        &s,
+        &[
+            "send-reply".into(),
+            " react-message ".into(),
+            "custom".into(),
+        ],
+    );
+    assert_eq!(
+        some.script_paths,
+        [
+            "skills/custom/scripts/custom",
+            "skills/react-message/scripts/react-message",
+            "skills/send-reply/scripts/send-reply"
+        ]
+    );
+    assert!(!some.matches_script("skills/memory-save/scripts/memory-save"));
+}
