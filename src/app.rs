@@ -24,8 +24,8 @@ pub fn run(cli: Cli) -> ExitCode {
             print!("{}", config::EXAMPLE_YAML);
             ExitCode::SUCCESS
         }
-        Command::CheckConfig => check_config(&cli.config),
-        Command::Serve => serve_main(&cli.config),
+        Command::CheckConfig(c) => check_config(&c.config),
+        Command::Serve(c) => serve_main(&c.config),
         Command::Skill { name, args } => skill_client(&name, &args),
         Command::Skills {
             command:

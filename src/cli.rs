@@ -8,29 +8,33 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "air-friends", version, about, long_about = None)]
 pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The configuration file option, on the subcommands that read it. (Not a global option:
+/// `skill` passes every flag after its name to the skill untouched.)
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfigArg {
     /// Configuration file.
     #[arg(
         long,
         short = 'c',
-        global = true,
         env = "AIR_FRIENDS_CONFIG",
         default_value = "./config.yaml"
     )]
     pub config: PathBuf,
-
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
 }
 
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: connect to the platforms and answer messages until SIGTERM/SIGINT.
-    Serve,
+    Serve(ConfigArg),
     /// Validate the configuration file and print the effective configuration (secrets
     /// masked). Exits 1 when it has errors.
-    CheckConfig,
+    CheckConfig(ConfigArg),
     /// Print the documented default configuration (a starting point for config.yaml).
     PrintDefaultConfig,
     /// Client mode, run by skill scripts: call skill NAME on the daemon's Skill API.
