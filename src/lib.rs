@@ -5,6 +5,7 @@
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`cli`] — command-line definitions (clap).
 //! * [`app`] — composition root: builds every component, runs, shuts down.
+//! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
@@ -20,6 +21,7 @@ pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod conversation;
 pub mod observability;
 pub mod ops;
 pub mod platform;

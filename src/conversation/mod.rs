@@ -1,0 +1,12 @@
+//! The conversation pipeline: which messages to answer and in what order (router, policy,
+//! rate limit), the user workspaces, prompt assembly, and one interaction end to end.
+
+pub mod metrics;
+pub mod policy;
+pub mod ratelimit;
+pub mod router;
+
+pub use metrics::ConversationMetrics;
+pub use policy::{Ignore, Policy};
+pub use ratelimit::UserRateLimiter;
+pub use router::{Dispatch, MessageHandler, Router, RouterParts, RouterSettings};

@@ -1,0 +1,227 @@
+//! Whether to answer a message at all (SPEC §2 step 2): trigger rules per platform and access
+//! control. Pure functions over the configuration, so every rule is unit-tested.
+
+use crate::config::{AccessControlConfig, PlatformsConfig, ReplyTo};
+use crate::platform::{IncomingMessage, PlatformKind};
+
+/// Why a message is not answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ignore {
+    /// Written by the bot itself.
+    OwnMessage,
+    /// Written by another bot.
+    Bot,
+    /// A DM while DMs are off.
+    DmDisabled,
+    /// Public, and neither mentions nor replies to the bot nor starts with the prefix.
+    NotAddressed,
+    /// Access control says no.
+    NotAllowed,
+    /// Nothing to answer (empty text and no attachments).
+    Empty,
+}
+
+/// The trigger rules of one platform.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Triggers {
+    /// Answer DMs.
+    pub allow_dm: bool,
+    /// Answer mentions.
+    pub respond_to_mention: bool,
+    /// Answer messages with this prefix (empty = off).
+    pub command_prefix: String,
+}
+
+/// Trigger rules for every platform plus access control.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    discord: Triggers,
+    misskey: Triggers,
+    console: Triggers,
+    access: AccessControlConfig,
+}
+
+impl Policy {
+    /// From the configuration.
+    pub fn new(platforms: &PlatformsConfig, access: &AccessControlConfig) -> Self {
+        let d = &platforms.discord;
+        let m = &platforms.misskey;
+        Self {
+            discord: Triggers {
+                allow_dm: d.allow_dm,
+                respond_to_mention: d.respond_to_mention,
+                command_prefix: d.command_prefix.clone(),
+            },
+            misskey: Triggers {
+                allow_dm: m.allow_dm,
+                respond_to_mention: m.respond_to_mention,
+                command_prefix: m.command_prefix.clone(),
+            },
+            // The console is a DM from its local user.
+            console: Triggers {
+                allow_dm: true,
+                respond_to_mention: true,
+                command_prefix: String::new(),
+            },
+            access: access.clone(),
+        }
+    }
+
+    fn triggers(&self, kind: PlatformKind) -> &Triggers {
+        match kind {
+            PlatformKind::Discord => &self.discord,
+            PlatformKind::Misskey => &self.misskey,
+            PlatformKind::Console => &self.console,
+        }
+    }
+
+    /// True when `platform/account/user` or `platform/channel/channel` is whitelisted.
+    pub fn is_whitelisted(&self, msg: &IncomingMessage) -> bool {
+        let account = format!("{}/account/{}", msg.platform, msg.user_id);
+        let channel = format!("{}/channel/{}", msg.platform, msg.channel_id);
+        self.access
+            .whitelist
+            .iter()
+            .any(|e| *e == account || *e == channel)
+    }
+
+    /// Decides; on success returns the content to answer (command prefix removed).
+    pub fn decide(
+        &self,
+        msg: &IncomingMessage,
+        bot_user_id: Option<&str>,
+    ) -> Result<String, Ignore> {
+        if bot_user_id.is_some_and(|id| id == msg.user_id) {
+            return Err(Ignore::OwnMessage);
+        }
+        if msg.is_bot {
+            return Err(Ignore::Bot);
+        }
+        let t = self.triggers(msg.platform);
+        let mut content = msg.content.clone();
+        if msg.is_dm {
+            if !t.allow_dm {
+                return Err(Ignore::DmDisabled);
+            }
+            if !t.command_prefix.is_empty()
+                && let Some(rest) = content.strip_prefix(&t.command_prefix)
+            {
+                content = rest.trim_start().to_owned();
+            }
+        } else {
+            let prefixed = !t.command_prefix.is_empty() && content.starts_with(&t.command_prefix);
+            let addressed =
+                (msg.mentions_bot && t.respond_to_mention) || msg.replied_to_bot || prefixed;
+            if !addressed {
+                return Err(Ignore::NotAddressed);
+            }
+            if prefixed {
+                content = content[t.command_prefix.len()..].trim_start().to_owned();
+            }
+        }
+        let allowed = match self.access.reply_to {
+            ReplyTo::All => true,
+            ReplyTo::Public => !msg.is_dm || self.is_whitelisted(msg),
+            ReplyTo::Whitelist => self.is_whitelisted(msg),
+        };
+        if !allowed {
+            return Err(Ignore::NotAllowed);
+        }
+        if content.trim().is_empty() && msg.attachments.is_empty() {
+            return Err(Ignore::Empty);
+        }
+        Ok(content)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::fake::FakePlatform;
+
+    fn policy(f: impl FnOnce(&mut PlatformsConfig, &mut AccessControlConfig)) -> Policy {
+        let mut p = PlatformsConfig::default();
+        let mut a = AccessControlConfig::default();
+        f(&mut p, &mut a);
+        Policy::new(&p, &a)
+    }
+
+    fn public_msg(text: &str) -> IncomingMessage {
+        let fake = FakePlatform::discord();
+        let mut m = fake.push_incoming("c1", "u1", text);
+        m.is_dm = false;
+        m.guild_id = Some("g1".into());
+        m
+    }
+
+    fn dm(text: &str) -> IncomingMessage {
+        FakePlatform::discord().push_incoming_dm("u1", text)
+    }
+
+    #[test]
+    fn triggers_in_public() {
+        let p = policy(|p, _| p.discord.command_prefix = "!af".into());
+        assert_eq!(
+            p.decide(&public_msg("hi"), Some("bot")),
+            Err(Ignore::NotAddressed)
+        );
+        let mut m = public_msg("hi");
+        m.mentions_bot = true;
+        assert_eq!(p.decide(&m, Some("bot")).unwrap(), "hi");
+        let mut m = public_msg("hi");
+        m.replied_to_bot = true;
+        assert!(p.decide(&m, Some("bot")).is_ok());
+        assert_eq!(
+            p.decide(&public_msg("!af what time"), Some("bot")).unwrap(),
+            "what time"
+        );
+        let p = policy(|p, _| p.discord.respond_to_mention = false);
+        let mut m = public_msg("hi");
+        m.mentions_bot = true;
+        assert_eq!(p.decide(&m, None), Err(Ignore::NotAddressed));
+    }
+
+    #[test]
+    fn dms_self_and_bots() {
+        let p = policy(|_, _| {});
+        assert!(p.decide(&dm("hello"), Some("bot")).is_ok());
+        let p_off = policy(|p, _| p.discord.allow_dm = false);
+        assert_eq!(
+            p_off.decide(&dm("hello"), Some("bot")),
+            Err(Ignore::DmDisabled)
+        );
+        let mut own = dm("hello");
+        own.user_id = "bot".into();
+        assert_eq!(p.decide(&own, Some("bot")), Err(Ignore::OwnMessage));
+        let mut bot = dm("hello");
+        bot.is_bot = true;
+        assert_eq!(p.decide(&bot, Some("bot")), Err(Ignore::Bot));
+        assert_eq!(p.decide(&dm("   "), Some("bot")), Err(Ignore::Empty));
+    }
+
+    #[test]
+    fn access_control_modes() {
+        let mut addressed = public_msg("hi");
+        addressed.mentions_bot = true;
+        let public = policy(|_, a| a.reply_to = ReplyTo::Public);
+        assert!(public.decide(&addressed, None).is_ok());
+        assert_eq!(public.decide(&dm("x"), None), Err(Ignore::NotAllowed));
+        let public_wl = policy(|_, a| {
+            a.reply_to = ReplyTo::Public;
+            a.whitelist = vec!["discord/account/u1".into()];
+        });
+        assert!(public_wl.decide(&dm("x"), None).is_ok());
+
+        let wl = policy(|_, a| {
+            a.reply_to = ReplyTo::Whitelist;
+            a.whitelist = vec!["discord/channel/c1".into()];
+        });
+        assert!(wl.decide(&addressed, None).is_ok());
+        let mut elsewhere = addressed.clone();
+        elsewhere.channel_id = "c2".into();
+        assert_eq!(wl.decide(&elsewhere, None), Err(Ignore::NotAllowed));
+        let mut other_platform = addressed.clone();
+        other_platform.platform = PlatformKind::Misskey;
+        assert_eq!(wl.decide(&other_platform, None), Err(Ignore::NotAllowed));
+    }
+}

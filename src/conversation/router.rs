@@ -1,0 +1,371 @@
+//! The conversation router (SPEC §2 steps 2–3): decides whether to answer, drops duplicates,
+//! applies the per-user rate limit, and queues each message on its conversation's FIFO.
+//!
+//! One worker task per conversation (`platform:channelId`) answers that conversation's
+//! messages in order; conversations run in parallel up to a global cap on concurrent agent
+//! sessions (a semaphore). Queues are bounded: a message that does not fit gets a short "busy"
+//! reply, never silent loss. Idle workers exit and are re-created on demand.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::metrics::ConversationMetrics;
+use super::policy::{Ignore, Policy};
+use super::ratelimit::{RateDecision, UserRateLimiter};
+use crate::platform::{IncomingMessage, PlatformRegistry};
+
+/// Said when a conversation's queue is full.
+pub const BUSY_TEXT: &str =
+    "I'm a bit busy right now and can't take more messages here. Please try again in a moment.";
+
+/// How long a message key is remembered by the duplicate guard.
+const DEDUP_TTL: Duration = Duration::from_secs(3600);
+/// Entries kept by the duplicate guard before old ones are pruned.
+const DEDUP_CAP: usize = 100_000;
+
+/// Answers one message (the interaction pipeline, or a test double).
+#[async_trait]
+pub trait MessageHandler: Send + Sync + 'static {
+    /// Handles `msg` to completion. `msg.content` is the text to answer (prefix removed).
+    async fn handle(&self, msg: IncomingMessage);
+}
+
+/// Router settings.
+#[derive(Debug, Clone)]
+pub struct RouterSettings {
+    /// Global cap on messages being answered at once.
+    pub max_concurrent: usize,
+    /// Waiting messages per conversation.
+    pub queue_capacity: usize,
+    /// A worker with nothing to do for this long exits.
+    pub idle_worker: Duration,
+    /// Enforce the per-user rate limit.
+    pub rate_limit_enabled: bool,
+}
+
+/// What happened to a dispatched message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Not answered, by policy.
+    Ignored(Ignore),
+    /// Already seen.
+    Duplicate,
+    /// Over the user's rate limit.
+    RateLimited,
+    /// Queued on its conversation.
+    Queued,
+    /// The conversation's queue is full; a busy reply was sent.
+    Busy,
+    /// The daemon is shutting down.
+    Draining,
+}
+
+impl Dispatch {
+    /// Metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Dispatch::Ignored(_) => "ignored",
+            Dispatch::Duplicate => "duplicate",
+            Dispatch::RateLimited => "rate_limited",
+            Dispatch::Queued => "queued",
+            Dispatch::Busy => "busy",
+            Dispatch::Draining => "draining",
+        }
+    }
+}
+
+struct Queue {
+    tx: mpsc::Sender<IncomingMessage>,
+    generation: u64,
+}
+
+struct Inner {
+    policy: Policy,
+    limiter: UserRateLimiter,
+    settings: RouterSettings,
+    seen: Mutex<HashMap<String, Instant>>,
+    queues: Mutex<HashMap<String, Queue>>,
+    permits: Arc<Semaphore>,
+    handler: Arc<dyn MessageHandler>,
+    platforms: PlatformRegistry,
+    metrics: ConversationMetrics,
+    tasks: TaskTracker,
+    draining: CancellationToken,
+    stop: CancellationToken,
+    generation: AtomicU64,
+}
+
+/// The router (cheap to clone).
+#[derive(Clone)]
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").finish_non_exhaustive()
+    }
+}
+
+/// What the router is built from.
+pub struct RouterParts {
+    /// Trigger rules and access control.
+    pub policy: Policy,
+    /// Per-user limiter.
+    pub limiter: UserRateLimiter,
+    /// Settings.
+    pub settings: RouterSettings,
+    /// The pipeline.
+    pub handler: Arc<dyn MessageHandler>,
+    /// Adapters (for busy replies and the bot's own id).
+    pub platforms: PlatformRegistry,
+    /// Metrics.
+    pub metrics: ConversationMetrics,
+    /// Workers run here; shutdown waits for them.
+    pub tasks: TaskTracker,
+    /// Stop accepting messages.
+    pub draining: CancellationToken,
+    /// Stop now.
+    pub stop: CancellationToken,
+}
+
+impl Router {
+    /// Builds a router.
+    pub fn new(parts: RouterParts) -> Self {
+        let permits = Arc::new(Semaphore::new(parts.settings.max_concurrent.max(1)));
+        Self {
+            inner: Arc::new(Inner {
+                policy: parts.policy,
+                limiter: parts.limiter,
+                settings: parts.settings,
+                seen: Mutex::new(HashMap::new()),
+                queues: Mutex::new(HashMap::new()),
+                permits,
+                handler: parts.handler,
+                platforms: parts.platforms,
+                metrics: parts.metrics,
+                tasks: parts.tasks,
+                draining: parts.draining,
+                stop: parts.stop,
+                generation: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Routes one incoming message.
+    pub async fn dispatch(&self, mut msg: IncomingMessage) -> Dispatch {
+        let inner = &self.inner;
+        let decision = self.decide(&mut msg).await;
+        inner
+            .metrics
+            .messages_received(msg.platform.as_str(), decision.label());
+        tracing::debug!(
+            platform = %msg.platform,
+            channel = %msg.channel_id,
+            message_id = %msg.message_id,
+            decision = decision.label(),
+            "message routed"
+        );
+        decision
+    }
+
+    async fn decide(&self, msg: &mut IncomingMessage) -> Dispatch {
+        let inner = &self.inner;
+        if inner.draining.is_cancelled() {
+            return Dispatch::Draining;
+        }
+        let bot_id = inner
+            .platforms
+            .get(msg.platform)
+            .and_then(|p| p.bot_user_id());
+        match inner.policy.decide(msg, bot_id.as_deref()) {
+            Ok(content) => msg.content = content,
+            Err(why) => return Dispatch::Ignored(why),
+        }
+        if !self.first_sighting(&msg.dedup_key()) {
+            return Dispatch::Duplicate;
+        }
+        if inner.settings.rate_limit_enabled && !inner.policy.is_whitelisted(msg) {
+            let key = format!("{}:{}", msg.platform, msg.user_id);
+            match inner.limiter.check(&key, Instant::now()) {
+                RateDecision::Allowed => {}
+                RateDecision::StartedCooldown(cooldown) => {
+                    let minutes = cooldown.as_secs().div_ceil(60).max(1);
+                    let text = format!(
+                        "You're sending messages faster than I can keep up with. I'll listen again in about {minutes} minute{}.",
+                        if minutes == 1 { "" } else { "s" }
+                    );
+                    self.reply_quietly(msg, &text).await;
+                    return Dispatch::RateLimited;
+                }
+                RateDecision::InCooldown => return Dispatch::RateLimited,
+            }
+        }
+        self.enqueue(msg.clone()).await
+    }
+
+    /// Records the key; false when it was already seen recently.
+    fn first_sighting(&self, key: &str) -> bool {
+        let now = Instant::now();
+        let mut seen = self
+            .inner
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen
+            .get(key)
+            .is_some_and(|t| now.duration_since(*t) < DEDUP_TTL)
+        {
+            return false;
+        }
+        if seen.len() >= DEDUP_CAP {
+            seen.retain(|_, t| now.duration_since(*t) < DEDUP_TTL);
+            if seen.len() >= DEDUP_CAP {
+                // Still full of fresh keys: drop the oldest half.
+                let mut times: Vec<Instant> = seen.values().copied().collect();
+                times.sort();
+                let cutoff = times[times.len() / 2];
+                seen.retain(|_, t| *t > cutoff);
+            }
+        }
+        seen.insert(key.to_owned(), now);
+        true
+    }
+
+    async fn enqueue(&self, msg: IncomingMessage) -> Dispatch {
+        let key = msg.conversation_key();
+        let mut msg = msg;
+        // Two rounds: a worker may exit (idle) between our lookup and our send.
+        for _ in 0..2 {
+            let tx = self.sender_for(&key);
+            match tx.try_send(msg) {
+                Ok(()) => return Dispatch::Queued,
+                Err(mpsc::error::TrySendError::Full(m)) => {
+                    tracing::warn!(conversation = %key, "conversation queue full; answering busy");
+                    self.reply_quietly(&m, BUSY_TEXT).await;
+                    return Dispatch::Busy;
+                }
+                Err(mpsc::error::TrySendError::Closed(m)) => {
+                    self.forget_closed(&key);
+                    msg = m;
+                }
+            }
+        }
+        tracing::error!(conversation = %key, "could not queue message: worker kept exiting");
+        Dispatch::Busy
+    }
+
+    fn sender_for(&self, key: &str) -> mpsc::Sender<IncomingMessage> {
+        let inner = &self.inner;
+        let mut queues = inner
+            .queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(q) = queues.get(key)
+            && !q.tx.is_closed()
+        {
+            return q.tx.clone();
+        }
+        let (tx, rx) = mpsc::channel(inner.settings.queue_capacity.max(1));
+        let generation = inner.generation.fetch_add(1, Ordering::Relaxed);
+        queues.insert(
+            key.to_owned(),
+            Queue {
+                tx: tx.clone(),
+                generation,
+            },
+        );
+        let router = self.clone();
+        let key = key.to_owned();
+        inner
+            .tasks
+            .spawn(async move { router.worker(key, generation, rx).await });
+        tx
+    }
+
+    fn forget_closed(&self, key: &str) {
+        let mut queues = self
+            .inner
+            .queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if queues.get(key).is_some_and(|q| q.tx.is_closed()) {
+            queues.remove(key);
+        }
+    }
+
+    async fn worker(&self, key: String, generation: u64, mut rx: mpsc::Receiver<IncomingMessage>) {
+        let inner = &self.inner;
+        loop {
+            let next = tokio::select! {
+                m = rx.recv() => m,
+                _ = tokio::time::sleep(inner.settings.idle_worker) => None,
+                _ = inner.stop.cancelled() => None,
+            };
+            match next {
+                Some(msg) => self.answer(msg).await,
+                None => break,
+            }
+        }
+        // Leave the map first, then close: anything that slipped in before is still answered.
+        {
+            let mut queues = inner
+                .queues
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if queues.get(&key).is_some_and(|q| q.generation == generation) {
+                queues.remove(&key);
+            }
+        }
+        rx.close();
+        while let Ok(msg) = rx.try_recv() {
+            if inner.stop.is_cancelled() {
+                tracing::warn!(conversation = %key, message_id = %msg.message_id, "daemon stopping; queued message not answered");
+                continue;
+            }
+            self.answer(msg).await;
+        }
+        tracing::debug!(conversation = %key, "conversation worker exited");
+    }
+
+    async fn answer(&self, msg: IncomingMessage) {
+        let inner = &self.inner;
+        let permit = tokio::select! {
+            p = inner.permits.clone().acquire_owned() => p,
+            _ = inner.stop.cancelled() => {
+                tracing::warn!(message_id = %msg.message_id, "daemon stopping; queued message not answered");
+                return;
+            }
+        };
+        let Ok(_permit) = permit else { return };
+        inner.handler.handle(msg).await;
+    }
+
+    async fn reply_quietly(&self, msg: &IncomingMessage, text: &str) {
+        let Some(platform) = self.inner.platforms.get(msg.platform) else {
+            return;
+        };
+        if let Err(e) = platform
+            .send_message(&msg.channel_id, text, Some(&msg.message_id))
+            .await
+        {
+            tracing::warn!(platform = %msg.platform, channel = %msg.channel_id, error = %e, "could not send a notice");
+        }
+    }
+
+    /// Number of live conversation workers (for tests and metrics).
+    pub fn active_conversations(&self) -> usize {
+        self.inner
+            .queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}

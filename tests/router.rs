@@ -1,0 +1,323 @@
+//! Router behaviour under load with a recording handler and the fake platform: ordering per
+//! conversation, parallelism across conversations up to the cap, duplicates, rate limit and
+//! cooldown, overflow, idle workers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use air_friends::config::{AccessControlConfig, PlatformsConfig, ReplyTo};
+use air_friends::conversation::router::BUSY_TEXT;
+use air_friends::conversation::{
+    ConversationMetrics, Dispatch, Ignore, MessageHandler, Policy, Router, RouterParts,
+    RouterSettings, UserRateLimiter,
+};
+use air_friends::platform::fake::FakePlatform;
+use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use async_trait::async_trait;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Records what it handles; optionally waits for a gate permit per message.
+#[derive(Default)]
+struct Recorder {
+    handled: Mutex<Vec<(String, String)>>,
+    running: AtomicUsize,
+    max_running: AtomicUsize,
+    gate: Option<Arc<Semaphore>>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl MessageHandler for Recorder {
+    async fn handle(&self, msg: IncomingMessage) {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_running.fetch_max(now, Ordering::SeqCst);
+        if let Some(gate) = &self.gate {
+            gate.acquire().await.unwrap().forget();
+        }
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.handled
+            .lock()
+            .unwrap()
+            .push((msg.channel_id.clone(), msg.content.clone()));
+        self.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+struct Setup {
+    router: Router,
+    fake: Arc<FakePlatform>,
+    recorder: Arc<Recorder>,
+    tasks: TaskTracker,
+}
+
+fn setup(
+    recorder: Recorder,
+    settings: RouterSettings,
+    access: AccessControlConfig,
+    limiter: UserRateLimiter,
+) -> Setup {
+    let fake = Arc::new(FakePlatform::discord());
+    let recorder = Arc::new(recorder);
+    let tasks = TaskTracker::new();
+    let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
+    let router = Router::new(RouterParts {
+        policy: Policy::new(&PlatformsConfig::default(), &access),
+        limiter,
+        settings,
+        handler: recorder.clone(),
+        platforms,
+        metrics: ConversationMetrics::unregistered(),
+        tasks: tasks.clone(),
+        draining: CancellationToken::new(),
+        stop: CancellationToken::new(),
+    });
+    Setup {
+        router,
+        fake,
+        recorder,
+        tasks,
+    }
+}
+
+fn settings(max_concurrent: usize, queue: usize) -> RouterSettings {
+    RouterSettings {
+        max_concurrent,
+        queue_capacity: queue,
+        idle_worker: Duration::from_secs(30),
+        rate_limit_enabled: false,
+    }
+}
+
+fn lenient() -> UserRateLimiter {
+    UserRateLimiter::new(1000, Duration::from_secs(60), Duration::from_secs(60))
+}
+
+fn mention(fake: &FakePlatform, channel: &str, user: &str, text: &str) -> IncomingMessage {
+    let mut m = fake.push_incoming(channel, user, text);
+    m.is_dm = false;
+    m.guild_id = Some("g1".into());
+    m.mentions_bot = true;
+    m
+}
+
+async fn wait_until(what: &str, f: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn a_conversation_is_answered_in_order_under_load() {
+    let s = setup(
+        Recorder {
+            delay: Duration::from_millis(2),
+            ..Default::default()
+        },
+        settings(4, 100),
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    for i in 0..40 {
+        let channel = if i % 2 == 0 { "a" } else { "b" };
+        let m = mention(&s.fake, channel, "u1", &format!("{i}"));
+        assert_eq!(s.router.dispatch(m).await, Dispatch::Queued);
+    }
+    let rec = s.recorder.clone();
+    wait_until("all handled", || rec.handled.lock().unwrap().len() == 40).await;
+    let handled = s.recorder.handled.lock().unwrap().clone();
+    for channel in ["a", "b"] {
+        let seq: Vec<u32> = handled
+            .iter()
+            .filter(|(c, _)| c == channel)
+            .map(|(_, t)| t.parse().unwrap())
+            .collect();
+        let mut sorted = seq.clone();
+        sorted.sort();
+        assert_eq!(seq, sorted, "channel {channel} out of order");
+        assert_eq!(seq.len(), 20);
+    }
+}
+
+#[tokio::test]
+async fn conversations_run_in_parallel_up_to_the_cap() {
+    let gate = Arc::new(Semaphore::new(0));
+    let s = setup(
+        Recorder {
+            gate: Some(gate.clone()),
+            ..Default::default()
+        },
+        settings(3, 10),
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    for c in 0..6 {
+        let m = mention(&s.fake, &format!("ch{c}"), "u1", "hi");
+        s.router.dispatch(m).await;
+    }
+    let rec = s.recorder.clone();
+    wait_until("three running", || rec.running.load(Ordering::SeqCst) == 3).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(s.recorder.running.load(Ordering::SeqCst), 3, "cap exceeded");
+    gate.add_permits(6);
+    wait_until("all handled", || rec.handled.lock().unwrap().len() == 6).await;
+    assert_eq!(s.recorder.max_running.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn duplicate_events_are_dropped() {
+    let s = setup(
+        Recorder::default(),
+        settings(2, 10),
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    let m = mention(&s.fake, "a", "u1", "hi");
+    assert_eq!(s.router.dispatch(m.clone()).await, Dispatch::Queued);
+    assert_eq!(s.router.dispatch(m.clone()).await, Dispatch::Duplicate);
+    let rec = s.recorder.clone();
+    wait_until("handled", || rec.handled.lock().unwrap().len() == 1).await;
+    assert_eq!(s.router.dispatch(m).await, Dispatch::Duplicate);
+}
+
+#[tokio::test]
+async fn overflow_gets_a_busy_reply_not_silence() {
+    let gate = Arc::new(Semaphore::new(0));
+    let s = setup(
+        Recorder {
+            gate: Some(gate.clone()),
+            ..Default::default()
+        },
+        settings(1, 2),
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    let first = mention(&s.fake, "a", "u1", "1");
+    assert_eq!(s.router.dispatch(first).await, Dispatch::Queued);
+    let rec = s.recorder.clone();
+    wait_until("first running", || rec.running.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "2")).await,
+        Dispatch::Queued
+    );
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "3")).await,
+        Dispatch::Queued
+    );
+    let overflow = mention(&s.fake, "a", "u1", "4");
+    let overflow_id = overflow.message_id.clone();
+    assert_eq!(s.router.dispatch(overflow).await, Dispatch::Busy);
+    let sent = s.fake.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].text, BUSY_TEXT);
+    assert_eq!(sent[0].reply_to.as_deref(), Some(overflow_id.as_str()));
+    gate.add_permits(10);
+    wait_until("three handled", || rec.handled.lock().unwrap().len() == 3).await;
+}
+
+#[tokio::test]
+async fn rate_limit_starts_a_cooldown_announced_once_and_whitelist_bypasses() {
+    let mut access = AccessControlConfig::default();
+    access.whitelist = vec!["discord/account/vip".into()];
+    let mut st = settings(4, 50);
+    st.rate_limit_enabled = true;
+    let s = setup(
+        Recorder::default(),
+        st,
+        access,
+        UserRateLimiter::new(2, Duration::from_secs(60), Duration::from_secs(120)),
+    );
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "1")).await,
+        Dispatch::Queued
+    );
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "2")).await,
+        Dispatch::Queued
+    );
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "3")).await,
+        Dispatch::RateLimited
+    );
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "4")).await,
+        Dispatch::RateLimited
+    );
+    let notices: Vec<String> = s.fake.sent().into_iter().map(|m| m.text).collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("2 minutes"), "{notices:?}");
+    for i in 0..5 {
+        let m = mention(&s.fake, "a", "vip", &format!("v{i}"));
+        assert_eq!(s.router.dispatch(m).await, Dispatch::Queued);
+    }
+    // Another user is not affected.
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u2", "x")).await,
+        Dispatch::Queued
+    );
+}
+
+#[tokio::test]
+async fn ignored_messages_and_access_control() {
+    let mut access = AccessControlConfig::default();
+    access.reply_to = ReplyTo::Whitelist;
+    access.whitelist = vec!["discord/channel/open".into()];
+    let s = setup(Recorder::default(), settings(2, 10), access, lenient());
+    let unaddressed = {
+        let mut m = mention(&s.fake, "open", "u1", "hi");
+        m.mentions_bot = false;
+        m
+    };
+    assert_eq!(
+        s.router.dispatch(unaddressed).await,
+        Dispatch::Ignored(Ignore::NotAddressed)
+    );
+    assert_eq!(
+        s.router
+            .dispatch(mention(&s.fake, "closed", "u1", "hi"))
+            .await,
+        Dispatch::Ignored(Ignore::NotAllowed)
+    );
+    assert_eq!(
+        s.router
+            .dispatch(mention(&s.fake, "open", "u1", "hi"))
+            .await,
+        Dispatch::Queued
+    );
+    let mut own = mention(&s.fake, "open", "bot", "hi");
+    own.user_id = "bot".into();
+    assert_eq!(
+        s.router.dispatch(own).await,
+        Dispatch::Ignored(Ignore::OwnMessage)
+    );
+}
+
+#[tokio::test]
+async fn idle_workers_exit_and_come_back() {
+    let mut st = settings(2, 10);
+    st.idle_worker = Duration::from_millis(50);
+    let s = setup(
+        Recorder::default(),
+        st,
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    s.router.dispatch(mention(&s.fake, "a", "u1", "1")).await;
+    let router = s.router.clone();
+    wait_until("worker reaped", || router.active_conversations() == 0).await;
+    assert_eq!(
+        s.router.dispatch(mention(&s.fake, "a", "u1", "2")).await,
+        Dispatch::Queued
+    );
+    let rec = s.recorder.clone();
+    wait_until("both handled", || rec.handled.lock().unwrap().len() == 2).await;
+    s.tasks.close();
+}
