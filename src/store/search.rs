@@ -189,14 +189,14 @@ pub(crate) fn search(
     let mut params: Vec<(&str, &dyn ToSql)> = Vec::new();
     if let Some(q) = &fts.trigram {
         branches.push(
-            "SELECT rowid AS seq, bm25(memories_fts) AS r FROM memories_fts \
+            "SELECT rowid AS seq, rank AS r FROM memories_fts \
              WHERE memories_fts MATCH :trigram",
         );
         params.push((":trigram", q));
     }
     if let Some(q) = &fts.grams {
         branches.push(
-            "SELECT rowid AS seq, bm25(memories_grams) AS r FROM memories_grams \
+            "SELECT rowid AS seq, rank AS r FROM memories_grams \
              WHERE memories_grams MATCH :grams",
         );
         params.push((":grams", q));
