@@ -312,7 +312,9 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>) {
         return;
     }
     let completions: Vec<Completion> = jobs.drain(..).map(|job| job(Ok(conn))).collect();
-    let commit = conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([]));
+    let commit = conn
+        .prepare_cached("COMMIT")
+        .and_then(|mut s| s.execute([]));
     match commit {
         Ok(_) => {
             tracing::trace!(size, "store: committed write batch");

@@ -166,7 +166,10 @@ pub async fn import_tree(store: &Store, dir: &Path) -> Result<ImportReport, Impo
         let parsed = tokio::task::spawn_blocking(move || parse_workspace(ws, &user_dir))
             .await
             .map_err(|e| ImportError::Store(StoreError::Internal(format!("import task: {e}"))))??;
-        let outcome = store.db().write(move |c| write_workspace(c, parsed)).await?;
+        let outcome = store
+            .db()
+            .write(move |c| write_workspace(c, parsed))
+            .await?;
         report.memories.imported += outcome.report.memories.imported;
         report.memories.duplicate += outcome.report.memories.duplicate;
         report.patches.imported += outcome.report.patches.imported;
@@ -321,7 +324,9 @@ fn for_each_object(
             }
             Err(e) => {
                 report.malformed += 1;
-                report.warnings.push(loc.warn(format!("skipped: invalid JSON ({e})")));
+                report
+                    .warnings
+                    .push(loc.warn(format!("skipped: invalid JSON ({e})")));
             }
         }
     }
@@ -337,8 +342,14 @@ fn parse_workspace(ws: WorkspaceKey, dir: &Path) -> Result<ParsedWorkspace, Impo
     };
     let mut reminder_patches: Vec<(Loc, String, Map<String, Value>, i64)> = Vec::new();
     let files = [
-        ("memory.public.jsonl", FileKind::Memories(Visibility::Public)),
-        ("memory.private.jsonl", FileKind::Memories(Visibility::Private)),
+        (
+            "memory.public.jsonl",
+            FileKind::Memories(Visibility::Public),
+        ),
+        (
+            "memory.private.jsonl",
+            FileKind::Memories(Visibility::Private),
+        ),
         ("reminders.jsonl", FileKind::Reminders),
     ];
     for (name, kind) in files {
@@ -362,7 +373,9 @@ fn parse_workspace(ws: WorkspaceKey, dir: &Path) -> Result<ParsedWorkspace, Impo
                 }
                 Err(message) => {
                     report.malformed += 1;
-                    report.warnings.push(loc.warn(format!("skipped: {message}")));
+                    report
+                        .warnings
+                        .push(loc.warn(format!("skipped: {message}")));
                 }
             }
         })?;
@@ -387,7 +400,10 @@ fn parse_workspace(ws: WorkspaceKey, dir: &Path) -> Result<ParsedWorkspace, Impo
         let line = &mut parsed.reminders[i];
         if let Err(message) = apply_reminder_changes(&mut line.row, &changes, at) {
             parsed.report.malformed += 1;
-            parsed.report.warnings.push(loc.warn(format!("skipped: {message}")));
+            parsed
+                .report
+                .warnings
+                .push(loc.warn(format!("skipped: {message}")));
             continue;
         }
         line.patches += 1;
@@ -408,10 +424,7 @@ fn field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
         .find_map(|n| obj.get(*n).filter(|v| !v.is_null()))
 }
 
-fn str_field<'a>(
-    obj: &'a Map<String, Value>,
-    names: &[&str],
-) -> Result<Option<&'a str>, String> {
+fn str_field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Result<Option<&'a str>, String> {
     match field(obj, names) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -438,7 +451,11 @@ fn time_field(obj: &Map<String, Value>, names: &[&str]) -> Result<Option<i64>, S
                 .as_i64()
                 .or_else(|| n.as_f64().map(|f| f as i64))
                 .ok_or_else(|| format!("`{}` is not a valid time", names[0]))?;
-            if v.abs() < 100_000_000_000 { v * 1000 } else { v }
+            if v.abs() < 100_000_000_000 {
+                v * 1000
+            } else {
+                v
+            }
         }
         Some(other) => return Err(format!("`{}` is not a time: {other}", names[0])),
     };
@@ -497,7 +514,13 @@ fn visibility(value: &str) -> Result<Visibility, String> {
 }
 
 const TARGET_MEMORY: &[&str] = &["memoryId", "targetId", "memory_id", "target_id", "target"];
-const TARGET_REMINDER: &[&str] = &["reminderId", "targetId", "reminder_id", "target_id", "target"];
+const TARGET_REMINDER: &[&str] = &[
+    "reminderId",
+    "targetId",
+    "reminder_id",
+    "target_id",
+    "target",
+];
 const PATCH_TIME: &[&str] = &["timestamp", "createdAt", "created_at", "at", "updatedAt"];
 
 fn parse_line(
@@ -791,7 +814,8 @@ fn write_workspace(
     }
 
     for r in std::mem::take(&mut parsed.reminders) {
-        let existing: Option<String> = reminders::get(conn, &r.row.id)?.map(|x| x.workspace.to_string());
+        let existing: Option<String> =
+            reminders::get(conn, &r.row.id)?.map(|x| x.workspace.to_string());
         match existing {
             Some(owner) if owner == ws_text => {
                 report.reminders.duplicate += 1;

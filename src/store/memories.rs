@@ -207,7 +207,10 @@ pub(crate) fn patch(
     let ws_text = ws.to_string();
     let seq = find_visible(conn, &ws_text, id, scope)?.ok_or(StoreError::NotFound)?;
     let mut missing = Vec::new();
-    for list in [&changes.related_to, &changes.supersedes].into_iter().flatten() {
+    for list in [&changes.related_to, &changes.supersedes]
+        .into_iter()
+        .flatten()
+    {
         for target in list {
             if find_visible(conn, &ws_text, target, scope)?.is_none() && !missing.contains(target) {
                 missing.push(target.clone());
@@ -266,7 +269,14 @@ pub(crate) fn refold(conn: &Connection, seq: i64) -> Result<(), StoreError> {
                     initial_supersedes, created_at FROM memories WHERE seq = ?1",
         )?
         .query_row([seq], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })?;
     let mut vis: Visibility = vis.parse()?;
     let mut imp: Importance = imp.parse()?;

@@ -29,8 +29,8 @@ use tokio::sync::watch;
 pub use db::SCHEMA_VERSION;
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
-    MemoryStats, NewMemory, NewReminder, PatchRecord, Reminder, ReminderState, Scope,
-    ScoredMemory, Visibility, VisibilityStats, WorkspaceKey,
+    MemoryStats, NewMemory, NewReminder, PatchRecord, Reminder, ReminderState, Scope, ScoredMemory,
+    Visibility, VisibilityStats, WorkspaceKey,
 };
 
 /// Errors of the store. Callers branch on `NotFound`, `InvalidReference`, `LimitReached` and
@@ -261,7 +261,9 @@ impl Store {
         filter: ExportFilter,
     ) -> Result<Vec<Memory>, StoreError> {
         let ws = ws.clone();
-        self.db.read(move |c| memories::export(c, &ws, filter)).await
+        self.db
+            .read(move |c| memories::export(c, &ws, filter))
+            .await
     }
 
     /// All enabled high-importance memories visible in `scope`, oldest first (for the prompt).
@@ -271,7 +273,9 @@ impl Store {
         scope: Scope,
     ) -> Result<Vec<Memory>, StoreError> {
         let ws = ws.clone();
-        self.db.read(move |c| memories::important(c, &ws, scope)).await
+        self.db
+            .read(move |c| memories::important(c, &ws, scope))
+            .await
     }
 
     // ---- reminders ------------------------------------------------------------------------
@@ -355,9 +359,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Reminder>, StoreError> {
         let now = to_ms(now);
-        self.db
-            .read(move |c| reminders::due(c, now, limit))
-            .await
+        self.db.read(move |c| reminders::due(c, now, limit)).await
     }
 
     /// Records a successful delivery at `at` (attempts + 1; `late` when it went out late, e.g.

@@ -50,8 +50,9 @@ fn query_list(
 
 /// Loads a reminder by id.
 pub(crate) fn get(conn: &Connection, id: &str) -> Result<Option<Reminder>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached(&format!("SELECT {REMINDER_COLUMNS} FROM reminders WHERE id = ?1"))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {REMINDER_COLUMNS} FROM reminders WHERE id = ?1"
+    ))?;
     let mut rows = stmt.query([id])?;
     match rows.next()? {
         Some(row) => Ok(Some(reminder_from_row(row)?)),
@@ -111,7 +112,9 @@ pub(crate) fn create(
     max_pending: u32,
 ) -> Result<Reminder, StoreError> {
     let pending: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM reminders WHERE workspace = ?1 AND state = 'pending'")?
+        .prepare_cached(
+            "SELECT COUNT(*) FROM reminders WHERE workspace = ?1 AND state = 'pending'",
+        )?
         .query_row([r.workspace.to_string()], |row| row.get(0))?;
     if pending >= i64::from(max_pending) {
         return Err(StoreError::LimitReached { limit: max_pending });

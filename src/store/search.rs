@@ -133,7 +133,11 @@ pub(crate) fn build_query(query: &str) -> FtsQuery {
                 1 => grams.push(quote(&parts[0])),
                 _ => grams.push(format!(
                     "({})",
-                    parts.iter().map(|p| quote(p)).collect::<Vec<_>>().join(" AND ")
+                    parts
+                        .iter()
+                        .map(|p| quote(p))
+                        .collect::<Vec<_>>()
+                        .join(" AND ")
                 )),
             }
         }
