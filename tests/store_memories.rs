@@ -828,3 +828,65 @@ async fn schema_version_is_recorded_and_newer_schemas_are_refused() {
     );
     assert!(err.to_string().contains("upgrade air-friends"), "{err}");
 }
+
+#[tokio::test]
+async fn search_is_exact_when_many_matches_are_hidden_or_tied() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    // An important memory saved first, then 150 equal-relevance ones, most of them private.
+    let first_high = save(
+        &store,
+        &w,
+        "likes udon",
+        Visibility::Public,
+        Importance::High,
+    )
+    .await;
+    let mut public = vec![first_high.clone()];
+    for i in 0..150 {
+        let vis = if i % 10 == 0 {
+            Visibility::Public
+        } else {
+            Visibility::Private
+        };
+        let id = save(&store, &w, "likes udon", vis, Importance::Normal).await;
+        if vis == Visibility::Public {
+            public.push(id);
+        }
+    }
+    // Noise in another workspace never shows up.
+    for _ in 0..50 {
+        pub_normal(&store, &ws("2"), "likes udon").await;
+    }
+    let hits = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 10);
+    assert_eq!(hits[0].memory.id, first_high, "importance breaks the tie");
+    assert!(
+        hits.iter()
+            .all(|h| h.memory.visibility == Visibility::Public && h.memory.workspace == w)
+    );
+    // The rest are the newest public ones, newest first.
+    let mut expected: Vec<String> = public[1..].to_vec();
+    expected.reverse();
+    assert_eq!(ids(&hits[1..]), expected[..9].to_vec());
+    let all = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 50)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), public.len());
+    let dm = store
+        .search_memories(&w, "udon", Scope::IncludePrivate, 1000)
+        .await
+        .unwrap();
+    assert_eq!(dm.len(), 151);
+    assert!(
+        store
+            .search_memories(&ws("nobody"), "udon", Scope::IncludePrivate, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

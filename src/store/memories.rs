@@ -77,11 +77,25 @@ pub(crate) fn validate_content(content: &str) -> Result<(), StoreError> {
 pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, StoreError> {
     let related = ids_json(&m.related_to);
     let supersedes = ids_json(&m.supersedes);
+    let ws_text = m.workspace.to_string();
+    conn.prepare_cached("INSERT INTO workspaces (key) VALUES (?1) ON CONFLICT (key) DO NOTHING")?
+        .execute([&ws_text])?;
+    let (ws_id, n): (i64, i64) = conn
+        .prepare_cached(
+            "UPDATE workspaces SET next_doc = next_doc + 1 WHERE key = ?1 RETURNING id, next_doc",
+        )?
+        .query_row([&ws_text], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    if n > u32::MAX as i64 || ws_id > i32::MAX as i64 {
+        return Err(StoreError::Invalid(
+            "too many memories or workspaces for one database".into(),
+        ));
+    }
+    let seq = (ws_id << 32) | n;
     conn.prepare_cached(
-        "INSERT INTO memories (id, workspace, content, created_at, initial_visibility,
+        "INSERT INTO memories (seq, id, workspace, content, created_at, initial_visibility,
              initial_importance, initial_enabled, initial_related_to, initial_supersedes,
              visibility, importance, enabled, related_to, supersedes, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?5, ?6, ?7, ?8, ?9, ?4)",
+         VALUES (?10, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?5, ?6, ?7, ?8, ?9, ?4)",
     )?
     .execute(params![
         m.id,
@@ -93,8 +107,8 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
         m.enabled,
         related,
         supersedes,
+        seq,
     ])?;
-    let seq = conn.last_insert_rowid();
     let grams = short_grams(&m.content);
     if !grams.is_empty() {
         conn.prepare_cached("INSERT INTO memories_grams (rowid, grams) VALUES (?1, ?2)")?
@@ -113,6 +127,18 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
         created_at: at,
         updated_at: at,
     })
+}
+
+/// The rowid range `(lo, hi)` of a workspace's memories, or `None` when it has none.
+pub(crate) fn workspace_range(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+) -> Result<Option<(i64, i64)>, StoreError> {
+    let id: Option<i64> = conn
+        .prepare_cached("SELECT id FROM workspaces WHERE key = ?1")?
+        .query_row([ws.to_string()], |r| r.get(0))
+        .optional()?;
+    Ok(id.map(|id| (id << 32, (id << 32) | 0xFFFF_FFFF)))
 }
 
 /// The workspace a memory id belongs to, if it exists at all (any workspace, any visibility).

@@ -105,14 +105,22 @@ pub(crate) fn from_ms(ms: i64) -> Result<DateTime<Utc>, StoreError> {
         .ok_or_else(|| StoreError::Internal(format!("timestamp out of range: {ms}")))
 }
 
-/// A fresh random id: `prefix` + `_` + 20 characters of `[0-9a-z]` (~103 bits).
+/// A fresh id: `prefix` + `_` + the time in milliseconds (9 base-36 digits, so ids sort by
+/// creation and append to the id index) + 14 random characters of `[0-9a-z]` (~72 bits).
 pub(crate) fn new_id(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
-    let mut id = String::with_capacity(prefix.len() + 21);
+    let mut id = String::with_capacity(prefix.len() + 24);
     id.push_str(prefix);
     id.push('_');
-    for _ in 0..20 {
+    let mut t = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+    let mut digits = [b'0'; 9];
+    for d in digits.iter_mut().rev() {
+        *d = ALPHABET[(t % 36) as usize];
+        t /= 36;
+    }
+    id.extend(digits.iter().map(|&b| char::from(b)));
+    for _ in 0..14 {
         id.push(char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]));
     }
     id

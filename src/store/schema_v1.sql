@@ -1,5 +1,15 @@
 -- Schema version 1 of the air-friends store. Times are milliseconds since the Unix epoch (UTC).
 
+-- Workspaces (`platform/userId`) get a small integer id. A memory's `seq` (its rowid, also the
+-- rowid in both FTS indexes) is `(workspace id << 32) | n` where n counts the workspace's
+-- memories, so each workspace is one contiguous rowid range: FTS5 seeks straight to it
+-- (`rowid BETWEEN lo AND hi`) and a workspace's rows sit together in the table.
+CREATE TABLE workspaces (
+    id       INTEGER PRIMARY KEY,
+    key      TEXT    NOT NULL UNIQUE,
+    next_doc INTEGER NOT NULL DEFAULT 0
+);
+
 -- Memories: append-only. Identity, content and the initial metadata never change (enforced by
 -- triggers); the "current view" columns are the fold of the initial metadata and every patch in
 -- memory_patches, in (created_at, seq) order, maintained by the store.

@@ -19,8 +19,8 @@
 use rusqlite::{Connection, ToSql};
 
 use super::StoreError;
-use super::memories::{MEMORY_COLUMNS, memory_from_row};
-use super::types::{Scope, ScoredMemory, WorkspaceKey};
+use super::memories::{MEMORY_COLUMNS, memory_from_row, workspace_range};
+use super::types::{Importance, Scope, ScoredMemory, WorkspaceKey};
 
 /// Most keywords used from one query (the rest are ignored).
 const MAX_KEYWORDS: usize = 32;
@@ -180,7 +180,16 @@ fn short_keyword_tokens(kw: &str) -> Vec<String> {
     tokens
 }
 
+/// Candidates fetched first from the FTS5 rank sorter when only one index is involved.
+const FIRST_CANDIDATES: i64 = 64;
+
 /// Runs a search (see the module docs). `limit` is clamped to 1..=1000.
+///
+/// Both indexes are restricted to the workspace's rowid range. When the query uses one index,
+/// the best `K` candidates come from FTS5's rank sorter and are filtered (enabled, visible);
+/// `K` grows until the answer is provably the same as ranking every match (all matches seen,
+/// or the last result scores strictly better than the first candidate left out). When both
+/// indexes are involved, the scores are summed over all matches in one query.
 pub(crate) fn search(
     conn: &Connection,
     ws: &WorkspaceKey,
@@ -189,42 +198,121 @@ pub(crate) fn search(
     limit: u32,
 ) -> Result<Vec<ScoredMemory>, StoreError> {
     let fts = build_query(query);
-    let mut branches = Vec::new();
-    let mut params: Vec<(&str, &dyn ToSql)> = Vec::new();
-    if let Some(q) = &fts.trigram {
-        branches.push(
-            "SELECT rowid AS seq, rank AS r FROM memories_fts \
-             WHERE memories_fts MATCH :trigram",
-        );
-        params.push((":trigram", q));
-    }
-    if let Some(q) = &fts.grams {
-        branches.push(
-            "SELECT rowid AS seq, rank AS r FROM memories_grams \
-             WHERE memories_grams MATCH :grams",
-        );
-        params.push((":grams", q));
-    }
-    if branches.is_empty() {
+    let Some((lo, hi)) = workspace_range(conn, ws)? else {
         return Ok(Vec::new());
+    };
+    let limit = limit.clamp(1, 1000) as usize;
+    let private = scope.includes_private();
+    match (&fts.trigram, &fts.grams) {
+        (None, None) => Ok(Vec::new()),
+        (Some(q), None) => top_k(conn, "memories_fts", q, lo, hi, private, limit),
+        (None, Some(q)) => top_k(conn, "memories_grams", q, lo, hi, private, limit),
+        (Some(t), Some(g)) => summed(conn, t, g, lo, hi, private, limit),
     }
+}
+
+fn visible_memory(
+    conn: &Connection,
+    seq: i64,
+    private: bool,
+) -> Result<Option<crate::store::Memory>, StoreError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?1 AND m.enabled = 1 \
+         AND (m.visibility = 'public' OR ?2)"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params![seq, private])?;
+    match rows.next()? {
+        Some(row) => Ok(Some(memory_from_row(row)?)),
+        None => Ok(None),
+    }
+}
+
+fn rank_order(a: &ScoredMemory, b: &ScoredMemory) -> std::cmp::Ordering {
+    let high = |m: &ScoredMemory| m.memory.importance == Importance::High;
+    b.score
+        .total_cmp(&a.score)
+        .then_with(|| high(b).cmp(&high(a)))
+        .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
+        .then_with(|| b.memory.id.cmp(&a.memory.id))
+}
+
+fn top_k(
+    conn: &Connection,
+    table: &str,
+    fts_query: &str,
+    lo: i64,
+    hi: i64,
+    private: bool,
+    limit: usize,
+) -> Result<Vec<ScoredMemory>, StoreError> {
     let sql = format!(
-        "WITH hits(seq, r) AS ({}) \
+        "SELECT rowid, rank FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3 \
+         ORDER BY rank LIMIT ?4"
+    );
+    let mut k = FIRST_CANDIDATES.max(limit as i64 * 4);
+    loop {
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let candidates: Vec<(i64, f64)> = stmt
+            .query_map(rusqlite::params![fts_query, lo, hi, k], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut hits = Vec::new();
+        for (seq, rank) in &candidates {
+            if let Some(memory) = visible_memory(conn, *seq, private)? {
+                hits.push(ScoredMemory {
+                    memory,
+                    score: -rank,
+                });
+            }
+        }
+        hits.sort_by(rank_order);
+        let complete = (candidates.len() as i64) < k;
+        let settled = match (hits.get(limit - 1), candidates.last()) {
+            // Everything left out scores at most -last; strictly below our last result.
+            (Some(last_hit), Some((_, worst))) => last_hit.score > -worst,
+            _ => false,
+        };
+        if complete || settled {
+            hits.truncate(limit);
+            return Ok(hits);
+        }
+        k *= 4;
+    }
+}
+
+fn summed(
+    conn: &Connection,
+    trigram: &str,
+    grams: &str,
+    lo: i64,
+    hi: i64,
+    private: bool,
+    limit: usize,
+) -> Result<Vec<ScoredMemory>, StoreError> {
+    let sql = format!(
+        "WITH hits(seq, r) AS ( \
+             SELECT rowid, rank FROM memories_fts \
+             WHERE memories_fts MATCH :trigram AND rowid BETWEEN :lo AND :hi \
+             UNION ALL \
+             SELECT rowid, rank FROM memories_grams \
+             WHERE memories_grams MATCH :grams AND rowid BETWEEN :lo AND :hi) \
          SELECT {MEMORY_COLUMNS}, -SUM(h.r) AS score \
          FROM hits h JOIN memories m ON m.seq = h.seq \
-         WHERE m.workspace = :ws AND m.enabled = 1 \
-           AND (m.visibility = 'public' OR :private) \
+         WHERE m.enabled = 1 AND (m.visibility = 'public' OR :private) \
          GROUP BY m.seq \
-         ORDER BY score DESC, m.importance = 'high' DESC, m.created_at DESC, m.seq DESC \
-         LIMIT :limit",
-        branches.join(" UNION ALL ")
+         ORDER BY score DESC, m.importance = 'high' DESC, m.created_at DESC, m.id DESC \
+         LIMIT :limit"
     );
-    let ws_text = ws.to_string();
-    let private = scope.includes_private();
-    let limit = i64::from(limit.clamp(1, 1000));
-    params.push((":ws", &ws_text));
-    params.push((":private", &private));
-    params.push((":limit", &limit));
+    let limit = limit as i64;
+    let params: [(&str, &dyn ToSql); 6] = [
+        (":trigram", &trigram),
+        (":grams", &grams),
+        (":lo", &lo),
+        (":hi", &hi),
+        (":private", &private),
+        (":limit", &limit),
+    ];
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(&params[..], |row| {
         Ok((memory_from_row(row), row.get::<_, f64>("score")?))
