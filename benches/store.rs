@@ -13,7 +13,28 @@ use air_friends::store::{Importance, NewMemory, Scope, Store, Visibility, Worksp
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::runtime::Runtime;
 
+/// Function words first (most frequent), then content words: picked with a Zipf-like skew.
 const LATIN: &[&str] = &[
+    "the",
+    "a",
+    "to",
+    "and",
+    "of",
+    "in",
+    "on",
+    "with",
+    "for",
+    "is",
+    "was",
+    "likes",
+    "every",
+    "user",
+    "loves",
+    "wants",
+    "never",
+    "always",
+    "works",
+    "lives",
     "coffee",
     "tea",
     "hiking",
@@ -26,7 +47,6 @@ const LATIN: &[&str] = &[
     "guitar",
     "piano",
     "running",
-    "marathon",
     "tokyo",
     "paris",
     "berlin",
@@ -38,14 +58,11 @@ const LATIN: &[&str] = &[
     "movie",
     "anime",
     "game",
-    "work",
     "nurse",
     "engineer",
     "teacher",
     "garden",
     "tomato",
-    "allergy",
-    "peanut",
     "summer",
     "winter",
     "holiday",
@@ -53,7 +70,6 @@ const LATIN: &[&str] = &[
     "bicycle",
     "swimming",
     "yoga",
-    "chess",
     "painting",
     "camera",
     "photo",
@@ -70,38 +86,35 @@ const LATIN: &[&str] = &[
     "morning",
     "evening",
     "favourite",
-    "likes",
     "hates",
-    "wants",
     "visited",
     "moved",
-    "lives",
-    "works",
     "studies",
     "plays",
-    "the",
-    "a",
-    "to",
-    "and",
-    "of",
-    "in",
-    "on",
-    "with",
-    "for",
-    "is",
-    "was",
-    "every",
-    "never",
-    "always",
+    "allergy",
+    "peanut",
+    "marathon",
+    "chess",
+    "violin",
+    "kayak",
+    "opera",
+    "origami",
+    "pottery",
+    "sourdough",
 ];
 const CJK: &[&str] = &[
+    "的",
+    "我",
+    "是",
+    "了",
+    "喜欢",
+    "每天",
     "咖啡",
     "喝茶",
     "周末",
     "爬山",
     "猫",
     "狗",
-    "喜欢",
     "讨厌",
     "工作",
     "学校",
@@ -116,7 +129,6 @@ const CJK: &[&str] = &[
     "ラーメン",
     "寿司",
     "映画",
-    "音楽",
     "好き",
     "嫌い",
     "仕事",
@@ -128,6 +140,9 @@ const CJK: &[&str] = &[
     "日本語",
     "勉強",
     "旅行",
+    "温泉",
+    "花粉症",
+    "将棋",
 ];
 
 /// Deterministic xorshift generator (stable content across runs).
@@ -139,10 +154,11 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
-    /// Skewed pick: low indexes are more frequent (roughly Zipf-like).
+    /// Log-uniform pick: P(index k) ~ 1/(k+1), roughly Zipf.
     fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
-        let u = (self.next() % 10_000) as f64 / 10_000.0;
-        words[((u * u) * words.len() as f64) as usize % words.len()]
+        let u = (self.next() % 1_000_000) as f64 / 1_000_000.0;
+        let k = ((words.len() as f64 + 1.0).powf(u) - 1.0) as usize;
+        words[k.min(words.len() - 1)]
     }
 }
 
@@ -239,7 +255,9 @@ const LATIN_QUERIES: &[&str] = &[
     "favourite ramen",
     "chess",
     "tokyo concert",
-    "likes coffee",
+    "sourdough",
+    "kayak violin",
+    "birthday",
 ];
 const CJK_QUERIES: &[&str] = &[
     "咖啡",
@@ -247,11 +265,19 @@ const CJK_QUERIES: &[&str] = &[
     "誕生日",
     "山に登る",
     "旅行",
-    "喜欢 爬山",
+    "花粉症",
+    "温泉 将棋",
 ];
+/// Worst cases, reported separately: a function word that is in most memories, and a query
+/// mixing a short CJK keyword with a long one (scores of both indexes summed over all matches).
+const STOPWORD_QUERIES: &[&str] = &["the", "likes coffee", "喜欢 爬山", "猫 猫カフェ"];
 
 async fn latencies(store: &Store, ws: &WorkspaceKey, label: &str, rounds: usize) {
-    for (kind, queries) in [("latin", LATIN_QUERIES), ("cjk", CJK_QUERIES)] {
+    for (kind, queries) in [
+        ("latin", LATIN_QUERIES),
+        ("cjk", CJK_QUERIES),
+        ("worst-case", STOPWORD_QUERIES),
+    ] {
         let mut samples = Vec::new();
         let mut per_query: Vec<(String, Vec<Duration>)> = Vec::new();
         for q in queries.iter() {

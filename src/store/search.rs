@@ -187,9 +187,9 @@ const FIRST_CANDIDATES: i64 = 64;
 ///
 /// Both indexes are restricted to the workspace's rowid range. When the query uses one index,
 /// the best `K` candidates come from FTS5's rank sorter and are filtered (enabled, visible);
-/// `K` grows until the answer is provably the same as ranking every match (all matches seen,
-/// or the last result scores strictly better than the first candidate left out). When both
-/// indexes are involved, the scores are summed over all matches in one query.
+/// that answer is used when it is provably the same as ranking every match (all matches seen,
+/// or the last result scores strictly better than every candidate left out); otherwise, and
+/// when both indexes are involved (scores summed), every match in the workspace is ranked.
 pub(crate) fn search(
     conn: &Connection,
     ws: &WorkspaceKey,
@@ -207,7 +207,14 @@ pub(crate) fn search(
         (None, None) => Ok(Vec::new()),
         (Some(q), None) => top_k(conn, "memories_fts", q, lo, hi, private, limit),
         (None, Some(q)) => top_k(conn, "memories_grams", q, lo, hi, private, limit),
-        (Some(t), Some(g)) => summed(conn, t, g, lo, hi, private, limit),
+        (Some(t), Some(g)) => exact(
+            conn,
+            &[("memories_fts", t), ("memories_grams", g)],
+            lo,
+            hi,
+            private,
+            limit,
+        ),
     }
 }
 
@@ -249,70 +256,73 @@ fn top_k(
         "SELECT rowid, rank FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3 \
          ORDER BY rank LIMIT ?4"
     );
-    let mut k = FIRST_CANDIDATES.max(limit as i64 * 4);
-    loop {
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let candidates: Vec<(i64, f64)> = stmt
-            .query_map(rusqlite::params![fts_query, lo, hi, k], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut hits = Vec::new();
-        for (seq, rank) in &candidates {
-            if let Some(memory) = visible_memory(conn, *seq, private)? {
-                hits.push(ScoredMemory {
-                    memory,
-                    score: -rank,
-                });
-            }
+    let k = FIRST_CANDIDATES.max(limit as i64 * 4);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let candidates: Vec<(i64, f64)> = stmt
+        .query_map(rusqlite::params![fts_query, lo, hi, k], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut hits = Vec::new();
+    for (seq, rank) in &candidates {
+        if let Some(memory) = visible_memory(conn, *seq, private)? {
+            hits.push(ScoredMemory {
+                memory,
+                score: -rank,
+            });
         }
-        hits.sort_by(rank_order);
-        let complete = (candidates.len() as i64) < k;
-        let settled = match (hits.get(limit - 1), candidates.last()) {
-            // Everything left out scores at most -last; strictly below our last result.
-            (Some(last_hit), Some((_, worst))) => last_hit.score > -worst,
-            _ => false,
-        };
-        if complete || settled {
-            hits.truncate(limit);
-            return Ok(hits);
-        }
-        k *= 4;
     }
+    hits.sort_by(rank_order);
+    let complete = (candidates.len() as i64) < k;
+    let settled = match (hits.get(limit - 1), candidates.last()) {
+        // Everything left out scores at most -worst, strictly below our last result.
+        (Some(last_hit), Some((_, worst))) => last_hit.score > -worst,
+        _ => false,
+    };
+    if complete || settled {
+        hits.truncate(limit);
+        return Ok(hits);
+    }
+    // Too many hidden candidates, or a tie across the cut: rank every match exactly.
+    exact(conn, &[(table, fts_query)], lo, hi, private, limit)
 }
 
-fn summed(
+/// Ranks every match of every `(table, query)` branch inside the workspace range, summing the
+/// scores of a memory found by several branches.
+fn exact(
     conn: &Connection,
-    trigram: &str,
-    grams: &str,
+    branches: &[(&str, &str)],
     lo: i64,
     hi: i64,
     private: bool,
     limit: usize,
 ) -> Result<Vec<ScoredMemory>, StoreError> {
+    let union = branches
+        .iter()
+        .enumerate()
+        .map(|(i, (table, _))| {
+            format!(
+                "SELECT rowid, rank FROM {table} \
+                 WHERE {table} MATCH ?{} AND rowid BETWEEN ?1 AND ?2",
+                i + 5
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
     let sql = format!(
-        "WITH hits(seq, r) AS ( \
-             SELECT rowid, rank FROM memories_fts \
-             WHERE memories_fts MATCH :trigram AND rowid BETWEEN :lo AND :hi \
-             UNION ALL \
-             SELECT rowid, rank FROM memories_grams \
-             WHERE memories_grams MATCH :grams AND rowid BETWEEN :lo AND :hi) \
+        "WITH hits(seq, r) AS ({union}) \
          SELECT {MEMORY_COLUMNS}, -SUM(h.r) AS score \
          FROM hits h JOIN memories m ON m.seq = h.seq \
-         WHERE m.enabled = 1 AND (m.visibility = 'public' OR :private) \
+         WHERE m.enabled = 1 AND (m.visibility = 'public' OR ?3) \
          GROUP BY m.seq \
          ORDER BY score DESC, m.importance = 'high' DESC, m.created_at DESC, m.id DESC \
-         LIMIT :limit"
+         LIMIT ?4"
     );
     let limit = limit as i64;
-    let params: [(&str, &dyn ToSql); 6] = [
-        (":trigram", &trigram),
-        (":grams", &grams),
-        (":lo", &lo),
-        (":hi", &hi),
-        (":private", &private),
-        (":limit", &limit),
-    ];
+    let mut params: Vec<&dyn ToSql> = vec![&lo, &hi, &private, &limit];
+    for (_, q) in branches {
+        params.push(q);
+    }
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(&params[..], |row| {
         Ok((memory_from_row(row), row.get::<_, f64>("score")?))
