@@ -13,6 +13,7 @@
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
+//! * [`store`] — SQLite persistence for memories and reminders (FTS5 search, JSONL import).
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 #![forbid(unsafe_code)]
@@ -28,5 +29,6 @@ pub mod platform;
 pub mod shutdown;
 pub mod skill_api;
 pub mod skills;
+pub mod store;
 pub mod systemd;
 pub mod text;

@@ -225,8 +225,10 @@ async fn overflow_gets_a_busy_reply_not_silence() {
 
 #[tokio::test]
 async fn rate_limit_starts_a_cooldown_announced_once_and_whitelist_bypasses() {
-    let mut access = AccessControlConfig::default();
-    access.whitelist = vec!["discord/account/vip".into()];
+    let access = AccessControlConfig {
+        whitelist: vec!["discord/account/vip".into()],
+        ..Default::default()
+    };
     let mut st = settings(4, 50);
     st.rate_limit_enabled = true;
     let s = setup(
@@ -267,9 +269,10 @@ async fn rate_limit_starts_a_cooldown_announced_once_and_whitelist_bypasses() {
 
 #[tokio::test]
 async fn ignored_messages_and_access_control() {
-    let mut access = AccessControlConfig::default();
-    access.reply_to = ReplyTo::Whitelist;
-    access.whitelist = vec!["discord/channel/open".into()];
+    let access = AccessControlConfig {
+        reply_to: ReplyTo::Whitelist,
+        whitelist: vec!["discord/channel/open".into()],
+    };
     let s = setup(Recorder::default(), settings(2, 10), access, lenient());
     let unaddressed = {
         let mut m = mention(&s.fake, "open", "u1", "hi");

@@ -1,0 +1,334 @@
+//! Connections, pragmas, embedded migrations, and the bridge between async callers and the
+//! synchronous rusqlite API.
+//!
+//! * **Writes** go to one dedicated OS thread that owns the only writable connection. It drains the
+//!   queue of pending jobs, runs them in one `BEGIN IMMEDIATE` transaction (each job inside its own
+//!   savepoint, so one failing job does not undo its neighbours), commits, and only then answers
+//!   each caller. Concurrent callers are therefore batched into one fsync, and an acknowledged
+//!   write is durable (`synchronous = FULL`).
+//! * **Reads** run on `spawn_blocking` with a connection from a small pool (WAL lets them run
+//!   beside the writer), each inside a read transaction for a consistent snapshot.
+//!
+//! Nothing here runs SQLite on a tokio worker thread.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{Semaphore, oneshot};
+
+use super::StoreError;
+
+/// Schema version this build knows; recorded in `PRAGMA user_version`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most jobs committed in one transaction.
+const MAX_BATCH: usize = 1024;
+/// Read connections (and concurrent blocking reads).
+const READERS: usize = 4;
+
+/// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
+const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql")];
+
+/// A unit of work for the writer thread: runs inside the batch transaction and returns the
+/// completion to call once the batch has committed (or failed to). Given `Err` when the batch
+/// transaction could not even begin; the job then only reports that error.
+type Job = Box<dyn FnOnce(Result<&Connection, &StoreError>) -> Completion + Send>;
+/// Answers one caller with its result, or with the commit error when `Some`.
+type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+
+enum Msg {
+    Job(Job),
+    /// Checkpoint the WAL into the main file, then answer.
+    Checkpoint(oneshot::Sender<Result<(), StoreError>>),
+    /// Finish queued work, checkpoint, close the connection and stop the thread.
+    Close(oneshot::Sender<Result<(), StoreError>>),
+}
+
+/// The open database: writer thread handle and reader pool. Shared behind an `Arc` by `Store`.
+pub(crate) struct Db {
+    writer: Mutex<Option<std_mpsc::Sender<Msg>>>,
+    readers: Mutex<Vec<Connection>>,
+    read_slots: Arc<Semaphore>,
+    path: PathBuf,
+}
+
+impl Db {
+    /// Opens (creating if needed) the database, applies migrations and starts the writer thread.
+    /// Blocking: call from `spawn_blocking`.
+    pub(crate) fn open_blocking(path: &Path) -> Result<Db, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| StoreError::Io {
+                context: format!("creating {}", parent.display()),
+                source: Arc::new(e),
+            })?;
+        }
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Invalid(format!(
+                "could not switch {} to WAL mode (got {mode})",
+                path.display()
+            )));
+        }
+        migrate(&mut conn)?;
+
+        let mut readers = Vec::with_capacity(READERS);
+        for _ in 0..READERS {
+            readers.push(open_reader(path)?);
+        }
+        let (tx, rx) = std_mpsc::channel();
+        std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Io {
+                context: "spawning the store writer thread".into(),
+                source: Arc::new(e),
+            })?;
+        Ok(Db {
+            writer: Mutex::new(Some(tx)),
+            readers: Mutex::new(readers),
+            read_slots: Arc::new(Semaphore::new(READERS)),
+            path: path.to_owned(),
+        })
+    }
+
+    fn send(&self, msg: Msg) -> Result<(), StoreError> {
+        let guard = self.writer.lock().map_err(|_| StoreError::Closed)?;
+        match guard.as_ref() {
+            Some(tx) => tx.send(msg).map_err(|_| StoreError::Closed),
+            None => Err(StoreError::Closed),
+        }
+    }
+
+    /// Runs `f` on the writer thread inside the current batch transaction (in its own
+    /// savepoint) and returns its result once the batch has committed.
+    pub(crate) async fn write<R, F>(&self, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<R, StoreError>>();
+        let job: Job = Box::new(move |conn| {
+            let result = match conn {
+                Ok(conn) => in_savepoint(conn, f),
+                Err(e) => Err(e.clone()),
+            };
+            Box::new(move |commit_error| {
+                let result = match commit_error {
+                    Some(e) => Err(e.clone()),
+                    None => result,
+                };
+                // The caller may have gone away (cancelled future); nothing to do then.
+                let _ = tx.send(result);
+            })
+        });
+        self.send(Msg::Job(job))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a pooled read connection inside a read transaction, off the async workers.
+    pub(crate) async fn read<R, F>(self: &Arc<Self>, f: F) -> Result<R, StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    {
+        let permit = self
+            .read_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let db = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let conn = db.take_reader()?;
+            let result = (|| {
+                let tx = conn.unchecked_transaction()?;
+                let r = f(&tx);
+                drop(tx); // read-only: rolling back is ending the snapshot
+                r
+            })();
+            db.put_reader(conn);
+            result
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("read task failed: {e}")))?
+    }
+
+    fn take_reader(&self) -> Result<Connection, StoreError> {
+        let pooled = self.readers.lock().ok().and_then(|mut v| v.pop());
+        match pooled {
+            Some(c) => Ok(c),
+            // A reader is lost only if a read panicked; replace it.
+            None => open_reader(&self.path),
+        }
+    }
+
+    fn put_reader(&self, conn: Connection) {
+        if let Ok(mut v) = self.readers.lock() {
+            v.push(conn);
+        }
+    }
+
+    /// Checkpoints the WAL into the main database file.
+    pub(crate) async fn checkpoint(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::Checkpoint(tx))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Finishes queued writes, checkpoints, and stops the writer. Later writes fail with
+    /// [`StoreError::Closed`]; reads keep working until the last `Store` clone is dropped.
+    pub(crate) async fn close(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::Close(tx))?;
+        if let Ok(mut guard) = self.writer.lock() {
+            guard.take();
+        }
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         PRAGMA synchronous = FULL;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -16000;",
+    )?;
+    Ok(())
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    configure(&conn)?;
+    conn.execute_batch("PRAGMA query_only = ON;")?;
+    Ok(conn)
+}
+
+/// Applies every migration newer than the recorded version, refusing a newer-than-known schema.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate() {
+        let version = index as i64 + 1;
+        if version <= found {
+            continue;
+        }
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Re-check under the write lock: another process may have migrated meanwhile.
+        let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if now >= version {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.execute_batch(&format!("PRAGMA user_version = {version}"))?;
+        tx.commit()?;
+        tracing::info!(version, "applied store migration");
+    }
+    Ok(())
+}
+
+fn in_savepoint<R>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    conn.prepare_cached("SAVEPOINT job")?.execute([])?;
+    let result = match catch_unwind(AssertUnwindSafe(|| f(conn))) {
+        Ok(r) => r,
+        Err(_) => Err(StoreError::Internal("a store write panicked".into())),
+    };
+    if result.is_err() {
+        conn.prepare_cached("ROLLBACK TO job")?.execute([])?;
+    }
+    conn.prepare_cached("RELEASE job")?.execute([])?;
+    result
+}
+
+fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>) {
+    let mut pending: Vec<Job> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Job(job) => pending.push(job),
+                Msg::Checkpoint(ack) => {
+                    run_batch(&conn, &mut pending);
+                    let _ = ack.send(checkpoint(&conn));
+                }
+                Msg::Close(ack) => {
+                    run_batch(&conn, &mut pending);
+                    let result = checkpoint(&conn);
+                    drop(conn);
+                    let _ = ack.send(result);
+                    return;
+                }
+            }
+            if pending.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        run_batch(&conn, &mut pending);
+    }
+}
+
+fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
+fn run_batch(conn: &Connection, jobs: &mut Vec<Job>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let size = jobs.len();
+    let begin = conn
+        .prepare_cached("BEGIN IMMEDIATE")
+        .and_then(|mut s| s.execute([]));
+    if let Err(e) = begin {
+        let err = StoreError::from(e);
+        tracing::error!(error = %err, "store: could not begin a write transaction");
+        for job in jobs.drain(..) {
+            job(Err(&err))(None);
+        }
+        return;
+    }
+    let completions: Vec<Completion> = jobs.drain(..).map(|job| job(Ok(conn))).collect();
+    let commit = conn
+        .prepare_cached("COMMIT")
+        .and_then(|mut s| s.execute([]));
+    match commit {
+        Ok(_) => {
+            tracing::trace!(size, "store: committed write batch");
+            for done in completions {
+                done(None);
+            }
+        }
+        Err(e) => {
+            let err = StoreError::from(e);
+            tracing::error!(error = %err, size, "store: write batch failed to commit");
+            let _ = conn.execute_batch("ROLLBACK");
+            for done in completions {
+                done(Some(&err));
+            }
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! Persistence for memories and reminders: one async API ([`Store`]) over SQLite.
+//!
+//! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = FULL`), embedded
+//!   migrations with the schema version in `PRAGMA user_version` (a newer schema refuses to open),
+//!   the batching writer thread and the pooled blocking readers.
+//! * `memories`: append-only memory rows, patch records folded into the current view.
+//! * `search`: FTS5 trigram search plus a CJK unigram/bigram index for 1–2 character keywords,
+//!   with all user text quoted so it can never become FTS5 or SQL syntax.
+//! * `reminders`: reminder life cycle (pending → delivered | cancelled | failed).
+//! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
+//!
+//! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
+//! Times are stored with millisecond precision (UTC).
+
+mod db;
+pub mod import;
+mod memories;
+mod reminders;
+mod search;
+mod types;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+use rand::RngExt;
+use tokio::sync::watch;
+
+pub use db::SCHEMA_VERSION;
+pub use types::{
+    ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
+    MemoryStats, NewMemory, NewReminder, PatchRecord, Reminder, ReminderState, Scope, ScoredMemory,
+    Visibility, VisibilityStats, WorkspaceKey,
+};
+
+/// Errors of the store. Callers branch on `NotFound`, `InvalidReference`, `LimitReached` and
+/// `Invalid` (user-facing); the rest are internal failures.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// No such memory/reminder for this caller (also: not visible in this scope, not the owner,
+    /// or a reminder that is no longer pending).
+    #[error("not found")]
+    NotFound,
+    /// A patch referenced memory ids that do not exist in the workspace (or are not visible).
+    #[error("unknown memory ids: {}", ids.join(", "))]
+    InvalidReference {
+        /// The ids that were not found.
+        ids: Vec<String>,
+    },
+    /// The user already has the maximum number of pending reminders.
+    #[error("limit of {limit} pending reminders reached")]
+    LimitReached {
+        /// The limit in force.
+        limit: u32,
+    },
+    /// The database was written by a newer air-friends; refusing to touch it.
+    #[error(
+        "the database has schema version {found} but this air-friends only knows up to {known}; \
+         upgrade air-friends (or restore a backup) instead of downgrading"
+    )]
+    NewerSchema {
+        /// Version recorded in the file.
+        found: i64,
+        /// Newest version this build knows.
+        known: i64,
+    },
+    /// Input rejected by validation; the message says what is wrong.
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    /// SQLite failed.
+    #[error("database error: {0}")]
+    Sqlite(#[source] Arc<rusqlite::Error>),
+    /// File system failure while opening.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The store has been closed.
+    #[error("the store is closed")]
+    Closed,
+    /// An invariant failed (corrupt row, panicked task); details for the log.
+    #[error("internal store error: {0}")]
+    Internal(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(Arc::new(e))
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn to_ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// Inverse of [`to_ms`].
+pub(crate) fn from_ms(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .ok_or_else(|| StoreError::Internal(format!("timestamp out of range: {ms}")))
+}
+
+/// A fresh id: `prefix` + `_` + the time in milliseconds (9 base-36 digits, so ids sort by
+/// creation and append to the id index) + 14 random characters of `[0-9a-z]` (~72 bits).
+pub(crate) fn new_id(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    let mut id = String::with_capacity(prefix.len() + 24);
+    id.push_str(prefix);
+    id.push('_');
+    let mut t = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+    let mut digits = [b'0'; 9];
+    for d in digits.iter_mut().rev() {
+        *d = ALPHABET[(t % 36) as usize];
+        t /= 36;
+    }
+    id.extend(digits.iter().map(|&b| char::from(b)));
+    for _ in 0..14 {
+        id.push(char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]));
+    }
+    id
+}
+
+/// Handle to the database. Clone freely; all clones share one writer thread and reader pool.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<db::Db>,
+    /// Bumped whenever the set of pending reminders changes (create, cancel, import), so the
+    /// reminder scheduler can re-arm its timer instead of polling.
+    reminders_changed: Arc<watch::Sender<u64>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the database at `path`, creating the file and its parent directory if needed,
+    /// switching to WAL and applying migrations. Fails with [`StoreError::NewerSchema`] when
+    /// the file comes from a newer air-friends.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        let path = path.to_owned();
+        let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path))
+            .await
+            .map_err(|e| StoreError::Internal(format!("open task failed: {e}")))??;
+        Ok(Store {
+            db: Arc::new(db),
+            reminders_changed: Arc::new(watch::channel(0).0),
+        })
+    }
+
+    /// Checkpoints the WAL into the main database file (e.g. before a backup).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db.checkpoint().await
+    }
+
+    /// Graceful shutdown: commits queued writes, checkpoints, and stops the writer thread.
+    /// Writes through any clone fail with [`StoreError::Closed`] afterwards.
+    pub async fn close(self) -> Result<(), StoreError> {
+        self.db.close().await
+    }
+
+    // ---- memories -------------------------------------------------------------------------
+
+    /// Appends a memory (new `mem_…` id, `createdAt = updatedAt = now`). Content is validated
+    /// (1..=4000 characters, not blank) and never changes afterwards.
+    pub async fn save_memory(&self, new: NewMemory) -> Result<Memory, StoreError> {
+        memories::validate_content(&new.content)?;
+        let row = memories::MemoryInsert {
+            id: new_id("mem"),
+            workspace: new.workspace,
+            content: new.content,
+            visibility: new.visibility,
+            importance: new.importance,
+            enabled: true,
+            related_to: Vec::new(),
+            supersedes: Vec::new(),
+            created_at_ms: memories::now_ms(),
+        };
+        self.db.write(move |c| memories::insert(c, &row)).await
+    }
+
+    /// A memory of `ws` by id; `None` when missing or not visible in `scope` (private memories
+    /// only with [`Scope::IncludePrivate`]).
+    pub async fn get_memory(
+        &self,
+        ws: &WorkspaceKey,
+        id: &str,
+        scope: Scope,
+    ) -> Result<Option<Memory>, StoreError> {
+        let (ws, id) = (ws.clone(), id.to_owned());
+        self.db
+            .read(move |c| memories::get(c, &ws, &id, scope))
+            .await
+    }
+
+    /// Records a metadata patch and folds it into the memory's current view.
+    ///
+    /// Errors: `Invalid` for an empty patch or self-reference, `NotFound` when the memory is not
+    /// visible in `scope`, `InvalidReference` when `relatedTo`/`supersedes` name ids that do not
+    /// exist in the same workspace (or are not visible in `scope`). Deciding whether a context may
+    /// set `visibility` is the caller's business.
+    pub async fn patch_memory(
+        &self,
+        ws: &WorkspaceKey,
+        id: &str,
+        patch: MemoryPatch,
+        scope: Scope,
+    ) -> Result<PatchRecord, StoreError> {
+        let (ws, id) = (ws.clone(), id.to_owned());
+        let patch_id = new_id("pat");
+        let now = memories::now_ms();
+        self.db
+            .write(move |c| memories::patch(c, &ws, &id, patch, scope, patch_id, now))
+            .await
+    }
+
+    /// The patch history of a memory visible in `scope`, in fold order.
+    pub async fn memory_patches(
+        &self,
+        ws: &WorkspaceKey,
+        id: &str,
+        scope: Scope,
+    ) -> Result<Vec<PatchRecord>, StoreError> {
+        let (ws, id) = (ws.clone(), id.to_owned());
+        self.db
+            .read(move |c| memories::patches_of(c, &ws, &id, scope))
+            .await
+    }
+
+    /// Full-text search of enabled memories of `ws` visible in `scope`: whitespace-separated
+    /// keywords OR'd, case-insensitive, CJK substrings found; best `limit` (1..=1000) hits,
+    /// ranked by relevance, then high importance, then newest. Any text is a valid query.
+    pub async fn search_memories(
+        &self,
+        ws: &WorkspaceKey,
+        query: &str,
+        scope: Scope,
+        limit: u32,
+    ) -> Result<Vec<ScoredMemory>, StoreError> {
+        let (ws, query) = (ws.clone(), query.to_owned());
+        self.db
+            .read(move |c| search::search(c, &ws, &query, scope, limit))
+            .await
+    }
+
+    /// Counts per visibility (`total, enabled, disabled, highImportance, normalImportance`);
+    /// the private block is `None` unless `scope` includes private memories.
+    pub async fn memory_stats(
+        &self,
+        ws: &WorkspaceKey,
+        scope: Scope,
+    ) -> Result<MemoryStats, StoreError> {
+        let ws = ws.clone();
+        self.db.read(move |c| memories::stats(c, &ws, scope)).await
+    }
+
+    /// Memories for an export (oldest first), filtered by scope, importance and enabled.
+    pub async fn export_memories(
+        &self,
+        ws: &WorkspaceKey,
+        filter: ExportFilter,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| memories::export(c, &ws, filter))
+            .await
+    }
+
+    /// All enabled high-importance memories visible in `scope`, oldest first (for the prompt).
+    pub async fn important_memories(
+        &self,
+        ws: &WorkspaceKey,
+        scope: Scope,
+    ) -> Result<Vec<Memory>, StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| memories::important(c, &ws, scope))
+            .await
+    }
+
+    // ---- reminders ------------------------------------------------------------------------
+
+    /// Creates a pending reminder, unless the owner already has `max_pending_per_user` pending
+    /// ones ([`StoreError::LimitReached`]); the check and the insert are one atomic step.
+    /// Time-window rules (minimum interval, maximum horizon) are the caller's.
+    pub async fn create_reminder(
+        &self,
+        new: NewReminder,
+        max_pending_per_user: u32,
+    ) -> Result<Reminder, StoreError> {
+        let chars = new.message.chars().count();
+        if new.message.trim().is_empty() || chars > MAX_REMINDER_CHARS {
+            return Err(StoreError::Invalid(format!(
+                "reminder message must be 1..={MAX_REMINDER_CHARS} characters and not blank"
+            )));
+        }
+        let now = memories::now_ms();
+        let scheduled = to_ms(new.scheduled_at);
+        let row = reminders::ReminderInsert {
+            id: new_id("rem"),
+            workspace: new.workspace,
+            message: new.message,
+            scheduled_at_ms: scheduled,
+            created_at_ms: now,
+            state: ReminderState::Pending,
+            attempts: 0,
+            delivered_at_ms: None,
+            late: false,
+            updated_at_ms: now,
+        };
+        let r = self
+            .db
+            .write(move |c| reminders::create(c, &row, max_pending_per_user))
+            .await?;
+        self.reminders_changed.send_modify(|v| *v += 1);
+        Ok(r)
+    }
+
+    /// Cancels a pending reminder owned by `ws`. [`StoreError::NotFound`] when it does not exist,
+    /// is someone else's, or is no longer pending.
+    pub async fn cancel_reminder(
+        &self,
+        ws: &WorkspaceKey,
+        id: &str,
+    ) -> Result<Reminder, StoreError> {
+        let (ws, id) = (ws.clone(), id.to_owned());
+        let now = memories::now_ms();
+        let r = self
+            .db
+            .write(move |c| reminders::cancel(c, &ws, &id, now))
+            .await?;
+        self.reminders_changed.send_modify(|v| *v += 1);
+        Ok(r)
+    }
+
+    /// A reminder by id (any owner, any state), for the scheduler and diagnostics.
+    pub async fn get_reminder(&self, id: &str) -> Result<Option<Reminder>, StoreError> {
+        let id = id.to_owned();
+        self.db.read(move |c| reminders::get(c, &id)).await
+    }
+
+    /// Pending reminders of `ws`, soonest first.
+    pub async fn pending_reminders(&self, ws: &WorkspaceKey) -> Result<Vec<Reminder>, StoreError> {
+        let ws = ws.clone();
+        self.db.read(move |c| reminders::pending(c, &ws)).await
+    }
+
+    /// When the scheduler should next wake: the earliest `nextAttemptAt` of any pending reminder.
+    pub async fn next_due_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let ms = self.db.read(reminders::next_due).await?;
+        ms.map(from_ms).transpose()
+    }
+
+    /// Pending reminders due at `now` (`nextAttemptAt <= now`), oldest first, at most `limit`.
+    /// They stay pending until marked delivered or failed.
+    pub async fn due_reminders(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<Reminder>, StoreError> {
+        let now = to_ms(now);
+        self.db.read(move |c| reminders::due(c, now, limit)).await
+    }
+
+    /// Records a successful delivery at `at` (attempts + 1; `late` when it went out late, e.g.
+    /// after a restart). [`StoreError::NotFound`] unless the reminder is pending.
+    pub async fn mark_reminder_delivered(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        late: bool,
+    ) -> Result<Reminder, StoreError> {
+        let id = id.to_owned();
+        let at = to_ms(at);
+        self.db
+            .write(move |c| reminders::mark_delivered(c, &id, at, late))
+            .await
+    }
+
+    /// Records a failed delivery attempt (attempts + 1, `lastError`). With `retry_at` the
+    /// reminder stays pending and becomes due again then; with `None` it is marked `failed`.
+    pub async fn record_reminder_failure(
+        &self,
+        id: &str,
+        error: &str,
+        retry_at: Option<DateTime<Utc>>,
+    ) -> Result<Reminder, StoreError> {
+        let (id, error) = (id.to_owned(), error.to_owned());
+        let retry = retry_at.map(to_ms);
+        let now = memories::now_ms();
+        let r = self
+            .db
+            .write(move |c| reminders::record_failure(c, &id, &error, retry, now))
+            .await?;
+        self.reminders_changed.send_modify(|v| *v += 1);
+        Ok(r)
+    }
+
+    /// A receiver that changes whenever pending reminders are added, cancelled or rescheduled,
+    /// so the scheduler can sleep until `next_due_at` and re-arm on change.
+    pub fn reminder_changes(&self) -> watch::Receiver<u64> {
+        self.reminders_changed.subscribe()
+    }
+
+    pub(crate) fn db(&self) -> &db::Db {
+        &self.db
+    }
+
+    pub(crate) fn notify_reminders_changed(&self) {
+        self.reminders_changed.send_modify(|v| *v += 1);
+    }
+}

@@ -1,0 +1,892 @@
+//! Store tests for memories: save/get/patch/stats/export/important, visibility, append-only,
+//! patch folding, search (Latin, CJK, ranking, injection) and schema versioning.
+
+use std::path::PathBuf;
+
+use air_friends::store::{
+    ExportFilter, Importance, MemoryPatch, NewMemory, SCHEMA_VERSION, Scope, Store, StoreError,
+    Visibility, WorkspaceKey,
+};
+
+async fn open() -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/dir/air-friends.db");
+    let store = Store::open(&path).await.unwrap();
+    (dir, path, store)
+}
+
+fn ws(user: &str) -> WorkspaceKey {
+    WorkspaceKey::new("discord", user).unwrap()
+}
+
+async fn save(
+    store: &Store,
+    w: &WorkspaceKey,
+    content: &str,
+    vis: Visibility,
+    imp: Importance,
+) -> String {
+    store
+        .save_memory(NewMemory {
+            workspace: w.clone(),
+            content: content.into(),
+            visibility: vis,
+            importance: imp,
+        })
+        .await
+        .unwrap()
+        .id
+}
+
+async fn pub_normal(store: &Store, w: &WorkspaceKey, content: &str) -> String {
+    save(store, w, content, Visibility::Public, Importance::Normal).await
+}
+
+fn ids(hits: &[air_friends::store::ScoredMemory]) -> Vec<String> {
+    hits.iter().map(|h| h.memory.id.clone()).collect()
+}
+
+#[test]
+fn workspace_keys_are_validated_and_displayed() {
+    let k = WorkspaceKey::new("misskey", "9abc").unwrap();
+    assert_eq!(k.to_string(), "misskey/9abc");
+    assert_eq!("misskey/9abc".parse::<WorkspaceKey>().unwrap(), k);
+    for (p, u) in [
+        ("", "1"),
+        ("discord", ""),
+        ("dis/cord", "1"),
+        ("discord", "a/b"),
+        ("discord", ".."),
+        ("discord", "a b"),
+    ] {
+        assert!(
+            matches!(WorkspaceKey::new(p, u), Err(StoreError::Invalid(_))),
+            "{p:?}/{u:?}"
+        );
+    }
+    assert_eq!(serde_json::to_value(&k).unwrap(), "misskey/9abc");
+}
+
+#[tokio::test]
+async fn save_then_get_returns_the_memory_with_camel_case_json() {
+    let (_d, path, store) = open().await;
+    assert!(path.exists(), "open creates the parent directory and file");
+    let w = ws("1");
+    let saved = store
+        .save_memory(NewMemory {
+            workspace: w.clone(),
+            content: "likes green tea".into(),
+            visibility: Visibility::Public,
+            importance: Importance::High,
+        })
+        .await
+        .unwrap();
+    assert!(saved.id.starts_with("mem_"));
+    assert!(saved.enabled);
+    assert_eq!(saved.created_at, saved.updated_at);
+    let got = store
+        .get_memory(&w, &saved.id, Scope::PublicOnly)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, saved);
+    let json = serde_json::to_value(&got).unwrap();
+    assert_eq!(json["importance"], "high");
+    assert_eq!(json["visibility"], "public");
+    assert_eq!(json["workspace"], "discord/1");
+    assert!(json["createdAt"].as_str().unwrap().ends_with('Z'));
+    assert!(json["relatedTo"].as_array().unwrap().is_empty());
+    // Another workspace cannot see it.
+    assert_eq!(
+        store
+            .get_memory(&ws("2"), &saved.id, Scope::IncludePrivate)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+#[tokio::test]
+async fn content_is_validated() {
+    let (_d, _p, store) = open().await;
+    for content in ["", "   \n", &"x".repeat(4001)] {
+        let err = store
+            .save_memory(NewMemory {
+                workspace: ws("1"),
+                content: content.to_string(),
+                visibility: Visibility::Public,
+                importance: Importance::Normal,
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)));
+    }
+    // 4000 CJK characters (12000 bytes) is within the limit: it counts characters.
+    pub_normal(&store, &ws("1"), &"猫".repeat(4000)).await;
+}
+
+#[tokio::test]
+async fn private_memories_never_appear_outside_dms() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let public = save(
+        &store,
+        &w,
+        "public coffee note",
+        Visibility::Public,
+        Importance::High,
+    )
+    .await;
+    let private = save(
+        &store,
+        &w,
+        "private coffee secret",
+        Visibility::Private,
+        Importance::High,
+    )
+    .await;
+
+    assert_eq!(
+        store
+            .get_memory(&w, &private, Scope::PublicOnly)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        store
+            .get_memory(&w, &private, Scope::IncludePrivate)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let hits = store
+        .search_memories(&w, "coffee", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), vec![public.clone()]);
+    let hits = store
+        .search_memories(&w, "coffee", Scope::IncludePrivate, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!(stats.private, None);
+    assert_eq!(stats.summary.total, 1);
+    let stats = store.memory_stats(&w, Scope::IncludePrivate).await.unwrap();
+    assert_eq!(stats.private.unwrap().total, 1);
+    assert_eq!(stats.summary.total, 2);
+
+    let filter = ExportFilter {
+        scope: Scope::PublicOnly,
+        importance: None,
+        enabled_only: false,
+    };
+    let exported = store.export_memories(&w, filter).await.unwrap();
+    assert_eq!(
+        exported.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        vec![public.clone()]
+    );
+
+    let important = store
+        .important_memories(&w, Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert_eq!(
+        important.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        vec![public.clone()]
+    );
+    assert_eq!(
+        store
+            .important_memories(&w, Scope::IncludePrivate)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // Patching a private memory from a public context: not found. Referencing it: invalid.
+    let err = store
+        .patch_memory(
+            &w,
+            &private,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NotFound));
+    let err = store
+        .patch_memory(
+            &w,
+            &public,
+            MemoryPatch {
+                related_to: Some(vec![private.clone()]),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::InvalidReference { ref ids } if ids == &vec![private.clone()])
+    );
+}
+
+#[tokio::test]
+async fn patches_fold_into_the_current_view_and_keep_history() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let a = pub_normal(&store, &w, "first").await;
+    let b = pub_normal(&store, &w, "second").await;
+    let c = pub_normal(&store, &w, "third").await;
+    let p1 = store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                importance: Some(Importance::High),
+                related_to: Some(vec![b.clone()]),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    assert!(p1.patch_id.starts_with("pat_"));
+    assert_eq!(p1.memory_id, a);
+    let json = serde_json::to_value(&p1).unwrap();
+    assert_eq!(
+        json["changes"],
+        serde_json::json!({"importance": "high", "relatedTo": [b.clone()]})
+    );
+    store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                related_to: Some(vec![c.clone(), c.clone()]),
+                supersedes: Some(vec![b.clone()]),
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                enabled: Some(true),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    let m = store
+        .get_memory(&w, &a, Scope::PublicOnly)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.importance, Importance::High, "untouched by later patches");
+    assert_eq!(
+        m.related_to,
+        vec![c.clone()],
+        "later list replaces, duplicates removed"
+    );
+    assert_eq!(m.supersedes, vec![b.clone()]);
+    assert!(m.enabled, "last writer wins");
+    assert_eq!(m.content, "first");
+    assert!(m.updated_at >= m.created_at);
+    let history = store
+        .memory_patches(&w, &a, Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 3);
+    assert_eq!(history[2].changes.enabled, Some(true));
+}
+
+#[tokio::test]
+async fn patch_validation() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let a = pub_normal(&store, &w, "mine").await;
+    let other = pub_normal(&store, &ws("2"), "someone else's").await;
+    let empty = store
+        .patch_memory(&w, &a, MemoryPatch::default(), Scope::IncludePrivate)
+        .await;
+    assert!(matches!(empty, Err(StoreError::Invalid(_))));
+    let selfref = store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                supersedes: Some(vec![a.clone()]),
+                ..Default::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await;
+    assert!(matches!(selfref, Err(StoreError::Invalid(_))));
+    let cross = store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                related_to: Some(vec![other.clone(), "mem_nope".into()]),
+                ..Default::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await
+        .unwrap_err();
+    match cross {
+        StoreError::InvalidReference { ids } => {
+            assert_eq!(ids, vec![other.clone(), "mem_nope".to_string()])
+        }
+        e => panic!("unexpected {e:?}"),
+    }
+    let foreign = store
+        .patch_memory(
+            &w,
+            &other,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await;
+    assert!(matches!(foreign, Err(StoreError::NotFound)));
+    // Failed patches left nothing behind.
+    assert!(
+        store
+            .memory_patches(&w, &a, Scope::IncludePrivate)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn memories_are_append_only_even_for_raw_sql() {
+    let (_d, path, store) = open().await;
+    let w = ws("1");
+    let a = pub_normal(&store, &w, "immutable").await;
+    store
+        .patch_memory(
+            &w,
+            &a,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    for sql in [
+        "UPDATE memories SET content = 'changed'",
+        "UPDATE memories SET workspace = 'discord/2'",
+        "DELETE FROM memories",
+        "UPDATE memory_patches SET changes = '{}'",
+        "DELETE FROM memory_patches",
+    ] {
+        let err = conn.execute(sql, []).unwrap_err();
+        assert!(
+            err.to_string().contains("append-only") || err.to_string().contains("never deleted"),
+            "{sql}: {err}"
+        );
+    }
+    let m = store
+        .get_memory(&w, &a, Scope::PublicOnly)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.content, "immutable");
+    assert!(!m.enabled, "disabled, not deleted");
+    // Disabled memories are counted but not searched or prompted.
+    assert!(
+        store
+            .search_memories(&w, "immutable", Scope::PublicOnly, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!(
+        (
+            stats.public.total,
+            stats.public.enabled,
+            stats.public.disabled
+        ),
+        (1, 0, 1)
+    );
+}
+
+#[tokio::test]
+async fn stats_count_by_state() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    save(&store, &w, "a", Visibility::Public, Importance::High).await;
+    save(&store, &w, "b", Visibility::Public, Importance::Normal).await;
+    let c = save(&store, &w, "c", Visibility::Private, Importance::Normal).await;
+    store
+        .patch_memory(
+            &w,
+            &c,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await
+        .unwrap();
+    let s = store.memory_stats(&w, Scope::IncludePrivate).await.unwrap();
+    assert_eq!(
+        (
+            s.public.total,
+            s.public.enabled,
+            s.public.high_importance,
+            s.public.normal_importance
+        ),
+        (2, 2, 1, 1)
+    );
+    let p = s.private.unwrap();
+    assert_eq!(
+        (p.total, p.enabled, p.disabled, p.normal_importance),
+        (1, 0, 1, 1)
+    );
+    let json = serde_json::to_value(s).unwrap();
+    assert_eq!(json["summary"]["total"], 3);
+    assert_eq!(json["public"]["highImportance"], 1);
+    assert_eq!(
+        store
+            .memory_stats(&ws("empty"), Scope::IncludePrivate)
+            .await
+            .unwrap()
+            .summary
+            .total,
+        0
+    );
+}
+
+#[tokio::test]
+async fn export_filters_and_important_memories_are_oldest_first() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let a = save(&store, &w, "a", Visibility::Public, Importance::High).await;
+    let b = save(&store, &w, "b", Visibility::Public, Importance::Normal).await;
+    let c = save(&store, &w, "c", Visibility::Public, Importance::High).await;
+    store
+        .patch_memory(
+            &w,
+            &c,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    let all = |importance, enabled_only| ExportFilter {
+        scope: Scope::PublicOnly,
+        importance,
+        enabled_only,
+    };
+    let idl = |v: Vec<air_friends::store::Memory>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(
+        idl(store.export_memories(&w, all(None, false)).await.unwrap()),
+        vec![a.clone(), b.clone(), c.clone()]
+    );
+    assert_eq!(
+        idl(store.export_memories(&w, all(None, true)).await.unwrap()),
+        vec![a.clone(), b.clone()]
+    );
+    assert_eq!(
+        idl(store
+            .export_memories(&w, all(Some(Importance::High), false))
+            .await
+            .unwrap()),
+        vec![a.clone(), c.clone()]
+    );
+    assert_eq!(
+        idl(store
+            .important_memories(&w, Scope::PublicOnly)
+            .await
+            .unwrap()),
+        vec![a.clone()]
+    );
+}
+
+#[tokio::test]
+async fn search_finds_keywords_ored_case_insensitively() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let tea = pub_normal(&store, &w, "My favourite drink is Green Tea").await;
+    let cat = pub_normal(&store, &w, "Has a cat named Mochi").await;
+    pub_normal(&store, &w, "Works as a nurse").await;
+    let hits = store
+        .search_memories(&w, "GREEN mochi", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    let mut found = ids(&hits);
+    found.sort();
+    let mut expected = vec![tea.clone(), cat.clone()];
+    expected.sort();
+    assert_eq!(found, expected);
+    assert!(hits.iter().all(|h| h.score > 0.0));
+    // Substrings of words match too (trigram).
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "favour", Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        vec![tea.clone()]
+    );
+    // Short Latin words match whole words.
+    let go = pub_normal(&store, &w, "I go running at 6 am").await;
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "GO", Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        vec![go]
+    );
+    assert!(
+        store
+            .search_memories(&w, "zebra", Scope::PublicOnly, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .search_memories(&w, "   ", Scope::PublicOnly, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn search_finds_cjk_substrings_in_real_sentences() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let zh = pub_normal(&store, &w, "我每天早上都喝一杯咖啡，然后去公司上班。").await;
+    let ja = pub_normal(
+        &store,
+        &w,
+        "私は猫が大好きで、週末はよく猫カフェに行きます。",
+    )
+    .await;
+    let ko = pub_normal(&store, &w, "저는 주말마다 등산을 합니다").await;
+    let en = pub_normal(&store, &w, "Visited Tokyo in spring").await;
+    let q = |query: &'static str| {
+        let store = store.clone();
+        let w = w.clone();
+        async move {
+            ids(&store
+                .search_memories(&w, query, Scope::PublicOnly, 10)
+                .await
+                .unwrap())
+        }
+    };
+    assert_eq!(
+        q("咖啡").await,
+        vec![zh.clone()],
+        "2-character Chinese word"
+    );
+    assert_eq!(
+        q("一杯咖啡").await,
+        vec![zh.clone()],
+        "4-character substring"
+    );
+    assert_eq!(q("上班").await, vec![zh.clone()]);
+    assert_eq!(
+        q("猫カフェ").await,
+        vec![ja.clone()],
+        "Japanese mixed kana/kanji"
+    );
+    assert_eq!(q("猫").await, vec![ja.clone()], "single kanji");
+    assert_eq!(q("週末").await, vec![ja.clone()]);
+    assert_eq!(q("등산").await, vec![ko.clone()], "Korean");
+    assert_eq!(q("咖啡 tokyo").await.len(), 2, "mixed scripts OR'd");
+    assert!(q("紅茶").await.is_empty());
+    assert!(
+        q("喝茶").await.is_empty(),
+        "characters present but not adjacent"
+    );
+    let _ = en;
+}
+
+#[tokio::test]
+async fn search_ranks_by_relevance_then_importance_then_recency_and_respects_limit() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    // Same content -> same relevance: high importance first, then newest first.
+    let old_normal = pub_normal(&store, &w, "likes ramen").await;
+    let high = save(
+        &store,
+        &w,
+        "likes ramen",
+        Visibility::Public,
+        Importance::High,
+    )
+    .await;
+    let new_normal = pub_normal(&store, &w, "likes ramen").await;
+    // Matching both keywords is more relevant than matching one.
+    let both = pub_normal(&store, &w, "likes ramen and sushi").await;
+    let hits = store
+        .search_memories(&w, "ramen sushi", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&hits),
+        vec![
+            both.clone(),
+            high.clone(),
+            new_normal.clone(),
+            old_normal.clone()
+        ]
+    );
+    assert!(hits.windows(2).all(|p| p[0].score >= p[1].score));
+    let limited = store
+        .search_memories(&w, "ramen", Scope::PublicOnly, 2)
+        .await
+        .unwrap();
+    assert_eq!(limited.len(), 2);
+}
+
+#[tokio::test]
+async fn fts_syntax_in_user_input_never_errors() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let weird = pub_normal(
+        &store,
+        &w,
+        r#"he said "hi" (col:x) NEAR(a b) AND OR NOT * ^ -- ; DROP TABLE memories"#,
+    )
+    .await;
+    for q in [
+        "\"",
+        "\"\"",
+        "AND OR NOT",
+        "AND",
+        "*",
+        "col:x",
+        "(",
+        ")",
+        "NEAR(",
+        "NEAR(a b",
+        "a*",
+        "^x",
+        "-x",
+        "{content}: x",
+        "content:hi",
+        "' OR 1=1 --",
+        "\\",
+        "\0",
+        "🙂",
+        "NOT NOT",
+        "\"unterminated",
+        "; DROP TABLE memories",
+        "+",
+        "a:b:c",
+        "((((",
+        "\u{202e}",
+    ] {
+        let r = store
+            .search_memories(&w, q, Scope::IncludePrivate, 10)
+            .await;
+        assert!(r.is_ok(), "query {q:?} failed: {r:?}");
+    }
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "NEAR(a", Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        vec![weird.clone()]
+    );
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "(col:x)", Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        vec![weird.clone()]
+    );
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "\"hi\"", Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        vec![weird]
+    );
+    assert_eq!(
+        store
+            .memory_stats(&w, Scope::PublicOnly)
+            .await
+            .unwrap()
+            .public
+            .total,
+        1,
+        "table intact"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_saves_are_all_committed() {
+    let (_d, path, store) = open().await;
+    let w = ws("1");
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let store = store.clone();
+        let w = w.clone();
+        tasks.push(tokio::spawn(async move {
+            pub_normal(&store, &w, &format!("note number {i}")).await
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.push(t.await.unwrap());
+    }
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 200);
+    store.close().await.unwrap();
+    let reopened = Store::open(&path).await.unwrap();
+    assert_eq!(
+        reopened
+            .memory_stats(&w, Scope::PublicOnly)
+            .await
+            .unwrap()
+            .public
+            .total,
+        200
+    );
+}
+
+#[tokio::test]
+async fn close_flushes_and_rejects_later_writes() {
+    let (_d, path, store) = open().await;
+    let w = ws("1");
+    pub_normal(&store, &w, "before close").await;
+    store.flush().await.unwrap();
+    let clone = store.clone();
+    store.close().await.unwrap();
+    let err = clone
+        .save_memory(NewMemory {
+            workspace: w.clone(),
+            content: "after".into(),
+            visibility: Visibility::Public,
+            importance: Importance::Normal,
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Closed));
+    let wal = path.with_extension("db-wal");
+    assert!(
+        !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
+        "checkpointed"
+    );
+}
+
+#[tokio::test]
+async fn schema_version_is_recorded_and_newer_schemas_are_refused() {
+    let (_d, path, store) = open().await;
+    store.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // Re-opening an up-to-date database is fine.
+    Store::open(&path).await.unwrap().close().await.unwrap();
+    conn.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
+        .unwrap();
+    drop(conn);
+    let err = Store::open(&path).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::NewerSchema { found, known } if found == SCHEMA_VERSION + 1 && known == SCHEMA_VERSION)
+    );
+    assert!(err.to_string().contains("upgrade air-friends"), "{err}");
+}
+
+#[tokio::test]
+async fn search_is_exact_when_many_matches_are_hidden_or_tied() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    // An important memory saved first, then 150 equal-relevance ones, most of them private.
+    let first_high = save(
+        &store,
+        &w,
+        "likes udon",
+        Visibility::Public,
+        Importance::High,
+    )
+    .await;
+    let mut public = vec![first_high.clone()];
+    for i in 0..150 {
+        let vis = if i % 10 == 0 {
+            Visibility::Public
+        } else {
+            Visibility::Private
+        };
+        let id = save(&store, &w, "likes udon", vis, Importance::Normal).await;
+        if vis == Visibility::Public {
+            public.push(id);
+        }
+    }
+    // Noise in another workspace never shows up.
+    for _ in 0..50 {
+        pub_normal(&store, &ws("2"), "likes udon").await;
+    }
+    let hits = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 10);
+    assert_eq!(hits[0].memory.id, first_high, "importance breaks the tie");
+    assert!(
+        hits.iter()
+            .all(|h| h.memory.visibility == Visibility::Public && h.memory.workspace == w)
+    );
+    // The rest are the newest public ones, newest first.
+    let mut expected: Vec<String> = public[1..].to_vec();
+    expected.reverse();
+    assert_eq!(ids(&hits[1..]), expected[..9].to_vec());
+    let all = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 50)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), public.len());
+    let dm = store
+        .search_memories(&w, "udon", Scope::IncludePrivate, 1000)
+        .await
+        .unwrap();
+    assert_eq!(dm.len(), 151);
+    assert!(
+        store
+            .search_memories(&ws("nobody"), "udon", Scope::IncludePrivate, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
