@@ -2,6 +2,7 @@
 //! rate limit), the user workspaces, prompt assembly, and one interaction end to end.
 
 pub mod context;
+pub mod interaction;
 pub mod metrics;
 pub mod policy;
 pub mod prompts;
