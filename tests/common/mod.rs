@@ -1,6 +1,8 @@
 //! Shared helpers for integration tests that run the real `air-friends` binary.
 #![allow(dead_code)]
 
+pub mod fake_discord;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

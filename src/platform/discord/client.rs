@@ -6,7 +6,8 @@
 //!   if it failed).
 //! * RESUMED and shard stage changes keep [`ConnectionState`] true only while the shard is
 //!   connected (the stage is read back from serenity's shard manager, which is updated before the
-//!   event is dispatched, so out-of-order event tasks cannot leave a stale value).
+//!   event is dispatched, so out-of-order event tasks cannot leave a stale value); a watcher polls
+//!   the shard manager every second for the outages serenity reports no stage change for.
 //! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped).
 //! * INTERACTION_CREATE for one of our commands → [`PlatformEvent::Command`], answered
 //!   ephemerally by [`commands::handle`].
@@ -121,6 +122,7 @@ impl DiscordRunner {
         tracing::info!(platform = "discord", "connecting to the Discord gateway");
         let outcome = tokio::select! {
             result = client.start() => result.map_err(|err| anyhow::anyhow!("the Discord client stopped: {err}")),
+            () = watch_connection(&manager, &state) => Ok(()),
             () = shutdown.cancelled() => {
                 manager.shutdown_all().await;
                 Ok(())
@@ -129,6 +131,35 @@ impl DiscordRunner {
         state.set(false);
         tracing::info!(platform = "discord", "Discord gateway connection closed");
         outcome
+    }
+}
+
+/// How often the shard manager is polled for the connection state.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Keeps `state` in line with the shard manager's view: connected only while shard 0 has a
+/// runner in the `Connected` stage. Stage-change events alone miss outages: serenity resumes or
+/// restarts a shard without reporting an intermediate stage, but a failed resume updates the
+/// runner's stage and a restart removes the runner until a new session is up. Never returns.
+async fn watch_connection(manager: &serenity::gateway::ShardManager, state: &ConnectionState) {
+    let mut ticks = tokio::time::interval(WATCH_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let connected = manager
+            .runners
+            .lock()
+            .await
+            .get(&ShardId(0))
+            .is_some_and(|info| info.stage == ConnectionStage::Connected);
+        if connected != state.is_connected() {
+            tracing::info!(
+                platform = "discord",
+                connected,
+                "Discord connection state changed"
+            );
+            state.set(connected);
+        }
     }
 }
 
