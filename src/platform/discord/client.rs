@@ -15,8 +15,9 @@
 //! Reconnects and resumes are serenity's. serenity dispatches every event in its own task; the
 //! handler only awaits the event sink, always together with the shutdown token.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -26,14 +27,73 @@ use serenity::all::{
     Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent,
 };
 use serenity::async_trait;
+use serenity::gateway::ShardManager;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::commands::{self, CommandSet, InteractionContext};
 use super::convert::{self, Skip};
 use super::http::{Body, Rest, Route};
 use crate::config::Secret;
 use crate::platform::{ConnectionState, EventSink, PlatformEvent};
+
+/// State shared by the adapter and the gateway handler.
+#[derive(Default)]
+pub(crate) struct Shared {
+    bot_user_id: AtomicU64,
+    application_id: AtomicU64,
+    /// Channel → guild (`None` for DM channels), learned from messages and REST look-ups.
+    channel_guilds: Mutex<HashMap<u64, Option<u64>>>,
+    /// User → DM channel.
+    dm_channels: Mutex<HashMap<u64, u64>>,
+    shard_manager: OnceLock<Arc<ShardManager>>,
+}
+
+impl Shared {
+    pub(crate) fn set_identity(&self, bot_user_id: u64, application_id: u64) {
+        self.bot_user_id.store(bot_user_id, Ordering::Release);
+        self.application_id.store(application_id, Ordering::Release);
+    }
+
+    /// The bot's user id, 0 before READY.
+    pub(crate) fn bot_user_id_raw(&self) -> u64 {
+        self.bot_user_id.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn remember_channel(&self, channel: u64, guild: Option<u64>) {
+        if let Ok(mut map) = self.channel_guilds.lock() {
+            map.insert(channel, guild);
+        }
+    }
+
+    pub(crate) fn known_guild(&self, channel: u64) -> Option<Option<u64>> {
+        self.channel_guilds
+            .lock()
+            .ok()
+            .and_then(|map| map.get(&channel).copied())
+    }
+
+    pub(crate) fn known_dm_channel(&self, user: u64) -> Option<u64> {
+        self.dm_channels
+            .lock()
+            .ok()
+            .and_then(|map| map.get(&user).copied())
+    }
+
+    pub(crate) fn remember_dm_channel(&self, user: u64, channel: u64) {
+        if let Ok(mut map) = self.dm_channels.lock() {
+            map.insert(user, channel);
+        }
+        self.remember_channel(channel, None);
+    }
+
+    pub(crate) fn set_shard_manager(&self, manager: Arc<ShardManager>) {
+        let _ = self.shard_manager.set(manager);
+    }
+
+    pub(crate) fn shard_manager(&self) -> Option<&Arc<ShardManager>> {
+        self.shard_manager.get()
+    }
+}
 
 /// Gateway intents the adapter needs (SPEC §9). MESSAGE_CONTENT is privileged.
 pub(crate) fn intents() -> GatewayIntents {
@@ -141,7 +201,7 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// runner in the `Connected` stage. Stage-change events alone miss outages: serenity resumes or
 /// restarts a shard without reporting an intermediate stage, but a failed resume updates the
 /// runner's stage and a restart removes the runner until a new session is up. Never returns.
-async fn watch_connection(manager: &serenity::gateway::ShardManager, state: &ConnectionState) {
+async fn watch_connection(manager: &ShardManager, state: &ConnectionState) {
     let mut ticks = tokio::time::interval(WATCH_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

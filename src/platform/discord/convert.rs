@@ -5,11 +5,13 @@
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
+use serde_json::{Value, json};
 use serenity::model::channel::Message;
 
+use super::DiscordSetupError;
 use crate::platform::{
     Attachment, ChatMessage, CustomEmoji, IncomingMessage, PlatformError, PlatformKind,
-    ReactionEmoji, SentMessage, UserInfo,
+    ReactionEmoji, SentMessage, TextLimits, UserInfo,
 };
 
 /// Parses a Discord snowflake (a non-zero unsigned 64-bit decimal number), naming `what` in the
@@ -282,10 +284,65 @@ pub(crate) fn percent_encode(text: &str) -> String {
     out
 }
 
+/// The message fields shared by text and file sends.
+pub(crate) fn message_payload(
+    channel: u64,
+    content: Option<&str>,
+    reply_to: Option<&str>,
+) -> Result<Value, PlatformError> {
+    let mut payload = json!({"allowed_mentions": {"parse": ["users"], "replied_user": false}});
+    if let Some(content) = content {
+        payload["content"] = json!(content);
+    }
+    if let Some(anchor) = reply_to {
+        let anchor = snowflake(anchor, "reply-to message id")?;
+        payload["message_reference"] = json!({
+            "message_id": anchor.to_string(),
+            "channel_id": channel.to_string(),
+            "fail_if_not_exists": false,
+        });
+    }
+    Ok(payload)
+}
+
+pub(crate) fn check_url(
+    url: &str,
+    key: &'static str,
+    schemes: &[&str],
+    expected: &'static str,
+) -> Result<(), DiscordSetupError> {
+    let ok = schemes.iter().any(|s| url.starts_with(s))
+        && url.len() > schemes.iter().map(|s| s.len()).max().unwrap_or(0)
+        && reqwest::Url::parse(url).is_ok();
+    if ok {
+        Ok(())
+    } else {
+        Err(DiscordSetupError::InvalidUrl {
+            key,
+            value: url.to_owned(),
+            expected,
+        })
+    }
+}
+
+pub(crate) fn check_text(text: &str) -> Result<(), PlatformError> {
+    if text.trim().is_empty() {
+        return Err(PlatformError::InvalidInput("the message is empty".into()));
+    }
+    let limits = TextLimits::DISCORD;
+    if !limits.fits(text) {
+        return Err(PlatformError::InvalidInput(format!(
+            "the message is {} UTF-16 units long; Discord allows {} (split it first)",
+            limits.len(text),
+            limits.max
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn snowflakes_are_non_zero_u64_decimals() {

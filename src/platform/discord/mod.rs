@@ -27,19 +27,18 @@ mod http;
 pub use client::DiscordRunner;
 pub use commands::CommandSpecError;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{Value, json};
-use serenity::gateway::ShardManager;
 
+use self::client::Shared;
 use self::commands::CommandSet;
 use self::convert::{
-    RestChannel, RestEmoji, RestMember, RestMessage, RestUser, reaction_segment, snowflake,
+    RestChannel, RestEmoji, RestMember, RestMessage, RestUser, check_text, check_url,
+    message_payload, reaction_segment, snowflake,
 };
 use self::http::{Body, Rest, Route};
 use crate::config::DiscordConfig;
@@ -79,51 +78,6 @@ pub enum DiscordSetupError {
         /// Expected schemes.
         expected: &'static str,
     },
-}
-
-/// State shared by the adapter and the gateway handler.
-#[derive(Default)]
-pub(crate) struct Shared {
-    bot_user_id: AtomicU64,
-    application_id: AtomicU64,
-    /// Channel → guild (`None` for DM channels), learned from messages and REST look-ups.
-    channel_guilds: Mutex<HashMap<u64, Option<u64>>>,
-    /// User → DM channel.
-    dm_channels: Mutex<HashMap<u64, u64>>,
-    shard_manager: OnceLock<Arc<ShardManager>>,
-}
-
-impl Shared {
-    fn set_identity(&self, bot_user_id: u64, application_id: u64) {
-        self.bot_user_id.store(bot_user_id, Ordering::Release);
-        self.application_id.store(application_id, Ordering::Release);
-    }
-
-    /// The bot's user id, 0 before READY.
-    fn bot_user_id_raw(&self) -> u64 {
-        self.bot_user_id.load(Ordering::Acquire)
-    }
-
-    fn remember_channel(&self, channel: u64, guild: Option<u64>) {
-        if let Ok(mut map) = self.channel_guilds.lock() {
-            map.insert(channel, guild);
-        }
-    }
-
-    fn known_guild(&self, channel: u64) -> Option<Option<u64>> {
-        self.channel_guilds
-            .lock()
-            .ok()
-            .and_then(|map| map.get(&channel).copied())
-    }
-
-    fn set_shard_manager(&self, manager: Arc<ShardManager>) {
-        let _ = self.shard_manager.set(manager);
-    }
-
-    fn shard_manager(&self) -> Option<&Arc<ShardManager>> {
-        self.shard_manager.get()
-    }
 }
 
 /// The Discord [`PlatformAdapter`] (see the module documentation).
@@ -214,7 +168,6 @@ impl DiscordAdapter {
             Some(g) => Some(snowflake(g, "guild id")?),
             None => None,
         };
-        debug_assert_eq!(found.id, channel.to_string());
         self.shared.remember_channel(channel, guild);
         Ok(guild)
     }
@@ -254,45 +207,15 @@ impl DiscordAdapter {
     }
 
     async fn dm_channel(&self, user: u64) -> Result<u64, PlatformError> {
-        let cached = self
-            .shared
-            .dm_channels
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&user).copied());
-        if let Some(channel) = cached {
+        if let Some(channel) = self.shared.known_dm_channel(user) {
             return Ok(channel);
         }
         let route = Route::new("create_dm", Method::POST, "/users/@me/channels");
         let body = json!({"recipient_id": user.to_string()});
         let opened: RestChannel = self.rest.json(route, Body::Json(body)).await?;
         let channel = snowflake(&opened.id, "channel id")?;
-        if let Ok(mut map) = self.shared.dm_channels.lock() {
-            map.insert(user, channel);
-        }
-        self.shared.remember_channel(channel, None);
+        self.shared.remember_dm_channel(user, channel);
         Ok(channel)
-    }
-
-    /// The message fields shared by text and file sends.
-    fn message_payload(
-        channel: u64,
-        content: Option<&str>,
-        reply_to: Option<&str>,
-    ) -> Result<Value, PlatformError> {
-        let mut payload = json!({"allowed_mentions": {"parse": ["users"], "replied_user": false}});
-        if let Some(content) = content {
-            payload["content"] = json!(content);
-        }
-        if let Some(anchor) = reply_to {
-            let anchor = snowflake(anchor, "reply-to message id")?;
-            payload["message_reference"] = json!({
-                "message_id": anchor.to_string(),
-                "channel_id": channel.to_string(),
-                "fail_if_not_exists": false,
-            });
-        }
-        Ok(payload)
     }
 
     async fn post_text(
@@ -302,7 +225,7 @@ impl DiscordAdapter {
         reply_to: Option<&str>,
     ) -> Result<SentMessage, PlatformError> {
         check_text(text)?;
-        let payload = Self::message_payload(channel, Some(text), reply_to)?;
+        let payload = message_payload(channel, Some(text), reply_to)?;
         let route = Route::new(
             "create_message",
             Method::POST,
@@ -325,7 +248,7 @@ impl DiscordAdapter {
         if let Some(caption) = caption {
             check_text(caption)?;
         }
-        let mut payload = Self::message_payload(channel, caption, reply_to)?;
+        let mut payload = message_payload(channel, caption, reply_to)?;
         let mut parts = Vec::with_capacity(files.len());
         let mut described = Vec::with_capacity(files.len());
         for (index, file) in files.into_iter().enumerate() {
@@ -380,41 +303,6 @@ impl DiscordAdapter {
         newest_first.truncate(limit);
         Ok(newest_first)
     }
-}
-
-fn check_url(
-    url: &str,
-    key: &'static str,
-    schemes: &[&str],
-    expected: &'static str,
-) -> Result<(), DiscordSetupError> {
-    let ok = schemes.iter().any(|s| url.starts_with(s))
-        && url.len() > schemes.iter().map(|s| s.len()).max().unwrap_or(0)
-        && reqwest::Url::parse(url).is_ok();
-    if ok {
-        Ok(())
-    } else {
-        Err(DiscordSetupError::InvalidUrl {
-            key,
-            value: url.to_owned(),
-            expected,
-        })
-    }
-}
-
-fn check_text(text: &str) -> Result<(), PlatformError> {
-    if text.trim().is_empty() {
-        return Err(PlatformError::InvalidInput("the message is empty".into()));
-    }
-    let limits = TextLimits::DISCORD;
-    if !limits.fits(text) {
-        return Err(PlatformError::InvalidInput(format!(
-            "the message is {} UTF-16 units long; Discord allows {} (split it first)",
-            limits.len(text),
-            limits.max
-        )));
-    }
-    Ok(())
 }
 
 #[async_trait]
@@ -718,11 +606,11 @@ mod tests {
 
     #[test]
     fn reply_payloads_do_not_ping() {
-        let payload = DiscordAdapter::message_payload(5, Some("hi"), Some("9")).expect("payload");
+        let payload = message_payload(5, Some("hi"), Some("9")).expect("payload");
         assert_eq!(payload["allowed_mentions"]["replied_user"], false);
         assert_eq!(payload["message_reference"]["message_id"], "9");
         assert!(matches!(
-            DiscordAdapter::message_payload(5, Some("hi"), Some("nope")),
+            message_payload(5, Some("hi"), Some("nope")),
             Err(PlatformError::InvalidId(_))
         ));
     }
