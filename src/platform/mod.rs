@@ -26,6 +26,7 @@
 //! ratelimiter is off) and surface what remains as [`PlatformError`].
 
 pub mod console;
+pub mod discord;
 pub mod error;
 pub mod events;
 pub mod fake;

@@ -1,6 +1,7 @@
 //! Shared helpers for integration tests that run the real `air-friends` binary.
 #![allow(dead_code)]
 
+pub mod fake_discord;
 pub mod fake_llm;
 
 use std::io::{BufRead, BufReader};
