@@ -28,6 +28,7 @@
 pub mod error;
 pub mod events;
 pub mod fake;
+pub mod misskey;
 pub mod types;
 
 use std::collections::BTreeMap;

@@ -160,3 +160,5 @@ impl TestConfig {
         TestConfig { dir, path }
     }
 }
+
+pub mod fake_misskey;
