@@ -461,3 +461,37 @@ async fn the_token_never_appears_in_logs_or_errors() {
         "token leaked into the logs:\n{text}"
     );
 }
+
+#[tokio::test]
+async fn pings_keep_a_quiet_connection_up() {
+    let fake = FakeMisskey::start().await;
+    let adapter = MisskeyAdapter::new(&fake.config(), reqwest::Client::new(), vec![])
+        .expect("adapter")
+        .with_options(air_friends::platform::misskey::MisskeyOptions {
+            ping_interval: Duration::from_millis(200),
+            ..fast_options()
+        });
+    let (sink, mut events) = mpsc::channel(4);
+    let state = ConnectionState::new();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Arc::new(adapter).run(sink, state.clone(), shutdown.clone()));
+    fake.wait_for_subscription("main", None, 1).await;
+    // Several ping intervals without a single event: the pongs count as traffic.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(state.is_connected());
+    assert_eq!(fake.connects_total(), 1);
+    let note = fake.mention("u1", "@airfriends ping?", NoteOpts::default());
+    let Some(PlatformEvent::Message(message)) = tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("event")
+    else {
+        panic!("expected a message");
+    };
+    assert_eq!(message.message_id, id(&note));
+    shutdown.cancel();
+    let result = tokio::time::timeout(WAIT, task)
+        .await
+        .expect("stops")
+        .expect("no panic");
+    assert!(result.is_ok());
+}

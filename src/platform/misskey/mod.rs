@@ -92,6 +92,9 @@ pub enum MisskeySetupError {
     /// No token configured.
     #[error("platforms.misskey.token is empty")]
     MissingToken,
+    /// The TLS client configuration for `wss://` could not be built.
+    #[error("cannot set up TLS for the misskey stream: {0}")]
+    Tls(String),
 }
 
 /// The Misskey [`PlatformAdapter`] (see the module documentation).
@@ -101,6 +104,8 @@ pub struct MisskeyAdapter {
     host: String,
     secure: bool,
     token: Secret,
+    /// TLS for `wss://` (ring provider chosen explicitly, Mozilla roots); `None` for `ws://`.
+    tls: Option<Arc<rustls::ClientConfig>>,
     commands: Vec<UserCommandSpec>,
     options: MisskeyOptions,
     /// Filled by [`run`](Self::run) (or [`identify`](Self::identify)) from `i`.
@@ -140,6 +145,11 @@ impl MisskeyAdapter {
         if config.token.is_empty() {
             return Err(MisskeySetupError::MissingToken);
         }
+        let tls = if config.secure {
+            Some(tls_config().map_err(|err| MisskeySetupError::Tls(err.to_string()))?)
+        } else {
+            None
+        };
         let options = MisskeyOptions::default();
         Ok(Self {
             api: Self::build_api(&http, host, config.secure, &config.token, &options),
@@ -147,6 +157,7 @@ impl MisskeyAdapter {
             host: host.to_ascii_lowercase(),
             secure: config.secure,
             token: config.token.clone(),
+            tls,
             commands,
             options: options.clone(),
             identity: RwLock::new(None),
@@ -319,6 +330,22 @@ impl MisskeyAdapter {
         self.remember_user(user.clone());
         Ok(user)
     }
+}
+
+/// A rustls client configuration with the ring provider and the Mozilla root store. The
+/// provider is passed explicitly so the websocket does not depend on a process-wide default
+/// (which rustls cannot pick when several providers are compiled in).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters.
@@ -518,6 +545,23 @@ mod tests {
             "ws://misskey.example:3000/streaming?i=ab%2Bc%2Fd"
         );
         assert!(!format!("{adapter:?}").contains("ab+c/d"));
+    }
+
+    #[test]
+    fn secure_instances_get_a_tls_configuration() {
+        let mut secure = config("misskey.example", "t");
+        secure.secure = true;
+        let adapter =
+            MisskeyAdapter::new(&secure, reqwest::Client::new(), vec![]).expect("adapter");
+        assert!(adapter.tls.is_some());
+        assert!(
+            adapter
+                .streaming_url()
+                .starts_with("wss://misskey.example/streaming?i=")
+        );
+        let plain = MisskeyAdapter::new(&config("h", "t"), reqwest::Client::new(), vec![])
+            .expect("adapter");
+        assert!(plain.tls.is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, MissedTickBehavior};
+use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -199,7 +200,12 @@ impl Streamer {
         let options = &self.adapter.options;
         let connecting = tokio::time::timeout(
             options.request_timeout,
-            tokio_tungstenite::connect_async(self.adapter.streaming_url()),
+            tokio_tungstenite::connect_async_tls_with_config(
+                self.adapter.streaming_url(),
+                None,
+                false,
+                self.adapter.tls.clone().map(Connector::Rustls),
+            ),
         );
         let socket = tokio::select! {
             _ = self.shutdown.cancelled() => return Ended::Shutdown,
@@ -230,7 +236,9 @@ impl Streamer {
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut last_traffic = Instant::now();
         loop {
+            // Biased: frames already received are read before the silence check runs.
             tokio::select! {
+                biased;
                 _ = self.shutdown.cancelled() => {
                     // Best effort: the server may already be gone.
                     let _ = write.send(Message::Close(None)).await;
