@@ -495,3 +495,60 @@ async fn pings_keep_a_quiet_connection_up() {
         .expect("no panic");
     assert!(result.is_ok());
 }
+
+#[tokio::test]
+async fn a_rejected_token_stops_run_with_an_error() {
+    let fake = FakeMisskey::start().await;
+    let mut config = fake.config();
+    config.token = air_friends::config::Secret::new("not-the-token-QQQ");
+    let adapter = MisskeyAdapter::new(&config, reqwest::Client::new(), vec![])
+        .expect("adapter")
+        .with_options(fast_options());
+    let (sink, _events) = mpsc::channel(4);
+    let state = ConnectionState::new();
+    let result = tokio::time::timeout(
+        WAIT,
+        Arc::new(adapter).run(sink, state.clone(), CancellationToken::new()),
+    )
+    .await
+    .expect("fails fast instead of retrying");
+    let err = result.expect_err("rejected token");
+    assert!(
+        format!("{err:#}").contains("AUTHENTICATION_FAILED"),
+        "{err:#}"
+    );
+    assert!(!format!("{err:#}").contains("not-the-token-QQQ"));
+    assert!(!state.is_connected());
+    assert_eq!(fake.streaming_attempts(), 0);
+}
+
+#[tokio::test]
+async fn shutdown_during_reconnect_back_off_stops_promptly() {
+    let fake = FakeMisskey::start().await;
+    let adapter = MisskeyAdapter::new(&fake.config(), reqwest::Client::new(), vec![])
+        .expect("adapter")
+        .with_options(air_friends::platform::misskey::MisskeyOptions {
+            reconnect: air_friends::platform::misskey::Backoff::new(
+                Duration::from_secs(60),
+                Duration::from_secs(60),
+            ),
+            ..fast_options()
+        });
+    let (sink, _events) = mpsc::channel(4);
+    let state = ConnectionState::new();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Arc::new(adapter).run(sink, state.clone(), shutdown.clone()));
+    fake.wait_for_subscription("main", None, 1).await;
+    fake.refuse_streaming(true);
+    fake.drop_connections();
+    fake.wait_until("disconnected", || (!state.is_connected()).then_some(()))
+        .await;
+    // The adapter now waits 30–60 s before reconnecting; shutdown must not wait for that.
+    shutdown.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("stops within 5 s")
+        .expect("no panic");
+    assert!(result.is_ok());
+    assert_eq!(fake.connects_total(), 1);
+}
