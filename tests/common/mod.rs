@@ -3,6 +3,7 @@
 
 pub mod fake_discord;
 pub mod fake_llm;
+pub mod fake_misskey;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -163,3 +164,4 @@ impl TestConfig {
         TestConfig { dir, path }
     }
 }
+
