@@ -7,6 +7,7 @@
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
+//! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
@@ -24,6 +25,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod conversation;
+pub mod handlers;
 pub mod observability;
 pub mod ops;
 pub mod platform;

@@ -137,7 +137,7 @@ impl Audit {
     fn session(&mut self, session: &SessionHandle) {
         self.session_id = Some(session.id().as_str().to_owned());
         self.user = Some(session.context().user_id.clone());
-        self.platform = Some(session.context().platform.clone());
+        self.platform = Some(session.context().platform.as_str().to_owned());
     }
 
     fn finish(mut self, response: Response, code: &str) -> Response {
@@ -347,7 +347,12 @@ async fn run_checked(
         let session = ctx.session();
         state
             .rate_limiter()
-            .check(skill.name(), &session.platform, &session.user_id, limit)
+            .check(
+                skill.name(),
+                session.platform.as_str(),
+                &session.user_id,
+                limit,
+            )
             .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
     }
     let params = skill.prepare_params(params)?;

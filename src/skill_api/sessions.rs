@@ -24,6 +24,8 @@ use rand::rngs::SysRng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::platform::PlatformKind;
+
 /// `send-reply`: successful calls allowed per session.
 pub const MAX_REPLIES_PER_SESSION: u32 = 1;
 /// `send-reply`: the attempt (counting every call) that also terminates the agent.
@@ -99,8 +101,8 @@ impl fmt::Debug for CallerToken {
 /// Who and where a session answers: fixed at registration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionContext {
-    /// Platform name: `"discord"`, `"misskey"` or `"console"`.
-    pub platform: String,
+    /// Platform the conversation is on (selects the adapter the handlers act through).
+    pub platform: PlatformKind,
     /// Channel the trigger message arrived in (`chat:{userId}`/`note:{noteId}` on Misskey).
     pub channel_id: String,
     /// The user the session answers.
@@ -507,7 +509,7 @@ mod tests {
 
     fn context() -> SessionContext {
         SessionContext {
-            platform: "discord".into(),
+            platform: PlatformKind::Discord,
             channel_id: "c1".into(),
             user_id: "u1".into(),
             username: "alice".into(),

@@ -185,7 +185,7 @@ mod tests {
         state
             .sessions()
             .register(SessionContext {
-                platform: "console".into(),
+                platform: crate::platform::PlatformKind::Console,
                 channel_id: "c".into(),
                 user_id: "u".into(),
                 username: "n".into(),

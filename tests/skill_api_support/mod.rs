@@ -230,7 +230,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
 
 pub fn context(user: &str, is_dm: bool) -> SessionContext {
     SessionContext {
-        platform: "discord".into(),
+        platform: air_friends::platform::PlatformKind::Discord,
         channel_id: "chan-1".into(),
         user_id: user.into(),
         username: format!("{user}-name"),

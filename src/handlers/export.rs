@@ -1,0 +1,226 @@
+//! memory-export (SPEC §5): the user's memories as a Markdown or JSON file, always delivered **by
+//! direct message** to the invoking user, even when asked in a public channel. Private memories
+//! are included only when the export was asked for from a DM.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, params, platform_error, scope, store_error, workspace_key};
+use crate::platform::OutgoingFile;
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::store::{ExportFilter, Importance, Memory, Scope};
+
+/// memory-export.
+pub(crate) struct MemoryExport(pub Deps);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Format {
+    Markdown,
+    Json,
+}
+
+impl Format {
+    fn as_str(self) -> &'static str {
+        match self {
+            Format::Markdown => "markdown",
+            Format::Json => "json",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExportParams {
+    format: Format,
+    importance: String,
+    enabled_only: bool,
+}
+
+#[async_trait]
+impl SkillHandler for MemoryExport {
+    fn name(&self) -> &str {
+        "memory-export"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: ExportParams = params(raw)?;
+        let session = ctx.session();
+        let importance = match p.importance.as_str() {
+            "high" => Some(Importance::High),
+            "normal" => Some(Importance::Normal),
+            _ => None,
+        };
+        let filter = ExportFilter {
+            scope: scope(session),
+            importance,
+            enabled_only: p.enabled_only,
+        };
+        let memories = self
+            .0
+            .store
+            .export_memories(&workspace_key(session)?, filter)
+            .await
+            .map_err(|e| store_error(e, "memories"))?;
+        let now = self.0.clock.now();
+        let (filename, bytes) = render(p.format, &memories, filter, now)?;
+        let caption = format!(
+            "Your memory export: {} memor{} ({}{}).",
+            memories.len(),
+            if memories.len() == 1 { "y" } else { "ies" },
+            p.format.as_str(),
+            if filter.scope == Scope::IncludePrivate {
+                ", public and private"
+            } else {
+                ", public only: ask in a direct message to include private memories"
+            }
+        );
+        let adapter = self.0.adapter(session)?;
+        let file = OutgoingFile::from_bytes(filename, bytes).with_mime(match p.format {
+            Format::Markdown => "text/markdown",
+            Format::Json => "application/json",
+        });
+        let delivery = adapter
+            .send_dm_files(&session.user_id, vec![file], Some(&caption))
+            .await
+            .map_err(platform_error)?;
+        let message_id = delivery
+            .messages
+            .first()
+            .map(|m| m.message_id.clone())
+            .ok_or_else(|| SkillError::internal(anyhow::anyhow!("DM delivery without message")))?;
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            count = memories.len(),
+            format = p.format.as_str(),
+            include_private = filter.scope == Scope::IncludePrivate,
+            "memory export delivered by DM"
+        );
+        Ok(json!({
+            "delivered": true,
+            "messageId": message_id,
+            "count": memories.len(),
+            "format": p.format.as_str(),
+        }))
+    }
+}
+
+/// The export file: name and content.
+fn render(
+    format: Format,
+    memories: &[Memory],
+    filter: ExportFilter,
+    now: DateTime<Utc>,
+) -> Result<(String, Vec<u8>), SkillError> {
+    let stamp = now.format("%Y%m%dT%H%M%SZ");
+    let include_private = filter.scope == Scope::IncludePrivate;
+    match format {
+        Format::Json => {
+            let doc = json!({
+                "exportedAt": now,
+                "includesPrivate": include_private,
+                "importance": filter.importance.map_or("all", Importance::as_str),
+                "enabledOnly": filter.enabled_only,
+                "count": memories.len(),
+                "memories": memories,
+            });
+            let bytes = serde_json::to_vec_pretty(&doc).map_err(SkillError::internal)?;
+            Ok((format!("memories-{stamp}.json"), bytes))
+        }
+        Format::Markdown => Ok((
+            format!("memories-{stamp}.md"),
+            markdown(memories, include_private, now).into_bytes(),
+        )),
+    }
+}
+
+fn markdown(memories: &[Memory], include_private: bool, now: DateTime<Utc>) -> String {
+    let mut out = format!(
+        "# Memory export\n\nExported {} · {} memor{} · {}\n",
+        now.format("%Y-%m-%d %H:%M UTC"),
+        memories.len(),
+        if memories.len() == 1 { "y" } else { "ies" },
+        if include_private {
+            "public and private"
+        } else {
+            "public only"
+        }
+    );
+    if memories.is_empty() {
+        out.push_str("\nNo memories match this export.\n");
+    }
+    for memory in memories {
+        out.push_str(&format!(
+            "\n## {}\n\n- saved: {}\n- visibility: {}\n- importance: {}\n- enabled: {}\n",
+            memory.id,
+            memory.created_at.format("%Y-%m-%d %H:%M UTC"),
+            memory.visibility,
+            memory.importance,
+            if memory.enabled { "yes" } else { "no" },
+        ));
+        if !memory.related_to.is_empty() {
+            out.push_str(&format!("- related to: {}\n", memory.related_to.join(", ")));
+        }
+        if !memory.supersedes.is_empty() {
+            out.push_str(&format!("- supersedes: {}\n", memory.supersedes.join(", ")));
+        }
+        out.push('\n');
+        for line in memory.content.lines() {
+            out.push_str("> ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Visibility, WorkspaceKey};
+
+    fn memory(id: &str, content: &str) -> Memory {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
+        Memory {
+            id: id.into(),
+            workspace: WorkspaceKey::new("discord", "u1").expect("key"),
+            content: content.into(),
+            visibility: Visibility::Public,
+            importance: Importance::High,
+            enabled: true,
+            related_to: vec!["mem_0".into()],
+            supersedes: Vec::new(),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn markdown_quotes_every_line_and_lists_metadata() {
+        let text = markdown(&[memory("mem_1", "likes tea\nand cats")], false, Utc::now());
+        assert!(text.contains("## mem_1"), "{text}");
+        assert!(text.contains("> likes tea\n> and cats\n"), "{text}");
+        assert!(text.contains("- related to: mem_0"), "{text}");
+        assert!(text.contains("public only"), "{text}");
+        assert!(markdown(&[], true, Utc::now()).contains("No memories"));
+    }
+
+    #[test]
+    fn json_export_is_parseable_and_named_by_time() {
+        let filter = ExportFilter {
+            scope: Scope::PublicOnly,
+            importance: Some(Importance::High),
+            enabled_only: true,
+        };
+        let now = DateTime::from_timestamp(0, 0).unwrap_or_default();
+        let (name, bytes) =
+            render(Format::Json, &[memory("mem_1", "x")], filter, now).expect("render");
+        assert_eq!(name, "memories-19700101T000000Z.json");
+        let doc: Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(doc["count"], 1);
+        assert_eq!(doc["importance"], "high");
+        assert_eq!(doc["memories"][0]["id"], "mem_1");
+    }
+}

@@ -1,0 +1,193 @@
+//! send-file (SPEC §4.3, §5): files from the workspace, threaded to the trigger.
+//!
+//! Needs a trigger message (403 otherwise). One successful call per session; further calls are
+//! 429 and the 4th call in total also terminates the agent. The [`preflight`](super::preflight)
+//! checks every path and limit before any byte is read (all or nothing). A delivery does not use
+//! up the reply quota but counts as a response, and it becomes the reply anchor
+//! (`lastFileMessageId`), so a following send-reply threads under the file. Misskey chats deliver
+//! one message per file; a partial delivery is reported with the delivered ids.
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, invalid, outgoing_text, params, platform_error};
+use super::preflight::{self, FileLimits, PreflightError};
+use crate::skill_api::sessions::{MAX_FILE_ATTEMPTS_BEFORE_TERMINATE, MAX_FILE_SENDS_PER_SESSION};
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::text::split_message;
+
+/// send-file.
+pub(crate) struct SendFile(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileParams {
+    file_paths: Vec<String>,
+    #[serde(default)]
+    caption: Option<String>,
+}
+
+#[async_trait]
+impl SkillHandler for SendFile {
+    fn name(&self) -> &str {
+        "send-file"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let session = ctx.session();
+        let has_trigger = session.trigger_message_id.is_some();
+        let (attempt, free) = ctx.with_state(|state| {
+            state.file_attempts += 1;
+            let free = state.file_successes < MAX_FILE_SENDS_PER_SESSION;
+            if free && has_trigger {
+                // Reserve the slot so two concurrent calls cannot both deliver.
+                state.file_successes += 1;
+            }
+            (state.file_attempts, free)
+        });
+        let terminate = attempt >= MAX_FILE_ATTEMPTS_BEFORE_TERMINATE;
+        if !free {
+            return Err(SkillError::QuotaExceeded {
+                message: "You already sent files in this conversation turn; send-file works \
+                          once per turn. Put everything into one call next time. Answer with \
+                          send-reply now if you have not yet."
+                    .into(),
+                terminate,
+            });
+        }
+        if terminate {
+            ctx.terminate_after_response("send-file: too many attempts in one session");
+        }
+        if !has_trigger {
+            return Err(SkillError::ForbiddenContext(
+                "send-file needs a user message to answer, and this session has none; answer \
+                 with send-reply instead"
+                    .into(),
+            ));
+        }
+        let result = self.send(ctx, raw).await;
+        if result.is_err() {
+            ctx.with_state(|state| {
+                state.file_successes = state.file_successes.saturating_sub(1);
+            });
+        }
+        result
+    }
+}
+
+impl SendFile {
+    async fn send(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let session = ctx.session();
+        let p: FileParams = params(raw)?;
+        let adapter = self.0.adapter(session)?;
+        let caption_parts = match &p.caption {
+            Some(raw) => split_message(
+                &outgoing_text(raw, "/caption")?,
+                adapter.text_limit(&session.channel_id),
+            ),
+            None => Vec::new(),
+        };
+        let limits = FileLimits::from_config(&self.0.skills_config.send_file);
+        let workspace = session.workspace.clone();
+        let requested = p.file_paths.clone();
+        let files = tokio::task::spawn_blocking(move || {
+            let checked = preflight::check(&workspace, &requested, &limits)?;
+            preflight::load(&checked, &limits)
+        })
+        .await
+        .map_err(SkillError::internal)?
+        .map_err(|e| preflight_error(&e, &p.file_paths))?;
+        let total_bytes: usize = files
+            .iter()
+            .map(|f| match &f.source {
+                crate::platform::FileSource::Bytes(b) => b.len(),
+                crate::platform::FileSource::Path(_) => 0,
+            })
+            .sum();
+        let anchor = ctx.with_state(|state| state.reply_anchor(session).map(str::to_owned));
+        let requested_count = files.len();
+        let delivery = adapter
+            .send_files(
+                &session.channel_id,
+                files,
+                caption_parts.first().map(String::as_str),
+                anchor.as_deref(),
+            )
+            .await
+            .map_err(platform_error)?;
+        let Some(last) = delivery.last_message().map(|m| m.message_id.clone()) else {
+            return Err(SkillError::internal(anyhow::anyhow!(
+                "file delivery reported success without a message"
+            )));
+        };
+        let mut ids = delivery.message_ids();
+        let reply_sent = ctx.with_state(|state| {
+            state.last_file_message_id = Some(last.clone());
+            state.reply_successes > 0
+        });
+        // Caption text beyond the platform limit follows as plain messages under the file.
+        for part in caption_parts.iter().skip(1) {
+            match adapter
+                .send_message(&session.channel_id, part, Some(&last))
+                .await
+            {
+                Ok(sent) => ids.push(sent.message_id),
+                Err(error) => {
+                    tracing::warn!(kind = error.kind(), "caption continuation not delivered");
+                    break;
+                }
+            }
+        }
+        let delivered = requested_count - delivery.failed.len();
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            files = delivered,
+            failed = delivery.failed.len(),
+            bytes = total_bytes,
+            "files sent"
+        );
+        let next_action = if reply_sent {
+            "The files were delivered after your reply. Do not call send-reply again; stop here \
+             (use edit-reply only if your reply must change)."
+                .to_owned()
+        } else {
+            format!(
+                "The files were delivered. Now call send-reply once with your answer; it will be \
+                 threaded under the file message {last}."
+            )
+        };
+        let mut data = json!({
+            "messageId": ids[0],
+            "messageIds": ids,
+            "filesCount": delivered,
+            "nextAction": next_action,
+        });
+        if delivery.is_partial() {
+            let failed: Vec<Value> = delivery
+                .failed
+                .iter()
+                .map(|f| json!({"filename": f.filename, "error": f.error.to_string()}))
+                .collect();
+            data["partial"] = json!(true);
+            data["failedFiles"] = json!(failed);
+            data["nextAction"] = json!(format!(
+                "Only {delivered} of {requested_count} files were delivered (see failedFiles); \
+                 the call counts as done and cannot be repeated. Tell the user in your reply \
+                 which files are missing. {next_action}"
+            ));
+        }
+        Ok(data)
+    }
+}
+
+/// A preflight refusal as `INVALID_PARAMS` pointing at the offending entry of `filePaths`.
+fn preflight_error(error: &PreflightError, requested: &[String]) -> SkillError {
+    let path = error
+        .index_in(requested)
+        .map_or_else(|| "/filePaths".to_owned(), |i| format!("/filePaths/{i}"));
+    invalid(
+        &path,
+        format!("{error}. Nothing was sent; fix this and call send-file again."),
+    )
+}

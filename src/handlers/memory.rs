@@ -1,0 +1,228 @@
+//! memory-save, memory-search, memory-patch and memory-stats (SPEC §5).
+//!
+//! Memories belong to the session user's workspace (`platform/userId`). Private memories exist
+//! only in direct messages: saving one elsewhere is 403, and outside DMs they are never returned,
+//! counted or patchable (the store's [`Scope`](crate::store::Scope) does the filtering).
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, invalid, params, scope, store_error, workspace_key};
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::store::{Importance, MAX_CONTENT_CHARS, MemoryPatch as Patch, NewMemory, Visibility};
+
+/// memory-save: appends a memory.
+pub(crate) struct MemorySave(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SaveParams {
+    content: String,
+    visibility: Visibility,
+    importance: Importance,
+}
+
+#[async_trait]
+impl SkillHandler for MemorySave {
+    fn name(&self) -> &str {
+        "memory-save"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: SaveParams = params(raw)?;
+        let session = ctx.session();
+        if p.visibility == Visibility::Private && !session.is_dm {
+            return Err(SkillError::ForbiddenContext(
+                "private memories can only be saved in a direct message with the user; save it \
+                 with --visibility public if it is fine for others to know, or not at all"
+                    .into(),
+            ));
+        }
+        let max = usize::try_from(self.0.memory_config.max_content_chars)
+            .unwrap_or(MAX_CONTENT_CHARS)
+            .min(MAX_CONTENT_CHARS);
+        let content = p.content.trim();
+        let chars = content.chars().count();
+        if content.is_empty() {
+            return Err(invalid("/content", "the memory text is blank"));
+        }
+        if chars > max {
+            return Err(invalid(
+                "/content",
+                format!(
+                    "the memory is {chars} characters long, the limit is {max}; save one short, \
+                     self-contained statement (split long notes into several memories)"
+                ),
+            ));
+        }
+        let memory = self
+            .0
+            .store
+            .save_memory(NewMemory {
+                workspace: workspace_key(session)?,
+                content: content.to_owned(),
+                visibility: p.visibility,
+                importance: p.importance,
+            })
+            .await
+            .map_err(|e| store_error(e, "memory"))?;
+        tracing::debug!(session_id = %ctx.session_id(), memory_id = %memory.id, chars, "memory saved");
+        Ok(json!({
+            "id": memory.id,
+            "content": memory.content,
+            "visibility": memory.visibility,
+            "importance": memory.importance,
+            "createdAt": memory.created_at,
+        }))
+    }
+}
+
+/// memory-search: ranked full-text search of the visible, enabled memories.
+pub(crate) struct MemorySearch(pub Deps);
+
+#[derive(Deserialize)]
+struct SearchParams {
+    query: String,
+    limit: u32,
+}
+
+#[async_trait]
+impl SkillHandler for MemorySearch {
+    fn name(&self) -> &str {
+        "memory-search"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: SearchParams = params(raw)?;
+        let session = ctx.session();
+        let hits = self
+            .0
+            .store
+            .search_memories(&workspace_key(session)?, &p.query, scope(session), p.limit)
+            .await
+            .map_err(|e| store_error(e, "memory"))?;
+        let memories: Vec<Value> = hits
+            .iter()
+            .map(|hit| {
+                json!({
+                    "id": hit.memory.id,
+                    "content": hit.memory.content,
+                    "visibility": hit.memory.visibility,
+                    "importance": hit.memory.importance,
+                    "createdAt": hit.memory.created_at,
+                    "score": hit.score,
+                })
+            })
+            .collect();
+        Ok(json!({"count": memories.len(), "memories": memories}))
+    }
+}
+
+/// memory-patch: metadata changes (content is immutable; disabling replaces deleting).
+pub(crate) struct MemoryPatch(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchParams {
+    memory_id: String,
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    visibility: Option<Visibility>,
+    #[serde(default)]
+    importance: Option<Importance>,
+    #[serde(default)]
+    related_to: Option<Vec<String>>,
+    #[serde(default)]
+    supersedes: Option<Vec<String>>,
+}
+
+#[async_trait]
+impl SkillHandler for MemoryPatch {
+    fn name(&self) -> &str {
+        "memory-patch"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: PatchParams = params(raw)?;
+        let patch = Patch {
+            enabled: p.enabled,
+            visibility: p.visibility,
+            importance: p.importance,
+            related_to: p.related_to,
+            supersedes: p.supersedes,
+        };
+        if patch.is_empty() {
+            return Err(invalid(
+                "",
+                "nothing to change: pass at least one of --enabled/--no-enabled, --visibility, \
+                 --importance, --related-to or --supersedes (the content itself can never change)",
+            ));
+        }
+        let session = ctx.session();
+        let record = self
+            .0
+            .store
+            .patch_memory(
+                &workspace_key(session)?,
+                &p.memory_id,
+                patch,
+                scope(session),
+            )
+            .await
+            .map_err(|e| {
+                store_error(
+                    e,
+                    &format!(
+                        "memory {} was not found for this user (private memories can only be \
+                         changed in a direct message)",
+                        p.memory_id
+                    ),
+                )
+            })?;
+        Ok(json!({
+            "patchId": record.patch_id,
+            "memoryId": record.memory_id,
+            "changes": record.changes,
+        }))
+    }
+}
+
+/// memory-stats: counts per visibility; the private block only in DMs.
+pub(crate) struct MemoryStats(pub Deps);
+
+#[async_trait]
+impl SkillHandler for MemoryStats {
+    fn name(&self) -> &str {
+        "memory-stats"
+    }
+
+    async fn call(&self, ctx: &CallContext, _raw: Value) -> Result<Value, SkillError> {
+        let session = ctx.session();
+        let stats = self
+            .0
+            .store
+            .memory_stats(&workspace_key(session)?, scope(session))
+            .await
+            .map_err(|e| store_error(e, "memory statistics"))?;
+        serde_json::to_value(stats).map_err(SkillError::internal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patch_params_accept_the_manifest_names() {
+        let p: PatchParams = params(json!({
+            "memoryId": "mem_1", "enabled": false, "relatedTo": ["mem_2"], "supersedes": []
+        }))
+        .expect("params");
+        assert_eq!(p.memory_id, "mem_1");
+        assert_eq!(p.enabled, Some(false));
+        assert_eq!(p.related_to.as_deref(), Some(&["mem_2".to_owned()][..]));
+        assert!(p.visibility.is_none() && p.importance.is_none());
+    }
+}

@@ -1,0 +1,106 @@
+//! react-message (SPEC §4.3, §5): one reaction per session, on the trigger message only (the
+//! user's message the session answers, never a bot's). A second call replaces the first: the old
+//! reaction is removed, then the new one added (Misskey allows one reaction per note and user).
+//! If adding the new one fails, the old one is put back so the user keeps seeing a response.
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, invalid, params, platform_error};
+use crate::platform::ReactionEmoji;
+use crate::skill_api::sessions::Reaction;
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+
+/// react-message.
+pub(crate) struct ReactMessage(pub Deps);
+
+#[derive(Deserialize)]
+struct ReactParams {
+    emoji: String,
+}
+
+#[async_trait]
+impl SkillHandler for ReactMessage {
+    fn name(&self) -> &str {
+        "react-message"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: ReactParams = params(raw)?;
+        let session = ctx.session();
+        let Some(trigger) = session.trigger_message_id.clone() else {
+            return Err(SkillError::ForbiddenContext(
+                "there is no user message to react to in this session; answer with send-reply \
+                 instead"
+                    .into(),
+            ));
+        };
+        let emoji: ReactionEmoji = p
+            .emoji
+            .parse()
+            .map_err(|e: crate::platform::InvalidEmoji| invalid("/emoji", e.to_string()))?;
+        let bots_own = ctx.with_state(|state| {
+            state.sent_message(&trigger) || state.last_file_message_id.as_deref() == Some(&trigger)
+        });
+        if bots_own {
+            return Err(SkillError::ForbiddenContext(
+                "the bot does not react to its own messages".into(),
+            ));
+        }
+        let previous = ctx.with_state(|state| state.reaction.clone());
+        let previous_emoji = previous
+            .as_ref()
+            .and_then(|r| r.emoji.parse::<ReactionEmoji>().ok());
+        if previous_emoji.as_ref() == Some(&emoji) {
+            return Ok(json!({"emoji": emoji.to_string(), "messageId": trigger}));
+        }
+        let adapter = self.0.adapter(session)?;
+        let channel = session.channel_id.as_str();
+        if let (Some(old), Some(old_emoji)) = (&previous, &previous_emoji) {
+            adapter
+                .remove_reaction(channel, &old.message_id, old_emoji)
+                .await
+                .map_err(platform_error)?;
+            ctx.with_state(|state| state.reaction = None);
+        }
+        if let Err(error) = adapter.add_reaction(channel, &trigger, &emoji).await {
+            if let (Some(old), Some(old_emoji)) = (previous, previous_emoji) {
+                match adapter
+                    .add_reaction(channel, &old.message_id, &old_emoji)
+                    .await
+                {
+                    Ok(()) => ctx.with_state(|state| state.reaction = Some(old)),
+                    Err(e) => tracing::warn!(kind = e.kind(), "could not restore reaction"),
+                }
+            }
+            return Err(match error {
+                crate::platform::PlatformError::NotFound(what)
+                    if matches!(emoji, ReactionEmoji::Custom { .. }) =>
+                {
+                    invalid(
+                        "/emoji",
+                        format!(
+                            "{what} is not available here; use a Unicode emoji or one of the custom \
+                         emojis listed in your prompt"
+                        ),
+                    )
+                }
+                other => platform_error(other),
+            });
+        }
+        ctx.with_state(|state| {
+            state.reaction = Some(Reaction {
+                emoji: p.emoji.trim().to_owned(),
+                message_id: trigger.clone(),
+            });
+        });
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            replaced = previous_emoji.is_some(),
+            custom = matches!(emoji, ReactionEmoji::Custom { .. }),
+            "reaction set"
+        );
+        Ok(json!({"emoji": emoji.to_string(), "messageId": trigger}))
+    }
+}

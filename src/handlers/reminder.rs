@@ -1,0 +1,246 @@
+//! set-reminder, cancel-reminder and list-reminders (SPEC §5, §10, §13.6). All three work only in
+//! direct messages and only on the session user's own reminders.
+//!
+//! set-reminder: one per session; `scheduledAt` at least `reminders.minIntervalMs` and at most
+//! `reminders.maxDaysAhead` days ahead; at most `reminders.maxRemindersPerUser` pending (checked
+//! atomically by the store, reported as 429 `QUOTA_EXCEEDED`). The message goes through the
+//! outgoing-text pipeline now; the scheduler splits it at delivery. Creating the row is enough:
+//! the store wakes the scheduler.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, invalid, outgoing_text, params, require_dm, store_error, workspace_key};
+use crate::config::RemindersConfig;
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::store::NewReminder;
+
+/// set-reminder.
+pub(crate) struct SetReminder(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetParams {
+    scheduled_at: String,
+    message: String,
+}
+
+#[async_trait]
+impl SkillHandler for SetReminder {
+    fn name(&self) -> &str {
+        "set-reminder"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        require_dm(ctx, "set-reminder")?;
+        let reserved = ctx.with_state(|state| !std::mem::replace(&mut state.reminder_set, true));
+        if !reserved {
+            return Err(SkillError::QuotaExceeded {
+                message: "A reminder was already set in this conversation turn; only one can be \
+                          set per turn. Tell the user it is set, and set further reminders when \
+                          they ask again."
+                    .into(),
+                terminate: false,
+            });
+        }
+        let result = self.set(ctx, raw).await;
+        if result.is_err() {
+            ctx.with_state(|state| state.reminder_set = false);
+        }
+        result
+    }
+}
+
+impl SetReminder {
+    async fn set(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: SetParams = params(raw)?;
+        let config = &self.0.reminders_config;
+        let scheduled_at = check_time(&p.scheduled_at, self.0.clock.now(), config)?;
+        let message = outgoing_text(&p.message, "/message")?;
+        let reminder = self
+            .0
+            .store
+            .create_reminder(
+                NewReminder {
+                    workspace: workspace_key(ctx.session())?,
+                    message,
+                    scheduled_at,
+                },
+                config.max_reminders_per_user,
+            )
+            .await
+            .map_err(|e| store_error(e, "reminder"))?;
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            reminder_id = %reminder.id,
+            chars = reminder.message.chars().count(),
+            "reminder set"
+        );
+        Ok(json!({
+            "reminderId": reminder.id,
+            "scheduledAt": utc(reminder.scheduled_at),
+        }))
+    }
+}
+
+/// Parses `scheduledAt` (RFC 3339 / ISO 8601 with an offset, normally `Z`) and applies the time
+/// window of `reminders`.
+fn check_time(
+    raw: &str,
+    now: DateTime<Utc>,
+    config: &RemindersConfig,
+) -> Result<DateTime<Utc>, SkillError> {
+    let at = DateTime::parse_from_rfc3339(raw.trim())
+        .map_err(|_| {
+            invalid(
+                "/scheduledAt",
+                format!(
+                    "{raw:?} is not an ISO 8601 date-time; use the form 2030-01-31T09:00:00Z \
+                     (UTC, with the Z)"
+                ),
+            )
+        })?
+        .with_timezone(&Utc);
+    let min_ms = i64::try_from(config.min_interval_ms).unwrap_or(i64::MAX);
+    let earliest = now + Duration::milliseconds(min_ms);
+    if at < earliest {
+        return Err(invalid(
+            "/scheduledAt",
+            format!(
+                "{} is too soon: reminders must be at least {} second(s) in the future (it is \
+                 now {}); pick a later time",
+                utc(at),
+                config.min_interval_ms.div_ceil(1000),
+                utc(now)
+            ),
+        ));
+    }
+    let latest = now + Duration::days(i64::from(config.max_days_ahead));
+    if at > latest {
+        return Err(invalid(
+            "/scheduledAt",
+            format!(
+                "{} is too far ahead: reminders can be at most {} days in the future (until {}); \
+                 pick an earlier time",
+                utc(at),
+                config.max_days_ahead,
+                utc(latest)
+            ),
+        ));
+    }
+    Ok(at)
+}
+
+fn utc(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// cancel-reminder.
+pub(crate) struct CancelReminder(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CancelParams {
+    reminder_id: String,
+}
+
+#[async_trait]
+impl SkillHandler for CancelReminder {
+    fn name(&self) -> &str {
+        "cancel-reminder"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        require_dm(ctx, "cancel-reminder")?;
+        let p: CancelParams = params(raw)?;
+        let reminder = self
+            .0
+            .store
+            .cancel_reminder(&workspace_key(ctx.session())?, &p.reminder_id)
+            .await
+            .map_err(|e| {
+                store_error(
+                    e,
+                    &format!(
+                        "reminder {} is not a pending reminder of this user (list-reminders \
+                         shows the ones that can be cancelled)",
+                        p.reminder_id
+                    ),
+                )
+            })?;
+        Ok(json!({"reminderId": reminder.id, "cancelled": true}))
+    }
+}
+
+/// list-reminders.
+pub(crate) struct ListReminders(pub Deps);
+
+#[async_trait]
+impl SkillHandler for ListReminders {
+    fn name(&self) -> &str {
+        "list-reminders"
+    }
+
+    async fn call(&self, ctx: &CallContext, _raw: Value) -> Result<Value, SkillError> {
+        require_dm(ctx, "list-reminders")?;
+        let pending = self
+            .0
+            .store
+            .pending_reminders(&workspace_key(ctx.session())?)
+            .await
+            .map_err(|e| store_error(e, "reminders"))?;
+        let reminders: Vec<Value> = pending
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "message": r.message,
+                    "scheduledAt": utc(r.scheduled_at),
+                    "createdAt": utc(r.created_at),
+                })
+            })
+            .collect();
+        Ok(json!({"count": reminders.len(), "reminders": reminders}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z")
+            .map(|d| d.with_timezone(&Utc))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_time_window_is_enforced() {
+        let config = RemindersConfig::default();
+        assert!(check_time("2030-01-01T00:00:30Z", now(), &config).is_err());
+        assert!(check_time("2030-01-01T00:01:00Z", now(), &config).is_ok());
+        assert!(check_time("2031-01-02T00:00:00Z", now(), &config).is_ok());
+        assert!(check_time("2031-01-03T00:00:01Z", now(), &config).is_err());
+        assert!(check_time("tomorrow", now(), &config).is_err());
+        // Offsets are converted to UTC.
+        assert_eq!(
+            check_time("2030-01-01T10:00:00+09:00", now(), &config)
+                .map(utc)
+                .ok(),
+            Some("2030-01-01T01:00:00Z".to_owned())
+        );
+    }
+
+    #[test]
+    fn too_soon_explains_the_minimum() {
+        let Err(SkillError::InvalidParams { details }) =
+            check_time("2029-12-31T00:00:00Z", now(), &RemindersConfig::default())
+        else {
+            panic!("expected INVALID_PARAMS");
+        };
+        assert_eq!(details[0].path, "/scheduledAt");
+        assert!(details[0].problem.contains("60 second"), "{details:?}");
+    }
+}

@@ -1,0 +1,302 @@
+//! send-reply, edit-reply and get-message (SPEC §4.3, §5).
+//!
+//! * send-reply: one successful reply per session, threaded to the reply anchor
+//!   (`lastFileMessageId ?? triggerMessageId`; a new message without a trigger). Further calls are
+//!   429 `QUOTA_EXCEEDED` pointing to edit-reply; the 4th call in total also terminates the agent.
+//!   Long text is split into several messages (all ids returned), never truncated.
+//! * edit-reply: only messages this session sent; the 3rd call terminates instead of editing.
+//!   Misskey re-creates the message threaded to the anchor the reply was created with.
+//! * get-message: one message of the conversation; default the last reply, then the last file.
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::common::{Deps, outgoing_text, params, platform_error, platform_lookup_error};
+use crate::platform::{PlatformAdapter, SendTextError, send_text};
+use crate::skill_api::sessions::{
+    MAX_EDIT_CALLS_BEFORE_TERMINATE, MAX_REPLIES_PER_SESSION, MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
+};
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::text::split_message;
+
+/// send-reply.
+pub(crate) struct SendReply(pub Deps);
+
+#[derive(Deserialize)]
+struct MessageParams {
+    message: String,
+}
+
+/// What the quota check decided for one send-reply call.
+enum ReplySlot {
+    /// The reply slot is reserved for this call (undone if nothing gets delivered).
+    Reserved {
+        anchor: Option<String>,
+        attempt: u32,
+    },
+    /// The reply was already sent.
+    Used {
+        previous: Option<String>,
+        attempt: u32,
+    },
+}
+
+#[async_trait]
+impl SkillHandler for SendReply {
+    fn name(&self) -> &str {
+        "send-reply"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let session = ctx.session();
+        let slot = ctx.with_state(|state| {
+            state.reply_attempts += 1;
+            let attempt = state.reply_attempts;
+            if state.reply_successes >= MAX_REPLIES_PER_SESSION {
+                ReplySlot::Used {
+                    previous: state.last_sent_message_id.clone(),
+                    attempt,
+                }
+            } else {
+                // Reserve the slot now so two concurrent calls cannot both reply.
+                state.reply_successes += 1;
+                ReplySlot::Reserved {
+                    anchor: state.reply_anchor(session).map(str::to_owned),
+                    attempt,
+                }
+            }
+        });
+        let (anchor, attempt) = match slot {
+            ReplySlot::Used { previous, attempt } => {
+                let how = match previous {
+                    Some(id) => format!(
+                        "To change what you said, call edit-reply --message-id {id} \
+                         --message-file <file> with the complete new text."
+                    ),
+                    None => "To change what you said, use edit-reply on your reply's message id."
+                        .to_owned(),
+                };
+                return Err(SkillError::QuotaExceeded {
+                    message: format!(
+                        "You already sent your reply in this conversation turn; send-reply works \
+                         once per turn. {how} If the user already has your answer, stop calling \
+                         skills."
+                    ),
+                    terminate: attempt >= MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
+                });
+            }
+            ReplySlot::Reserved { anchor, attempt } => (anchor, attempt),
+        };
+        if attempt >= MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE {
+            ctx.terminate_after_response("send-reply: too many attempts in one session");
+        }
+        let result = self.send(ctx, raw, anchor.as_deref()).await;
+        if result.is_err() {
+            ctx.with_state(|state| {
+                state.reply_successes = state.reply_successes.saturating_sub(1);
+            });
+        }
+        result
+    }
+}
+
+impl SendReply {
+    /// Sends the reply; `Err` only when nothing was delivered (the reservation is then undone).
+    async fn send(
+        &self,
+        ctx: &CallContext,
+        raw: Value,
+        anchor: Option<&str>,
+    ) -> Result<Value, SkillError> {
+        let session = ctx.session();
+        let p: MessageParams = params(raw)?;
+        let text = outgoing_text(&p.message, "/message")?;
+        let adapter = self.0.adapter(session)?;
+        let (sent, failure) =
+            match send_text(adapter.as_ref(), &session.channel_id, &text, anchor).await {
+                Ok(sent) => (sent, None),
+                Err(SendTextError { sent, error }) if !sent.is_empty() => (sent, Some(error)),
+                Err(SendTextError { error, .. }) => return Err(platform_error(error)),
+            };
+        let ids: Vec<String> = sent.iter().map(|m| m.message_id.clone()).collect();
+        let first = &sent[0];
+        ctx.with_state(|state| {
+            state.last_sent_message_id = Some(first.message_id.clone());
+            state.last_reply_anchor_message_id = anchor.map(str::to_owned);
+            for id in &ids {
+                state.record_sent_message(id.clone());
+            }
+        });
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            parts = ids.len(),
+            chars = text.chars().count(),
+            threaded = anchor.is_some(),
+            "reply sent"
+        );
+        let mut data = json!({
+            "messageId": first.message_id,
+            "messageIds": ids,
+            "timestamp": first.timestamp,
+        });
+        if let Some(error) = failure {
+            let total = split_message(&text, adapter.text_limit(&session.channel_id)).len();
+            data["partial"] = json!(true);
+            data["note"] = json!(format!(
+                "Only {} of {total} parts of your reply were delivered ({error}). The reply \
+                 counts as sent; to complete it, use edit-reply on the last delivered message \
+                 with that part plus the missing text.",
+                ids.len()
+            ));
+        }
+        Ok(data)
+    }
+}
+
+/// edit-reply.
+pub(crate) struct EditReply(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EditParams {
+    message_id: String,
+    message: String,
+}
+
+#[async_trait]
+impl SkillHandler for EditReply {
+    fn name(&self) -> &str {
+        "edit-reply"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let calls = ctx.with_state(|state| {
+            state.edit_calls += 1;
+            state.edit_calls
+        });
+        if calls >= MAX_EDIT_CALLS_BEFORE_TERMINATE {
+            return Err(SkillError::QuotaExceeded {
+                message: format!(
+                    "edit-reply was called {calls} times in this turn; only {} edits are allowed \
+                     and this one was not made.",
+                    MAX_EDIT_CALLS_BEFORE_TERMINATE - 1
+                ),
+                terminate: true,
+            });
+        }
+        let p: EditParams = params(raw)?;
+        let session = ctx.session();
+        let (own, anchor) = ctx.with_state(|state| {
+            (
+                state.sent_message(&p.message_id),
+                state.last_reply_anchor_message_id.clone(),
+            )
+        });
+        if !own {
+            return Err(SkillError::NotFound(format!(
+                "message {} was not sent by you in this conversation turn; edit-reply can only \
+                 change messages you sent with send-reply (use the messageId it returned)",
+                p.message_id
+            )));
+        }
+        let text = outgoing_text(&p.message, "/message")?;
+        let adapter = self.0.adapter(session)?;
+        let parts = split_message(&text, adapter.text_limit(&session.channel_id));
+        let Some((head, rest)) = parts.split_first() else {
+            return Err(super::common::invalid("/message", "the new text is empty"));
+        };
+        let edited = adapter
+            .edit_message(&session.channel_id, &p.message_id, head, anchor.as_deref())
+            .await
+            .map_err(|e| platform_lookup_error(e, &format!("message {}", p.message_id)))?;
+        ctx.with_state(|state| {
+            if edited.message_id != p.message_id {
+                state.sent_message_ids.remove(&p.message_id);
+            }
+            state.record_sent_message(edited.message_id.clone());
+            if state.last_sent_message_id.as_deref() == Some(p.message_id.as_str()) {
+                state.last_sent_message_id = Some(edited.message_id.clone());
+            }
+        });
+        let extra = send_rest(ctx, adapter.as_ref(), &session.channel_id, rest).await?;
+        tracing::info!(
+            session_id = %ctx.session_id(),
+            parts = parts.len(),
+            chars = text.chars().count(),
+            recreated = edited.message_id != p.message_id,
+            "reply edited"
+        );
+        let mut ids = vec![edited.message_id.clone()];
+        ids.extend(extra);
+        Ok(json!({
+            "messageId": edited.message_id,
+            "previousMessageId": p.message_id,
+            "messageIds": ids,
+        }))
+    }
+}
+
+/// Sends the parts of an edited text that did not fit into the edited message as follow-ups.
+async fn send_rest(
+    ctx: &CallContext,
+    adapter: &dyn PlatformAdapter,
+    channel_id: &str,
+    rest: &[String],
+) -> Result<Vec<String>, SkillError> {
+    let mut ids = Vec::with_capacity(rest.len());
+    for part in rest {
+        let sent = adapter
+            .send_message(channel_id, part, None)
+            .await
+            .map_err(platform_error)?;
+        ctx.with_state(|state| state.record_sent_message(sent.message_id.clone()));
+        ids.push(sent.message_id);
+    }
+    Ok(ids)
+}
+
+/// get-message.
+pub(crate) struct GetMessage(pub Deps);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GetParams {
+    #[serde(default)]
+    message_id: Option<String>,
+}
+
+#[async_trait]
+impl SkillHandler for GetMessage {
+    fn name(&self) -> &str {
+        "get-message"
+    }
+
+    async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
+        let p: GetParams = params(raw)?;
+        let id = match p.message_id {
+            Some(id) => id,
+            None => ctx
+                .with_state(|state| {
+                    state
+                        .last_sent_message_id
+                        .clone()
+                        .or_else(|| state.last_file_message_id.clone())
+                })
+                .ok_or_else(|| {
+                    SkillError::NotFound(
+                        "you have not sent a message in this turn yet, so there is no default \
+                         message; pass --message-id with the id of the message to read"
+                            .into(),
+                    )
+                })?,
+        };
+        let session = ctx.session();
+        let adapter = self.0.adapter(session)?;
+        let message = adapter
+            .get_message(&session.channel_id, &id)
+            .await
+            .map_err(|e| platform_lookup_error(e, &format!("message {id}")))?;
+        serde_json::to_value(message).map_err(SkillError::internal)
+    }
+}

@@ -1,0 +1,377 @@
+//! memory-save / -search / -patch / -stats / -export through the real Skill API router, with the
+//! visibility rules of SPEC §13.5 (private memories never returned, counted, patched or exported
+//! outside DMs), and the user-command path for humans (SPEC §3.6).
+
+mod handlers_support;
+
+use air_friends::platform::fake::{Call, Op};
+use air_friends::platform::{CommandInvocation, CommandReply, FileSource, PlatformKind};
+use handlers_support::{App, Options, Session, app, app_with};
+use serde_json::{Map, Value, json};
+
+async fn save(app: &App, s: &Session, content: &str, visibility: &str) -> String {
+    let r = app
+        .call(
+            s,
+            "memory-save",
+            json!({"content": content, "visibility": visibility}),
+        )
+        .await;
+    r.data()["id"].as_str().expect("id").to_owned()
+}
+
+/// A public and a private memory of user `u1`, saved from a DM.
+async fn seeded(app: &App) -> (String, String) {
+    let dm = app.dm_session("u1");
+    let public = save(app, &dm, "likes green tea", "public").await;
+    let private = save(app, &dm, "secret: tea allergy", "private").await;
+    (public, private)
+}
+
+fn ids(data: &Value) -> Vec<String> {
+    data["memories"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|m| m["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn memory_save_returns_the_saved_memory() {
+    let app = app().await;
+    let s = app.guild_session("u1");
+    let r = app
+        .call(
+            &s,
+            "memory-save",
+            json!({"content": "  birthday is May 3  ", "importance": "high"}),
+        )
+        .await;
+    let data = r.data();
+    let keys: Vec<&str> = data
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        ["content", "createdAt", "id", "importance", "visibility"]
+    );
+    assert!(data["id"].as_str().is_some_and(|id| id.starts_with("mem_")));
+    assert_eq!(data["content"], "birthday is May 3");
+    assert_eq!(data["visibility"], "public");
+    assert_eq!(data["importance"], "high");
+}
+
+#[tokio::test]
+async fn private_memories_can_only_be_saved_in_a_dm() {
+    let app = app().await;
+    let s = app.guild_session("u1");
+    let r = app
+        .call(
+            &s,
+            "memory-save",
+            json!({"content": "my address", "visibility": "private"}),
+        )
+        .await;
+    assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+    let dm = app.dm_session("u1");
+    let stats = app.call(&dm, "memory-stats", json!({})).await;
+    assert_eq!(stats.data()["summary"]["total"], 0, "nothing was saved");
+}
+
+#[tokio::test]
+async fn content_over_the_configured_limit_is_rejected() {
+    let mut options = Options::default();
+    options.memory.max_content_chars = 10;
+    let app = app_with(options).await;
+    let s = app.guild_session("u1");
+    let r = app
+        .call(&s, "memory-save", json!({"content": "x".repeat(11)}))
+        .await;
+    assert_eq!(r.error(400), "INVALID_PARAMS");
+    assert!(r.body["details"][0]["problem"]
+        .as_str()
+        .is_some_and(|p| p.contains("limit is 10")));
+}
+
+#[tokio::test]
+async fn private_memories_are_invisible_outside_dms() {
+    let app = app().await;
+    let (public, private) = seeded(&app).await;
+    let guild = app.guild_session("u1");
+
+    let found = app
+        .call(&guild, "memory-search", json!({"query": "tea"}))
+        .await;
+    assert_eq!(ids(found.data()), vec![public.clone()]);
+    assert_eq!(found.data()["count"], 1);
+
+    let stats = app.call(&guild, "memory-stats", json!({})).await;
+    let stats = stats.data();
+    assert_eq!(stats["private"], Value::Null);
+    assert_eq!(stats["public"]["total"], 1);
+    assert_eq!(stats["summary"]["total"], 1);
+
+    let r = app
+        .call(
+            &guild,
+            "memory-patch",
+            json!({"memoryId": private, "importance": "high"}),
+        )
+        .await;
+    assert_eq!(r.error(404), "NOT_FOUND");
+    let r = app
+        .call(
+            &guild,
+            "memory-patch",
+            json!({"memoryId": public, "relatedTo": [private]}),
+        )
+        .await;
+    assert_eq!(r.error(404), "NOT_FOUND", "a private id cannot be referenced");
+
+    let dm = app.dm_session("u1");
+    let found = app
+        .call(&dm, "memory-search", json!({"query": "tea", "limit": 5}))
+        .await;
+    let mut both = ids(found.data());
+    both.sort();
+    let mut expected = vec![public, private];
+    expected.sort();
+    assert_eq!(both, expected);
+    let stats = app.call(&dm, "memory-stats", json!({})).await;
+    assert_eq!(stats.data()["private"]["total"], 1);
+    assert_eq!(stats.data()["summary"]["total"], 2);
+}
+
+#[tokio::test]
+async fn search_hits_have_the_spec_shape() {
+    let app = app().await;
+    let s = app.guild_session("u1");
+    save(&app, &s, "favourite colour is blue", "public").await;
+    save(&app, &s, "猫が好き", "public").await;
+    let data = app
+        .call(&s, "memory-search", json!({"query": "BLUE 猫"}))
+        .await
+        .data()
+        .clone();
+    assert_eq!(data["count"], 2);
+    for hit in data["memories"].as_array().expect("list") {
+        for key in ["id", "content", "visibility", "importance", "createdAt", "score"] {
+            assert!(hit.get(key).is_some(), "{key} missing in {hit}");
+        }
+        assert!(hit.get("workspace").is_none(), "no internal fields: {hit}");
+    }
+    // Other users' memories are never visible.
+    let other = app.guild_session("u2");
+    let data = app
+        .call(&other, "memory-search", json!({"query": "blue"}))
+        .await
+        .data()
+        .clone();
+    assert_eq!(data["count"], 0);
+}
+
+#[tokio::test]
+async fn patches_change_metadata_only() {
+    let app = app().await;
+    let s = app.guild_session("u1");
+    let old = save(&app, &s, "works at Acme", "public").await;
+    let new = save(&app, &s, "works at Globex now", "public").await;
+    let r = app
+        .call(
+            &s,
+            "memory-patch",
+            json!({"memoryId": old, "enabled": false}),
+        )
+        .await;
+    let data = r.data();
+    assert!(data["patchId"].is_string());
+    assert_eq!(data["memoryId"], old);
+    assert_eq!(data["changes"], json!({"enabled": false}));
+    let hits = app
+        .call(&s, "memory-search", json!({"query": "works"}))
+        .await;
+    assert_eq!(ids(hits.data()), vec![new.clone()], "disabled memories are not found");
+
+    let r = app
+        .call(&s, "memory-patch", json!({"memoryId": new}))
+        .await;
+    assert_eq!(r.error(400), "INVALID_PARAMS", "a patch must change something");
+    let r = app
+        .call(
+            &s,
+            "memory-patch",
+            json!({"memoryId": new, "supersedes": ["mem_unknown"]}),
+        )
+        .await;
+    assert_eq!(r.error(404), "NOT_FOUND");
+    assert!(r.message().contains("mem_unknown"), "{}", r.message());
+    let r = app
+        .call(
+            &s,
+            "memory-patch",
+            json!({"memoryId": new, "supersedes": [old], "importance": "high"}),
+        )
+        .await;
+    assert_eq!(
+        r.data()["changes"],
+        json!({"supersedes": [old], "importance": "high"})
+    );
+}
+
+fn exported(app: &App) -> (String, Option<String>, Vec<u8>) {
+    let Some(Call::SendDmFiles {
+        user_id,
+        files,
+        caption,
+    }) = app.discord.calls_of(Op::SendDmFiles).pop()
+    else {
+        panic!("no DM file delivery");
+    };
+    let FileSource::Bytes(bytes) = &files[0].source else {
+        panic!("export is built in memory");
+    };
+    (user_id, caption, bytes.clone())
+}
+
+#[tokio::test]
+async fn export_asked_in_public_goes_by_dm_without_private_memories() {
+    let app = app().await;
+    let (public, private) = seeded(&app).await;
+    let guild = app.guild_session("u1");
+    let r = app
+        .call(&guild, "memory-export", json!({"format": "json"}))
+        .await;
+    let data = r.data().clone();
+    assert_eq!(data["delivered"], true);
+    assert_eq!(data["count"], 1);
+    assert_eq!(data["format"], "json");
+    assert!(data["messageId"].is_string());
+    let (user, caption, bytes) = exported(&app);
+    assert_eq!(user, "u1");
+    assert!(caption.is_some_and(|c| c.contains("public only")));
+    let doc: Value = serde_json::from_slice(&bytes).expect("json export");
+    let ids: Vec<&str> = doc["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![public.as_str()]);
+    assert!(!String::from_utf8_lossy(&bytes).contains("allergy"));
+    assert!(!String::from_utf8_lossy(&bytes).contains(&private));
+    assert_eq!(app.discord.call_count(Op::SendFiles), 0, "nothing posted publicly");
+    assert_eq!(app.discord.history("guild-chan").len(), 1, "only the trigger");
+}
+
+#[tokio::test]
+async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
+    let app = app().await;
+    seeded(&app).await;
+    let dm = app.dm_session("u1");
+    let high = save(&app, &dm, "allergic to peanuts", "private").await;
+    app.call(
+        &dm,
+        "memory-patch",
+        json!({"memoryId": high, "importance": "high"}),
+    )
+    .await
+    .data();
+    let data = app.call(&dm, "memory-export", json!({})).await.data().clone();
+    assert_eq!(data["count"], 3);
+    assert_eq!(data["format"], "markdown");
+    let (_, _, bytes) = exported(&app);
+    let text = String::from_utf8(bytes).expect("utf-8");
+    assert!(text.contains("secret: tea allergy"), "{text}");
+    let data = app
+        .call(&dm, "memory-export", json!({"importance": "high"}))
+        .await
+        .data()
+        .clone();
+    assert_eq!(data["count"], 1);
+}
+
+fn invocation(
+    skill: &str,
+    is_dm: bool,
+    parameters: Value,
+) -> (CommandInvocation, tokio::sync::oneshot::Receiver<CommandReply>) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let parameters: Map<String, Value> = parameters.as_object().cloned().unwrap_or_default();
+    (
+        CommandInvocation {
+            platform: PlatformKind::Discord,
+            skill: skill.into(),
+            parameters,
+            user_id: "u1".into(),
+            username: "u1".into(),
+            channel_id: if is_dm { "dm:u1".into() } else { "guild-chan".into() },
+            guild_id: (!is_dm).then(|| "guild".into()),
+            is_dm,
+            message_id: None,
+            reply: tx,
+        },
+        rx,
+    )
+}
+
+#[tokio::test]
+async fn user_commands_answer_humans_in_plain_text() {
+    let app = app().await;
+    seeded(&app).await;
+    let runner = app.user_commands();
+    let names: Vec<&str> = runner.command_names().collect();
+    assert_eq!(
+        names,
+        [
+            "cancel-reminder",
+            "list-reminders",
+            "memory-export",
+            "memory-search",
+            "memory-stats"
+        ]
+    );
+
+    let (public_stats, _rx) = invocation("memory-stats", false, json!({}));
+    let reply = runner.execute(&public_stats).await;
+    assert!(!reply.is_error, "{}", reply.text);
+    assert!(reply.text.contains("public"), "{}", reply.text);
+    assert!(!reply.text.contains("private "), "no private row: {}", reply.text);
+    assert!(reply.text.contains("only in a direct message"), "{}", reply.text);
+
+    let (dm_stats, rx) = invocation("memory-stats", true, json!({}));
+    assert!(runner.run(dm_stats).await, "delivered through the reply channel");
+    let reply = rx.await.expect("reply");
+    assert!(reply.text.contains("private"), "{}", reply.text);
+
+    let (search, _rx) = invocation("memory-search", false, json!({"query": "tea"}));
+    let reply = runner.execute(&search).await;
+    assert!(reply.text.starts_with("1 memory found:"), "{}", reply.text);
+    assert!(reply.text.contains("likes green tea"), "{}", reply.text);
+    assert!(!reply.text.contains("allergy"), "{}", reply.text);
+
+    let (export, _rx) = invocation("memory-export", false, json!({}));
+    let reply = runner.execute(&export).await;
+    assert!(reply.text.contains("sent to you by direct message"), "{}", reply.text);
+    let (_, _, bytes) = exported(&app);
+    assert!(!String::from_utf8_lossy(&bytes).contains("allergy"));
+
+    let (reminders, _rx) = invocation("list-reminders", false, json!({}));
+    let reply = runner.execute(&reminders).await;
+    assert!(reply.is_error);
+    assert!(reply.text.contains("direct message"), "{}", reply.text);
+
+    let (bad, _rx) = invocation("memory-search", true, json!({"limit": 500}));
+    let reply = runner.execute(&bad).await;
+    assert!(reply.is_error);
+    assert!(reply.text.contains("invalid options"), "{}", reply.text);
+
+    let (agent_only, _rx) = invocation("send-reply", true, json!({"message": "hi"}));
+    let reply = runner.execute(&agent_only).await;
+    assert!(reply.is_error);
+    assert!(reply.text.contains("/memory-stats"), "{}", reply.text);
+    assert!(app.discord.sent().is_empty(), "send-reply never ran");
+}

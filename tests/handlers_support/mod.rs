@@ -1,0 +1,305 @@
+//! Shared fixtures for the skill handler tests: the real Skill API router with the registry built
+//! by `handlers::build_registry` from the repository's `skills/` manifests, a temp-file `Store`,
+//! a Discord-like and a Misskey-like `FakePlatform`, session helpers and a request helper.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
+use air_friends::handlers::{
+    Clock, HandlerDeps, UserCommandRunner, WorkspaceLayout, build_registry,
+};
+use air_friends::platform::fake::FakePlatform;
+use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use air_friends::skill_api::{
+    RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings, SkillApiState, router,
+};
+use air_friends::skills::{LoadedSkills, load_skills};
+use air_friends::store::Store;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// The repository's skills, as shipped (with their manifest rate limits).
+pub fn shipped_skills() -> LoadedSkills {
+    static SKILLS: OnceLock<LoadedSkills> = OnceLock::new();
+    SKILLS
+        .get_or_init(|| {
+            load_skills(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")).expect("skills")
+        })
+        .clone()
+}
+
+/// The repository's skills with `rate_limit` removed from every manifest, so tests can make
+/// many calls in a row (quota and doom-loop tests); everything else is as shipped.
+pub fn unlimited_skills() -> LoadedSkills {
+    static SKILLS: OnceLock<LoadedSkills> = OnceLock::new();
+    SKILLS
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+            copy_tree(&src, dir.path());
+            for entry in std::fs::read_dir(dir.path()).expect("read_dir") {
+                let manifest = entry.expect("entry").path().join("manifest.json");
+                let text = std::fs::read_to_string(&manifest).expect("manifest");
+                let mut json: Value = serde_json::from_str(&text).expect("json");
+                json.as_object_mut().expect("object").remove("rate_limit");
+                std::fs::write(&manifest, serde_json::to_string_pretty(&json).expect("ser"))
+                    .expect("write");
+            }
+            load_skills(dir.path()).expect("skills")
+        })
+        .clone()
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// Configuration knobs of a test app.
+pub struct Options {
+    pub skills: SkillsConfig,
+    pub reminders: RemindersConfig,
+    pub memory: MemoryConfig,
+    pub loaded: LoadedSkills,
+    pub clock: Clock,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        let mut skills = SkillsConfig::default();
+        skills.send_file.enabled = true;
+        Self {
+            skills,
+            reminders: RemindersConfig::default(),
+            memory: MemoryConfig::default(),
+            loaded: unlimited_skills(),
+            clock: Clock::system(),
+        }
+    }
+}
+
+pub struct App {
+    pub state: SkillApiState,
+    pub router: Router,
+    pub store: Store,
+    pub discord: Arc<FakePlatform>,
+    pub misskey: Arc<FakePlatform>,
+    pub loaded: LoadedSkills,
+    pub workspaces: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn app() -> App {
+    app_with(Options::default()).await
+}
+
+pub async fn app_with(options: Options) -> App {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("test.db")).await.expect("store");
+    let discord = Arc::new(FakePlatform::discord());
+    let misskey = Arc::new(FakePlatform::misskey());
+    let platforms = PlatformRegistry::new()
+        .with(discord.clone() as Arc<dyn PlatformAdapter>)
+        .with(misskey.clone() as Arc<dyn PlatformAdapter>);
+    let deps = HandlerDeps {
+        store: store.clone(),
+        platforms,
+        skills_config: options.skills,
+        reminders_config: options.reminders,
+        memory_config: options.memory,
+        clock: options.clock,
+    };
+    let registry = build_registry(deps, &options.loaded).expect("registry");
+    let state = SkillApiState::new(
+        SkillApiSettings::default(),
+        registry,
+        SkillApiMetrics::new(&mut Registry::default()),
+    );
+    let workspaces = dir.path().join("workspaces");
+    App {
+        router: router(state.clone()),
+        state,
+        store,
+        discord,
+        misskey,
+        loaded: options.loaded,
+        workspaces,
+        _dir: dir,
+    }
+}
+
+/// A registered session plus what the test needs to check its effects.
+pub struct Session {
+    pub registered: RegisteredSession,
+    pub context: SessionContext,
+}
+
+impl Session {
+    pub fn trigger(&self) -> String {
+        self.context.trigger_message_id.clone().expect("trigger")
+    }
+
+    pub fn terminated(&self) -> bool {
+        self.registered.termination.is_requested()
+    }
+}
+
+impl App {
+    /// A session answering `incoming` (a message pushed into a fake), with a workspace dir.
+    pub fn session_for(&self, incoming: &IncomingMessage) -> Session {
+        let workspace = self
+            .workspaces
+            .join(incoming.platform.as_str())
+            .join(&incoming.user_id);
+        std::fs::create_dir_all(&workspace).expect("workspace");
+        let context = SessionContext {
+            platform: incoming.platform,
+            channel_id: incoming.channel_id.clone(),
+            user_id: incoming.user_id.clone(),
+            username: incoming.username.clone(),
+            is_dm: incoming.is_dm,
+            guild_id: incoming.guild_id.clone(),
+            trigger_message_id: Some(incoming.message_id.clone()),
+            workspace,
+        };
+        let registered = self
+            .state
+            .sessions()
+            .register(context.clone())
+            .expect("register");
+        Session {
+            registered,
+            context,
+        }
+    }
+
+    /// A Discord guild-channel session of `user` (public context).
+    pub fn guild_session(&self, user: &str) -> Session {
+        let incoming = self.discord.push_incoming("guild-chan", user, "hello bot");
+        self.session_for(&incoming)
+    }
+
+    /// A Discord DM session of `user`.
+    pub fn dm_session(&self, user: &str) -> Session {
+        self.discord.add_user(user, user, user);
+        let incoming = self.discord.push_incoming_dm(user, "hello bot");
+        self.session_for(&incoming)
+    }
+
+    /// A session without a trigger message (e.g. started by the system).
+    pub fn triggerless_session(&self, user: &str, is_dm: bool) -> Session {
+        self.discord.add_user(user, user, user);
+        let mut incoming = if is_dm {
+            self.discord.push_incoming_dm(user, "x")
+        } else {
+            self.discord.push_incoming("guild-chan", user, "x")
+        };
+        incoming.message_id = String::new();
+        let mut context = self.session_for(&incoming).context;
+        context.trigger_message_id = None;
+        self.register(context)
+    }
+
+    /// Registers a session with exactly this context.
+    pub fn register(&self, context: SessionContext) -> Session {
+        let registered = self
+            .state
+            .sessions()
+            .register(context.clone())
+            .expect("register");
+        Session {
+            registered,
+            context,
+        }
+    }
+
+    pub fn user_commands(&self) -> UserCommandRunner {
+        UserCommandRunner::new(
+            self.state.clone(),
+            &self.loaded,
+            WorkspaceLayout::new(self.workspaces.clone()),
+        )
+    }
+
+    /// POSTs a skill call with the session's own token and reads the whole response (so a
+    /// pending termination fires).
+    pub async fn call(&self, session: &Session, skill: &str, params: Value) -> Resp {
+        let body = json!({
+            "sessionId": session.registered.session_id.as_str(),
+            "parameters": params,
+        });
+        let request = Request::builder()
+            .method("POST")
+            .uri(format!("/api/skill/{skill}"))
+            .header(
+                header::AUTHORIZATION,
+                format!(
+                    "Bearer {}",
+                    session.registered.caller_token.expose_secret()
+                ),
+            )
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let response = self
+            .router
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        let body: Value = serde_json::from_slice(&bytes).expect("json body");
+        Resp { status, body }
+    }
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Resp {
+    /// The `data` of a success; panics with the body otherwise.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.status, StatusCode::OK, "{:#}", self.body);
+        &self.body["data"]
+    }
+
+    /// The error code of a failure, after checking the failure shape and the status.
+    pub fn error(&self, status: u16) -> &str {
+        assert_eq!(self.status.as_u16(), status, "{:#}", self.body);
+        assert_eq!(self.body["success"], false);
+        assert!(
+            self.body["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{:#}",
+            self.body
+        );
+        self.body["code"].as_str().expect("code")
+    }
+
+    pub fn message(&self) -> &str {
+        self.body["error"].as_str().unwrap_or_default()
+    }
+}
