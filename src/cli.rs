@@ -32,6 +32,9 @@ pub struct ConfigArg {
 pub enum Command {
     /// Run the daemon: connect to the platforms and answer messages until SIGTERM/SIGINT.
     Serve(ConfigArg),
+    /// Talk to the configured agent in this terminal: the full pipeline, with you as a DM
+    /// partner and no chat platform. Ctrl-D ends.
+    Chat(ConfigArg),
     /// Validate the configuration file and print the effective configuration (secrets
     /// masked). Exits 1 when it has errors.
     CheckConfig(ConfigArg),

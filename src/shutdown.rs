@@ -4,6 +4,9 @@
 //! Phase one (`draining`): components stop accepting new work and let running work finish.
 //! Phase two (`stop`, after `shutdownGraceMs` or when everything drained): whatever still runs
 //! is cancelled. Cancelling `stop` also cancels `draining`.
+//!
+//! Services that running work depends on (the Skill API the agents call) are tracked apart
+//! ([`Shutdown::spawn_service`]) and stopped only after the work is done.
 
 use std::future::Future;
 use std::time::Duration;
@@ -20,6 +23,8 @@ pub struct Shutdown {
     stop: CancellationToken,
     draining: CancellationToken,
     tasks: TaskTracker,
+    services_stop: CancellationToken,
+    services: TaskTracker,
 }
 
 impl Default for Shutdown {
@@ -37,6 +42,8 @@ impl Shutdown {
             stop,
             draining,
             tasks: TaskTracker::new(),
+            services_stop: CancellationToken::new(),
+            services: TaskTracker::new(),
         }
     }
 
@@ -48,6 +55,12 @@ impl Shutdown {
     /// Cancelled when running work must stop now.
     pub fn stop(&self) -> CancellationToken {
         self.stop.clone()
+    }
+
+    /// The tracker itself, for components that spawn their own tasks (shutdown waits for
+    /// them too).
+    pub fn tracker(&self) -> TaskTracker {
+        self.tasks.clone()
     }
 
     /// Runs a component task under the tracker; shutdown waits for it.
@@ -62,9 +75,38 @@ impl Shutdown {
         });
     }
 
+    /// Runs a service that work depends on; it gets a token that is cancelled only after all
+    /// work tasks have finished (or were cancelled).
+    pub fn spawn_service<F, Fut>(&self, name: &'static str, service: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let task = service(self.services_stop.clone());
+        self.services.spawn(async move {
+            if let Err(e) = task.await {
+                tracing::error!(task = name, error = format!("{e:#}"), "service failed");
+            }
+        });
+    }
+
     /// Drains: cancels `draining`, waits up to `grace` for tracked tasks, then cancels `stop`
-    /// and waits a little more. Returns false if tasks were still running at the end.
+    /// and waits a little more; finally stops the services. Returns false if anything was
+    /// still running at the end.
     pub async fn drain(&self, grace: Duration) -> bool {
+        let work_done = self.drain_work(grace).await;
+        self.services_stop.cancel();
+        self.services.close();
+        let services_done = tokio::time::timeout(HARD_STOP_WAIT, self.services.wait())
+            .await
+            .is_ok();
+        if !services_done {
+            tracing::error!(running = self.services.len(), "services did not stop");
+        }
+        work_done && services_done
+    }
+
+    async fn drain_work(&self, grace: Duration) -> bool {
         self.draining.cancel();
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait()).await.is_ok() {
@@ -131,6 +173,29 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert!(s.drain(Duration::from_secs(2)).await);
         assert!(started.elapsed() >= Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn services_outlive_the_work() {
+        let s = Shutdown::new();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let draining = s.draining();
+        s.spawn("work", async move {
+            draining.cancelled().await;
+            // The service must still be up while the work finishes.
+            rx.await.ok();
+            Ok(())
+        });
+        let service_stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = service_stopped.clone();
+        s.spawn_service("api", move |stop| async move {
+            tx.send(()).ok();
+            stop.cancelled().await;
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        assert!(s.drain(Duration::from_secs(5)).await);
+        assert!(service_stopped.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[test]

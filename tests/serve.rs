@@ -171,7 +171,7 @@ fn a_busy_port_is_a_startup_failure() {
     let cfg = TestConfig::new("");
     let text = std::fs::read_to_string(&cfg.path)
         .unwrap()
-        .replace("port: 0", &format!("port: {port}"));
+        .replace("health:\n  port: 0", &format!("health:\n  port: {port}"));
     std::fs::write(&cfg.path, text).unwrap();
     let out = Command::new(bin())
         .args(["serve", "--config"])

@@ -1,6 +1,8 @@
 //! What each subcommand does. `serve` (the daemon's composition root) lives in [`serve`]; the
 //! short one-shot commands are here.
 
+mod chat;
+mod daemon;
 mod serve;
 
 use std::path::Path;
@@ -21,6 +23,7 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::CheckConfig(c) => check_config(&c.config),
         Command::Serve(c) => serve_main(&c.config),
+        Command::Chat(c) => chat::chat_main(&c.config),
         Command::Skill { name, args } => skill_client(&name, &args),
         Command::Import {
             command: ImportCommand::Jsonl { config, dir },

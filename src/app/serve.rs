@@ -77,6 +77,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Signals are installed before anything is announced, so an early SIGTERM is not lost.
     let signal = tokio::spawn(shutdown::wait_for_signal());
 
+    let started =
+        super::daemon::start(&config, &shutdown, &metrics, &readiness, Vec::new()).await?;
+
     let ops_listener = bind(&config.health.host, config.health.port)
         .await
         .context("cannot bind the ops listener (health.host / health.port)")?;
@@ -121,6 +124,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let clean = shutdown
         .drain(Duration::from_millis(config.shutdown_grace_ms))
         .await;
+    if let Err(e) = started.store.close().await {
+        tracing::error!(error = %e, "closing the database failed");
+    }
     ops_stop.cancel();
     if let Some(w) = watchdog {
         w.await.ok();

@@ -304,8 +304,12 @@ impl Router {
     async fn worker(&self, key: String, generation: u64, mut rx: mpsc::Receiver<IncomingMessage>) {
         let inner = &self.inner;
         loop {
+            // While draining, what is already queued is still answered (below), then the
+            // worker exits instead of idling.
             let next = tokio::select! {
+                biased;
                 m = rx.recv() => m,
+                _ = inner.draining.cancelled() => None,
                 _ = tokio::time::sleep(inner.settings.idle_worker) => None,
                 _ = inner.stop.cancelled() => None,
             };

@@ -157,11 +157,10 @@ impl TestConfig {
         std::fs::create_dir_all(&data).unwrap();
         let path = dir.path().join("config.yaml");
         let text = format!(
-            "workspace:\n  repoPath: {data}\nhealth:\n  port: 0\n{extra}",
+            "workspace:\n  repoPath: {data}\nhealth:\n  port: 0\nskillApi:\n  port: 0\n{extra}",
             data = data.display()
         );
         std::fs::write(&path, text).unwrap();
         TestConfig { dir, path }
     }
 }
-

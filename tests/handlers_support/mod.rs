@@ -110,7 +110,9 @@ pub async fn app() -> App {
 
 pub async fn app_with(options: Options) -> App {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("test.db")).await.expect("store");
+    let store = Store::open(&dir.path().join("test.db"))
+        .await
+        .expect("store");
     let discord = Arc::new(FakePlatform::discord());
     let misskey = Arc::new(FakePlatform::misskey());
     let platforms = PlatformRegistry::new()
@@ -248,10 +250,7 @@ impl App {
             .uri(format!("/api/skill/{skill}"))
             .header(
                 header::AUTHORIZATION,
-                format!(
-                    "Bearer {}",
-                    session.registered.caller_token.expose_secret()
-                ),
+                format!("Bearer {}", session.registered.caller_token.expose_secret()),
             )
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(body.to_string()))

@@ -1,0 +1,353 @@
+//! Building and starting the daemon's components (shared by `serve` and `chat`): store, skill
+//! packages, platform adapters, skill handlers and the Skill API, the agent runner, the
+//! conversation router and the reminder scheduler. Every task runs under the [`Shutdown`]
+//! tracker; every component gets its dependencies passed in.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::bind;
+use crate::agent::{AgentRunner, ApprovalRules, PermissionGate, RunnerSettings};
+use crate::config::Config;
+use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
+use crate::conversation::prompts::PromptLibrary;
+use crate::conversation::workspace::Workspaces;
+use crate::conversation::{
+    ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
+};
+use crate::handlers::{self, HandlerDeps, UserCommandRunner, WorkspaceLayout};
+use crate::observability::Metrics;
+use crate::ops::Readiness;
+use crate::platform::discord::DiscordAdapter;
+use crate::platform::misskey::MisskeyAdapter;
+use crate::platform::{
+    ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformRegistry, UserCommandSpec,
+};
+use crate::reminders::{ReminderMetrics, ReminderScheduler};
+use crate::shutdown::Shutdown;
+use crate::skill_api::{self, SkillApiMetrics, SkillApiSettings, SkillApiState};
+use crate::skills::{LoadedSkills, load_skills};
+use crate::store::Store;
+
+/// Events waiting for the router.
+const EVENT_QUEUE: usize = 1024;
+
+/// What a started daemon hands back to its caller.
+#[derive(Debug)]
+pub struct Started {
+    /// The database (closed by the caller after the drain).
+    pub store: Store,
+    /// Where extra adapters (the console) deliver events.
+    pub sink: EventSink,
+    /// Cancelled when the event loop has ended (its channel closed and emptied, or draining).
+    pub events_done: CancellationToken,
+}
+
+/// Builds and starts everything. `extra` adapters (the console) are registered beside the
+/// configured platforms; their receive loops are the caller's.
+pub async fn start(
+    config: &Config,
+    shutdown: &Shutdown,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    extra: Vec<Arc<dyn PlatformAdapter>>,
+) -> anyhow::Result<Started> {
+    let db_path = config.database_path();
+    if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .with_context(|| format!("cannot create the data folder {}", parent.display()))?;
+    }
+    let store = Store::open(&db_path)
+        .await
+        .with_context(|| format!("cannot open the database {}", db_path.display()))?;
+
+    let skills_dir = absolute(&config.agent.skills_dir);
+    let skills = load_skills(&skills_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "skill packages in {} failed validation: {e}",
+            skills_dir.display()
+        )
+    })?;
+    for warning in skills.warnings() {
+        tracing::warn!(warning = %warning, "skill package warning");
+    }
+    let commands: Vec<UserCommandSpec> = skills
+        .user_commands()
+        .filter(|s| !config.skills.disabled.contains(&s.name))
+        .map(|s| UserCommandSpec {
+            name: s.name.clone(),
+            description: s.description().to_owned(),
+            input_schema: s.input_schema().clone(),
+        })
+        .collect();
+
+    // Platforms.
+    let http = reqwest::Client::builder()
+        .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(120))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let (sink, events) = mpsc::channel::<PlatformEvent>(EVENT_QUEUE);
+    let mut platforms = PlatformRegistry::new();
+    for adapter in extra {
+        platforms.insert(adapter);
+    }
+    if config.platforms.discord.enabled {
+        let (adapter, runner) =
+            DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.clone())
+                .context("Discord set-up")?;
+        platforms.insert(adapter);
+        let state = connection_check(readiness, "discord");
+        let (sink, draining) = (sink.clone(), shutdown.draining());
+        shutdown.spawn("discord", runner.run(sink, state, draining));
+    }
+    if config.platforms.misskey.enabled {
+        let adapter = Arc::new(
+            MisskeyAdapter::new(&config.platforms.misskey, http.clone(), commands.clone())
+                .context("Misskey set-up")?,
+        );
+        platforms.insert(adapter.clone());
+        let state = connection_check(readiness, "misskey");
+        let (sink, draining) = (sink.clone(), shutdown.draining());
+        shutdown.spawn("misskey", adapter.run(sink, state, draining));
+    }
+
+    // Skill handlers and the Skill API.
+    let workspaces_root = config
+        .workspace
+        .repo_path
+        .join(&config.workspace.workspaces_dir);
+    let registry = handlers::build_registry(
+        HandlerDeps {
+            store: store.clone(),
+            platforms: platforms.clone(),
+            skills_config: config.skills.clone(),
+            reminders_config: config.reminders.clone(),
+            memory_config: config.memory.clone(),
+            clock: handlers::Clock::system(),
+        },
+        &skills,
+    )
+    .context("cannot register the skill handlers")?;
+    let mut api_metrics = None;
+    metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r)));
+    let api_metrics = api_metrics.context("skill API metrics were not registered")?;
+    let api = SkillApiState::new(
+        SkillApiSettings {
+            session_timeout: Duration::from_millis(config.skill_api.session_timeout_ms),
+            ..SkillApiSettings::default()
+        },
+        registry,
+        api_metrics,
+    );
+    let listener = bind(&config.skill_api.host, config.skill_api.port)
+        .await
+        .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
+    let api_addr = listener.local_addr()?;
+    tracing::info!(addr = %api_addr, listener = "skill_api", "listening");
+    let skill_api_url = format!("http://{api_addr}");
+    // The Skill API serves the agents of running sessions, so it stops after them.
+    let state = api.clone();
+    shutdown.spawn_service("skill_api", move |stop| async move {
+        skill_api::serve(listener, state, stop.cancelled_owned())
+            .await
+            .context("Skill API server")
+    });
+    let state = api.clone();
+    shutdown.spawn_service("skill_api_maintenance", move |stop| async move {
+        state.run_maintenance(stop).await;
+        Ok(())
+    });
+    let user_commands = Arc::new(UserCommandRunner::new(
+        api.clone(),
+        &skills,
+        WorkspaceLayout::new(absolute(&workspaces_root)),
+    ));
+
+    // The agent runner and the conversation pipeline.
+    let conversation_metrics = ConversationMetrics::new(metrics);
+    let runner = AgentRunner::new(
+        RunnerSettings {
+            command: config.agent.command.clone(),
+            args: config.agent.args.clone(),
+            model: config.agent.model.clone(),
+            connect_timeout: Duration::from_millis(config.agent.connect_timeout_ms),
+            idle_timeout: Duration::from_millis(config.agent.idle_timeout_ms),
+            max_turn: Duration::from_millis(config.agent.max_turn_ms),
+            kill_grace: Duration::from_millis(config.agent.kill_grace_ms),
+        },
+        PermissionGate::new(
+            approval_rules(&skills, config, &skills_dir),
+            config.agent.yolo,
+        ),
+    );
+    if config.agent.yolo {
+        tracing::warn!("agent.yolo is on: every permission the agent asks for is approved");
+    }
+    let credentials: Vec<String> = skills
+        .enabled_credential_env_vars(|name| !config.skills.disabled.iter().any(|d| d == name))
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let interactions = Interactions {
+        platforms: platforms.clone(),
+        sessions: api.sessions().clone(),
+        runner,
+        store: store.clone(),
+        prompts: Arc::new(PromptLibrary::new(&config.prompts.dir)),
+        workspaces: Workspaces::new(&workspaces_root),
+        env: AgentEnvTemplate {
+            agent: config.agent.clone(),
+            skills_dir: skills_dir.clone(),
+            air_friends_bin: std::env::current_exe().context("cannot find this executable")?,
+            api_url: skill_api_url.clone(),
+            skill_credentials: credentials,
+            secret_values: config.secret_values(),
+        },
+        prompt: PromptSettings {
+            token_limit: config.agent.token_limit as usize,
+            recent_limit: config.memory.recent_message_limit as usize,
+            related_limit: config.memory.related_message_limit as usize,
+        },
+        retry_prompt: retry_prompt(&skills),
+        metrics: conversation_metrics.clone(),
+        stop: shutdown.stop(),
+    };
+    let router = Router::new(RouterParts {
+        policy: Policy::new(&config.platforms, &config.access_control),
+        limiter: UserRateLimiter::new(
+            config.rate_limit.max_messages,
+            Duration::from_millis(config.rate_limit.window_ms),
+            Duration::from_millis(config.rate_limit.cooldown_ms),
+        ),
+        settings: RouterSettings {
+            max_concurrent: config.agent.max_concurrent_sessions as usize,
+            queue_capacity: config.agent.max_queued_per_conversation as usize,
+            idle_worker: Duration::from_secs(300),
+            rate_limit_enabled: config.rate_limit.enabled,
+        },
+        handler: Arc::new(interactions),
+        platforms: platforms.clone(),
+        metrics: conversation_metrics,
+        tasks: shutdown.tracker(),
+        draining: shutdown.draining(),
+        stop: shutdown.stop(),
+    });
+    let events_done = CancellationToken::new();
+    let done = events_done.clone();
+    let loop_shutdown = shutdown.clone();
+    shutdown.spawn("router", async move {
+        let result = route_events(router, user_commands, events, loop_shutdown).await;
+        done.cancel();
+        result
+    });
+
+    if config.reminders.enabled {
+        let scheduler = ReminderScheduler::new(
+            store.clone(),
+            platforms.clone(),
+            config.reminders.clone(),
+            ReminderMetrics::new(metrics),
+        );
+        shutdown.spawn("reminders", scheduler.run(shutdown.draining()));
+    }
+
+    Ok(Started {
+        store,
+        sink,
+        events_done,
+    })
+}
+
+/// Reads platform events until draining: messages go to the router, user commands run
+/// directly (each in its own tracked task).
+async fn route_events(
+    router: Router,
+    commands: Arc<UserCommandRunner>,
+    mut events: mpsc::Receiver<PlatformEvent>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let draining = shutdown.draining();
+    loop {
+        let event = tokio::select! {
+            _ = draining.cancelled() => break,
+            e = events.recv() => e,
+        };
+        match event {
+            None => break,
+            Some(PlatformEvent::Message(msg)) => {
+                router.dispatch(msg).await;
+            }
+            Some(PlatformEvent::Command(invocation)) => {
+                let commands = commands.clone();
+                shutdown.spawn("user_command", async move {
+                    commands.run(invocation).await;
+                    Ok(())
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Registers a readiness check for a platform and returns its connection flag.
+fn connection_check(readiness: &Readiness, name: &'static str) -> ConnectionState {
+    let state = ConnectionState::new();
+    let s = state.clone();
+    readiness.register(name, move || {
+        let connected = s.is_connected();
+        async move {
+            if connected {
+                Ok(())
+            } else {
+                Err(format!("{name} is not connected"))
+            }
+        }
+    });
+    state
+}
+
+/// The auto-approve rules: the skills' script paths (relative `skills/<name>/scripts/<entry>`
+/// suffixes and their absolute forms under the configured skills folder) and command prefixes.
+fn approval_rules(skills: &LoadedSkills, config: &Config, skills_dir: &Path) -> ApprovalRules {
+    let list = skills.auto_approve(&config.agent.auto_approve_skills);
+    let mut script_paths = list.script_paths.clone();
+    for rel in &list.script_paths {
+        if let Some(tail) = rel.strip_prefix("skills/") {
+            script_paths.push(skills_dir.join(tail).display().to_string());
+        }
+    }
+    ApprovalRules {
+        script_paths,
+        command_prefixes: list.command_prefixes,
+    }
+}
+
+/// The retry prompt: tells the agent it must answer and quotes the two answering skills.
+fn retry_prompt(skills: &LoadedSkills) -> Option<String> {
+    let mut text = String::from(
+        "You ended your turn without answering the user: they have received nothing. You must \
+         answer now with the send-reply skill (or, if no words are needed, the react-message \
+         skill). Their instructions follow.",
+    );
+    for name in ["send-reply", "react-message"] {
+        let skill = skills.get(name)?;
+        text.push_str(&format!(
+            "\n\n--- {name} (skills folder: {}) ---\n{}",
+            skill.dir.display(),
+            skill.doc.body.trim()
+        ));
+    }
+    Some(text)
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
