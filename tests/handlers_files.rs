@@ -70,7 +70,10 @@ async fn a_file_is_threaded_to_the_trigger_and_the_reply_threads_under_the_file(
         .await
         .data();
     let reply = app.discord.sent().pop().expect("reply");
-    assert_eq!(reply.reply_to.as_deref(), Some(delivery.message_ids[0].as_str()));
+    assert_eq!(
+        reply.reply_to.as_deref(),
+        Some(delivery.message_ids[0].as_str())
+    );
     assert!(s.registered.handle.state().last_sent_message_id.is_some());
     assert_eq!(
         s.registered.handle.state().last_file_message_id.as_deref(),
@@ -96,7 +99,11 @@ async fn escapes_are_refused_and_nothing_is_sent() {
         (json!(["link.txt"]), "/filePaths/0", "outside"),
         (json!(["sibling/secret.txt"]), "/filePaths/0", "outside"),
         (json!(["ok.txt", "../u10/secret.txt"]), "/filePaths/1", ".."),
-        (json!(["ok.txt", "missing.txt"]), "/filePaths/1", "does not exist"),
+        (
+            json!(["ok.txt", "missing.txt"]),
+            "/filePaths/1",
+            "does not exist",
+        ),
     ];
     for (paths, pointer, words) in cases {
         // A fresh session per case: failed calls still count towards the doom-loop limit.
@@ -166,7 +173,10 @@ async fn one_delivery_per_session_and_the_fourth_attempt_terminates() {
     }
     let r = send(&app, &s, json!({"filePaths": ["d.txt"]})).await;
     assert_eq!(r.error(429), "QUOTA_EXCEEDED");
-    assert!(s.terminated(), "4th send-file attempt terminates after responding");
+    assert!(
+        s.terminated(),
+        "4th send-file attempt terminates after responding"
+    );
     assert_eq!(app.discord.file_deliveries().len(), 1);
 }
 
@@ -240,18 +250,19 @@ async fn a_caption_over_the_limit_continues_in_a_message_under_the_file() {
     // 1500 emoji = 3000 UTF-16 units: over Discord's 2000 although within the schema's 2000
     // characters.
     let caption = "😀".repeat(1500);
-    let data = send(&app, &s, json!({"filePaths": ["a.txt"], "caption": caption}))
-        .await
-        .data()
-        .clone();
+    let data = send(
+        &app,
+        &s,
+        json!({"filePaths": ["a.txt"], "caption": caption}),
+    )
+    .await
+    .data()
+    .clone();
     let delivery = &app.discord.file_deliveries()[0];
     let follow = app.discord.sent();
     assert_eq!(follow.len(), 1);
     assert_eq!(follow[0].reply_to.as_ref(), delivery.message_ids.last());
-    let total: usize = delivery
-        .caption
-        .as_deref()
-        .map_or(0, |c| c.chars().count())
+    let total: usize = delivery.caption.as_deref().map_or(0, |c| c.chars().count())
         + follow[0].text.chars().count();
     assert_eq!(total, 1500, "nothing truncated");
     assert_eq!(data["messageIds"].as_array().map(Vec::len), Some(2));

@@ -92,9 +92,11 @@ async fn content_over_the_configured_limit_is_rejected() {
         .call(&s, "memory-save", json!({"content": "x".repeat(11)}))
         .await;
     assert_eq!(r.error(400), "INVALID_PARAMS");
-    assert!(r.body["details"][0]["problem"]
-        .as_str()
-        .is_some_and(|p| p.contains("limit is 10")));
+    assert!(
+        r.body["details"][0]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("limit is 10"))
+    );
 }
 
 #[tokio::test]
@@ -130,7 +132,11 @@ async fn private_memories_are_invisible_outside_dms() {
             json!({"memoryId": public, "relatedTo": [private]}),
         )
         .await;
-    assert_eq!(r.error(404), "NOT_FOUND", "a private id cannot be referenced");
+    assert_eq!(
+        r.error(404),
+        "NOT_FOUND",
+        "a private id cannot be referenced"
+    );
 
     let dm = app.dm_session("u1");
     let found = app
@@ -159,7 +165,14 @@ async fn search_hits_have_the_spec_shape() {
         .clone();
     assert_eq!(data["count"], 2);
     for hit in data["memories"].as_array().expect("list") {
-        for key in ["id", "content", "visibility", "importance", "createdAt", "score"] {
+        for key in [
+            "id",
+            "content",
+            "visibility",
+            "importance",
+            "createdAt",
+            "score",
+        ] {
             assert!(hit.get(key).is_some(), "{key} missing in {hit}");
         }
         assert!(hit.get("workspace").is_none(), "no internal fields: {hit}");
@@ -194,12 +207,18 @@ async fn patches_change_metadata_only() {
     let hits = app
         .call(&s, "memory-search", json!({"query": "works"}))
         .await;
-    assert_eq!(ids(hits.data()), vec![new.clone()], "disabled memories are not found");
+    assert_eq!(
+        ids(hits.data()),
+        vec![new.clone()],
+        "disabled memories are not found"
+    );
 
-    let r = app
-        .call(&s, "memory-patch", json!({"memoryId": new}))
-        .await;
-    assert_eq!(r.error(400), "INVALID_PARAMS", "a patch must change something");
+    let r = app.call(&s, "memory-patch", json!({"memoryId": new})).await;
+    assert_eq!(
+        r.error(400),
+        "INVALID_PARAMS",
+        "a patch must change something"
+    );
     let r = app
         .call(
             &s,
@@ -263,8 +282,16 @@ async fn export_asked_in_public_goes_by_dm_without_private_memories() {
     assert_eq!(ids, vec![public.as_str()]);
     assert!(!String::from_utf8_lossy(&bytes).contains("allergy"));
     assert!(!String::from_utf8_lossy(&bytes).contains(&private));
-    assert_eq!(app.discord.call_count(Op::SendFiles), 0, "nothing posted publicly");
-    assert_eq!(app.discord.history("guild-chan").len(), 1, "only the trigger");
+    assert_eq!(
+        app.discord.call_count(Op::SendFiles),
+        0,
+        "nothing posted publicly"
+    );
+    assert_eq!(
+        app.discord.history("guild-chan").len(),
+        1,
+        "only the trigger"
+    );
 }
 
 #[tokio::test]
@@ -280,7 +307,11 @@ async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
     )
     .await
     .data();
-    let data = app.call(&dm, "memory-export", json!({})).await.data().clone();
+    let data = app
+        .call(&dm, "memory-export", json!({}))
+        .await
+        .data()
+        .clone();
     assert_eq!(data["count"], 3);
     assert_eq!(data["format"], "markdown");
     let (_, _, bytes) = exported(&app);
@@ -298,7 +329,10 @@ fn invocation(
     skill: &str,
     is_dm: bool,
     parameters: Value,
-) -> (CommandInvocation, tokio::sync::oneshot::Receiver<CommandReply>) {
+) -> (
+    CommandInvocation,
+    tokio::sync::oneshot::Receiver<CommandReply>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let parameters: Map<String, Value> = parameters.as_object().cloned().unwrap_or_default();
     (
@@ -308,7 +342,11 @@ fn invocation(
             parameters,
             user_id: "u1".into(),
             username: "u1".into(),
-            channel_id: if is_dm { "dm:u1".into() } else { "guild-chan".into() },
+            channel_id: if is_dm {
+                "dm:u1".into()
+            } else {
+                "guild-chan".into()
+            },
             guild_id: (!is_dm).then(|| "guild".into()),
             is_dm,
             message_id: None,
@@ -339,11 +377,22 @@ async fn user_commands_answer_humans_in_plain_text() {
     let reply = runner.execute(&public_stats).await;
     assert!(!reply.is_error, "{}", reply.text);
     assert!(reply.text.contains("public"), "{}", reply.text);
-    assert!(!reply.text.contains("private "), "no private row: {}", reply.text);
-    assert!(reply.text.contains("only in a direct message"), "{}", reply.text);
+    assert!(
+        !reply.text.contains("private "),
+        "no private row: {}",
+        reply.text
+    );
+    assert!(
+        reply.text.contains("only in a direct message"),
+        "{}",
+        reply.text
+    );
 
     let (dm_stats, rx) = invocation("memory-stats", true, json!({}));
-    assert!(runner.run(dm_stats).await, "delivered through the reply channel");
+    assert!(
+        runner.run(dm_stats).await,
+        "delivered through the reply channel"
+    );
     let reply = rx.await.expect("reply");
     assert!(reply.text.contains("private"), "{}", reply.text);
 
@@ -355,7 +404,11 @@ async fn user_commands_answer_humans_in_plain_text() {
 
     let (export, _rx) = invocation("memory-export", false, json!({}));
     let reply = runner.execute(&export).await;
-    assert!(reply.text.contains("sent to you by direct message"), "{}", reply.text);
+    assert!(
+        reply.text.contains("sent to you by direct message"),
+        "{}",
+        reply.text
+    );
     let (_, _, bytes) = exported(&app);
     assert!(!String::from_utf8_lossy(&bytes).contains("allergy"));
 

@@ -42,7 +42,11 @@ async fn a_long_reply_is_split_into_several_messages_in_order() {
     let r = app.call(&s, "send-reply", json!({ "message": text })).await;
     let data = r.data();
     let sent = app.discord.sent();
-    assert_eq!(sent.len(), 3, "4500+ characters need three Discord messages");
+    assert_eq!(
+        sent.len(),
+        3,
+        "4500+ characters need three Discord messages"
+    );
     let ids: Vec<&str> = sent.iter().map(|m| m.message_id.as_str()).collect();
     assert_eq!(data["messageIds"], json!(ids));
     assert_eq!(data["messageId"], ids[0]);
@@ -75,7 +79,11 @@ async fn text_that_is_empty_after_processing_is_rejected_without_using_the_quota
     let app = app().await;
     let s = app.guild_session("u1");
     let r = app
-        .call(&s, "send-reply", json!({"message": "<reply>  \\n </reply>"}))
+        .call(
+            &s,
+            "send-reply",
+            json!({"message": "<reply>  \\n </reply>"}),
+        )
         .await;
     assert_eq!(r.error(400), "INVALID_PARAMS");
     assert_eq!(r.body["details"][0]["path"], "/message");
@@ -96,7 +104,11 @@ async fn a_second_reply_is_refused_and_the_fourth_attempt_terminates_the_agent()
     let id = first.data()["messageId"].as_str().expect("id").to_owned();
     for attempt in 2..=3 {
         let r = app
-            .call(&s, "send-reply", json!({ "message": format!("again {attempt}") }))
+            .call(
+                &s,
+                "send-reply",
+                json!({ "message": format!("again {attempt}") }),
+            )
             .await;
         assert_eq!(r.error(429), "QUOTA_EXCEEDED");
         assert!(r.message().contains("edit-reply"), "{}", r.message());
@@ -108,7 +120,10 @@ async fn a_second_reply_is_refused_and_the_fourth_attempt_terminates_the_agent()
         .await;
     assert_eq!(r.error(429), "QUOTA_EXCEEDED");
     assert_eq!(r.body["sessionTerminated"], true);
-    assert!(s.terminated(), "the 4th attempt terminates after responding");
+    assert!(
+        s.terminated(),
+        "the 4th attempt terminates after responding"
+    );
     assert_eq!(app.discord.sent_texts(), vec!["answer"]);
     assert_eq!(
         s.registered.termination.reason().as_deref(),
@@ -157,7 +172,10 @@ async fn edits_are_limited_to_two_and_the_third_call_terminates() {
         .call(&s, "edit-reply", json!({"messageId": id, "message": "v4"}))
         .await;
     assert_eq!(r.error(429), "QUOTA_EXCEEDED");
-    assert!(s.terminated(), "the 3rd edit-reply call terminates after responding");
+    assert!(
+        s.terminated(),
+        "the 3rd edit-reply call terminates after responding"
+    );
     assert_eq!(app.discord.call_count(Op::EditMessage), 2);
     let history = app.discord.history("guild-chan");
     assert_eq!(history.last().map(|m| m.content.as_str()), Some("v3"));
@@ -175,7 +193,11 @@ async fn only_messages_of_this_session_can_be_edited() {
         .clone();
     for target in [json!(s.trigger()), theirs] {
         let r = app
-            .call(&s, "edit-reply", json!({"messageId": target, "message": "hijack"}))
+            .call(
+                &s,
+                "edit-reply",
+                json!({"messageId": target, "message": "hijack"}),
+            )
             .await;
         assert_eq!(r.error(404), "NOT_FOUND");
     }
@@ -220,9 +242,13 @@ async fn misskey_edit_recreates_the_note_under_the_original_anchor() {
     let got = app.call(&s, "get-message", json!({})).await;
     assert_eq!(got.data()["messageId"], new);
     assert_eq!(got.data()["content"], "second");
-    app.call(&s, "edit-reply", json!({"messageId": new, "message": "third"}))
-        .await
-        .data();
+    app.call(
+        &s,
+        "edit-reply",
+        json!({"messageId": new, "message": "third"}),
+    )
+    .await
+    .data();
 }
 
 #[tokio::test]
@@ -269,8 +295,10 @@ async fn platform_failures_are_502_with_retryable_and_do_not_use_the_quota() {
     assert_eq!(r.body["retryable"], true);
     assert!(!s.registered.handle.responded());
 
-    app.discord
-        .fail_next(Op::SendMessage, PlatformError::Forbidden("missing access".into()));
+    app.discord.fail_next(
+        Op::SendMessage,
+        PlatformError::Forbidden("missing access".into()),
+    );
     let r = app
         .call(&s, "send-reply", json!({"message": "try 2"}))
         .await;
@@ -291,7 +319,10 @@ async fn platform_failures_are_502_with_retryable_and_do_not_use_the_quota() {
         .await;
     r.data();
     assert_eq!(app.discord.sent_texts(), vec!["try 4"]);
-    assert!(s.terminated(), "the 4th attempt in total still ends the agent");
+    assert!(
+        s.terminated(),
+        "the 4th attempt in total still ends the agent"
+    );
 }
 
 #[tokio::test]
@@ -306,8 +337,6 @@ async fn a_reply_cut_short_by_the_platform_counts_and_reports_the_delivered_part
     assert_eq!(data["partial"], true);
     assert_eq!(data["messageIds"].as_array().map(Vec::len), Some(1));
     assert!(s.registered.handle.responded());
-    let again = app
-        .call(&s, "send-reply", json!({"message": "rest"}))
-        .await;
+    let again = app.call(&s, "send-reply", json!({"message": "rest"})).await;
     assert_eq!(again.error(429), "QUOTA_EXCEEDED");
 }

@@ -57,7 +57,18 @@ pub fn unlimited_skills() -> LoadedSkills {
         .clone()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+/// The repository's skills copied to a temp dir, changed by `change`, then loaded.
+pub fn modified_skills(change: impl FnOnce(&Path)) -> LoadedSkills {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"),
+        dir.path(),
+    );
+    change(dir.path());
+    load_skills(dir.path()).expect("skills")
+}
+
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
@@ -110,7 +121,9 @@ pub async fn app() -> App {
 
 pub async fn app_with(options: Options) -> App {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("test.db")).await.expect("store");
+    let store = Store::open(&dir.path().join("test.db"))
+        .await
+        .expect("store");
     let discord = Arc::new(FakePlatform::discord());
     let misskey = Arc::new(FakePlatform::misskey());
     let platforms = PlatformRegistry::new()
@@ -248,10 +261,7 @@ impl App {
             .uri(format!("/api/skill/{skill}"))
             .header(
                 header::AUTHORIZATION,
-                format!(
-                    "Bearer {}",
-                    session.registered.caller_token.expose_secret()
-                ),
+                format!("Bearer {}", session.registered.caller_token.expose_secret()),
             )
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(body.to_string()))
