@@ -48,6 +48,12 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Import data from other tools.
+    Import {
+        /// What to import.
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
     /// Tools for skill packages.
     Skills {
         /// What to do.
@@ -83,4 +89,19 @@ pub enum ValidateFormat {
     Text,
     /// One JSON document.
     Json,
+}
+
+/// `air-friends import` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Import an AIr-Friends data folder (`<platform>/<userId>/memory.public.jsonl`,
+    /// `memory.private.jsonl`, `reminders.jsonl`) into the configured database. Idempotent:
+    /// running it again adds nothing.
+    Jsonl {
+        /// Configuration (for the database path).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The data folder.
+        dir: PathBuf,
+    },
 }

@@ -11,6 +11,7 @@
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
+//! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
@@ -28,6 +29,7 @@ pub mod handlers;
 pub mod observability;
 pub mod ops;
 pub mod platform;
+pub mod reminders;
 pub mod shutdown;
 pub mod skill_api;
 pub mod skills;

@@ -1,10 +1,14 @@
 //! The conversation pipeline: which messages to answer and in what order (router, policy,
 //! rate limit), the user workspaces, prompt assembly, and one interaction end to end.
 
+pub mod context;
+pub mod interaction;
 pub mod metrics;
 pub mod policy;
+pub mod prompts;
 pub mod ratelimit;
 pub mod router;
+pub mod workspace;
 
 pub use metrics::ConversationMetrics;
 pub use policy::{Ignore, Policy};

@@ -151,6 +151,8 @@ mod tests {
         let mut m = fake.push_incoming("c1", "u1", text);
         m.is_dm = false;
         m.guild_id = Some("g1".into());
+        m.mentions_bot = false;
+        m.replied_to_bot = false;
         m
     }
 

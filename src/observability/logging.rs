@@ -14,11 +14,21 @@ use crate::config::{LogFormat, LoggingConfig};
 #[derive(Debug)]
 pub struct LoggingGuard(());
 
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTarget {
+    /// Standard output (the daemon: journald / log shippers read it).
+    Stdout,
+    /// Standard error (interactive commands whose stdout is the product).
+    Stderr,
+}
+
 /// Installs the global tracing subscriber. `rust_log` is the `RUST_LOG` value, if set.
 pub fn init_logging(
     config: &LoggingConfig,
     rust_log: Option<String>,
     redactor: Redactor,
+    target: LogTarget,
 ) -> anyhow::Result<LoggingGuard> {
     let filter = match rust_log.filter(|s| !s.trim().is_empty()) {
         Some(spec) => EnvFilter::try_new(&spec)
@@ -26,7 +36,17 @@ pub fn init_logging(
         None => EnvFilter::try_new(&config.level)
             .map_err(|e| anyhow::anyhow!("logging.level {:?}: {e}", config.level))?,
     };
-    let writer = RedactingMakeWriter::new(redactor, std::io::stdout);
+    let writer = RedactingMakeWriter::new(
+        redactor,
+        tracing_subscriber::fmt::writer::BoxMakeWriter::new(match target {
+            LogTarget::Stdout => {
+                tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stdout)
+            }
+            LogTarget::Stderr => {
+                tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr)
+            }
+        }),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);

@@ -5,6 +5,6 @@ mod logging;
 mod metrics;
 mod redact;
 
-pub use logging::{LoggingGuard, init_logging};
+pub use logging::{LogTarget, LoggingGuard, init_logging};
 pub use metrics::Metrics;
 pub use redact::{RedactingMakeWriter, Redactor};

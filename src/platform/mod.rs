@@ -25,9 +25,12 @@
 //! Adapters handle their own transport-level retries (e.g. Discord 429 back-off when serenity's
 //! ratelimiter is off) and surface what remains as [`PlatformError`].
 
+pub mod console;
+pub mod discord;
 pub mod error;
 pub mod events;
 pub mod fake;
+pub mod misskey;
 pub mod types;
 
 use std::collections::BTreeMap;

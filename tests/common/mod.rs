@@ -1,7 +1,9 @@
 //! Shared helpers for integration tests that run the real `air-friends` binary.
 #![allow(dead_code)]
 
+pub mod fake_discord;
 pub mod fake_llm;
+pub mod fake_misskey;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -162,3 +164,4 @@ impl TestConfig {
         TestConfig { dir, path }
     }
 }
+

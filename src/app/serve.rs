@@ -1,5 +1,5 @@
-//! Composition root: loads the configuration, installs logging, builds every component with
-//! its dependencies, runs until a signal, and shuts down in bounded time.
+//! `air-friends serve`: the composition root. Loads the configuration, installs logging, builds
+//! every component with its dependencies, runs until a signal, and shuts down in bounded time.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,77 +10,15 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{Cli, Command, SkillsCommand, ValidateFormat};
 use crate::config::{self, Config, ConfigError, ProcessEnv};
+use crate::observability::LogTarget;
 use crate::observability::{Metrics, Redactor, init_logging};
 use crate::ops::{self, OpsState, Readiness, checks};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
 
-/// Runs a parsed command line; the return value is the process exit code.
-pub fn run(cli: Cli) -> ExitCode {
-    match cli.command {
-        Command::PrintDefaultConfig => {
-            print!("{}", config::EXAMPLE_YAML);
-            ExitCode::SUCCESS
-        }
-        Command::CheckConfig(c) => check_config(&c.config),
-        Command::Serve(c) => serve_main(&c.config),
-        Command::Skill { name, args } => skill_client(&name, &args),
-        Command::Skills {
-            command:
-                SkillsCommand::Validate {
-                    verbose,
-                    format,
-                    builtin,
-                    dirs,
-                },
-        } => {
-            let (text, code) = crate::skills::validate::run_cli(
-                &dirs,
-                verbose,
-                format == ValidateFormat::Json,
-                builtin,
-            );
-            print!("{text}");
-            ExitCode::from(code)
-        }
-    }
-}
-
-/// `air-friends skill NAME ...`: client mode (see [`crate::skills::client`]).
-fn skill_client(name: &str, args: &[String]) -> ExitCode {
-    let env = crate::skills::client::ClientEnv::from_process();
-    let out = crate::skills::client::run(name, args, &env);
-    print!("{}", out.stdout);
-    eprint!("{}", out.stderr);
-    ExitCode::from(out.exit_code)
-}
-
-fn check_config(path: &Path) -> ExitCode {
-    match config::load_file(path, &ProcessEnv) {
-        Ok(cfg) => match serde_yaml::to_string(&cfg) {
-            Ok(yaml) => {
-                eprintln!("{}: configuration is valid", path.display());
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("air-friends: cannot print the configuration: {e}");
-                ExitCode::FAILURE
-            }
-        },
-        Err(err) => {
-            eprintln!("{}: configuration has errors:", path.display());
-            for issue in err.issues() {
-                eprintln!("  {issue}");
-            }
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn serve_main(path: &Path) -> ExitCode {
+/// `air-friends serve`: load the configuration, install logging, run the daemon.
+pub fn serve_main(path: &Path) -> ExitCode {
     let config = match config::load_file(path, &ProcessEnv) {
         Ok(c) => c,
         Err(err) => {
@@ -89,7 +27,12 @@ fn serve_main(path: &Path) -> ExitCode {
         }
     };
     let redactor = Redactor::new(config.secret_values());
-    let _guard = match init_logging(&config.logging, std::env::var("RUST_LOG").ok(), redactor) {
+    let _guard = match init_logging(
+        &config.logging,
+        std::env::var("RUST_LOG").ok(),
+        redactor,
+        LogTarget::Stdout,
+    ) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("air-friends: {e:#}");

@@ -1,0 +1,136 @@
+//! What each subcommand does. `serve` (the daemon's composition root) lives in [`serve`]; the
+//! short one-shot commands are here.
+
+mod serve;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+pub use serve::{bind, serve, serve_main};
+
+use crate::cli::{Cli, Command, ImportCommand, SkillsCommand, ValidateFormat};
+use crate::config::{self, ProcessEnv};
+use crate::observability::{LogTarget, Redactor, init_logging};
+
+/// Runs a parsed command line; the return value is the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::PrintDefaultConfig => {
+            print!("{}", config::EXAMPLE_YAML);
+            ExitCode::SUCCESS
+        }
+        Command::CheckConfig(c) => check_config(&c.config),
+        Command::Serve(c) => serve_main(&c.config),
+        Command::Skill { name, args } => skill_client(&name, &args),
+        Command::Import {
+            command: ImportCommand::Jsonl { config, dir },
+        } => import_jsonl(&config.config, &dir),
+        Command::Skills {
+            command:
+                SkillsCommand::Validate {
+                    verbose,
+                    format,
+                    builtin,
+                    dirs,
+                },
+        } => {
+            let (text, code) = crate::skills::validate::run_cli(
+                &dirs,
+                verbose,
+                format == ValidateFormat::Json,
+                builtin,
+            );
+            print!("{text}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// `air-friends skill NAME ...`: client mode (see [`crate::skills::client`]).
+fn skill_client(name: &str, args: &[String]) -> ExitCode {
+    let env = crate::skills::client::ClientEnv::from_process();
+    let out = crate::skills::client::run(name, args, &env);
+    print!("{}", out.stdout);
+    eprint!("{}", out.stderr);
+    ExitCode::from(out.exit_code)
+}
+
+fn check_config(path: &Path) -> ExitCode {
+    match config::load_file(path, &ProcessEnv) {
+        Ok(cfg) => match serde_yaml::to_string(&cfg) {
+            Ok(yaml) => {
+                eprintln!("{}: configuration is valid", path.display());
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("air-friends: cannot print the configuration: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(err) => {
+            eprintln!("{}: configuration has errors:", path.display());
+            for issue in err.issues() {
+                eprintln!("  {issue}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `air-friends import jsonl DIR`: imports an AIr-Friends data tree into the configured
+/// database.
+fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
+    let config = match config::load_file(config_path, &ProcessEnv) {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!(
+                "air-friends: invalid configuration {}: {}",
+                config_path.display(),
+                err.issues().join("; ")
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut logging = config.logging.clone();
+    logging.format = config::LogFormat::Pretty;
+    if logging.level == "info" {
+        logging.level = "warn".into();
+    }
+    let _guard = init_logging(
+        &logging,
+        std::env::var("RUST_LOG").ok(),
+        Redactor::new(config.secret_values()),
+        LogTarget::Stderr,
+    );
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("air-friends: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let db = config.database_path();
+    let result = runtime.block_on(async {
+        if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        let store = crate::store::Store::open(&db).await?;
+        let report = crate::store::import::import_tree(&store, dir).await;
+        store.close().await?;
+        anyhow::Ok(report?)
+    });
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("air-friends: import failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

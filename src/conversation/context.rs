@@ -1,0 +1,445 @@
+//! Prompt assembly (SPEC §8): the sections the agent sees, within a token budget.
+//!
+//! Sections, in order: the system prompt, session information (how to call skills and the
+//! payload-file pattern), important memories, recent conversation, related messages (guilds
+//! only), available custom emojis, the current message, instructions. The system prompt,
+//! session information, memories, the current message and the instructions are mandatory; the
+//! remaining budget goes to the conversation first (oldest messages dropped first), then to
+//! related messages, then to emojis. [`assemble`] is pure; [`gather`] fetches the inputs.
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::platform::{ChatMessage, CustomEmoji, IncomingMessage, PlatformAdapter};
+use crate::store::{Memory, Scope, Store, WorkspaceKey};
+use crate::text::estimate_tokens;
+
+/// Most custom emojis listed.
+pub const MAX_EMOJIS: usize = 50;
+
+/// Everything a prompt is built from.
+#[derive(Debug, Clone, Default)]
+pub struct PromptParts {
+    /// Rendered `prompts/system.md`.
+    pub system: String,
+    /// Our session id.
+    pub session_id: String,
+    /// Absolute skills folder.
+    pub skills_dir: String,
+    /// Platform name.
+    pub platform: String,
+    /// True in a DM.
+    pub is_dm: bool,
+    /// Enabled high-importance memories visible here, oldest first.
+    pub memories: Vec<Memory>,
+    /// Recent channel messages, oldest first (the current one excluded).
+    pub recent: Vec<ChatMessage>,
+    /// Related channel messages, oldest first.
+    pub related: Vec<ChatMessage>,
+    /// Custom emojis.
+    pub emojis: Vec<CustomEmoji>,
+    /// The message to answer.
+    pub current: Option<IncomingMessage>,
+    /// Bot's own id, to label its messages.
+    pub bot_user_id: Option<String>,
+}
+
+/// Drops everything up to and including the last message starting with `/clear`.
+pub fn after_last_clear(messages: Vec<ChatMessage>) -> Vec<ChatMessage> {
+    match messages
+        .iter()
+        .rposition(|m| m.content.trim_start().starts_with("/clear"))
+    {
+        Some(i) => messages.into_iter().skip(i + 1).collect(),
+        None => messages,
+    }
+}
+
+fn fmt_time(t: &DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+fn message_line(m: &ChatMessage, bot: Option<&str>) -> String {
+    let who = if bot == Some(m.user_id.as_str()) {
+        "you (the bot)".to_owned()
+    } else if m.is_bot {
+        format!("{} [bot]", m.username)
+    } else {
+        m.username.clone()
+    };
+    format!(
+        "[{}] {} (id {}): {}",
+        fmt_time(&m.timestamp),
+        who,
+        m.message_id,
+        m.content
+    )
+}
+
+fn session_section(p: &PromptParts) -> String {
+    let s = &p.skills_dir;
+    format!(
+        "## Session\n\
+         - Session id: {id}\n\
+         - Platform: {platform}; this is {place}.\n\
+         - You act only through skills. Your own text output is never shown to the user.\n\
+         - Skills are in `{s}`. Run a skill's script by its full path with your bash tool, e.g. \
+         `{s}/send-reply/scripts/send-reply --message-file \"$TMPDIR/$SESSION_ID/reply.md\"`. \
+         Read `{s}/<name>/SKILL.md` for a skill's flags.\n\
+         - Free text never goes on the command line: first write it with your file tool to \
+         `$TMPDIR/$SESSION_ID/<file>.md` (that is `tmp/{id}/<file>.md` in your working \
+         directory), then pass the file with `--message-file`, `--content-file`, `--query-file` \
+         or `--caption-file`.\n\
+         - One plain command per call: no `;`, `|`, `&&`, `$(…)`, backticks or redirections.",
+        id = p.session_id,
+        platform = p.platform,
+        place = if p.is_dm {
+            "a direct message (private memories are available)"
+        } else {
+            "a public conversation (only public memories are available)"
+        },
+    )
+}
+
+fn memories_section(p: &PromptParts) -> String {
+    if p.memories.is_empty() {
+        return "## Important memories\n(none yet)".to_owned();
+    }
+    let mut s = String::from("## Important memories\n");
+    for m in &p.memories {
+        s.push_str(&format!(
+            "- ({}, {}) {}\n",
+            m.id,
+            fmt_time(&m.created_at),
+            m.content
+        ));
+    }
+    s.trim_end().to_owned()
+}
+
+fn current_section(p: &PromptParts) -> String {
+    let Some(m) = &p.current else {
+        return "## Current message\n(none: this session was started without a message)".to_owned();
+    };
+    let mut s = format!(
+        "## Current message\nFrom {} (display name {}, user id {}), message id {}, at {}:\n{}",
+        m.username,
+        m.display_name,
+        m.user_id,
+        m.message_id,
+        fmt_time(&m.timestamp),
+        m.content
+    );
+    for a in &m.attachments {
+        s.push_str(&format!(
+            "\n[attachment: {} ({}, {} bytes) {}]",
+            a.filename,
+            a.mime.as_deref().unwrap_or("unknown type"),
+            a.size,
+            a.url
+        ));
+    }
+    s
+}
+
+const INSTRUCTIONS: &str = "## Instructions\n\
+Answer the current message with the send-reply skill (exactly one successful call; use \
+edit-reply to change it). You may also react with the react-message skill, or react instead of \
+replying when no words are needed. Save what is worth remembering with memory-save. Do not \
+reply in your own output: it is never shown.";
+
+/// Builds the prompt within `budget` estimated tokens.
+pub fn assemble(p: &PromptParts, budget: usize) -> String {
+    let mandatory_head = [
+        p.system.trim().to_owned(),
+        session_section(p),
+        memories_section(p),
+    ];
+    let current = current_section(p);
+    let tail = [current, INSTRUCTIONS.to_owned()];
+    let used: usize = mandatory_head
+        .iter()
+        .chain(tail.iter())
+        .map(|s| estimate_tokens(s) + 1)
+        .sum();
+    let mut left = budget.saturating_sub(used);
+
+    let bot = p.bot_user_id.as_deref();
+    // Conversation: newest first into the budget, then restored to oldest-first.
+    let mut conv = Vec::new();
+    for m in p.recent.iter().rev() {
+        let line = message_line(m, bot);
+        let cost = estimate_tokens(&line) + 1;
+        if cost > left {
+            break;
+        }
+        left -= cost;
+        conv.push(line);
+    }
+    conv.reverse();
+    let mut related = Vec::new();
+    for m in &p.related {
+        let line = message_line(m, bot);
+        let cost = estimate_tokens(&line) + 1;
+        if cost > left {
+            break;
+        }
+        left -= cost;
+        related.push(line);
+    }
+    let mut emojis = Vec::new();
+    for e in p.emojis.iter().take(MAX_EMOJIS) {
+        let item = format!(":{}:", e.name);
+        let cost = estimate_tokens(&item) + 1;
+        if cost > left {
+            break;
+        }
+        left -= cost;
+        emojis.push(item);
+    }
+
+    let mut sections: Vec<String> = mandatory_head
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !conv.is_empty() {
+        sections.push(format!(
+            "## Recent conversation (oldest first)\n{}",
+            conv.join("\n")
+        ));
+    }
+    if !related.is_empty() {
+        sections.push(format!(
+            "## Related messages from this channel\n{}",
+            related.join("\n")
+        ));
+    }
+    if !emojis.is_empty() {
+        sections.push(format!(
+            "## Custom emojis you can use (react-message --emoji ':name:')\n{}",
+            emojis.join(" ")
+        ));
+    }
+    sections.extend(tail);
+    sections.join("\n\n")
+}
+
+/// The words of a message worth searching for (longest first, at most five).
+pub fn keywords(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() >= 4 || w.chars().any(crate::text::is_cjk))
+        .map(str::to_lowercase)
+        .collect();
+    words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));
+    words.dedup();
+    words.truncate(5);
+    words
+}
+
+/// Fetches what the prompt needs; failures of optional parts are logged and left empty.
+#[allow(clippy::too_many_arguments)]
+pub async fn gather(
+    platform: &dyn PlatformAdapter,
+    store: &Store,
+    msg: &IncomingMessage,
+    system: String,
+    session_id: &str,
+    skills_dir: &Path,
+    recent_limit: usize,
+    related_limit: usize,
+) -> PromptParts {
+    let scope = if msg.is_dm {
+        Scope::IncludePrivate
+    } else {
+        Scope::PublicOnly
+    };
+    let memories = match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
+        Ok(ws) => store
+            .important_memories(&ws, scope)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(session_id, error = %e, "could not load important memories");
+                Vec::new()
+            }),
+        Err(e) => {
+            tracing::warn!(session_id, error = %e, "invalid workspace key");
+            Vec::new()
+        }
+    };
+    let recent = if recent_limit == 0 {
+        Vec::new()
+    } else {
+        match platform
+            .recent_messages(&msg.channel_id, recent_limit + 1)
+            .await
+        {
+            Ok(list) => after_last_clear(
+                list.into_iter()
+                    .filter(|m| m.message_id != msg.message_id)
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "could not fetch recent messages");
+                Vec::new()
+            }
+        }
+    };
+    let mut related = Vec::new();
+    if msg.guild_id.is_some() && related_limit > 0 {
+        let words = keywords(&msg.content);
+        if !words.is_empty() {
+            match platform
+                .search_messages(
+                    &msg.channel_id,
+                    &words.join(" "),
+                    related_limit + recent.len(),
+                )
+                .await
+            {
+                Ok(found) => {
+                    related = found
+                        .into_iter()
+                        .filter(|m| {
+                            m.message_id != msg.message_id
+                                && !recent.iter().any(|r| r.message_id == m.message_id)
+                        })
+                        .take(related_limit)
+                        .collect();
+                }
+                Err(e) => tracing::debug!(session_id, error = %e, "related-message search failed"),
+            }
+        }
+    }
+    let emojis = platform
+        .custom_emojis(&msg.channel_id)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::debug!(session_id, error = %e, "could not list custom emojis");
+            Vec::new()
+        });
+    PromptParts {
+        system,
+        session_id: session_id.to_owned(),
+        skills_dir: skills_dir.display().to_string(),
+        platform: msg.platform.as_str().to_owned(),
+        is_dm: msg.is_dm,
+        memories,
+        recent,
+        related,
+        emojis,
+        current: Some(msg.clone()),
+        bot_user_id: platform.bot_user_id(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::fake::FakePlatform;
+
+    fn chat(id: &str, text: &str) -> ChatMessage {
+        ChatMessage {
+            message_id: id.into(),
+            user_id: "u1".into(),
+            username: "alice".into(),
+            content: text.into(),
+            timestamp: Utc::now(),
+            is_bot: false,
+        }
+    }
+
+    fn parts() -> PromptParts {
+        let fake = FakePlatform::discord();
+        PromptParts {
+            system: "You are a friendly companion.".into(),
+            session_id: "s1".into(),
+            skills_dir: "/opt/af/skills".into(),
+            platform: "discord".into(),
+            current: Some(fake.push_incoming_dm("u1", "What did we talk about?")),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn clear_drops_everything_up_to_it() {
+        let msgs = vec![
+            chat("1", "a"),
+            chat("2", "/clear"),
+            chat("3", "b"),
+            chat("4", " /clear now"),
+            chat("5", "c"),
+        ];
+        let kept: Vec<String> = after_last_clear(msgs)
+            .into_iter()
+            .map(|m| m.message_id)
+            .collect();
+        assert_eq!(kept, ["5"]);
+    }
+
+    #[test]
+    fn sections_appear_in_order() {
+        let mut p = parts();
+        p.recent = vec![chat("1", "first"), chat("2", "second")];
+        p.emojis = vec![CustomEmoji {
+            name: "blobcat".into(),
+            id: Some("9".into()),
+            animated: false,
+        }];
+        let text = assemble(&p, 10_000);
+        let order = [
+            "You are a friendly",
+            "## Session",
+            "## Important memories",
+            "## Recent conversation",
+            "## Custom emojis",
+            "## Current message",
+            "## Instructions",
+        ];
+        let mut at = 0;
+        for s in order {
+            let pos = text[at..]
+                .find(s)
+                .unwrap_or_else(|| panic!("{s} missing or out of order:\n{text}"));
+            at += pos;
+        }
+        assert!(text.find("first").unwrap() < text.find("second").unwrap());
+        assert!(text.contains("/opt/af/skills/send-reply/scripts/send-reply"));
+    }
+
+    #[test]
+    fn budget_drops_oldest_conversation_first_but_keeps_mandatory_parts() {
+        let mut p = parts();
+        p.recent = (0..200)
+            .map(|i| {
+                chat(
+                    &i.to_string(),
+                    &format!("message number {i} with some padding text"),
+                )
+            })
+            .collect();
+        let text = assemble(&p, 1_500);
+        assert!(
+            estimate_tokens(&text) <= 1_600,
+            "{}",
+            estimate_tokens(&text)
+        );
+        assert!(text.contains("message number 199"));
+        assert!(!text.contains("message number 0 "));
+        assert!(text.contains("What did we talk about?"));
+        assert!(text.contains("## Instructions"));
+        // A tiny budget still carries the mandatory sections.
+        let tiny = assemble(&p, 10);
+        assert!(tiny.contains("What did we talk about?") && !tiny.contains("message number"));
+    }
+
+    #[test]
+    fn keywords_pick_long_words_and_cjk() {
+        let k = keywords("Do you remember the coffee place? 東京の喫茶店");
+        assert!(k.contains(&"remember".to_owned()));
+        assert!(k.contains(&"coffee".to_owned()));
+        assert!(k.iter().any(|w| w.contains("喫茶店")));
+        assert!(!k.contains(&"the".to_owned()));
+    }
+}

@@ -1,0 +1,262 @@
+//! One interaction end to end (SPEC §2 steps 4–9): workspace and staging folder, session
+//! registration with a caller token, prompt assembly, the agent run with the typing indicator,
+//! and the finish — a short error reply when the user got nothing, never on top of a real
+//! answer — then unregistration and clean-up.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::context::{assemble, gather};
+use super::metrics::ConversationMetrics;
+use super::prompts::PromptLibrary;
+use super::router::MessageHandler;
+use super::workspace::Workspaces;
+use crate::agent::env::{EnvInputs, SessionIdentity, build_agent_env};
+use crate::agent::{AgentRunner, SessionRun};
+use crate::config::{AgentConfig, ProcessEnv};
+use crate::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use crate::skill_api::sessions::{SessionContext, SessionRegistry};
+use crate::store::Store;
+
+/// Sent when the agent produced nothing for the user.
+pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
+
+/// How often the typing indicator is refreshed (Discord shows it for about 10 s).
+const TYPING_EVERY: Duration = Duration::from_secs(8);
+
+/// What the agent's environment is built from, fixed for the daemon's life.
+#[derive(Debug, Clone)]
+pub struct AgentEnvTemplate {
+    /// `agent.*` configuration.
+    pub agent: AgentConfig,
+    /// Absolute skills folder.
+    pub skills_dir: PathBuf,
+    /// This executable.
+    pub air_friends_bin: PathBuf,
+    /// Skill API base URL (`http://127.0.0.1:PORT`).
+    pub api_url: String,
+    /// Credential variables of enabled skills.
+    pub skill_credentials: Vec<String>,
+    /// The daemon's secret values (never passed on).
+    pub secret_values: Vec<String>,
+}
+
+/// Prompt sizes.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptSettings {
+    /// Token budget.
+    pub token_limit: usize,
+    /// Recent messages.
+    pub recent_limit: usize,
+    /// Related messages (guilds).
+    pub related_limit: usize,
+}
+
+/// The pipeline behind the router.
+pub struct Interactions {
+    /// Platform adapters.
+    pub platforms: PlatformRegistry,
+    /// Skill API sessions.
+    pub sessions: SessionRegistry,
+    /// The agent runner.
+    pub runner: AgentRunner,
+    /// Memories (for the prompt).
+    pub store: Store,
+    /// Prompt templates.
+    pub prompts: Arc<PromptLibrary>,
+    /// Workspaces.
+    pub workspaces: Workspaces,
+    /// Agent environment inputs.
+    pub env: AgentEnvTemplate,
+    /// Prompt sizes.
+    pub prompt: PromptSettings,
+    /// The retry prompt (quotes send-reply and react-message).
+    pub retry_prompt: Option<String>,
+    /// Metrics.
+    pub metrics: ConversationMetrics,
+    /// Cancelled when running sessions must stop (end of the shutdown grace period).
+    pub stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Interactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interactions").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl MessageHandler for Interactions {
+    async fn handle(&self, msg: IncomingMessage) {
+        let Some(platform) = self.platforms.get(msg.platform) else {
+            tracing::error!(platform = %msg.platform, "no adapter for this platform");
+            return;
+        };
+        let mut timer = self.metrics.session_started(msg.platform.as_str());
+        let outcome = self.run(platform.as_ref(), &msg).await;
+        timer.outcome(outcome);
+    }
+}
+
+impl Interactions {
+    async fn run(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) -> &'static str {
+        let workspace = match self.workspaces.path_for(msg.platform, &msg.user_id) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(platform = %msg.platform, error = %e, "cannot map the user to a workspace");
+                self.error_reply(platform, msg).await;
+                return "failed";
+            }
+        };
+        let registered = match self.sessions.register(SessionContext {
+            platform: msg.platform.as_str().to_owned(),
+            channel_id: msg.channel_id.clone(),
+            user_id: msg.user_id.clone(),
+            username: msg.username.clone(),
+            is_dm: msg.is_dm,
+            guild_id: msg.guild_id.clone(),
+            trigger_message_id: Some(msg.message_id.clone()),
+            workspace: workspace.clone(),
+        }) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot register a session");
+                self.error_reply(platform, msg).await;
+                return "failed";
+            }
+        };
+        let session_id = registered.session_id.as_str().to_owned();
+        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
+
+        let outcome = async {
+            let dirs = match self.workspaces.prepare(msg.platform, &msg.user_id, &session_id).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!(session_id = %session_id, error = %e, "cannot prepare the workspace");
+                    return None;
+                }
+            };
+            let system = match self.prompts.system_prompt().await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(session_id = %session_id, error = %e, "cannot render the system prompt");
+                    String::new()
+                }
+            };
+            let parts = gather(
+                platform,
+                &self.store,
+                msg,
+                system,
+                &session_id,
+                &self.env.skills_dir,
+                self.prompt.recent_limit,
+                self.prompt.related_limit,
+            )
+            .await;
+            let prompt = assemble(&parts, self.prompt.token_limit);
+            let identity = SessionIdentity {
+                session_id: session_id.clone(),
+                token: registered.caller_token.expose_secret().to_owned(),
+                api_url: self.env.api_url.clone(),
+            };
+            let env = build_agent_env(
+                &EnvInputs {
+                    agent: &self.env.agent,
+                    identity: &identity,
+                    workspace: &dirs.workspace,
+                    air_friends_bin: &self.env.air_friends_bin,
+                    skills_dir: &self.env.skills_dir,
+                    skill_credentials: &self.env.skill_credentials,
+                    secret_values: &self.env.secret_values,
+                },
+                &ProcessEnv,
+            );
+
+            // Bridge the Skill API's termination request to the runner.
+            let terminate = CancellationToken::new();
+            let done = CancellationToken::new();
+            let signal = registered.termination.clone();
+            let (t, d) = (terminate.clone(), done.clone());
+            let bridge = tokio::spawn(async move {
+                tokio::select! {
+                    reason = signal.requested() => {
+                        tracing::warn!(reason = %reason, "Skill API asked to terminate the agent");
+                        t.cancel();
+                    }
+                    _ = d.cancelled() => {}
+                }
+            });
+            let typing = self.spawn_typing(msg, done.clone());
+
+            let handle = registered.handle.clone();
+            let outcome = self
+                .runner
+                .run(SessionRun {
+                    session_id: session_id.clone(),
+                    workspace: dirs.workspace.clone(),
+                    env,
+                    prompt,
+                    retry_prompt: self.retry_prompt.clone(),
+                    terminate,
+                    shutdown: self.stop.clone(),
+                    probe: Arc::new(move || handle.responded()),
+                })
+                .await;
+            done.cancel();
+            let _ = bridge.await;
+            if let Some(t) = typing {
+                let _ = t.await;
+            }
+            self.workspaces.cleanup(&dirs).await;
+            Some(outcome)
+        }
+        .instrument(span)
+        .await;
+
+        let responded = registered.handle.responded();
+        self.sessions.unregister(&registered.session_id);
+        let label = match &outcome {
+            Some(o) => o.label(),
+            None => "failed",
+        };
+        if !responded {
+            self.error_reply(platform, msg).await;
+        }
+        tracing::info!(session_id = %session_id, outcome = label, responded, "interaction finished");
+        label
+    }
+
+    fn spawn_typing(
+        &self,
+        msg: &IncomingMessage,
+        done: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let platform = self.platforms.get(msg.platform)?;
+        let channel = msg.channel_id.clone();
+        Some(tokio::spawn(async move {
+            loop {
+                if let Err(e) = platform.start_typing(&channel).await {
+                    tracing::debug!(error = %e, "typing indicator failed");
+                }
+                tokio::select! {
+                    _ = done.cancelled() => break,
+                    _ = tokio::time::sleep(TYPING_EVERY) => {}
+                }
+            }
+        }))
+    }
+
+    async fn error_reply(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) {
+        if let Err(e) = platform
+            .send_message(&msg.channel_id, ERROR_TEXT, Some(&msg.message_id))
+            .await
+        {
+            tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
+        }
+    }
+}

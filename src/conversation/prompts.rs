@@ -1,0 +1,203 @@
+//! Prompt templates: `prompts/system.md` with `{{fragment}}` includes (each `fragment.md` in the
+//! same folder, recursively, cycles refused). Unknown placeholders are left as they are, with a
+//! warning. The rendered prompt is cached and re-rendered when a file in the folder changes
+//! (size or modification time) or after [`PromptLibrary::invalidate`] (SIGHUP).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+/// Deepest include nesting.
+const MAX_DEPTH: usize = 8;
+
+/// Why the prompt could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// `system.md` is missing or unreadable.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+type Fingerprint = BTreeMap<PathBuf, (u64, Option<SystemTime>)>;
+
+/// The prompt folder with a render cache.
+#[derive(Debug)]
+pub struct PromptLibrary {
+    dir: PathBuf,
+    cache: Mutex<Option<(Fingerprint, String)>>,
+}
+
+impl PromptLibrary {
+    /// A library reading `dir`.
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// Forgets the cached rendering (called on SIGHUP).
+    pub fn invalidate(&self) {
+        *self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// The rendered system prompt (blocking file work; call from `spawn_blocking` or use
+    /// [`system_prompt`](Self::system_prompt)).
+    pub fn render_blocking(&self) -> Result<String, PromptError> {
+        let fp = fingerprint(&self.dir);
+        {
+            let cache = self
+                .cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((cached_fp, text)) = cache.as_ref()
+                && *cached_fp == fp
+            {
+                return Ok(text.clone());
+            }
+        }
+        let path = self.dir.join("system.md");
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| PromptError::Read { path, source })?;
+        let rendered = expand(&self.dir, &text, &mut vec!["system".to_owned()]);
+        *self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((fp, rendered.clone()));
+        Ok(rendered)
+    }
+
+    /// The rendered system prompt, off the async workers.
+    pub async fn system_prompt(self: &std::sync::Arc<Self>) -> Result<String, PromptError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.render_blocking())
+            .await
+            .unwrap_or_else(|e| {
+                Err(PromptError::Read {
+                    path: PathBuf::from("system.md"),
+                    source: std::io::Error::other(e),
+                })
+            })
+    }
+}
+
+fn fingerprint(dir: &Path) -> Fingerprint {
+    let mut fp = Fingerprint::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "md")
+                && let Ok(m) = e.metadata()
+            {
+                fp.insert(p, (m.len(), m.modified().ok()));
+            }
+        }
+    }
+    fp
+}
+
+/// Replaces `{{name}}` with the rendered `name.md`; unknown names stay as written.
+fn expand(dir: &Path, text: &str, stack: &mut Vec<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = after[..end].trim();
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let placeholder = &rest[start..start + 2 + end + 2];
+        if !valid {
+            out.push_str(placeholder);
+        } else if stack.iter().any(|s| s == name) || stack.len() >= MAX_DEPTH {
+            tracing::warn!(
+                fragment = name,
+                "prompt include cycle or too deep; left as is"
+            );
+            out.push_str(placeholder);
+        } else {
+            match std::fs::read_to_string(dir.join(format!("{name}.md"))) {
+                Ok(fragment) => {
+                    stack.push(name.to_owned());
+                    out.push_str(expand(dir, fragment.trim_end(), stack).as_str());
+                    stack.pop();
+                }
+                Err(_) => {
+                    tracing::warn!(fragment = name, "unknown prompt placeholder; left as is");
+                    out.push_str(placeholder);
+                }
+            }
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn includes_nest_and_unknowns_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("system.md"),
+            "A {{persona}} B {{nope}} C {{ bad name }}",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("persona.md"), "[p {{style}}]\n").unwrap();
+        std::fs::write(dir.path().join("style.md"), "s").unwrap();
+        let lib = PromptLibrary::new(dir.path());
+        assert_eq!(
+            lib.render_blocking().unwrap(),
+            "A [p s] B {{nope}} C {{ bad name }}"
+        );
+    }
+
+    #[test]
+    fn cycles_are_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("system.md"), "{{a}}").unwrap();
+        std::fs::write(dir.path().join("a.md"), "a{{b}}").unwrap();
+        std::fs::write(dir.path().join("b.md"), "b{{a}}").unwrap();
+        assert_eq!(
+            PromptLibrary::new(dir.path()).render_blocking().unwrap(),
+            "ab{{a}}"
+        );
+    }
+
+    #[test]
+    fn reloads_when_a_file_changes_and_on_invalidate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("system.md"), "v1 {{f}}").unwrap();
+        std::fs::write(dir.path().join("f.md"), "one").unwrap();
+        let lib = PromptLibrary::new(dir.path());
+        assert_eq!(lib.render_blocking().unwrap(), "v1 one");
+        std::fs::write(dir.path().join("f.md"), "three").unwrap();
+        assert_eq!(lib.render_blocking().unwrap(), "v1 three");
+        lib.invalidate();
+        assert_eq!(lib.render_blocking().unwrap(), "v1 three");
+    }
+
+    #[test]
+    fn missing_system_prompt_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(PromptLibrary::new(dir.path()).render_blocking().is_err());
+    }
+}

@@ -1,0 +1,461 @@
+//! The console platform (`air-friends chat`): a local terminal conversation that runs the full
+//! pipeline as a DM from one local user, for trying a persona and agent set-up without any
+//! platform account.
+//!
+//! Each input line is a message from the local user; everything the bot does (replies, edits,
+//! reactions, files) is printed as a line. Files the bot sends are saved into a downloads
+//! folder and their paths printed. The conversation history lives in memory for
+//! `recent_messages` / `search_messages`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, OutgoingFile,
+    PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, SentMessage,
+    TextLimits, UserInfo,
+};
+
+/// The local user's id.
+pub const LOCAL_USER: &str = "local";
+/// The one conversation's channel id.
+pub const CHANNEL: &str = "console";
+/// The bot's id.
+pub const BOT_USER: &str = "air-friends";
+
+/// The console adapter.
+pub struct ConsoleAdapter {
+    out: Mutex<Box<dyn Write + Send>>,
+    history: Mutex<Vec<ChatMessage>>,
+    next_id: AtomicU64,
+    downloads: PathBuf,
+    username: String,
+}
+
+impl std::fmt::Debug for ConsoleAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleAdapter").finish_non_exhaustive()
+    }
+}
+
+impl ConsoleAdapter {
+    /// Prints to `out`; saves received files into `downloads`; the local user is `username`.
+    pub fn new(out: Box<dyn Write + Send>, downloads: PathBuf, username: &str) -> Self {
+        Self {
+            out: Mutex::new(out),
+            history: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            downloads,
+            username: username.to_owned(),
+        }
+    }
+
+    fn id(&self) -> String {
+        format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn print(&self, line: &str) {
+        let mut out = self
+            .out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A closed terminal leaves nobody to tell.
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    fn record(&self, user_id: &str, username: &str, content: &str, is_bot: bool) -> ChatMessage {
+        let m = ChatMessage {
+            message_id: self.id(),
+            user_id: user_id.to_owned(),
+            username: username.to_owned(),
+            content: content.to_owned(),
+            timestamp: Utc::now(),
+            is_bot,
+        };
+        self.history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(m.clone());
+        m
+    }
+
+    fn say(&self, text: &str) -> SentMessage {
+        let m = self.record(BOT_USER, BOT_USER, text, true);
+        self.print(&format!("{BOT_USER}> {text}"));
+        SentMessage {
+            message_id: m.message_id,
+            timestamp: m.timestamp,
+        }
+    }
+
+    /// Reads lines from `input` until EOF or `stop`, delivering each as a DM.
+    pub async fn run<R: AsyncBufRead + Unpin>(
+        &self,
+        input: R,
+        sink: EventSink,
+        stop: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let mut lines = input.lines();
+        loop {
+            let line = tokio::select! {
+                _ = stop.cancelled() => break,
+                l = lines.next_line() => l?,
+            };
+            let Some(line) = line else { break };
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let m = self.record(LOCAL_USER, &self.username, text, false);
+            let msg = IncomingMessage {
+                platform: PlatformKind::Console,
+                channel_id: CHANNEL.into(),
+                guild_id: None,
+                user_id: LOCAL_USER.into(),
+                username: self.username.clone(),
+                display_name: self.username.clone(),
+                message_id: m.message_id,
+                is_dm: true,
+                content: text.to_owned(),
+                attachments: Vec::new(),
+                timestamp: m.timestamp,
+                reply_to_message_id: None,
+                replied_to_bot: false,
+                is_bot: false,
+                mentions_bot: false,
+            };
+            if sink.send(PlatformEvent::Message(msg)).await.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_channel(channel_id: &str) -> Result<(), PlatformError> {
+        if channel_id == CHANNEL {
+            Ok(())
+        } else {
+            Err(PlatformError::NotFound(format!("channel {channel_id}")))
+        }
+    }
+
+    async fn save_files(
+        &self,
+        files: Vec<OutgoingFile>,
+        caption: Option<&str>,
+    ) -> Result<FileDelivery, PlatformError> {
+        tokio::fs::create_dir_all(&self.downloads)
+            .await
+            .map_err(|e| PlatformError::Transport(format!("downloads folder: {e}")))?;
+        let mut names = Vec::new();
+        for f in files {
+            let name = f.filename.clone();
+            let bytes = f.into_bytes().await?;
+            let safe: String = name
+                .chars()
+                .map(|c| if c == '/' || c == '\\' { '_' } else { c })
+                .collect();
+            let path = self.downloads.join(safe.trim_start_matches('.'));
+            tokio::fs::write(&path, &bytes)
+                .await
+                .map_err(|e| PlatformError::Transport(format!("saving {name}: {e}")))?;
+            names.push(format!("{} ({} bytes)", path.display(), bytes.len()));
+        }
+        let text = format!(
+            "{}[files: {}]",
+            caption.map(|c| format!("{c} ")).unwrap_or_default(),
+            names.join(", ")
+        );
+        Ok(FileDelivery {
+            messages: vec![self.say(&text)],
+            failed: Vec::new(),
+        })
+    }
+}
+
+#[async_trait]
+impl PlatformAdapter for ConsoleAdapter {
+    fn kind(&self) -> PlatformKind {
+        PlatformKind::Console
+    }
+
+    fn bot_user_id(&self) -> Option<String> {
+        Some(BOT_USER.into())
+    }
+
+    fn text_limit(&self, _channel_id: &str) -> TextLimits {
+        TextLimits::MISSKEY_NOTE
+    }
+
+    fn dm_text_limit(&self) -> TextLimits {
+        TextLimits::MISSKEY_NOTE
+    }
+
+    async fn send_message(
+        &self,
+        channel_id: &str,
+        text: &str,
+        _reply_to: Option<&str>,
+    ) -> Result<SentMessage, PlatformError> {
+        Self::check_channel(channel_id)?;
+        Ok(self.say(text))
+    }
+
+    async fn edit_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        text: &str,
+        _reply_to: Option<&str>,
+    ) -> Result<SentMessage, PlatformError> {
+        Self::check_channel(channel_id)?;
+        let mut history = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let m = history
+            .iter_mut()
+            .find(|m| m.message_id == message_id && m.is_bot)
+            .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))?;
+        m.content = text.to_owned();
+        let sent = SentMessage {
+            message_id: m.message_id.clone(),
+            timestamp: Utc::now(),
+        };
+        drop(history);
+        self.print(&format!("{BOT_USER}> (edited) {text}"));
+        Ok(sent)
+    }
+
+    async fn delete_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<(), PlatformError> {
+        Self::check_channel(channel_id)?;
+        let mut history = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let before = history.len();
+        history.retain(|m| m.message_id != message_id);
+        if history.len() == before {
+            return Err(PlatformError::NotFound(format!("message {message_id}")));
+        }
+        drop(history);
+        self.print(&format!("{BOT_USER}> (deleted a message)"));
+        Ok(())
+    }
+
+    async fn get_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<ChatMessage, PlatformError> {
+        Self::check_channel(channel_id)?;
+        self.history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|m| m.message_id == message_id)
+            .cloned()
+            .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))
+    }
+
+    async fn recent_messages(
+        &self,
+        channel_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        Self::check_channel(channel_id)?;
+        let history = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let start = history.len().saturating_sub(limit);
+        Ok(history[start..].to_vec())
+    }
+
+    async fn search_messages(
+        &self,
+        channel_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        Self::check_channel(channel_id)?;
+        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+        let history = self
+            .history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut hits: Vec<ChatMessage> = history
+            .iter()
+            .rev()
+            .filter(|m| {
+                let c = m.content.to_lowercase();
+                words.iter().any(|w| c.contains(w.as_str()))
+            })
+            .take(limit)
+            .cloned()
+            .collect();
+        hits.reverse();
+        Ok(hits)
+    }
+
+    async fn user_info(&self, _channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
+        match user_id {
+            LOCAL_USER => Ok(UserInfo {
+                user_id: LOCAL_USER.into(),
+                username: self.username.clone(),
+                display_name: self.username.clone(),
+            }),
+            BOT_USER => Ok(UserInfo {
+                user_id: BOT_USER.into(),
+                username: BOT_USER.into(),
+                display_name: BOT_USER.into(),
+            }),
+            other => Err(PlatformError::NotFound(format!("user {other}"))),
+        }
+    }
+
+    async fn add_reaction(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        emoji: &ReactionEmoji,
+    ) -> Result<(), PlatformError> {
+        self.get_message(channel_id, message_id).await?;
+        self.print(&format!("{BOT_USER} reacted {emoji} to {message_id}"));
+        Ok(())
+    }
+
+    async fn remove_reaction(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        emoji: &ReactionEmoji,
+    ) -> Result<(), PlatformError> {
+        self.get_message(channel_id, message_id).await?;
+        self.print(&format!(
+            "{BOT_USER} removed reaction {emoji} from {message_id}"
+        ));
+        Ok(())
+    }
+
+    async fn send_files(
+        &self,
+        channel_id: &str,
+        files: Vec<OutgoingFile>,
+        caption: Option<&str>,
+        _reply_to: Option<&str>,
+    ) -> Result<FileDelivery, PlatformError> {
+        Self::check_channel(channel_id)?;
+        self.save_files(files, caption).await
+    }
+
+    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
+        if user_id != LOCAL_USER {
+            return Err(PlatformError::NotFound(format!("user {user_id}")));
+        }
+        Ok(self.say(text))
+    }
+
+    async fn send_dm_files(
+        &self,
+        user_id: &str,
+        files: Vec<OutgoingFile>,
+        caption: Option<&str>,
+    ) -> Result<FileDelivery, PlatformError> {
+        if user_id != LOCAL_USER {
+            return Err(PlatformError::NotFound(format!("user {user_id}")));
+        }
+        self.save_files(files, caption).await
+    }
+
+    async fn custom_emojis(&self, _channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
+        Ok(Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, d: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(d);
+            Ok(d.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn lines_become_dms_and_replies_are_printed() {
+        let dir = tempfile::tempdir().unwrap();
+        let buf = Buf::default();
+        let console = ConsoleAdapter::new(Box::new(buf.clone()), dir.path().join("dl"), "me");
+        let (tx, mut rx) = tokio::sync::mpsc::channel(8);
+        let input: &[u8] = b"hello there\n\n  second  \n";
+        console
+            .run(input, tx, CancellationToken::new())
+            .await
+            .unwrap();
+        let PlatformEvent::Message(first) = rx.recv().await.unwrap() else {
+            panic!()
+        };
+        assert!(first.is_dm);
+        assert_eq!(first.content, "hello there");
+        assert_eq!(first.platform, PlatformKind::Console);
+        let PlatformEvent::Message(second) = rx.recv().await.unwrap() else {
+            panic!()
+        };
+        assert_eq!(second.content, "second");
+        let sent = console
+            .send_message(CHANNEL, "hi!", Some(&first.message_id))
+            .await
+            .unwrap();
+        console
+            .edit_message(CHANNEL, &sent.message_id, "hi again!", None)
+            .await
+            .unwrap();
+        console
+            .add_reaction(CHANNEL, &first.message_id, &"👍".parse().unwrap())
+            .await
+            .unwrap();
+        let d = console
+            .send_files(
+                CHANNEL,
+                vec![OutgoingFile::from_bytes("../notes.txt", b"abc".to_vec())],
+                Some("here"),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(d.messages.len(), 1);
+        assert_eq!(
+            std::fs::read(dir.path().join("dl/_notes.txt")).unwrap(),
+            b"abc"
+        );
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(out.contains("air-friends> hi!\n"));
+        assert!(out.contains("air-friends> (edited) hi again!"));
+        assert!(out.contains("reacted 👍"));
+        let recent = console.recent_messages(CHANNEL, 10).await.unwrap();
+        assert_eq!(recent.first().unwrap().content, "hello there");
+        let found = console.search_messages(CHANNEL, "SECOND", 5).await.unwrap();
+        assert_eq!(found.len(), 1);
+    }
+}

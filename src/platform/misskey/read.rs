@@ -1,0 +1,251 @@
+//! Reading operations of [`MisskeyAdapter`]: one note or chat message, the history of a note
+//! thread (`notes/conversation` ancestors + the note + `notes/children`) or of a chat
+//! (`chat/messages/user-timeline`), keyword search, and the instance's custom emojis.
+//! Everything is returned oldest first.
+
+use std::collections::HashSet;
+
+use serde_json::json;
+
+use super::MisskeyAdapter;
+use super::convert::{chat_to_history, note_to_history};
+use super::ids::{Channel, validate_id};
+use super::model::{self, EmojiList, Note, User};
+use crate::platform::{ChatMessage, CustomEmoji, PlatformError};
+
+/// Most items Misskey serves per request.
+const MAX_PAGE: usize = 100;
+/// Most keywords searched separately in a chat (Misskey's chat search matches one substring).
+const MAX_CHAT_KEYWORDS: usize = 5;
+
+impl MisskeyAdapter {
+    /// One note or chat message.
+    pub(super) async fn get(
+        &self,
+        channel: &Channel,
+        message_id: &str,
+    ) -> Result<ChatMessage, PlatformError> {
+        validate_id(message_id, "message")?;
+        let bot = self.bot_id();
+        match channel {
+            Channel::Note(_) => {
+                let note: Note = self
+                    .api
+                    .call("notes/show", json!({ "noteId": message_id }))
+                    .await?;
+                Ok(note_to_history(&note, bot.as_deref()))
+            }
+            Channel::Chat(_) => {
+                let message: model::ChatMessage = self
+                    .api
+                    .call("chat/messages/show", json!({ "messageId": message_id }))
+                    .await?;
+                let sender = self.sender_of(&message).await;
+                Ok(chat_to_history(&message, sender.as_ref(), bot.as_deref()))
+            }
+        }
+    }
+
+    /// The latest `limit` (1–100) messages of the thread or chat, oldest first.
+    pub(super) async fn recent(
+        &self,
+        channel: &Channel,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let bot = self.bot_id();
+        let mut messages = match channel {
+            Channel::Note(note_id) => {
+                let params = json!({ "noteId": note_id, "limit": limit });
+                let ancestors: Vec<Note> =
+                    self.api.call("notes/conversation", params.clone()).await?;
+                let note: Note = self
+                    .api
+                    .call("notes/show", json!({ "noteId": note_id }))
+                    .await?;
+                let children: Vec<Note> = self.api.call("notes/children", params).await?;
+                ancestors
+                    .iter()
+                    .chain(std::iter::once(&note))
+                    .chain(&children)
+                    .map(|note| note_to_history(note, bot.as_deref()))
+                    .collect()
+            }
+            Channel::Chat(user_id) => {
+                let timeline: Vec<model::ChatMessage> = self
+                    .api
+                    .call(
+                        "chat/messages/user-timeline",
+                        json!({ "userId": user_id, "limit": limit }),
+                    )
+                    .await?;
+                self.chat_history(&timeline, user_id).await
+            }
+        };
+        oldest_first(&mut messages);
+        keep_latest(&mut messages, limit);
+        Ok(messages)
+    }
+
+    /// Messages of the thread or chat containing any keyword of `query` (case-insensitive),
+    /// the latest `limit` of them, oldest first. A note thread is searched in its history (the
+    /// instance-wide `notes/search` cannot be limited to a thread); a chat through
+    /// `chat/messages/search`, one request per keyword.
+    pub(super) async fn search(
+        &self,
+        channel: &Channel,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        let keywords = keywords(query);
+        if keywords.is_empty() {
+            return Err(PlatformError::InvalidInput(
+                "the search query is empty".into(),
+            ));
+        }
+        let limit = limit.clamp(1, MAX_PAGE);
+        let mut found = match channel {
+            Channel::Note(_) => {
+                let mut history = self.recent(channel, MAX_PAGE).await?;
+                history.retain(|message| {
+                    let content = message.content.to_lowercase();
+                    keywords.iter().any(|keyword| content.contains(keyword))
+                });
+                history
+            }
+            Channel::Chat(user_id) => {
+                let mut hits: Vec<model::ChatMessage> = Vec::new();
+                for keyword in keywords.iter().take(MAX_CHAT_KEYWORDS) {
+                    let page: Vec<model::ChatMessage> = self
+                        .api
+                        .call(
+                            "chat/messages/search",
+                            json!({ "query": keyword, "userId": user_id, "limit": limit }),
+                        )
+                        .await?;
+                    hits.extend(page);
+                }
+                self.chat_history(&hits, user_id).await
+            }
+        };
+        oldest_first(&mut found);
+        keep_latest(&mut found, limit);
+        Ok(found)
+    }
+
+    /// The instance's custom emojis.
+    pub(super) async fn emojis(&self) -> Result<Vec<CustomEmoji>, PlatformError> {
+        let list: EmojiList = self.api.call("emojis", json!({})).await?;
+        Ok(list
+            .emojis
+            .into_iter()
+            .map(|emoji| CustomEmoji {
+                name: emoji.name,
+                id: None,
+                animated: false,
+            })
+            .collect())
+    }
+
+    /// History entries for chat messages with `peer`, with names for both sides.
+    async fn chat_history(&self, messages: &[model::ChatMessage], peer: &str) -> Vec<ChatMessage> {
+        let bot = self.bot_id();
+        let peer_user = self.lookup_user(peer).await;
+        let bot_user = match &bot {
+            Some(bot) => self.lookup_user(bot).await,
+            None => None,
+        };
+        messages
+            .iter()
+            .map(|message| {
+                let sender = if message.from_user_id == peer {
+                    peer_user.as_ref()
+                } else {
+                    bot_user.as_ref()
+                };
+                chat_to_history(message, sender, bot.as_deref())
+            })
+            .collect()
+    }
+
+    /// The sender of a chat message: embedded, cached or looked up.
+    pub(super) async fn sender_of(&self, message: &model::ChatMessage) -> Option<User> {
+        match &message.from_user {
+            Some(user) => {
+                self.remember_user(user.clone());
+                Some(user.clone())
+            }
+            None => self.lookup_user(&message.from_user_id).await,
+        }
+    }
+}
+
+/// Lower-cased, de-duplicated whitespace-separated keywords.
+fn keywords(query: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    query
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .filter(|keyword| seen.insert(keyword.clone()))
+        .collect()
+}
+
+/// Sorts by time (then id) and drops duplicate ids.
+fn oldest_first(messages: &mut Vec<ChatMessage>) {
+    messages.sort_by(|a, b| {
+        a.timestamp
+            .cmp(&b.timestamp)
+            .then_with(|| a.message_id.cmp(&b.message_id))
+    });
+    let mut seen = HashSet::new();
+    messages.retain(|message| seen.insert(message.message_id.clone()));
+}
+
+/// Keeps the last `limit` entries.
+fn keep_latest(messages: &mut Vec<ChatMessage>, limit: usize) {
+    if messages.len() > limit {
+        messages.drain(..messages.len() - limit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    fn message(id: &str, second: u32) -> ChatMessage {
+        ChatMessage {
+            message_id: id.into(),
+            user_id: "u".into(),
+            username: "u".into(),
+            content: String::new(),
+            timestamp: Utc
+                .with_ymd_and_hms(2025, 1, 1, 0, 0, second)
+                .single()
+                .unwrap_or_default(),
+            is_bot: false,
+        }
+    }
+
+    #[test]
+    fn history_is_sorted_deduplicated_and_trimmed() {
+        let mut messages = vec![
+            message("c", 3),
+            message("a", 1),
+            message("b", 2),
+            message("a", 1),
+        ];
+        oldest_first(&mut messages);
+        let ids: Vec<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+        assert_eq!(ids, vec!["a", "b", "c"]);
+        keep_latest(&mut messages, 2);
+        let ids: Vec<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+        assert_eq!(ids, vec!["b", "c"]);
+    }
+
+    #[test]
+    fn keywords_are_lowercased_and_unique() {
+        assert_eq!(keywords(" Coffee beans coffee "), vec!["coffee", "beans"]);
+        assert!(keywords("  ").is_empty());
+    }
+}

@@ -1,0 +1,223 @@
+//! The reminder scheduler (SPEC §10): sleeps until the next due reminder (woken early when
+//! reminders are added, cancelled or rescheduled — no coarse polling), delivers each by DM
+//! through its platform adapter, retries failures with exponential back-off, then marks them
+//! failed. Reminders that fell due while the daemon was down are delivered at once on start and
+//! marked late. Nothing pending is lost: a reminder leaves `pending` only by being delivered,
+//! cancelled or failing its last attempt.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RemindersConfig;
+use crate::observability::Metrics;
+use crate::platform::{PlatformKind, PlatformRegistry, send_dm_text};
+use crate::store::{Reminder, Store};
+use crate::text::process_outgoing;
+
+/// A delivery later than this after its time counts as late.
+pub const LATE_AFTER: Duration = Duration::from_secs(60);
+/// Longest sleep without re-checking (guards against clock jumps).
+const MAX_SLEEP: Duration = Duration::from_secs(3600);
+/// Reminders taken per wake-up.
+const BATCH: u32 = 100;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    event: String,
+}
+
+/// Reminder metrics (`air_friends_reminders_total{event}`: set is counted by the handler side
+/// through the same family).
+#[derive(Clone, Debug, Default)]
+pub struct ReminderMetrics {
+    events: Family<EventLabels, Counter>,
+}
+
+impl ReminderMetrics {
+    /// Registers the family.
+    pub fn new(metrics: &Metrics) -> Self {
+        let m = Self::default();
+        metrics.register(|r| {
+            r.register(
+                "reminders",
+                "Reminder events: delivered, late, retried, failed",
+                m.events.clone(),
+            )
+        });
+        m
+    }
+
+    fn count(&self, event: &str) {
+        self.events
+            .get_or_create(&EventLabels {
+                event: event.to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// The scheduler.
+#[derive(Debug, Clone)]
+pub struct ReminderScheduler {
+    store: Store,
+    platforms: PlatformRegistry,
+    config: RemindersConfig,
+    metrics: ReminderMetrics,
+}
+
+impl ReminderScheduler {
+    /// A scheduler delivering through `platforms`.
+    pub fn new(
+        store: Store,
+        platforms: PlatformRegistry,
+        config: RemindersConfig,
+        metrics: ReminderMetrics,
+    ) -> Self {
+        Self {
+            store,
+            platforms,
+            config,
+            metrics,
+        }
+    }
+
+    /// Runs until `stop` is cancelled.
+    pub async fn run(self, stop: CancellationToken) -> anyhow::Result<()> {
+        let mut changes = self.store.reminder_changes();
+        loop {
+            changes.borrow_and_update();
+            self.deliver_due(&stop).await;
+            let wait = match self.store.next_due_at().await {
+                Ok(Some(at)) => (at - Utc::now())
+                    .to_std()
+                    .unwrap_or(Duration::ZERO)
+                    .min(MAX_SLEEP),
+                Ok(None) => MAX_SLEEP,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the next reminder time");
+                    Duration::from_secs(5)
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(wait) => {}
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn deliver_due(&self, stop: &CancellationToken) {
+        loop {
+            let due = match self.store.due_reminders(Utc::now(), BATCH).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read due reminders");
+                    return;
+                }
+            };
+            let full = due.len() == BATCH as usize;
+            for r in due {
+                if stop.is_cancelled() {
+                    return;
+                }
+                self.deliver(r).await;
+            }
+            if !full {
+                return;
+            }
+        }
+    }
+
+    async fn deliver(&self, r: Reminder) {
+        let now = Utc::now();
+        let late = (now - r.scheduled_at)
+            .to_std()
+            .is_ok_and(|d| d > LATE_AFTER);
+        let result = self.send(&r).await;
+        match result {
+            Ok(()) => {
+                match self
+                    .store
+                    .mark_reminder_delivered(&r.id, Utc::now(), late)
+                    .await
+                {
+                    Ok(_) => {
+                        self.metrics.count(if late { "late" } else { "delivered" });
+                        tracing::info!(reminder_id = %r.id, platform = %r.platform, late, lag_ms = (now - r.scheduled_at).num_milliseconds(), "reminder delivered");
+                    }
+                    Err(e) => {
+                        tracing::error!(reminder_id = %r.id, error = %e, "reminder sent but not recorded")
+                    }
+                }
+            }
+            Err(error) => {
+                let attempt = r.attempts + 1;
+                let retry_at = (attempt < self.config.max_delivery_attempts)
+                    .then(|| now + backoff(self.config.retry_backoff_ms, attempt));
+                self.metrics.count(if retry_at.is_some() {
+                    "retried"
+                } else {
+                    "failed"
+                });
+                tracing::warn!(reminder_id = %r.id, attempt, error = %error, retry_at = ?retry_at, "reminder delivery failed");
+                if let Err(e) = self
+                    .store
+                    .record_reminder_failure(&r.id, &error, retry_at)
+                    .await
+                {
+                    tracing::error!(reminder_id = %r.id, error = %e, "cannot record the failed delivery");
+                }
+            }
+        }
+    }
+
+    async fn send(&self, r: &Reminder) -> Result<(), String> {
+        let kind: PlatformKind = r
+            .platform
+            .parse()
+            .map_err(|_| format!("unknown platform {:?}", r.platform))?;
+        let platform = self
+            .platforms
+            .get(kind)
+            .ok_or_else(|| format!("platform {kind} is not connected"))?;
+        let text = process_outgoing(&format!("⏰ Reminder: {}", r.message));
+        send_dm_text(platform.as_ref(), &r.user_id, &text)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// `base · 2^(attempt-1)`, capped at one hour.
+pub fn backoff(base_ms: u64, attempt: u32) -> chrono::Duration {
+    let factor = 1u64 << attempt.saturating_sub(1).min(16);
+    let ms = base_ms.saturating_mul(factor).min(3_600_000);
+    chrono::Duration::milliseconds(ms as i64)
+}
+
+/// When a reminder will be attempted, for display.
+pub fn describe(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(5000, 1).num_milliseconds(), 5000);
+        assert_eq!(backoff(5000, 2).num_milliseconds(), 10_000);
+        assert_eq!(backoff(5000, 4).num_milliseconds(), 40_000);
+        assert_eq!(backoff(5000, 40).num_milliseconds(), 3_600_000);
+    }
+}

@@ -1,0 +1,866 @@
+//! A fake Discord (REST under `/api/v10` + gateway websocket at `/gateway`) on 127.0.0.1:0 that
+//! speaks enough of the real wire protocol for serenity 0.12 and the air-friends adapter.
+//!
+//! REST: `GET /gateway[/bot]`, `GET /users/@me`, `GET /users/{id}`, `POST /users/@me/channels`,
+//! `GET /channels/{id}`, `POST /channels/{id}/messages` (JSON or multipart with files),
+//! `GET /channels/{id}/messages?limit=&before=` (newest first), `GET|PATCH|DELETE
+//! /channels/{id}/messages/{id}`, `PUT|DELETE …/reactions/{emoji}/@me`, `POST
+//! /channels/{id}/typing`, `GET /guilds/{id}/members/{id}`, `GET /guilds/{id}/emojis`, `PUT
+//! /applications/{app}[/guilds/{id}]/commands`, `POST /interactions/{id}/{token}/callback` (204),
+//! `PATCH /webhooks/{app}/{token}/messages/@original`, `POST /webhooks/{app}/{token}`. Every
+//! request is recorded ([`Recorded`]); 429s can be scripted per path ([`FakeDiscord::rate_limit`]).
+//!
+//! Gateway: HELLO → IDENTIFY → READY (every field serenity requires) → GUILD_CREATE (the bot
+//! member with a role granting every permission, one text channel, one custom emoji); RESUME →
+//! RESUMED (`d: {}`); heartbeats are ACKed. Tests push dispatches ([`FakeDiscord::dispatch`],
+//! [`FakeDiscord::push_message`], [`FakeDiscord::push_interaction`]) and can drop the connection
+//! ([`FakeDiscord::drop_connection`]) to exercise reconnects.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The bot's user id.
+pub const BOT_ID: &str = "1000";
+/// The application id.
+pub const APP_ID: &str = "2000";
+/// The one guild.
+pub const GUILD_ID: &str = "3000";
+/// A text channel of the guild.
+pub const CHANNEL_ID: &str = "4000";
+/// The DM channel with [`USER_ID`].
+pub const DM_CHANNEL_ID: &str = "4001";
+/// A human member.
+pub const USER_ID: &str = "5000";
+/// Another bot.
+pub const OTHER_BOT_ID: &str = "5001";
+/// The guild's custom emoji `:blobcat:`.
+pub const EMOJI_ID: &str = "6000";
+/// Every permission (as Discord's decimal string).
+const ALL_PERMISSIONS: &str = "2251799813685247";
+const TIMESTAMP: &str = "2025-01-01T00:00:00.000000+00:00";
+
+/// One REST request as the fake saw it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// Path below `/api/v10`, with the query string.
+    pub path: String,
+    /// The JSON body (for multipart: the `payload_json` part).
+    pub json: Option<Value>,
+    /// Multipart part names, in order (`payload_json`, `files[0]`, …).
+    pub parts: Vec<String>,
+    /// Multipart file names, in order.
+    pub filenames: Vec<String>,
+    /// The `Authorization` header.
+    pub authorization: Option<String>,
+}
+
+/// A stored channel message.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    pub id: u64,
+    pub channel_id: String,
+    pub author_id: String,
+    pub username: String,
+    pub bot: bool,
+    pub content: String,
+    pub attachments: Vec<String>,
+}
+
+enum Outbound {
+    Dispatch(&'static str, Value),
+    Close,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: Vec<Recorded>,
+    rate_limits: Vec<(String, usize, f64)>,
+    messages: BTreeMap<String, Vec<StoredMessage>>,
+    next_id: u64,
+    seq: u64,
+    connection: Option<mpsc::UnboundedSender<Outbound>>,
+    pending: VecDeque<(&'static str, Value)>,
+    identifies: usize,
+    resumes: usize,
+    identify_payloads: Vec<Value>,
+    refusing: bool,
+}
+
+#[derive(Clone)]
+struct Shared {
+    inner: Arc<Mutex<Inner>>,
+    addr: SocketAddr,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running fake Discord; stops when dropped.
+pub struct FakeDiscord {
+    shared: Shared,
+    _stop: DropGuard,
+}
+
+impl FakeDiscord {
+    /// Binds 127.0.0.1:0 and serves until dropped.
+    pub async fn start() -> FakeDiscord {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shared = Shared {
+            inner: Arc::new(Mutex::new(Inner {
+                next_id: 10_000_000,
+                ..Inner::default()
+            })),
+            addr,
+        };
+        let app = Router::new()
+            .route("/gateway", get(gateway))
+            .fallback(rest)
+            .with_state(shared.clone());
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(token.cancelled_owned())
+                .await;
+        });
+        FakeDiscord {
+            shared,
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    /// What `platforms.discord.apiBaseUrl` should be.
+    pub fn api_base_url(&self) -> String {
+        format!("http://{}", self.shared.addr)
+    }
+
+    /// What `platforms.discord.gatewayUrl` should be (also what `GET /gateway` announces).
+    pub fn gateway_url(&self) -> String {
+        format!("ws://{}/gateway", self.shared.addr)
+    }
+
+    /// Every REST request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// REST requests with `method` whose path starts with `prefix`.
+    pub fn requests_to(&self, method: &str, prefix: &str) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == method && r.path.starts_with(prefix))
+            .collect()
+    }
+
+    /// Waits (up to 20 s) until `count` requests match, then returns them.
+    pub async fn wait_for_requests(
+        &self,
+        method: &str,
+        prefix: &str,
+        count: usize,
+    ) -> Vec<Recorded> {
+        let shared = self.shared.clone();
+        let (method, prefix) = (method.to_owned(), prefix.to_owned());
+        wait_until(Duration::from_secs(20), || {
+            shared
+                .lock()
+                .requests
+                .iter()
+                .filter(|r| r.method == method && r.path.starts_with(&prefix))
+                .count()
+                >= count
+        })
+        .await;
+        self.requests_to(&method, &prefix)
+    }
+
+    /// The next `times` requests whose path contains `path_part` answer 429 with `retry_after`
+    /// seconds (body and `Retry-After` header).
+    pub fn rate_limit(&self, path_part: &str, times: usize, retry_after: f64) {
+        self.shared
+            .lock()
+            .rate_limits
+            .push((path_part.to_owned(), times, retry_after));
+    }
+
+    /// Messages of `channel`, oldest first.
+    pub fn messages(&self, channel: &str) -> Vec<StoredMessage> {
+        self.shared
+            .lock()
+            .messages
+            .get(channel)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Adds a message from someone to `channel`'s history and returns its id.
+    pub fn seed_message(
+        &self,
+        channel: &str,
+        author_id: &str,
+        username: &str,
+        bot: bool,
+        content: &str,
+    ) -> String {
+        let mut inner = self.shared.lock();
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner
+            .messages
+            .entry(channel.to_owned())
+            .or_default()
+            .push(StoredMessage {
+                id,
+                channel_id: channel.to_owned(),
+                author_id: author_id.to_owned(),
+                username: username.to_owned(),
+                bot,
+                content: content.to_owned(),
+                attachments: Vec::new(),
+            });
+        id.to_string()
+    }
+
+    /// How many IDENTIFYs / RESUMEs the gateway has received.
+    pub fn gateway_counts(&self) -> (usize, usize) {
+        let inner = self.shared.lock();
+        (inner.identifies, inner.resumes)
+    }
+
+    /// The IDENTIFY payloads received.
+    pub fn identify_payloads(&self) -> Vec<Value> {
+        self.shared.lock().identify_payloads.clone()
+    }
+
+    /// Waits (up to `timeout`) for `condition` on the IDENTIFY / RESUME counts.
+    pub async fn wait_gateway(&self, timeout: Duration, condition: impl Fn(usize, usize) -> bool) {
+        let shared = self.shared.clone();
+        wait_until(timeout, move || {
+            let inner = shared.lock();
+            condition(inner.identifies, inner.resumes)
+        })
+        .await;
+    }
+
+    /// Sends a dispatch `t` with data `d` on the gateway (queued until a session is ready).
+    pub fn dispatch(&self, t: &'static str, d: Value) {
+        let mut inner = self.shared.lock();
+        match &inner.connection {
+            Some(tx) if tx.send(Outbound::Dispatch(t, d.clone())).is_ok() => {}
+            _ => inner.pending.push_back((t, d)),
+        }
+    }
+
+    /// Pushes a MESSAGE_CREATE (see [`message_create`]) and stores the message in the history.
+    pub fn push_message(&self, message: Value) {
+        let mut inner = self.shared.lock();
+        let id = message["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let channel = message["channel_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        inner
+            .messages
+            .entry(channel.clone())
+            .or_default()
+            .push(StoredMessage {
+                id,
+                channel_id: channel,
+                author_id: message["author"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                username: message["author"]["username"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                bot: message["author"]["bot"].as_bool().unwrap_or(false),
+                content: message["content"].as_str().unwrap_or_default().to_owned(),
+                attachments: Vec::new(),
+            });
+        drop(inner);
+        self.dispatch("MESSAGE_CREATE", message);
+    }
+
+    /// Pushes an INTERACTION_CREATE (see [`interaction_create`]).
+    pub fn push_interaction(&self, interaction: Value) {
+        self.dispatch("INTERACTION_CREATE", interaction);
+    }
+
+    /// Closes the current gateway socket (close code 4000), as a network blip would; serenity
+    /// then reconnects and RESUMEs.
+    pub fn drop_connection(&self) {
+        if let Some(tx) = self.shared.lock().connection.take() {
+            let _ = tx.send(Outbound::Close);
+        }
+    }
+
+    /// While `refusing`, gateway connections are answered with 503 (an outage).
+    pub fn set_gateway_refusing(&self, refusing: bool) {
+        self.shared.lock().refusing = refusing;
+    }
+
+    /// A fresh message id (for test-built gateway messages).
+    pub fn next_id(&self) -> String {
+        let mut inner = self.shared.lock();
+        inner.next_id += 1;
+        inner.next_id.to_string()
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds; panics after `timeout`.
+pub async fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < timeout,
+            "condition not met within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Payload builders (every field serenity's model requires).
+
+/// A user object.
+pub fn user(id: &str, username: &str, bot: bool) -> Value {
+    json!({"id": id, "username": username, "global_name": format!("{username} (global)"),
+           "discriminator": "0", "avatar": null, "bot": bot})
+}
+
+fn member(user_value: Option<Value>, nick: Option<&str>, roles: Vec<&str>) -> Value {
+    let mut m = json!({"nick": nick, "roles": roles, "joined_at": TIMESTAMP, "deaf": false,
+                       "mute": false, "flags": 0, "permissions": ALL_PERMISSIONS});
+    if let Some(u) = user_value {
+        m["user"] = u;
+    }
+    m
+}
+
+/// A MESSAGE_CREATE payload; `guild` `None` makes it a DM (in [`DM_CHANNEL_ID`] unless another
+/// channel is given).
+pub fn message_create(
+    id: &str,
+    channel: &str,
+    guild: Option<&str>,
+    author: Value,
+    content: &str,
+) -> Value {
+    let mentions: Vec<Value> = if content.contains(&format!("<@{BOT_ID}>"))
+        || content.contains(&format!("<@!{BOT_ID}>"))
+    {
+        vec![user(BOT_ID, "friend-bot", true)]
+    } else {
+        Vec::new()
+    };
+    let mut m = json!({
+        "id": id, "channel_id": channel, "author": author, "content": content,
+        "timestamp": TIMESTAMP, "edited_timestamp": null, "tts": false,
+        "mention_everyone": false, "mentions": mentions, "mention_roles": [],
+        "attachments": [], "embeds": [], "pinned": false, "type": 0, "flags": 0,
+        "components": []
+    });
+    if let Some(g) = guild {
+        m["guild_id"] = json!(g);
+        m["member"] = member(None, Some("Nick"), vec![]);
+    }
+    m
+}
+
+/// An INTERACTION_CREATE payload for the chat-input command `name` with `options`
+/// (`[{name, type, value}]`); in the guild when `in_guild`, else in the DM channel.
+pub fn interaction_create(
+    id: &str,
+    token: &str,
+    name: &str,
+    options: Value,
+    in_guild: bool,
+) -> Value {
+    let mut i = json!({
+        "id": id, "application_id": APP_ID, "type": 2, "token": token, "version": 1,
+        "data": {"id": "7000", "name": name, "type": 1, "options": options},
+        "locale": "en-US", "entitlements": [], "attachment_size_limit": 8_388_608,
+        "app_permissions": ALL_PERMISSIONS,
+    });
+    if in_guild {
+        i["guild_id"] = json!(GUILD_ID);
+        i["channel_id"] = json!(CHANNEL_ID);
+        i["guild_locale"] = json!("en-US");
+        i["member"] = member(Some(user(USER_ID, "alice", false)), Some("Ali"), vec![]);
+    } else {
+        i["channel_id"] = json!(DM_CHANNEL_ID);
+        i["user"] = user(USER_ID, "alice", false);
+    }
+    i
+}
+
+/// The READY payload.
+pub fn ready(gateway_url: &str) -> Value {
+    json!({
+        "v": 10, "user": user(BOT_ID, "friend-bot", true), "private_channels": [],
+        "guilds": [{"id": GUILD_ID, "unavailable": true}],
+        "session_id": "fake-session", "resume_gateway_url": gateway_url,
+        "shard": [0, 1], "application": {"id": APP_ID, "flags": 0}
+    })
+}
+
+/// The GUILD_CREATE payload: the bot member with an all-permissions role, one text channel and
+/// the `:blobcat:` emoji.
+pub fn guild_create() -> Value {
+    let role = |id: &str, name: &str| {
+        json!({
+            "id": id, "name": name, "color": 0,
+            "colors": {"primary_color": 0, "secondary_color": null, "tertiary_color": null},
+            "hoist": false, "icon": null, "unicode_emoji": null, "position": 0,
+            "permissions": ALL_PERMISSIONS, "managed": false, "mentionable": false, "flags": 0
+        })
+    };
+    let mut guild = json!({
+        "id": GUILD_ID, "name": "Fake Guild", "icon": null, "splash": null,
+        "discovery_splash": null, "owner_id": USER_ID, "afk_channel_id": null, "afk_timeout": 300,
+        "verification_level": 0, "default_message_notifications": 0,
+        "explicit_content_filter": 0, "roles": [role(GUILD_ID, "@everyone"), role("3001", "bot")],
+        "emojis": [{"id": EMOJI_ID, "name": "blobcat", "roles": [], "user": null,
+                    "require_colons": true, "managed": false, "animated": false, "available": true}],
+        "features": [], "mfa_level": 0, "application_id": null, "system_channel_id": null,
+        "system_channel_flags": 0, "rules_channel_id": null, "max_presences": null,
+        "max_members": 1000, "vanity_url_code": null, "description": null, "banner": null,
+        "premium_tier": 0, "premium_subscription_count": 0, "preferred_locale": "en-US",
+        "public_updates_channel_id": null, "max_video_channel_users": 25, "nsfw_level": 0
+    });
+    let more = json!({
+        "stickers": [], "premium_progress_bar_enabled": false,
+        "joined_at": TIMESTAMP, "large": false, "unavailable": false, "member_count": 2,
+        "voice_states": [],
+        "members": [member(Some(user(BOT_ID, "friend-bot", true)), None, vec!["3001"]),
+                    member(Some(user(USER_ID, "alice", false)), Some("Ali"), vec![])],
+        "channels": [{"id": CHANNEL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general",
+                      "position": 0, "permission_overwrites": [], "nsfw": false,
+                      "parent_id": null, "topic": null, "last_message_id": null,
+                      "rate_limit_per_user": 0}],
+        "threads": [], "presences": [], "stage_instances": [], "guild_scheduled_events": []
+    });
+    if let (Some(base), Value::Object(more)) = (guild.as_object_mut(), more) {
+        base.extend(more);
+    }
+    guild
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gateway.
+
+async fn gateway(State(shared): State<Shared>, ws: WebSocketUpgrade) -> Response {
+    if shared.lock().refusing {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    ws.on_upgrade(move |socket| session(shared, socket))
+}
+
+fn frame(shared: &Shared, t: &str, d: Value) -> WsMessage {
+    let seq = {
+        let mut inner = shared.lock();
+        inner.seq += 1;
+        inner.seq
+    };
+    WsMessage::Text(
+        json!({"op": 0, "t": t, "s": seq, "d": d})
+            .to_string()
+            .into(),
+    )
+}
+
+async fn session(shared: Shared, socket: WebSocket) {
+    let (mut tx, mut rx) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Outbound>();
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": 41250}}).to_string();
+    if tx.send(WsMessage::Text(hello.into())).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            incoming = rx.next() => {
+                let Some(Ok(message)) = incoming else { break };
+                let WsMessage::Text(text) = message else { continue };
+                let Ok(payload) = serde_json::from_str::<Value>(text.as_str()) else { continue };
+                let replies: Vec<WsMessage> = match payload["op"].as_u64() {
+                    Some(1) => vec![WsMessage::Text(json!({"op": 11}).to_string().into())],
+                    Some(2) => {
+                        {
+                            let mut inner = shared.lock();
+                            inner.identifies += 1;
+                            inner.identify_payloads.push(payload["d"].clone());
+                        }
+                        let url = format!("ws://{}/gateway", shared.addr);
+                        vec![frame(&shared, "READY", ready(&url)), frame(&shared, "GUILD_CREATE", guild_create())]
+                    }
+                    Some(6) => {
+                        shared.lock().resumes += 1;
+                        vec![frame(&shared, "RESUMED", json!({}))]
+                    }
+                    _ => Vec::new(),
+                };
+                let became_ready = matches!(payload["op"].as_u64(), Some(2 | 6));
+                for reply in replies {
+                    if tx.send(reply).await.is_err() {
+                        return;
+                    }
+                }
+                if became_ready {
+                    let pending: Vec<(&'static str, Value)> = {
+                        let mut inner = shared.lock();
+                        inner.connection = Some(out_tx.clone());
+                        inner.pending.drain(..).collect()
+                    };
+                    for (t, d) in pending {
+                        if tx.send(frame(&shared, t, d)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            outbound = out_rx.recv() => match outbound {
+                Some(Outbound::Dispatch(t, d)) => {
+                    if tx.send(frame(&shared, t, d)).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Outbound::Close) | None => {
+                    let close = axum::extract::ws::CloseFrame { code: 4000, reason: "fake blip".into() };
+                    let _ = tx.send(WsMessage::Close(Some(close))).await;
+                    break;
+                }
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// REST.
+
+fn message_json(m: &StoredMessage) -> Value {
+    let attachments: Vec<Value> = m
+        .attachments
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            json!({"id": format!("{}{i}", m.id), "filename": name, "size": 1,
+                                "url": format!("https://cdn.fake/{name}"),
+                                "proxy_url": format!("https://cdn.fake/{name}")})
+        })
+        .collect();
+    let mut value = message_create(
+        &m.id.to_string(),
+        &m.channel_id,
+        None,
+        user(&m.author_id, &m.username, m.bot),
+        &m.content,
+    );
+    value["attachments"] = Value::Array(attachments);
+    value
+}
+
+fn error(status: StatusCode, code: u32, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"code": code, "message": message})),
+    )
+        .into_response()
+}
+
+fn ok(value: Value) -> Response {
+    axum::Json(value).into_response()
+}
+
+/// Splits a multipart body into `(name, filename, bytes)` parts.
+fn multipart_parts(content_type: &str, body: &[u8]) -> Vec<(String, Option<String>, Vec<u8>)> {
+    let Some(boundary) = content_type.split("boundary=").nth(1) else {
+        return Vec::new();
+    };
+    let delimiter = format!("--{}", boundary.trim_matches('"'));
+    let text = String::from_utf8_lossy(body).into_owned();
+    let mut parts = Vec::new();
+    for chunk in text.split(delimiter.as_str()).skip(1) {
+        if chunk.starts_with("--") {
+            break;
+        }
+        let Some((headers, content)) = chunk.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let disposition = headers
+            .lines()
+            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))
+            .unwrap_or_default();
+        let attr = |key: &str| {
+            disposition.split(';').find_map(|piece| {
+                piece
+                    .trim()
+                    .strip_prefix(&format!("{key}="))
+                    .map(|v| v.trim_matches('"').to_owned())
+            })
+        };
+        let name = attr("name").unwrap_or_default();
+        let filename = attr("filename");
+        let content = content.strip_suffix("\r\n").unwrap_or(content);
+        parts.push((name, filename, content.as_bytes().to_vec()));
+    }
+    parts
+}
+
+async fn rest(
+    State(shared): State<Shared>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let full = uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/")
+        .to_owned();
+    let Some(path) = full.strip_prefix("/api/v10") else {
+        return error(StatusCode::NOT_FOUND, 0, "404: Not Found");
+    };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut record = Recorded {
+        method: method.to_string(),
+        path: path.to_owned(),
+        json: None,
+        parts: Vec::new(),
+        filenames: Vec::new(),
+        authorization: headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    };
+    if content_type.starts_with("multipart/form-data") {
+        for (name, filename, bytes) in multipart_parts(&content_type, &body) {
+            if name == "payload_json" {
+                record.json = serde_json::from_slice(&bytes).ok();
+            }
+            record.parts.push(name);
+            if let Some(f) = filename {
+                record.filenames.push(f);
+            }
+        }
+    } else if !body.is_empty() {
+        record.json = serde_json::from_slice(&body).ok();
+    }
+    let mut inner = shared.lock();
+    inner.requests.push(record.clone());
+    let limited = inner
+        .rate_limits
+        .iter_mut()
+        .find(|(part, times, _)| *times > 0 && path.contains(part.as_str()))
+        .map(|(_, times, retry)| {
+            *times -= 1;
+            *retry
+        });
+    if let Some(retry_after) = limited {
+        let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false});
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", format!("{}", retry_after.ceil() as u64))],
+            axum::Json(body),
+        )
+            .into_response();
+    }
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    let segments: Vec<&str> = route.trim_matches('/').split('/').collect();
+    let gateway = format!("ws://{}/gateway", shared.addr);
+    match (method.as_str(), segments.as_slice()) {
+        ("GET", ["gateway"]) => ok(json!({"url": gateway})),
+        ("GET", ["gateway", "bot"]) => {
+            ok(json!({"url": gateway, "shards": 1, "session_start_limit":
+            {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}))
+        }
+        ("GET", ["users", "@me"]) => ok(user(BOT_ID, "friend-bot", true)),
+        ("GET", ["users", id]) if *id == USER_ID => ok(user(USER_ID, "alice", false)),
+        ("GET", ["users", _]) => error(StatusCode::NOT_FOUND, 10013, "Unknown User"),
+        ("POST", ["users", "@me", "channels"]) => {
+            let recipient = record
+                .json
+                .as_ref()
+                .and_then(|j| j["recipient_id"].as_str())
+                .unwrap_or_default();
+            if recipient != USER_ID {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    50007,
+                    "Cannot send messages to this user",
+                );
+            }
+            ok(
+                json!({"id": DM_CHANNEL_ID, "type": 1, "last_message_id": null,
+                      "recipients": [user(USER_ID, "alice", false)]}),
+            )
+        }
+        ("GET", ["channels", id]) if *id == CHANNEL_ID => {
+            ok(json!({"id": CHANNEL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general"}))
+        }
+        ("GET", ["channels", id]) if *id == DM_CHANNEL_ID => ok(
+            json!({"id": DM_CHANNEL_ID, "type": 1, "recipients": [user(USER_ID, "alice", false)]}),
+        ),
+        ("GET", ["channels", _]) => error(StatusCode::NOT_FOUND, 10003, "Unknown Channel"),
+        ("POST", ["channels", channel, "messages"]) => {
+            inner.next_id += 1;
+            let id = inner.next_id;
+            let payload = record.json.clone().unwrap_or(Value::Null);
+            let message = StoredMessage {
+                id,
+                channel_id: (*channel).to_owned(),
+                author_id: BOT_ID.to_owned(),
+                username: "friend-bot".to_owned(),
+                bot: true,
+                content: payload["content"].as_str().unwrap_or_default().to_owned(),
+                attachments: record.filenames.clone(),
+            };
+            let response = message_json(&message);
+            inner
+                .messages
+                .entry((*channel).to_owned())
+                .or_default()
+                .push(message);
+            ok(response)
+        }
+        ("GET", ["channels", channel, "messages"]) => {
+            let params: HashMap<&str, &str> =
+                query.split('&').filter_map(|p| p.split_once('=')).collect();
+            let limit = params
+                .get("limit")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(50usize)
+                .min(100);
+            let before = params
+                .get("before")
+                .and_then(|b| b.parse::<u64>().ok())
+                .unwrap_or(u64::MAX);
+            let list: Vec<Value> = inner
+                .messages
+                .get(*channel)
+                .map(|all| {
+                    all.iter()
+                        .rev()
+                        .filter(|m| m.id < before)
+                        .take(limit)
+                        .map(message_json)
+                        .collect()
+                })
+                .unwrap_or_default();
+            ok(Value::Array(list))
+        }
+        (verb @ ("GET" | "PATCH" | "DELETE"), ["channels", channel, "messages", id]) => {
+            let id: u64 = id.parse().unwrap_or(0);
+            let Some(list) = inner.messages.get_mut(*channel) else {
+                return error(StatusCode::NOT_FOUND, 10003, "Unknown Channel");
+            };
+            let Some(index) = list.iter().position(|m| m.id == id) else {
+                return error(StatusCode::NOT_FOUND, 10008, "Unknown Message");
+            };
+            match verb {
+                "GET" => ok(message_json(&list[index])),
+                "PATCH" if list[index].author_id != BOT_ID => error(
+                    StatusCode::FORBIDDEN,
+                    50005,
+                    "Cannot edit a message authored by another user",
+                ),
+                "PATCH" => {
+                    if let Some(content) = record.json.as_ref().and_then(|j| j["content"].as_str())
+                    {
+                        list[index].content = content.to_owned();
+                    }
+                    ok(message_json(&list[index]))
+                }
+                _ => {
+                    list.remove(index);
+                    StatusCode::NO_CONTENT.into_response()
+                }
+            }
+        }
+        ("PUT" | "DELETE", ["channels", _, "messages", _, "reactions", _, "@me"]) => {
+            StatusCode::NO_CONTENT.into_response()
+        }
+        ("POST", ["channels", _, "typing"]) => StatusCode::NO_CONTENT.into_response(),
+        ("GET", ["guilds", g, "members", id]) if *g == GUILD_ID && *id == USER_ID => ok(member(
+            Some(user(USER_ID, "alice", false)),
+            Some("Ali"),
+            vec![],
+        )),
+        ("GET", ["guilds", _, "members", _]) => {
+            error(StatusCode::NOT_FOUND, 10007, "Unknown Member")
+        }
+        ("GET", ["guilds", _, "emojis"]) => ok(json!([
+            {"id": EMOJI_ID, "name": "blobcat", "roles": [], "require_colons": true,
+             "managed": false, "animated": false, "available": true}
+        ])),
+        ("PUT", ["applications", _, "commands"] | ["applications", _, "guilds", _, "commands"]) => {
+            let commands: Vec<Value> = record
+                .json
+                .as_ref()
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut c)| {
+                    c["id"] = json!(format!("{}", 8000 + i));
+                    c["application_id"] = json!(APP_ID);
+                    c["version"] = json!("1");
+                    c
+                })
+                .collect();
+            ok(Value::Array(commands))
+        }
+        ("POST", ["interactions", _, _, "callback"]) => StatusCode::NO_CONTENT.into_response(),
+        ("PATCH", ["webhooks", _, _, "messages", "@original"]) | ("POST", ["webhooks", _, _]) => {
+            inner.next_id += 1;
+            let message = StoredMessage {
+                id: inner.next_id,
+                channel_id: CHANNEL_ID.to_owned(),
+                author_id: BOT_ID.to_owned(),
+                username: "friend-bot".to_owned(),
+                bot: true,
+                content: record
+                    .json
+                    .as_ref()
+                    .and_then(|j| j["content"].as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+                attachments: Vec::new(),
+            };
+            ok(message_json(&message))
+        }
+        _ => error(StatusCode::NOT_FOUND, 0, "404: Not Found"),
+    }
+}

@@ -1,0 +1,848 @@
+//! The Discord adapter against a fake Discord (REST + gateway on loopback): what users would
+//! notice — messages reaching the router, replies threaded without pings, long texts split in
+//! order, reactions, edits, files, typing, slash commands answered ephemerally, 429s honoured,
+//! reconnects, malformed ids and a token that never leaks.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use air_friends::config::{DiscordConfig, Secret};
+use air_friends::platform::discord::DiscordAdapter;
+use air_friends::platform::{
+    CommandReply, ConnectionState, OutgoingFile, PlatformAdapter, PlatformError, PlatformEvent,
+    ReactionEmoji, UserCommandSpec, send_text,
+};
+use common::fake_discord::*;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "FAKE-DISCORD-TOKEN-Zx9q";
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Harness {
+    fake: FakeDiscord,
+    adapter: Arc<DiscordAdapter>,
+    events: mpsc::Receiver<PlatformEvent>,
+    state: ConnectionState,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Harness {
+    async fn next_event(&mut self) -> PlatformEvent {
+        tokio::time::timeout(WAIT, self.events.recv())
+            .await
+            .expect("an event within the timeout")
+            .expect("sink open")
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        let result = tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the runner stops on cancellation")
+            .expect("runner task");
+        assert!(result.is_ok(), "{result:?}");
+        assert!(!self.state.is_connected());
+    }
+}
+
+fn config(fake: &FakeDiscord, guild_ids: Vec<String>) -> DiscordConfig {
+    DiscordConfig {
+        enabled: true,
+        token: Secret::new(TOKEN),
+        api_base_url: Some(fake.api_base_url()),
+        gateway_url: Some(fake.gateway_url()),
+        guild_ids,
+        ..DiscordConfig::default()
+    }
+}
+
+/// An adapter for REST-only tests (no gateway connection).
+async fn rest_only() -> (FakeDiscord, Arc<DiscordAdapter>) {
+    let fake = FakeDiscord::start().await;
+    let (adapter, _runner) = DiscordAdapter::new(
+        &config(&fake, Vec::new()),
+        reqwest::Client::new(),
+        Vec::new(),
+    )
+    .expect("adapter");
+    (fake, adapter)
+}
+
+/// An adapter connected to the fake's gateway (READY seen).
+async fn connected(commands: Vec<UserCommandSpec>) -> Harness {
+    let fake = FakeDiscord::start().await;
+    let config = config(&fake, vec![GUILD_ID.to_owned()]);
+    let (adapter, runner) =
+        DiscordAdapter::new(&config, reqwest::Client::new(), commands).expect("adapter");
+    let (tx, events) = mpsc::channel(32);
+    let state = ConnectionState::new();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(runner.run(tx, state.clone(), shutdown.clone()));
+    let (probe_state, probe_adapter) = (state.clone(), adapter.clone());
+    wait_until(WAIT, move || {
+        probe_state.is_connected() && probe_adapter.bot_user_id().is_some()
+    })
+    .await;
+    Harness {
+        fake,
+        adapter,
+        events,
+        state,
+        shutdown,
+        task,
+    }
+}
+
+fn stats_command() -> UserCommandSpec {
+    UserCommandSpec {
+        name: "memory-stats".into(),
+        description: "Show how many memories I keep about you".into(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "importance": {"type": "string", "enum": ["high", "normal", "all"],
+                               "description": "Which memories to count"},
+                "maxAgeDays": {"type": "integer", "minimum": 1, "maximum": 365,
+                               "description": "Only memories newer than this"}
+            },
+            "required": ["maxAgeDays"]
+        }),
+    }
+}
+
+#[tokio::test]
+async fn gateway_messages_reach_the_router_with_the_mention_stripped() {
+    let mut h = connected(Vec::new()).await;
+    assert_eq!(h.adapter.bot_user_id().as_deref(), Some(BOT_ID));
+    let own = message_create(
+        &h.fake.next_id(),
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user(BOT_ID, "friend-bot", true),
+        "mine",
+    );
+    let other_bot = message_create(
+        &h.fake.next_id(),
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user(OTHER_BOT_ID, "other", true),
+        "beep",
+    );
+    let other_guild = message_create(
+        &h.fake.next_id(),
+        "4999",
+        Some("9999"),
+        user(USER_ID, "alice", false),
+        "elsewhere",
+    );
+    h.fake.push_message(own);
+    h.fake.push_message(other_bot);
+    h.fake.push_message(other_guild);
+    let mention_id = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &mention_id,
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user(USER_ID, "alice", false),
+        &format!("<@{BOT_ID}> how are you?"),
+    ));
+    let dm_id = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &dm_id,
+        DM_CHANNEL_ID,
+        None,
+        user(USER_ID, "alice", false),
+        "a secret",
+    ));
+
+    let mut received = Vec::new();
+    while received.len() < 2 {
+        match h.next_event().await {
+            PlatformEvent::Message(m) => received.push(m),
+            PlatformEvent::Command(c) => panic!("unexpected command {c:?}"),
+        }
+    }
+    assert!(
+        received.iter().all(|m| m.user_id == USER_ID && !m.is_bot),
+        "{received:?}"
+    );
+    let mention = received
+        .iter()
+        .find(|m| m.message_id == mention_id)
+        .expect("mention delivered");
+    assert_eq!(mention.content, "how are you?");
+    assert!(mention.mentions_bot && !mention.is_dm);
+    assert_eq!(mention.channel_id, CHANNEL_ID);
+    assert_eq!(mention.guild_id.as_deref(), Some(GUILD_ID));
+    assert_eq!(mention.display_name, "Nick");
+    let dm = received
+        .iter()
+        .find(|m| m.message_id == dm_id)
+        .expect("DM delivered");
+    assert!(dm.is_dm && !dm.mentions_bot && dm.guild_id.is_none());
+    assert_eq!(dm.content, "a secret");
+    assert_eq!(dm.display_name, "alice (global)");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_threaded_reply_references_the_anchor_without_pinging() {
+    let (fake, adapter) = rest_only().await;
+    let anchor = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "hello bot");
+    let sent = adapter
+        .send_message(CHANNEL_ID, "hello human", Some(&anchor))
+        .await
+        .expect("sent");
+    let posts = fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/messages"));
+    assert_eq!(posts.len(), 1);
+    let body = posts[0].json.clone().expect("json body");
+    assert_eq!(body["content"], "hello human");
+    assert_eq!(body["message_reference"]["message_id"], anchor.as_str());
+    assert_eq!(body["allowed_mentions"]["replied_user"], false);
+    assert!(
+        !body["allowed_mentions"]["parse"]
+            .as_array()
+            .expect("parse")
+            .contains(&json!("everyone"))
+    );
+    assert_eq!(
+        posts[0].authorization.as_deref(),
+        Some(format!("Bot {TOKEN}").as_str())
+    );
+    assert_eq!(
+        fake.messages(CHANNEL_ID).last().map(|m| m.id.to_string()),
+        Some(sent.message_id)
+    );
+}
+
+#[tokio::test]
+async fn a_long_text_arrives_as_three_ordered_messages() {
+    let (fake, adapter) = rest_only().await;
+    let anchor = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "tell me a story");
+    let mut text = String::new();
+    let mut n = 0;
+    while text.chars().count() < 4500 {
+        text.push_str(&format!(
+            "Sentence number {n} of a long story about a fox. "
+        ));
+        n += 1;
+    }
+    let sent = send_text(adapter.as_ref(), CHANNEL_ID, &text, Some(&anchor))
+        .await
+        .expect("sent");
+    assert_eq!(sent.len(), 3);
+    let stored: Vec<_> = fake.messages(CHANNEL_ID).into_iter().skip(1).collect();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(
+        stored.iter().map(|m| m.id.to_string()).collect::<Vec<_>>(),
+        sent.iter()
+            .map(|s| s.message_id.clone())
+            .collect::<Vec<_>>()
+    );
+    assert!(stored[0].content.starts_with("Sentence number 0 "));
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    let joined: String = stored.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(squash(&joined), squash(&text));
+    let posts = fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/messages"));
+    assert!(
+        posts[0]
+            .json
+            .as_ref()
+            .is_some_and(|b| b.get("message_reference").is_some())
+    );
+    assert!(posts[1..].iter().all(|p| {
+        p.json
+            .as_ref()
+            .is_some_and(|b| b.get("message_reference").is_none())
+    }));
+    // Adapters never truncate: a too-long text is refused with nothing sent.
+    let err = adapter.send_message(CHANNEL_ID, &text, None).await;
+    assert!(
+        matches!(err, Err(PlatformError::InvalidInput(_))),
+        "{err:?}"
+    );
+    assert_eq!(fake.requests_to("POST", "/channels").len(), 3);
+}
+
+#[tokio::test]
+async fn reactions_and_edits_reach_discord() {
+    let (fake, adapter) = rest_only().await;
+    let target = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "nice");
+    let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
+    adapter
+        .add_reaction(CHANNEL_ID, &target, &thumbs)
+        .await
+        .expect("unicode");
+    let by_name: ReactionEmoji = ":blobcat:".parse().expect("emoji");
+    adapter
+        .add_reaction(CHANNEL_ID, &target, &by_name)
+        .await
+        .expect("custom by name");
+    let by_id: ReactionEmoji = "wave:6001".parse().expect("emoji");
+    adapter
+        .add_reaction(CHANNEL_ID, &target, &by_id)
+        .await
+        .expect("custom by id");
+    adapter
+        .remove_reaction(CHANNEL_ID, &target, &thumbs)
+        .await
+        .expect("removed");
+    let unknown: ReactionEmoji = ":nope:".parse().expect("emoji");
+    let err = adapter.add_reaction(CHANNEL_ID, &target, &unknown).await;
+    assert!(matches!(err, Err(PlatformError::NotFound(_))), "{err:?}");
+    let prefix = format!("/channels/{CHANNEL_ID}/messages/{target}/reactions/");
+    let puts: Vec<String> = fake
+        .requests_to("PUT", &prefix)
+        .into_iter()
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(
+        puts,
+        vec![
+            format!("{prefix}%F0%9F%91%8D/@me"),
+            format!("{prefix}blobcat:{EMOJI_ID}/@me"),
+            format!("{prefix}wave:6001/@me"),
+        ]
+    );
+    assert_eq!(fake.requests_to("DELETE", &prefix).len(), 1);
+
+    let mine = adapter
+        .send_message(CHANNEL_ID, "first draft", None)
+        .await
+        .expect("sent");
+    let edited = adapter
+        .edit_message(CHANNEL_ID, &mine.message_id, "final text", Some(&target))
+        .await
+        .expect("edited");
+    assert_eq!(edited.message_id, mine.message_id, "Discord edits in place");
+    let stored = fake.messages(CHANNEL_ID);
+    assert_eq!(
+        stored.last().map(|m| m.content.as_str()),
+        Some("final text")
+    );
+    let err = adapter
+        .edit_message(CHANNEL_ID, &target, "hijack", None)
+        .await;
+    assert!(matches!(err, Err(PlatformError::Forbidden(_))), "{err:?}");
+    adapter
+        .delete_message(CHANNEL_ID, &mine.message_id)
+        .await
+        .expect("deleted");
+    let err = adapter.get_message(CHANNEL_ID, &mine.message_id).await;
+    assert!(matches!(err, Err(PlatformError::NotFound(_))), "{err:?}");
+}
+
+#[tokio::test]
+async fn files_go_out_as_one_message_and_typing_is_posted() {
+    let (fake, adapter) = rest_only().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, b"from disk").expect("write");
+    let files = vec![
+        OutgoingFile::from_bytes("export.json", b"{}".to_vec()).with_mime("application/json"),
+        OutgoingFile::from_path("notes.txt", &path),
+    ];
+    let delivery = adapter
+        .send_files(CHANNEL_ID, files, Some("here you go"), None)
+        .await
+        .expect("delivered");
+    assert_eq!(delivery.messages.len(), 1);
+    assert!(!delivery.is_partial());
+    let posts = fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/messages"));
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].parts, vec!["payload_json", "files[0]", "files[1]"]);
+    assert_eq!(posts[0].filenames, vec!["export.json", "notes.txt"]);
+    let payload = posts[0].json.clone().expect("payload_json");
+    assert_eq!(payload["content"], "here you go");
+    assert_eq!(payload["attachments"].as_array().map(Vec::len), Some(2));
+    assert_eq!(fake.messages(CHANNEL_ID)[0].attachments.len(), 2);
+
+    adapter.start_typing(CHANNEL_ID).await.expect("typing");
+    assert_eq!(
+        fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/typing"))
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn history_search_users_emojis_and_dms() {
+    let (fake, adapter) = rest_only().await;
+    for i in 0..130 {
+        let content = if i % 40 == 0 {
+            format!("Pizza night {i}")
+        } else {
+            format!("chat {i}")
+        };
+        fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, &content);
+    }
+    let recent = adapter
+        .recent_messages(CHANNEL_ID, 5)
+        .await
+        .expect("recent");
+    let contents: Vec<&str> = recent.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        vec!["chat 125", "chat 126", "chat 127", "chat 128", "chat 129"]
+    );
+    let found = adapter
+        .search_messages(CHANNEL_ID, "PIZZA tacos", 10)
+        .await
+        .expect("search");
+    let contents: Vec<&str> = found.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        vec![
+            "Pizza night 0",
+            "Pizza night 40",
+            "Pizza night 80",
+            "Pizza night 120"
+        ]
+    );
+    assert!(
+        fake.requests_to(
+            "GET",
+            &format!("/channels/{CHANNEL_ID}/messages?limit=100&before=")
+        )
+        .len()
+            == 1,
+        "the search pages through history"
+    );
+    let one = adapter
+        .get_message(CHANNEL_ID, &recent[0].message_id)
+        .await
+        .expect("get");
+    assert_eq!(one.content, "chat 125");
+    assert!(!one.is_bot);
+
+    let info = adapter
+        .user_info(CHANNEL_ID, USER_ID)
+        .await
+        .expect("member");
+    assert_eq!(
+        (info.username.as_str(), info.display_name.as_str()),
+        ("alice", "Ali")
+    );
+    let emojis = adapter.custom_emojis(CHANNEL_ID).await.expect("emojis");
+    assert_eq!(emojis.len(), 1);
+    assert_eq!(emojis[0].name, "blobcat");
+    assert_eq!(emojis[0].id.as_deref(), Some(EMOJI_ID));
+    assert!(
+        adapter
+            .custom_emojis(DM_CHANNEL_ID)
+            .await
+            .expect("none in DMs")
+            .is_empty()
+    );
+
+    adapter.send_dm(USER_ID, "your reminder").await.expect("dm");
+    adapter.send_dm(USER_ID, "another one").await.expect("dm");
+    assert_eq!(
+        fake.requests_to("POST", "/users/@me/channels").len(),
+        1,
+        "the DM channel is reused"
+    );
+    let dm: Vec<String> = fake
+        .messages(DM_CHANNEL_ID)
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(dm, vec!["your reminder", "another one"]);
+    let delivery = adapter
+        .send_dm_files(
+            USER_ID,
+            vec![OutgoingFile::from_bytes("memories.md", b"# m".to_vec())],
+            None,
+        )
+        .await
+        .expect("dm file");
+    assert_eq!(delivery.messages.len(), 1);
+}
+
+#[tokio::test]
+async fn malformed_ids_are_invalid_without_a_request() {
+    let (fake, adapter) = rest_only().await;
+    let thumbs = ReactionEmoji::Unicode("👍".into());
+    let results = vec![
+        adapter.send_message("general", "hi", None).await.err(),
+        adapter
+            .send_message(CHANNEL_ID, "hi", Some("msg-1"))
+            .await
+            .err(),
+        adapter
+            .edit_message(CHANNEL_ID, "12x", "hi", None)
+            .await
+            .err(),
+        adapter.get_message("0", "1").await.err(),
+        adapter.add_reaction(CHANNEL_ID, "", &thumbs).await.err(),
+        adapter.user_info(CHANNEL_ID, "@alice").await.err(),
+        adapter.send_dm("99999999999999999999999", "hi").await.err(),
+        adapter.start_typing("-1").await.err(),
+    ];
+    for result in results {
+        assert!(
+            matches!(result, Some(PlatformError::InvalidId(_))),
+            "{result:?}"
+        );
+    }
+    assert!(fake.requests().is_empty(), "{:?}", fake.requests());
+}
+
+#[tokio::test]
+async fn rate_limits_are_waited_out_then_surfaced() {
+    let (fake, adapter) = rest_only().await;
+    fake.rate_limit("/typing", 2, 0.2);
+    let started = Instant::now();
+    adapter
+        .start_typing(CHANNEL_ID)
+        .await
+        .expect("succeeds after two 429s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "retry_after honoured"
+    );
+    assert_eq!(
+        fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/typing"))
+            .len(),
+        3
+    );
+
+    fake.rate_limit("/messages", 10, 0.05);
+    let err = adapter.send_message(CHANNEL_ID, "hi", None).await;
+    assert_eq!(
+        err,
+        Err(PlatformError::RateLimited {
+            retry_after: Duration::from_millis(50)
+        })
+    );
+    assert_eq!(
+        fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/messages"))
+            .len(),
+        4
+    );
+
+    fake.rate_limit("/emojis", 1, 30.0);
+    let started = Instant::now();
+    let err = adapter.custom_emojis(CHANNEL_ID).await;
+    assert_eq!(
+        err,
+        Err(PlatformError::RateLimited {
+            retry_after: Duration::from_secs(30)
+        })
+    );
+    assert!(err.as_ref().err().is_some_and(PlatformError::is_retryable));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "a long wait is not slept through"
+    );
+}
+
+#[tokio::test]
+async fn slash_commands_are_registered_and_answered_ephemerally() {
+    let mut h = connected(vec![stats_command()]).await;
+    let guild_path = format!("/applications/{APP_ID}/guilds/{GUILD_ID}/commands");
+    let registered = h.fake.wait_for_requests("PUT", &guild_path, 1).await;
+    let body = registered[0].json.clone().expect("body");
+    let command = &body[0];
+    assert_eq!(command["name"], "memory-stats");
+    assert_eq!(
+        command["description"],
+        "Show how many memories I keep about you"
+    );
+    assert_eq!(
+        command["options"],
+        json!([
+            {"type": 4, "name": "max_age_days", "description": "Only memories newer than this",
+             "required": true, "min_value": 1, "max_value": 365},
+            {"type": 3, "name": "importance", "description": "Which memories to count",
+             "required": false, "choices": [{"name": "high", "value": "high"},
+             {"name": "normal", "value": "normal"}, {"name": "all", "value": "all"}]}
+        ])
+    );
+    let global = h
+        .fake
+        .wait_for_requests("PUT", &format!("/applications/{APP_ID}/commands"), 1)
+        .await;
+    let global = global[0].json.clone().expect("global body");
+    assert_eq!(
+        global[0]["contexts"],
+        json!([1]),
+        "globally only in DMs: no duplicates in the guild"
+    );
+
+    let options = json!([{"name": "max_age_days", "type": 4, "value": 30},
+                         {"name": "importance", "type": 3, "value": "high"}]);
+    h.fake.push_interaction(interaction_create(
+        "9100",
+        "tok-guild",
+        "memory-stats",
+        options,
+        true,
+    ));
+    let invocation = match h.next_event().await {
+        PlatformEvent::Command(c) => c,
+        other => panic!("expected a command, got {other:?}"),
+    };
+    let callbacks = h
+        .fake
+        .requests_to("POST", "/interactions/9100/tok-guild/callback");
+    assert_eq!(callbacks.len(), 1, "deferred before the command runs");
+    assert_eq!(
+        callbacks[0].json,
+        Some(json!({"type": 5, "data": {"flags": 64}}))
+    );
+    assert_eq!(invocation.skill, "memory-stats");
+    assert_eq!(
+        Value::Object(invocation.parameters.clone()),
+        json!({"maxAgeDays": 30, "importance": "high"})
+    );
+    assert_eq!(invocation.user_id, USER_ID);
+    assert_eq!(invocation.username, "alice");
+    assert_eq!(invocation.channel_id, CHANNEL_ID);
+    assert_eq!(invocation.guild_id.as_deref(), Some(GUILD_ID));
+    assert!(!invocation.is_dm);
+    let long = "Memory statistics line. ".repeat(120);
+    invocation
+        .reply
+        .send(CommandReply {
+            text: long.clone(),
+            is_error: false,
+        })
+        .expect("reply");
+    let original = format!("/webhooks/{APP_ID}/tok-guild/messages/@original");
+    let edits = h.fake.wait_for_requests("PATCH", &original, 1).await;
+    let followups = h
+        .fake
+        .wait_for_requests("POST", &format!("/webhooks/{APP_ID}/tok-guild"), 1)
+        .await;
+    let first = edits[0]
+        .json
+        .as_ref()
+        .and_then(|j| j["content"].as_str())
+        .expect("content")
+        .to_owned();
+    let rest = followups[0].json.clone().expect("followup");
+    assert_eq!(rest["flags"], 64, "follow-ups are ephemeral too");
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    assert_eq!(
+        squash(&format!(
+            "{first}{}",
+            rest["content"].as_str().unwrap_or_default()
+        )),
+        squash(&long)
+    );
+
+    h.fake.push_interaction(interaction_create(
+        "9200",
+        "tok-dm",
+        "memory-stats",
+        json!([{"name": "max_age_days", "type": 4, "value": 1}]),
+        false,
+    ));
+    let invocation = match h.next_event().await {
+        PlatformEvent::Command(c) => c,
+        other => panic!("expected a command, got {other:?}"),
+    };
+    assert!(invocation.is_dm && invocation.guild_id.is_none());
+    assert_eq!(invocation.channel_id, DM_CHANNEL_ID);
+    assert_eq!(invocation.user_id, USER_ID);
+    invocation
+        .reply
+        .send(CommandReply {
+            text: "No memories yet.".into(),
+            is_error: true,
+        })
+        .expect("reply");
+    let edits = h
+        .fake
+        .wait_for_requests(
+            "PATCH",
+            &format!("/webhooks/{APP_ID}/tok-dm/messages/@original"),
+            1,
+        )
+        .await;
+    assert_eq!(
+        edits[0].json.as_ref().map(|j| j["content"].clone()),
+        Some(json!("⚠️ No memories yet."))
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_dropped_gateway_connection_resumes_and_events_flow_again() {
+    let mut h = connected(Vec::new()).await;
+    assert_eq!(h.fake.gateway_counts(), (1, 0));
+    h.fake.drop_connection();
+    h.fake.wait_gateway(WAIT, |_, resumes| resumes >= 1).await;
+    let state = h.state.clone();
+    wait_until(WAIT, move || state.is_connected()).await;
+    let id = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &id,
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user(USER_ID, "alice", false),
+        &format!("<@!{BOT_ID}> still there?"),
+    ));
+    match h.next_event().await {
+        PlatformEvent::Message(m) => {
+            assert_eq!(m.message_id, id);
+            assert_eq!(m.content, "still there?");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(h.fake.gateway_counts().0, 1, "resumed, not re-identified");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_outage_clears_the_connection_state_until_a_new_session_is_up() {
+    let mut h = connected(Vec::new()).await;
+    h.fake.set_gateway_refusing(true);
+    h.fake.drop_connection();
+    let state = h.state.clone();
+    wait_until(Duration::from_secs(30), move || !state.is_connected()).await;
+    h.fake.set_gateway_refusing(false);
+    let state = h.state.clone();
+    wait_until(Duration::from_secs(30), move || state.is_connected()).await;
+    assert_eq!(h.fake.gateway_counts().0, 2, "a new session was identified");
+    let id = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &id,
+        DM_CHANNEL_ID,
+        None,
+        user(USER_ID, "alice", false),
+        "back?",
+    ));
+    match h.next_event().await {
+        PlatformEvent::Message(m) => assert_eq!(m.message_id, id),
+        other => panic!("unexpected {other:?}"),
+    }
+    h.stop().await;
+}
+
+/// Collects formatted log output in memory.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_token_never_appears_in_logs_or_errors() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mut h = connected(vec![stats_command()]).await;
+    h.fake
+        .wait_for_requests("PUT", &format!("/applications/{APP_ID}/commands"), 1)
+        .await;
+    let mut errors = Vec::new();
+    h.fake.rate_limit("/typing", 10, 0.01);
+    errors.push(
+        h.adapter
+            .start_typing(CHANNEL_ID)
+            .await
+            .expect_err("rate limited"),
+    );
+    errors.push(
+        h.adapter
+            .get_message(CHANNEL_ID, "123")
+            .await
+            .expect_err("not found"),
+    );
+    errors.push(
+        h.adapter
+            .user_info(CHANNEL_ID, "777")
+            .await
+            .expect_err("unknown user"),
+    );
+    errors.push(h.adapter.send_dm("777", "hi").await.expect_err("cannot DM"));
+    let id = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &id,
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user(USER_ID, "alice", false),
+        "hello",
+    ));
+    let _ = h.next_event().await;
+    h.fake.drop_connection();
+    h.fake.wait_gateway(WAIT, |_, resumes| resumes >= 1).await;
+    let identify = h.fake.identify_payloads();
+    assert!(
+        identify[0]["token"]
+            .as_str()
+            .is_some_and(|t| t.ends_with(TOKEN)),
+        "the token is used"
+    );
+    let adapter_debug = format!("{:?}", h.adapter);
+    h.stop().await;
+
+    let mut texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    texts.extend(errors.iter().map(|e| format!("{e:?}")));
+    texts.push(adapter_debug);
+    let (_, runner) = DiscordAdapter::new(
+        &DiscordConfig {
+            token: Secret::new(TOKEN),
+            enabled: true,
+            ..DiscordConfig::default()
+        },
+        reqwest::Client::new(),
+        Vec::new(),
+    )
+    .expect("adapter");
+    texts.push(format!("{runner:?}"));
+    let logged =
+        String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    assert!(
+        logged.contains("Discord gateway ready"),
+        "logs were captured"
+    );
+    std::fs::write("/tmp/discord-token-test.log", &logged).ok();
+    for text in texts.iter().chain(std::iter::once(&logged)) {
+        assert!(!text.contains(TOKEN), "token leaked in: {text}");
+    }
+}
+
+#[test]
+fn the_fakes_payloads_match_serenitys_model() {
+    use serenity::model::prelude::{CommandInteraction, Guild, Message, Ready};
+    let guild: Guild = serde_json::from_value(guild_create()).expect("GUILD_CREATE");
+    assert_eq!(guild.members.len(), 2);
+    assert_eq!(guild.emojis.len(), 1);
+    let _: Ready = serde_json::from_value(ready("ws://x")).expect("READY");
+    let dm = message_create("1", DM_CHANNEL_ID, None, user(USER_ID, "a", false), "x");
+    let _: Message = serde_json::from_value(dm).expect("MESSAGE_CREATE");
+    let interaction = interaction_create("1", "t", "memory-stats", json!([]), true);
+    let parsed: CommandInteraction =
+        serde_json::from_value(interaction).expect("INTERACTION_CREATE");
+    assert_eq!(
+        parsed.user.id.to_string(),
+        USER_ID,
+        "the user is taken from the member"
+    );
+}

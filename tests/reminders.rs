@@ -1,0 +1,180 @@
+//! The reminder scheduler against a real (temp-file) store and the fake platform: on-time
+//! delivery by DM, wake-up on new reminders, retries with back-off, final failure, late
+//! delivery after downtime, cancellation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use air_friends::config::RemindersConfig;
+use air_friends::platform::fake::{FakePlatform, Op};
+use air_friends::platform::{PlatformAdapter, PlatformError, PlatformRegistry};
+use air_friends::reminders::{ReminderMetrics, ReminderScheduler};
+use air_friends::store::{NewReminder, ReminderState, Store, WorkspaceKey};
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    store: Store,
+    fake: Arc<FakePlatform>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+async fn setup(config: RemindersConfig, before_start: impl AsyncFnOnce(&Store)) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    before_start(&store).await;
+    let fake = Arc::new(FakePlatform::discord());
+    fake.add_user("42", "alice", "Alice");
+    let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
+    let scheduler =
+        ReminderScheduler::new(store.clone(), platforms, config, ReminderMetrics::default());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(scheduler.run(stop.clone()));
+    Setup {
+        _dir: dir,
+        store,
+        fake,
+        stop,
+        task,
+    }
+}
+
+fn ws() -> WorkspaceKey {
+    WorkspaceKey::new("discord", "42").unwrap()
+}
+
+async fn remind(store: &Store, in_ms: i64, text: &str) -> String {
+    store
+        .create_reminder(
+            NewReminder {
+                workspace: ws(),
+                message: text.into(),
+                scheduled_at: Utc::now() + chrono::Duration::milliseconds(in_ms),
+            },
+            20,
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+async fn wait_state(
+    store: &Store,
+    id: &str,
+    state: ReminderState,
+    within: Duration,
+) -> air_friends::store::Reminder {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let r = store.get_reminder(id).await.unwrap().unwrap();
+        if r.state == state {
+            return r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "reminder stayed {:?}",
+            r.state
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn delivers_on_time_by_dm_and_wakes_for_new_reminders() {
+    let s = setup(RemindersConfig::default(), async |_| {}).await;
+    // Created after the scheduler went to sleep with nothing to do: it must wake up.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let id = remind(&s.store, 700, "drink water").await;
+    let r = wait_state(
+        &s.store,
+        &id,
+        ReminderState::Delivered,
+        Duration::from_secs(5),
+    )
+    .await;
+    let lag = r.delivered_at.unwrap() - r.scheduled_at;
+    assert!(lag >= chrono::Duration::zero(), "delivered early: {lag}");
+    assert!(lag < chrono::Duration::milliseconds(1000), "lag {lag}");
+    assert!(!r.late);
+    let dms = s.fake.dm_texts("42");
+    assert_eq!(dms.len(), 1);
+    assert!(dms[0].contains("drink water"));
+    s.stop.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn failures_retry_with_backoff_then_succeed() {
+    let config = RemindersConfig {
+        retry_backoff_ms: 200,
+        ..Default::default()
+    };
+    let s = setup(config, async |_| {}).await;
+    s.fake.fail_next(
+        Op::SendDm,
+        PlatformError::Transport("connection reset".into()),
+    );
+    let id = remind(&s.store, 100, "call mom").await;
+    let r = wait_state(
+        &s.store,
+        &id,
+        ReminderState::Delivered,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(r.attempts, 2);
+    assert_eq!(s.fake.dm_texts("42").len(), 1);
+}
+
+#[tokio::test]
+async fn gives_up_after_the_last_attempt() {
+    let config = RemindersConfig {
+        retry_backoff_ms: 50,
+        max_delivery_attempts: 3,
+        ..Default::default()
+    };
+    let s = setup(config, async |_| {}).await;
+    for _ in 0..3 {
+        s.fake
+            .fail_next(Op::SendDm, PlatformError::Transport("down".into()));
+    }
+    let id = remind(&s.store, 50, "never arrives").await;
+    let r = wait_state(&s.store, &id, ReminderState::Failed, Duration::from_secs(5)).await;
+    assert_eq!(r.attempts, 3);
+    assert_eq!(
+        r.last_error.as_deref().map(|e| e.contains("down")),
+        Some(true)
+    );
+}
+
+#[tokio::test]
+async fn reminders_due_during_downtime_go_out_at_once_marked_late() {
+    let mut id = String::new();
+    let s = setup(RemindersConfig::default(), async |store| {
+        id = remind(store, -10 * 60 * 1000, "missed while down").await;
+    })
+    .await;
+    let r = wait_state(
+        &s.store,
+        &id,
+        ReminderState::Delivered,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(r.late);
+}
+
+#[tokio::test]
+async fn cancelled_reminders_are_not_delivered() {
+    let s = setup(RemindersConfig::default(), async |_| {}).await;
+    let id = remind(&s.store, 400, "cancel me").await;
+    s.store.cancel_reminder(&ws(), &id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(s.fake.dm_texts("42").is_empty());
+    assert_eq!(
+        s.store.get_reminder(&id).await.unwrap().unwrap().state,
+        ReminderState::Cancelled
+    );
+}
