@@ -113,7 +113,7 @@ impl Interactions {
             }
         };
         let registered = match self.sessions.register(SessionContext {
-            platform: msg.platform.as_str().to_owned(),
+            platform: msg.platform,
             channel_id: msg.channel_id.clone(),
             user_id: msg.user_id.clone(),
             username: msg.username.clone(),

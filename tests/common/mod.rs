@@ -164,4 +164,3 @@ impl TestConfig {
         TestConfig { dir, path }
     }
 }
-

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
-use air_friends::handlers::{
-    Clock, HandlerDeps, UserCommandRunner, WorkspaceLayout, build_registry,
-};
+use air_friends::conversation::workspace::Workspaces;
+use air_friends::handlers::{Clock, HandlerDeps, UserCommandRunner, build_registry};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
 use air_friends::skill_api::{
@@ -245,7 +244,7 @@ impl App {
         UserCommandRunner::new(
             self.state.clone(),
             &self.loaded,
-            WorkspaceLayout::new(self.workspaces.clone()),
+            Workspaces::new(&self.workspaces),
         )
     }
 
