@@ -8,76 +8,28 @@
 //! are disabled, and private data is shown only when the command was used in a DM.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::render;
-use crate::config::WorkspaceConfig;
-use crate::platform::{CommandInvocation, CommandReply, PlatformKind};
+use crate::conversation::workspace::Workspaces;
+use crate::platform::{CommandInvocation, CommandReply};
 use crate::skill_api::{CallContext, SessionContext, SessionRegistry, SkillApiState, SkillError};
 use crate::skills::LoadedSkills;
-
-/// Where user workspaces live: `{repoPath}/{workspacesDir}/{platform}/{userId}` (SPEC §2.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkspaceLayout {
-    root: PathBuf,
-}
-
-impl WorkspaceLayout {
-    /// Workspaces under `root` (= `repoPath/workspacesDir`).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
-    }
-
-    /// The layout configured in `workspace`.
-    pub fn from_config(config: &WorkspaceConfig) -> Self {
-        Self::new(config.repo_path.join(&config.workspaces_dir))
-    }
-
-    /// The workspace of one user, with both parts sanitised (no separators, no `..`, no leading
-    /// dots), so a hostile user id cannot point outside the root.
-    pub fn user_dir(&self, platform: PlatformKind, user_id: &str) -> PathBuf {
-        self.root
-            .join(sanitize_part(platform.as_str()))
-            .join(sanitize_part(user_id))
-    }
-}
-
-/// One path component from untrusted text: `/`, `\`, NUL and control characters become `_`,
-/// leading dots are dropped, and an empty result becomes `_`.
-pub fn sanitize_part(part: &str) -> String {
-    let cleaned: String = part
-        .chars()
-        .map(|c| {
-            if c == '/' || c == '\\' || c.is_control() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let trimmed = cleaned.trim_start_matches('.');
-    if trimmed.is_empty() {
-        "_".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
 
 /// Runs user commands against the Skill API's registered handlers.
 #[derive(Debug, Clone)]
 pub struct UserCommandRunner {
     state: SkillApiState,
     commands: BTreeSet<String>,
-    workspaces: WorkspaceLayout,
+    workspaces: Workspaces,
 }
 
 impl UserCommandRunner {
     /// A runner for the skills of `loaded` that set `user_command: true` and have a handler in
     /// `state`'s registry.
-    pub fn new(state: SkillApiState, loaded: &LoadedSkills, workspaces: WorkspaceLayout) -> Self {
+    pub fn new(state: SkillApiState, loaded: &LoadedSkills, workspaces: Workspaces) -> Self {
         let commands = loaded
             .user_commands()
             .map(|s| s.name.clone())
@@ -161,9 +113,12 @@ impl UserCommandRunner {
             is_dm: invocation.is_dm,
             guild_id: invocation.guild_id.clone(),
             trigger_message_id: invocation.message_id.clone(),
+            // Only used by send-file, which is no user command; an id that cannot name a folder
+            // is refused like everywhere else.
             workspace: self
                 .workspaces
-                .user_dir(invocation.platform, &invocation.user_id),
+                .path_for(invocation.platform, &invocation.user_id)
+                .map_err(SkillError::internal)?,
         };
         // A throw-away registry: the session is never reachable through the Skill API.
         let sessions = SessionRegistry::new(Duration::from_secs(60));
@@ -182,26 +137,5 @@ impl UserCommandRunner {
             tracing::error!(skill = name, error = %format!("{cause:#}"), "user command failed");
         }
         result
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn workspace_parts_are_sanitised() {
-        let layout = WorkspaceLayout::new("/data/workspaces");
-        assert_eq!(
-            layout.user_dir(PlatformKind::Discord, "123"),
-            PathBuf::from("/data/workspaces/discord/123")
-        );
-        assert_eq!(
-            layout.user_dir(PlatformKind::Misskey, "../../etc"),
-            PathBuf::from("/data/workspaces/misskey/_.._etc")
-        );
-        assert_eq!(sanitize_part(".."), "_");
-        assert_eq!(sanitize_part(".hidden"), "hidden");
-        assert_eq!(sanitize_part("a\\b"), "a_b");
     }
 }

@@ -107,7 +107,7 @@ pub(crate) fn platform_error(error: PlatformError) -> SkillError {
         ),
         other => other.to_string(),
     };
-    tracing::warn!(kind = error.kind(), retryable, "platform call failed");
+    tracing::debug!(kind = error.kind(), retryable, "platform call failed");
     SkillError::PlatformError { message, retryable }
 }
 

@@ -45,7 +45,7 @@ use crate::skill_api::{RateLimitSpec, RegistryError, SkillHandler, SkillRegistry
 use crate::skills::LoadedSkills;
 use crate::store::Store;
 
-pub use commands::{UserCommandRunner, WorkspaceLayout};
+pub use commands::UserCommandRunner;
 
 /// Names of the 14 built-in skills, each of which has a handler here.
 pub const BUILTIN_SKILLS: [&str; 14] = [

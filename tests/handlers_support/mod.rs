@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
-use air_friends::handlers::{
-    Clock, HandlerDeps, UserCommandRunner, WorkspaceLayout, build_registry,
-};
+use air_friends::conversation::workspace::Workspaces;
+use air_friends::handlers::{Clock, HandlerDeps, UserCommandRunner, build_registry};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
 use air_friends::skill_api::{
@@ -57,7 +56,18 @@ pub fn unlimited_skills() -> LoadedSkills {
         .clone()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+/// The repository's skills copied to a temp dir, changed by `change`, then loaded.
+pub fn modified_skills(change: impl FnOnce(&Path)) -> LoadedSkills {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"),
+        dir.path(),
+    );
+    change(dir.path());
+    load_skills(dir.path()).expect("skills")
+}
+
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
         let entry = entry.expect("entry");
@@ -234,7 +244,7 @@ impl App {
         UserCommandRunner::new(
             self.state.clone(),
             &self.loaded,
-            WorkspaceLayout::new(self.workspaces.clone()),
+            Workspaces::new(&self.workspaces),
         )
     }
 
