@@ -20,7 +20,7 @@ use crate::conversation::workspace::Workspaces;
 use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
 };
-use crate::handlers::{self, HandlerDeps, UserCommandRunner, WorkspaceLayout};
+use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::Metrics;
 use crate::ops::Readiness;
 use crate::platform::discord::DiscordAdapter;
@@ -168,7 +168,7 @@ pub async fn start(
     let user_commands = Arc::new(UserCommandRunner::new(
         api.clone(),
         &skills,
-        WorkspaceLayout::new(absolute(&workspaces_root)),
+        Workspaces::new(&workspaces_root),
     ));
 
     // The agent runner and the conversation pipeline.
