@@ -240,3 +240,36 @@ fn print_default_config_is_a_valid_config() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn invalid_skill_packages_stop_serve_with_the_validator_message() {
+    let cfg = TestConfig::new("");
+    let skills = cfg.dir.path().join("skills/broken-skill");
+    std::fs::create_dir_all(&skills).unwrap();
+    std::fs::write(
+        skills.join("SKILL.md"),
+        "---\nname: broken-skill\ndescription: x\nversion: 2\n---\nbody\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&cfg.path).unwrap();
+    std::fs::write(
+        &cfg.path,
+        format!(
+            "{text}agent:\n  skillsDir: {}\n",
+            cfg.dir.path().join("skills").display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["serve", "--config"])
+        .arg(&cfg.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("failed validation"), "{stderr}");
+    assert!(
+        stderr.contains("Unexpected fields in frontmatter: version"),
+        "{stderr}"
+    );
+}

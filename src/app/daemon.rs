@@ -196,12 +196,17 @@ pub async fn start(
         .into_iter()
         .map(str::to_owned)
         .collect();
+    let prompts = Arc::new(PromptLibrary::new(&config.prompts.dir));
+    shutdown.spawn(
+        "sighup",
+        reload_on_sighup(prompts.clone(), shutdown.draining()),
+    );
     let interactions = Interactions {
         platforms: platforms.clone(),
         sessions: api.sessions().clone(),
         runner,
         store: store.clone(),
-        prompts: Arc::new(PromptLibrary::new(&config.prompts.dir)),
+        prompts,
         workspaces: Workspaces::new(&workspaces_root),
         env: AgentEnvTemplate {
             agent: config.agent.clone(),
@@ -295,6 +300,28 @@ async fn route_events(
         }
     }
     Ok(())
+}
+
+/// SIGHUP makes the next session re-render the prompt templates (they are also re-rendered
+/// whenever a file in the folder changes).
+async fn reload_on_sighup(
+    prompts: Arc<PromptLibrary>,
+    draining: CancellationToken,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).context("cannot install the SIGHUP handler")?;
+    loop {
+        tokio::select! {
+            _ = draining.cancelled() => return Ok(()),
+            got = hup.recv() => {
+                if got.is_none() {
+                    return Ok(());
+                }
+                prompts.invalidate();
+                tracing::info!("SIGHUP: prompt templates will be reloaded");
+            }
+        }
+    }
 }
 
 /// Registers a readiness check for a platform and returns its connection flag.
