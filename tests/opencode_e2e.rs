@@ -230,3 +230,118 @@ async fn opencode_cannot_run_commands_the_gate_rejects() {
     assert!(!pwned.exists(), "a rejected command ran");
     assert!(!w.marker.exists(), "the skill ran despite the injection");
 }
+
+/// The whole product in one test: `air-friends chat` with the real OpenCode. The fake model
+/// writes the reply with OpenCode's write tool into the session's payload folder, then runs the
+/// real send-reply skill script with its bash tool; the permission gate approves it, the skill
+/// client calls the Skill API with the session's token, and the reply is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_with_the_real_opencode_answers_through_skills() {
+    let Some(bin) = require_opencode() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let reply = "Hello from OpenCode! It costs $5, `really`.";
+    let ws = workspace.clone();
+    let send_reply = skills.join("send-reply/scripts/send-reply");
+    let llm = FakeLlm::start(vec![
+        Step::Dynamic(Arc::new(move |req| {
+            let session = common::fake_llm::find_in_request(req, "Session id: ")
+                .expect("the prompt names the session");
+            (
+                "write",
+                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
+            )
+        })),
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ])
+    .await;
+    let inline = json!({
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "enabled_providers": ["fake"],
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
+            "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
+            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
+                "limit": {"context": 128000, "output": 4096}}}}},
+        "skills": {"paths": [skills.display().to_string()]}
+    });
+    let config = json!({
+        "workspace": {"repoPath": data},
+        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+        "agent": {
+            "command": bin,
+            "args": ["acp"],
+            "model": "fake/fake-model",
+            "skillsDir": skills,
+            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+            "connectTimeoutMs": 60000,
+            "env": {
+                "XDG_CONFIG_HOME": home.join(".config"),
+                "XDG_DATA_HOME": home.join(".local/share"),
+                "XDG_CACHE_HOME": home.join(".cache"),
+                "XDG_STATE_HOME": home.join(".local/state"),
+                "OPENCODE_CONFIG_CONTENT": inline.to_string(),
+                "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                "OPENCODE_DISABLE_SHARE": "1",
+                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+                "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+                "npm_config_registry": "http://127.0.0.1:9/"
+            }
+        }
+    });
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let mut child = tokio::process::Command::new(common::bin())
+        .args(["chat", "--config"])
+        .arg(&config_path)
+        .env("HOME", &home)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hi, what does it cost?\n").await.unwrap();
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("chat finished")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stderr:\n{stderr}");
+    assert!(
+        stdout.contains(&format!("air-friends> {reply}")),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(!stdout.contains("ran into a problem"), "{stdout}");
+    // The session's staging folder (tmp/<32 hex session id>) was removed. (OpenCode keeps
+    // its own temporary files in TMPDIR too; those are not ours.)
+    let tmp = workspace.join("tmp");
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}

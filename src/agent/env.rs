@@ -101,6 +101,13 @@ pub fn build_agent_env(
             absolute(&config_file).display().to_string(),
         );
     }
+    // Expose the skill packages to OpenCode's skill tool (merged with OPENCODE_CONFIG), unless
+    // the operator supplies inline configuration of their own through `agent.env`.
+    if !env.contains_key("OPENCODE_CONFIG_CONTENT") {
+        let inline =
+            serde_json::json!({"skills": {"paths": [inputs.skills_dir.display().to_string()]}});
+        env.insert("OPENCODE_CONFIG_CONTENT".into(), inline.to_string());
+    }
     let workspace = inputs.workspace.display().to_string();
     env.insert(
         "TMPDIR".into(),
@@ -195,6 +202,10 @@ mod tests {
         assert_eq!(env["SESSION_ID"], "sess1");
         assert_eq!(env["SKILL_API_TOKEN"], "tok");
         assert_eq!(env["OPENCODE_DISABLE_AUTOUPDATE"], "1");
+        assert_eq!(
+            env["OPENCODE_CONFIG_CONTENT"],
+            r#"{"skills":{"paths":["/opt/af/skills"]}}"#
+        );
         assert!(!env.contains_key("RANDOM_DAEMON_VAR"));
         assert!(!env.contains_key("DISCORD_TOKEN"));
         assert!(!env.contains_key("MISSKEY_TOKEN"));

@@ -12,13 +12,36 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use serde_json::{Value, json};
 
+/// Builds a tool call from the request (e.g. to use the session id the prompt announces).
+pub type DynamicTool = Arc<dyn Fn(&Value) -> (&'static str, Value) + Send + Sync>;
+
 /// One scripted model answer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum Step {
     /// Call a tool with these JSON arguments.
     Tool(&'static str, Value),
+    /// Call a tool whose arguments depend on the request.
+    Dynamic(DynamicTool),
     /// Answer with text and stop.
     Text(String),
+}
+
+/// The value after `marker` in any message of the request (up to whitespace or a backtick),
+/// e.g. the session id after `Session id: `.
+pub fn find_in_request(req: &Value, marker: &str) -> Option<String> {
+    req["messages"].as_array()?.iter().find_map(|m| {
+        let text = match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let at = text.find(marker)? + marker.len();
+        Some(
+            text[at..]
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '`' && *c != '"' && *c != '\\')
+                .collect(),
+        )
+    })
 }
 
 #[derive(Clone)]
@@ -96,7 +119,15 @@ async fn complete(State(state): State<LlmState>, body: axum::Json<Value>) -> imp
             .get(step_no)
             .cloned()
             .unwrap_or(Step::Text("done".into()));
+        let step = match step {
+            Step::Dynamic(f) => {
+                let (name, args) = f(&req);
+                Step::Tool(name, args)
+            }
+            other => other,
+        };
         match step {
+            Step::Dynamic(_) => unreachable!("resolved above"),
             Step::Tool(name, args) => {
                 out.push_str(&chunk(
                     json!({"tool_calls": [{"index": 0, "id": format!("call_{step_no}"), "type": "function",
