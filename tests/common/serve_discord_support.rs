@@ -1,0 +1,354 @@
+//! Support for `tests/serve_discord.rs`: the real `air-friends serve` binary connected to the
+//! fake Discord ([`super::fake_discord`]) and driving the scripted fake ACP agent
+//! (`examples/fake_acp_agent`), whose steps run the real `skills/<name>/scripts/<name>`.
+//!
+//! [`Bot::start`] writes the agent script and a config (Discord enabled against the fake, the
+//! Skill API and ops listeners on port 0, the repo's `skills/` and `prompts/`), starts the daemon
+//! and waits until it is ready: both `listening` log lines and `/readyz` reporting the `discord`
+//! check as passing. Every wait polls a condition with a generous timeout; nothing sleeps for a
+//! fixed time.
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::fake_discord::{
+    BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord, GUILD_ID, Recorded, StoredMessage, USER_ID,
+    message_create, user,
+};
+use super::{Daemon, TestConfig, bin};
+
+/// The bot token in the test configs (must never reach a log line).
+pub const TOKEN: &str = "SERVE-DISCORD-TOKEN-q7Vb2";
+/// Generous upper bound for anything the daemon does (agents start processes; the machine is
+/// shared with other builds).
+pub const WAIT: Duration = Duration::from_secs(60);
+/// The generic error reply (`conversation::interaction::ERROR_TEXT`).
+pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
+
+/// The scripted fake ACP agent built by `cargo test`.
+pub fn fake_agent() -> PathBuf {
+    let path = Path::new(bin())
+        .parent()
+        .unwrap()
+        .join("examples/fake_acp_agent");
+    assert!(
+        path.exists(),
+        "build the examples first (`cargo test` does)"
+    );
+    path
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Absolute path of the real script of skill `name`.
+pub fn skill_script(name: &str) -> String {
+    repo()
+        .join("skills")
+        .join(name)
+        .join("scripts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A `permission` step running skill `name` with `args` (the way an agent runs a skill: through
+/// the permission gate, which auto-approves the skill scripts).
+pub fn skill_step(name: &str, args: &str) -> Value {
+    json!({"permission": format!("{} {args}", skill_script(name))})
+}
+
+/// Steps that answer with send-reply: copy `text_file` (written by the test) to the session's
+/// staging folder, then run the real send-reply script with it.
+pub fn reply_steps(text_file: &Path) -> Vec<Value> {
+    vec![
+        json!({"run": format!("cp '{}' \"$TMPDIR/$SESSION_ID/reply.md\"", text_file.display())}),
+        skill_step("send-reply", "--message-file $TMPDIR/$SESSION_ID/reply.md"),
+    ]
+}
+
+/// An agent script with one turn of `steps` (the turn repeats for the retry prompt).
+pub fn one_turn(steps: Vec<Value>) -> Value {
+    json!({"turns": [{"steps": steps, "stopReason": "end_turn"}]})
+}
+
+/// Polls `condition` every 20 ms until it holds; panics with `what` after `timeout`.
+pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The daemon, the fake Discord it talks to, and the files of the test.
+pub struct Bot {
+    pub fake: FakeDiscord,
+    pub daemon: Daemon,
+    pub config: TestConfig,
+    /// Scripts, texts and the agent log live here (outside the daemon's data folder).
+    pub files: tempfile::TempDir,
+    /// The fake agent's log (absent until an agent has been started).
+    pub agent_log: PathBuf,
+    /// The ops listener (`/readyz`).
+    pub ops_addr: String,
+    /// Ids of the messages the test pushed (some written as the bot itself).
+    pushed: Mutex<HashSet<u64>>,
+}
+
+/// What a test changes about the standard setup.
+#[derive(Default)]
+pub struct Setup {
+    /// The agent's behaviour (`log` is filled in).
+    pub script: Value,
+    /// Extra top-level YAML sections (e.g. `skills:`); must not repeat `platforms`, `agent`,
+    /// `prompts`, `logging`, `workspace`, `health` or `skillApi`.
+    pub extra_yaml: String,
+    /// Texts to write into [`Bot::files`] before the start (name, content), for `reply_steps`.
+    pub texts: Vec<(&'static str, String)>,
+}
+
+/// Where [`Setup::texts`] entries are written, given the files folder.
+pub fn text_path(files: &Path, name: &str) -> PathBuf {
+    files.join(name)
+}
+
+impl Bot {
+    /// Starts a fake Discord and `air-friends serve` against it with `setup`, and waits until
+    /// the daemon is ready (Discord connected). `prepare` gets the files folder before the
+    /// script is written, so steps can reference files there.
+    pub async fn start(prepare: impl FnOnce(&Path) -> Setup) -> Bot {
+        let fake = FakeDiscord::start().await;
+        let files = tempfile::tempdir().unwrap();
+        let setup = prepare(files.path());
+        for (name, text) in &setup.texts {
+            std::fs::write(text_path(files.path(), name), text).unwrap();
+        }
+        let agent_log = files.path().join("agent-log.jsonl");
+        let mut script = if setup.script.is_null() {
+            one_turn(Vec::new())
+        } else {
+            setup.script
+        };
+        script["log"] = json!(agent_log.display().to_string());
+        let script_path = files.path().join("agent.json");
+        std::fs::write(&script_path, script.to_string()).unwrap();
+        let yaml = format!(
+            "platforms:\n  discord:\n    enabled: true\n    token: {TOKEN}\n    apiBaseUrl: {api}\n    gatewayUrl: {gateway}\n    guildIds: ['{GUILD_ID}']\n\
+             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 30000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n\
+             prompts:\n  dir: {prompts}\n\
+             logging:\n  level: info\n\
+             {extra}",
+            api = fake.api_base_url(),
+            gateway = fake.gateway_url(),
+            agent = fake_agent().display(),
+            skills = repo().join("skills").display(),
+            script = script_path.display(),
+            prompts = repo().join("prompts").display(),
+            extra = setup.extra_yaml,
+        );
+        let config = TestConfig::new(&yaml);
+        let mut daemon = Daemon::start(&config.path, &[]);
+        let (mut skill_api, mut ops) = (false, None);
+        while !(skill_api && ops.is_some()) {
+            let line = tokio::task::block_in_place(|| {
+                daemon.wait_for_log(WAIT, |v| v["message"] == "listening")
+            });
+            match line["listener"].as_str() {
+                Some("skill_api") => skill_api = true,
+                Some("ops") => ops = line["addr"].as_str().map(str::to_owned),
+                _ => {}
+            }
+        }
+        let bot = Bot {
+            fake,
+            daemon,
+            config,
+            files,
+            agent_log,
+            ops_addr: ops.unwrap(),
+            pushed: Mutex::default(),
+        };
+        bot.wait_readiness(true).await;
+        bot
+    }
+
+    /// `GET /readyz`: status code and body.
+    pub async fn readyz(&self) -> (u16, Value) {
+        let response = reqwest::get(format!("http://{}/readyz", self.ops_addr))
+            .await
+            .expect("/readyz answers");
+        let status = response.status().as_u16();
+        let body = response.json().await.expect("/readyz is JSON");
+        (status, body)
+    }
+
+    /// Whether `/readyz` says the `discord` check passes.
+    pub async fn discord_ready(&self) -> (u16, bool) {
+        let (status, body) = self.readyz().await;
+        let ok = body["checks"]
+            .as_array()
+            .and_then(|checks| checks.iter().find(|c| c["name"] == "discord"))
+            .map(|c| c["ok"] == true)
+            .expect("/readyz has a discord check");
+        (status, ok)
+    }
+
+    /// Waits until `/readyz` reports the daemon ready (200, discord ok) or, with `false`, not
+    /// ready because Discord is down (503, discord failing).
+    pub async fn wait_readiness(&self, ready: bool) {
+        let start = Instant::now();
+        loop {
+            let (status, ok) = self.discord_ready().await;
+            if ok == ready && (status == 200) == ready {
+                return;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "/readyz did not report discord ok={ready} within {WAIT:?} (status {status})"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Pushes a MESSAGE_CREATE by `author` (a [`user`] object) in `channel` (in the guild
+    /// unless it is the DM channel); returns its id.
+    pub fn push(&self, channel: &str, author: Value, text: &str) -> String {
+        let id = self.fake.next_id();
+        self.pushed
+            .lock()
+            .unwrap()
+            .insert(id.parse().expect("numeric id"));
+        let guild = (channel != DM_CHANNEL_ID).then_some(GUILD_ID);
+        self.fake
+            .push_message(message_create(&id, channel, guild, author, text));
+        id
+    }
+
+    /// Pushes a message from the human user mentioning the bot in the guild channel; returns
+    /// its id.
+    pub fn mention(&self, text: &str) -> String {
+        self.push(
+            CHANNEL_ID,
+            user(USER_ID, "alice", false),
+            &format!("<@{BOT_ID}> {text}"),
+        )
+    }
+
+    /// Pushes a direct message from the human user; returns its id.
+    pub fn dm(&self, text: &str) -> String {
+        self.push(DM_CHANNEL_ID, user(USER_ID, "alice", false), text)
+    }
+
+    /// The messages the bot posted in `channel`, oldest first (not those the test pushed in
+    /// the bot's name).
+    pub fn bot_messages(&self, channel: &str) -> Vec<StoredMessage> {
+        let pushed = self.pushed.lock().unwrap().clone();
+        self.fake
+            .messages(channel)
+            .into_iter()
+            .filter(|m| m.author_id == BOT_ID && !pushed.contains(&m.id))
+            .collect()
+    }
+
+    /// Waits until the bot has posted at least `count` messages in `channel`; returns them all.
+    pub async fn wait_bot_messages(&self, channel: &str, count: usize) -> Vec<StoredMessage> {
+        eventually(
+            WAIT,
+            &format!("{count} bot message(s) in channel {channel}"),
+            || self.bot_messages(channel).len() >= count,
+        )
+        .await;
+        self.bot_messages(channel)
+    }
+
+    /// Waits until at least `count` REST requests match; returns them all.
+    pub async fn wait_requests(&self, method: &str, prefix: &str, count: usize) -> Vec<Recorded> {
+        eventually(
+            WAIT,
+            &format!("{count} request(s) {method} {prefix}"),
+            || self.fake.requests_to(method, prefix).len() >= count,
+        )
+        .await;
+        self.fake.requests_to(method, prefix)
+    }
+
+    /// `POST /channels/{channel}/messages` requests (message creations; not history reads).
+    pub fn message_posts(&self, channel: &str) -> Vec<Recorded> {
+        let path = format!("/channels/{channel}/messages");
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path == path)
+            .collect()
+    }
+
+    /// Waits for a daemon log line satisfying `pred`.
+    pub fn wait_log(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        tokio::task::block_in_place(|| self.daemon.wait_for_log(WAIT, pred))
+    }
+
+    /// Waits for `interaction finished` log lines until `count` have been seen in total.
+    pub fn wait_interactions_finished(&mut self, count: usize) -> Vec<Value> {
+        let mut finished: Vec<Value> = self
+            .logged()
+            .into_iter()
+            .filter(|v| v["message"] == "interaction finished")
+            .collect();
+        while finished.len() < count {
+            finished.push(self.wait_log(|v| v["message"] == "interaction finished"));
+        }
+        finished
+    }
+
+    /// Every log line seen so far, parsed.
+    pub fn logged(&self) -> Vec<Value> {
+        self.daemon
+            .seen
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The fake agent's log lines (empty when no agent was ever started).
+    pub fn agent_log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.agent_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// How many agent processes were started (each sends `initialize` once).
+    pub fn agents_started(&self) -> usize {
+        self.agent_log_lines()
+            .iter()
+            .filter(|v| v["received"]["method"] == "initialize")
+            .count()
+    }
+
+    /// Results of the agent's `permission` / `run` steps, for failure messages.
+    pub fn agent_events(&self) -> String {
+        self.agent_log_lines()
+            .iter()
+            .filter(|v| v.get("event").is_some())
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// SIGTERM, a clean exit, and no token in any log line.
+    pub fn stop(mut self) {
+        self.daemon.terminate();
+        let status = tokio::task::block_in_place(|| self.daemon.wait_exit(WAIT));
+        assert!(status.success(), "exit status {status:?}");
+        let all = self.daemon.seen.join("\n");
+        assert!(!all.contains(TOKEN), "the Discord token reached the log");
+    }
+}
