@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::io::BufReader;
 
-use crate::config::{self, Config, ProcessEnv, ReplyTo};
-use crate::observability::{LogTarget, Metrics, Redactor, init_logging};
+use crate::config::{self, Config, ReplyTo};
+use crate::observability::{LogTarget, Metrics};
 use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
 use crate::platform::console::ConsoleAdapter;
@@ -18,47 +18,7 @@ use crate::shutdown::{self, Shutdown};
 
 /// Loads the configuration, adapts it for a local conversation, and runs it.
 pub fn chat_main(path: &Path) -> ExitCode {
-    let mut config = match config::load_file(path, &ProcessEnv) {
-        Ok(c) => c,
-        Err(err) => {
-            eprintln!(
-                "air-friends: invalid configuration {}: {}",
-                path.display(),
-                err.issues().join("; ")
-            );
-            return ExitCode::FAILURE;
-        }
-    };
-    for_console(&mut config);
-    let _guard = match init_logging(
-        &config.logging,
-        std::env::var("RUST_LOG").ok(),
-        Redactor::new(config.secret_values()),
-        LogTarget::Stderr,
-    ) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("air-friends: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("air-friends: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(chat(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("air-friends: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::run_with_config(path, LogTarget::Stderr, for_console, chat)
 }
 
 /// The console is a private conversation with the machine's own user: no platforms, no access

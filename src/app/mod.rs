@@ -5,13 +5,16 @@ mod chat;
 mod daemon;
 mod serve;
 
+use std::future::Future;
 use std::path::Path;
 use std::process::ExitCode;
 
 pub use serve::{bind, serve, serve_main};
 
 use crate::cli::{Cli, Command, ImportCommand, SkillsCommand, ValidateFormat};
-use crate::config::{self, ProcessEnv};
+use anyhow::Context;
+
+use crate::config::{self, Config, ProcessEnv};
 use crate::observability::{LogTarget, Redactor, init_logging};
 
 /// Runs a parsed command line; the return value is the process exit code.
@@ -84,29 +87,64 @@ fn check_config(path: &Path) -> ExitCode {
 /// `air-friends import jsonl DIR`: imports an AIr-Friends data tree into the configured
 /// database.
 fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
-    let config = match config::load_file(config_path, &ProcessEnv) {
+    let quiet = |c: &mut Config| {
+        c.logging.format = config::LogFormat::Pretty;
+        if c.logging.level == "info" {
+            c.logging.level = "warn".into();
+        }
+    };
+    let dir = dir.to_path_buf();
+    run_with_config(
+        config_path,
+        LogTarget::Stderr,
+        quiet,
+        move |config| async move {
+            let db = config.database_path();
+            if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+            let store = crate::store::Store::open(&db).await?;
+            let report = crate::store::import::import_tree(&store, &dir).await;
+            store.close().await?;
+            println!("{}", report.context("import failed")?);
+            Ok(())
+        },
+    )
+}
+
+/// Loads the configuration (then `adjust`s it), installs logging to `target`, and runs `main`
+/// on a multi-threaded runtime. Every failure is one line on stderr and exit code 1.
+fn run_with_config<A, F, Fut>(path: &Path, target: LogTarget, adjust: A, main: F) -> ExitCode
+where
+    A: FnOnce(&mut Config),
+    F: FnOnce(Config) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    let mut config = match config::load_file(path, &ProcessEnv) {
         Ok(c) => c,
         Err(err) => {
             eprintln!(
                 "air-friends: invalid configuration {}: {}",
-                config_path.display(),
+                path.display(),
                 err.issues().join("; ")
             );
             return ExitCode::FAILURE;
         }
     };
-    let mut logging = config.logging.clone();
-    logging.format = config::LogFormat::Pretty;
-    if logging.level == "info" {
-        logging.level = "warn".into();
-    }
-    let _guard = init_logging(
-        &logging,
+    adjust(&mut config);
+    let _guard = match init_logging(
+        &config.logging,
         std::env::var("RUST_LOG").ok(),
         Redactor::new(config.secret_values()),
-        LogTarget::Stderr,
-    );
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+        target,
+    ) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("air-friends: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
@@ -116,23 +154,11 @@ fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let db = config.database_path();
-    let result = runtime.block_on(async {
-        if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(parent).await?;
-        }
-        let store = crate::store::Store::open(&db).await?;
-        let report = crate::store::import::import_tree(&store, dir).await;
-        store.close().await?;
-        anyhow::Ok(report?)
-    });
-    match result {
-        Ok(report) => {
-            println!("{report}");
-            ExitCode::SUCCESS
-        }
+    match runtime.block_on(main(config)) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("air-friends: import failed: {e:#}");
+            tracing::error!(error = format!("{e:#}"), "failed");
+            eprintln!("air-friends: {e:#}");
             ExitCode::FAILURE
         }
     }

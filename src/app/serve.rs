@@ -10,61 +10,16 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{self, Config, ConfigError, ProcessEnv};
+use crate::config::{self, Config};
 use crate::observability::LogTarget;
-use crate::observability::{Metrics, Redactor, init_logging};
+use crate::observability::Metrics;
 use crate::ops::{self, OpsState, Readiness, checks};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
 
 /// `air-friends serve`: load the configuration, install logging, run the daemon.
 pub fn serve_main(path: &Path) -> ExitCode {
-    let config = match config::load_file(path, &ProcessEnv) {
-        Ok(c) => c,
-        Err(err) => {
-            eprintln!("air-friends: {}", one_line_config_error(path, &err));
-            return ExitCode::FAILURE;
-        }
-    };
-    let redactor = Redactor::new(config.secret_values());
-    let _guard = match init_logging(
-        &config.logging,
-        std::env::var("RUST_LOG").ok(),
-        redactor,
-        LogTarget::Stdout,
-    ) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("air-friends: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("air-friends: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(serve(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "startup failed");
-            eprintln!("air-friends: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn one_line_config_error(path: &Path, err: &ConfigError) -> String {
-    format!(
-        "invalid configuration {}: {}",
-        path.display(),
-        err.issues().join("; ")
-    )
+    super::run_with_config(path, LogTarget::Stdout, |_| {}, serve)
 }
 
 /// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully.
