@@ -273,3 +273,51 @@ fn invalid_skill_packages_stop_serve_with_the_validator_message() {
         "{stderr}"
     );
 }
+
+#[test]
+fn import_jsonl_from_the_command_line_is_idempotent_and_reports_bad_lines() {
+    let cfg = TestConfig::new("");
+    let tree = cfg.dir.path().join("old-data/discord/42");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(
+        tree.join("memory.public.jsonl"),
+        concat!(
+            r#"{"type":"memory","id":"mem_a1","content":"likes green tea","importance":"high","createdAt":"2025-01-02T03:04:05Z"}"#,
+            "\n",
+            "this line is not json\n",
+            r#"{"type":"memory","id":"mem_a2","content":"東京に住んでいる","createdAt":"2025-01-03T00:00:00Z"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let run = || {
+        Command::new(bin())
+            .args(["import", "jsonl", "--config"])
+            .arg(&cfg.path)
+            .arg(cfg.dir.path().join("old-data"))
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let report = String::from_utf8_lossy(&first.stdout);
+    assert!(report.contains("imported 2 memories"), "{report}");
+    let warnings = String::from_utf8_lossy(&first.stderr);
+    assert!(
+        warnings.contains("memory.public.jsonl") && warnings.contains('2'),
+        "{warnings}"
+    );
+    let second = run();
+    assert!(second.status.success());
+    let report = String::from_utf8_lossy(&second.stdout);
+    assert!(report.contains("imported 0 memories"), "{report}");
+    assert!(
+        report.contains("skipped as duplicate 2 memories"),
+        "{report}"
+    );
+}
