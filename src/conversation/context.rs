@@ -434,6 +434,45 @@ mod tests {
         assert!(tiny.contains("What did we talk about?") && !tiny.contains("message number"));
     }
 
+    /// SPEC §13.5: private memories never reach a prompt outside a DM.
+    #[tokio::test]
+    async fn private_memories_reach_only_dm_prompts() {
+        use crate::store::{Importance, NewMemory, Visibility};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        let ws = WorkspaceKey::new("discord", "u1").unwrap();
+        for (content, visibility) in [
+            ("public fact: likes tea", Visibility::Public),
+            ("private fact: anxious about exams", Visibility::Private),
+        ] {
+            store
+                .save_memory(NewMemory {
+                    workspace: ws.clone(),
+                    content: content.into(),
+                    visibility,
+                    importance: Importance::High,
+                })
+                .await
+                .unwrap();
+        }
+        let fake = FakePlatform::discord();
+        let mut public = fake.push_incoming("c1", "u1", "hello");
+        public.is_dm = false;
+        public.guild_id = Some("g1".into());
+        let dm = fake.push_incoming_dm("u1", "hello");
+        let skills = Path::new("/opt/af/skills");
+        for (msg, expect_private) in [(public, false), (dm, true)] {
+            let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, 10, 5).await;
+            let prompt = assemble(&parts, 10_000);
+            assert!(prompt.contains("likes tea"));
+            assert_eq!(
+                prompt.contains("anxious about exams"),
+                expect_private,
+                "{prompt}"
+            );
+        }
+    }
+
     #[test]
     fn keywords_pick_long_words_and_cjk() {
         let k = keywords("Do you remember the coffee place? 東京の喫茶店");
