@@ -178,3 +178,73 @@ async fn cancelled_reminders_are_not_delivered() {
         ReminderState::Cancelled
     );
 }
+
+/// SPEC §10: reminders pending across a restart are delivered (the overdue one marked late),
+/// and nothing is delivered twice by the next run.
+#[tokio::test]
+async fn pending_reminders_survive_a_restart_and_are_not_delivered_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let (overdue, soon, later) = {
+        let store = Store::open(&db).await.unwrap();
+        let ids = (
+            remind(&store, -5 * 60 * 1000, "overdue while down").await,
+            remind(&store, 800, "soon after start").await,
+            remind(&store, 3_600_000, "next hour").await,
+        );
+        store.close().await.unwrap();
+        ids
+    };
+
+    let run = async |db: &std::path::Path| {
+        let store = Store::open(db).await.unwrap();
+        let fake = Arc::new(FakePlatform::discord());
+        fake.add_user("42", "alice", "Alice");
+        let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
+        let scheduler = ReminderScheduler::new(
+            store.clone(),
+            platforms,
+            RemindersConfig::default(),
+            ReminderMetrics::default(),
+        );
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(scheduler.run(stop.clone()));
+        (store, fake, stop, task)
+    };
+
+    // First run after the "downtime".
+    let (store, fake, stop, task) = run(&db).await;
+    let r = wait_state(
+        &store,
+        &overdue,
+        ReminderState::Delivered,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(r.late, "an overdue reminder is marked late");
+    let r = wait_state(
+        &store,
+        &soon,
+        ReminderState::Delivered,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(!r.late);
+    assert_eq!(fake.dm_texts("42").len(), 2);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    store.close().await.unwrap();
+
+    // Second run: nothing is sent again; the future one stays pending.
+    let (store, fake, stop, task) = run(&db).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        fake.dm_texts("42").is_empty(),
+        "delivered twice: {:?}",
+        fake.dm_texts("42")
+    );
+    let r = store.get_reminder(&later).await.unwrap().unwrap();
+    assert_eq!(r.state, ReminderState::Pending);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
