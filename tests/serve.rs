@@ -99,6 +99,16 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
     assert_eq!(status, 200);
     assert_prometheus_text(&body);
     assert!(body.contains("air_friends_build_info{version="));
+    // Labelled families appear with their first sample; these have one from the start.
+    for family in [
+        "air_friends_session_duration_seconds",
+        "air_friends_active_sessions",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE {family} ")),
+            "{family} missing from /metrics:\n{body}"
+        );
+    }
 
     let started = Instant::now();
     daemon.terminate();

@@ -24,6 +24,7 @@ use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::Metrics;
 use crate::ops::Readiness;
 use crate::platform::discord::DiscordAdapter;
+use crate::platform::metered::PlatformMetrics;
 use crate::platform::misskey::MisskeyAdapter;
 use crate::platform::{
     ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformRegistry, UserCommandSpec,
@@ -95,15 +96,18 @@ pub async fn start(
         .build()
         .context("cannot build the HTTP client")?;
     let (sink, events) = mpsc::channel::<PlatformEvent>(EVENT_QUEUE);
+    // Every adapter is reached through the metering decorator: failures are counted whoever
+    // made the call.
+    let metered = PlatformMetrics::new(metrics);
     let mut platforms = PlatformRegistry::new();
     for adapter in extra {
-        platforms.insert(adapter);
+        platforms.insert(metered.wrap(adapter));
     }
     if config.platforms.discord.enabled {
         let (adapter, runner) =
             DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.clone())
                 .context("Discord set-up")?;
-        platforms.insert(adapter);
+        platforms.insert(metered.wrap(adapter));
         let state = connection_check(readiness, "discord");
         let (sink, draining) = (sink.clone(), shutdown.draining());
         shutdown.spawn("discord", runner.run(sink, state, draining));
@@ -113,7 +117,7 @@ pub async fn start(
             MisskeyAdapter::new(&config.platforms.misskey, http.clone(), commands.clone())
                 .context("Misskey set-up")?,
         );
-        platforms.insert(adapter.clone());
+        platforms.insert(metered.wrap(adapter.clone()));
         let state = connection_check(readiness, "misskey");
         let (sink, draining) = (sink.clone(), shutdown.draining());
         shutdown.spawn("misskey", adapter.run(sink, state, draining));

@@ -30,6 +30,7 @@ pub mod discord;
 pub mod error;
 pub mod events;
 pub mod fake;
+pub mod metered;
 pub mod misskey;
 pub mod types;
 

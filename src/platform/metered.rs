@@ -1,0 +1,283 @@
+//! A [`PlatformAdapter`] decorator that counts failed platform calls
+//! (`air_friends_platform_errors_total{platform, operation, kind}`), so operators see Discord or
+//! Misskey trouble whichever component made the call (handlers, router, scheduler).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::{
+    ChatMessage, CustomEmoji, FileDelivery, OutgoingFile, PlatformAdapter, PlatformError,
+    PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserInfo,
+};
+use crate::observability::Metrics;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    platform: &'static str,
+    operation: &'static str,
+    kind: &'static str,
+}
+
+/// The error counter shared by all metered adapters.
+#[derive(Clone, Debug, Default)]
+pub struct PlatformMetrics {
+    errors: Family<ErrorLabels, Counter>,
+}
+
+impl PlatformMetrics {
+    /// Registers the family.
+    pub fn new(metrics: &Metrics) -> Self {
+        let m = Self::default();
+        metrics.register(|r| {
+            r.register(
+                "platform_errors",
+                "Failed platform calls by platform, operation and error kind",
+                m.errors.clone(),
+            )
+        });
+        m
+    }
+
+    /// Wraps `inner` so its failures are counted.
+    pub fn wrap(&self, inner: Arc<dyn PlatformAdapter>) -> Arc<dyn PlatformAdapter> {
+        Arc::new(Metered {
+            inner,
+            metrics: self.clone(),
+        })
+    }
+
+    /// How many failures were counted (tests).
+    pub fn count(
+        &self,
+        platform: &'static str,
+        operation: &'static str,
+        kind: &'static str,
+    ) -> u64 {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                platform,
+                operation,
+                kind,
+            })
+            .get()
+    }
+}
+
+struct Metered {
+    inner: Arc<dyn PlatformAdapter>,
+    metrics: PlatformMetrics,
+}
+
+impl Metered {
+    fn note<T>(
+        &self,
+        operation: &'static str,
+        result: Result<T, PlatformError>,
+    ) -> Result<T, PlatformError> {
+        if let Err(e) = &result {
+            self.metrics
+                .errors
+                .get_or_create(&ErrorLabels {
+                    platform: self.inner.kind().as_str(),
+                    operation,
+                    kind: e.kind(),
+                })
+                .inc();
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl PlatformAdapter for Metered {
+    fn kind(&self) -> PlatformKind {
+        self.inner.kind()
+    }
+
+    fn bot_user_id(&self) -> Option<String> {
+        self.inner.bot_user_id()
+    }
+
+    fn text_limit(&self, channel_id: &str) -> TextLimits {
+        self.inner.text_limit(channel_id)
+    }
+
+    fn dm_text_limit(&self) -> TextLimits {
+        self.inner.dm_text_limit()
+    }
+
+    async fn send_message(
+        &self,
+        channel_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<SentMessage, PlatformError> {
+        self.note(
+            "send_message",
+            self.inner.send_message(channel_id, text, reply_to).await,
+        )
+    }
+
+    async fn edit_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        text: &str,
+        reply_to: Option<&str>,
+    ) -> Result<SentMessage, PlatformError> {
+        self.note(
+            "edit_message",
+            self.inner
+                .edit_message(channel_id, message_id, text, reply_to)
+                .await,
+        )
+    }
+
+    async fn delete_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<(), PlatformError> {
+        self.note(
+            "delete_message",
+            self.inner.delete_message(channel_id, message_id).await,
+        )
+    }
+
+    async fn get_message(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+    ) -> Result<ChatMessage, PlatformError> {
+        self.note(
+            "get_message",
+            self.inner.get_message(channel_id, message_id).await,
+        )
+    }
+
+    async fn recent_messages(
+        &self,
+        channel_id: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        self.note(
+            "recent_messages",
+            self.inner.recent_messages(channel_id, limit).await,
+        )
+    }
+
+    async fn search_messages(
+        &self,
+        channel_id: &str,
+        query: &str,
+        limit: usize,
+    ) -> Result<Vec<ChatMessage>, PlatformError> {
+        self.note(
+            "search_messages",
+            self.inner.search_messages(channel_id, query, limit).await,
+        )
+    }
+
+    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
+        self.note("user_info", self.inner.user_info(channel_id, user_id).await)
+    }
+
+    async fn add_reaction(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        emoji: &ReactionEmoji,
+    ) -> Result<(), PlatformError> {
+        self.note(
+            "add_reaction",
+            self.inner.add_reaction(channel_id, message_id, emoji).await,
+        )
+    }
+
+    async fn remove_reaction(
+        &self,
+        channel_id: &str,
+        message_id: &str,
+        emoji: &ReactionEmoji,
+    ) -> Result<(), PlatformError> {
+        self.note(
+            "remove_reaction",
+            self.inner
+                .remove_reaction(channel_id, message_id, emoji)
+                .await,
+        )
+    }
+
+    async fn send_files(
+        &self,
+        channel_id: &str,
+        files: Vec<OutgoingFile>,
+        caption: Option<&str>,
+        reply_to: Option<&str>,
+    ) -> Result<FileDelivery, PlatformError> {
+        self.note(
+            "send_files",
+            self.inner
+                .send_files(channel_id, files, caption, reply_to)
+                .await,
+        )
+    }
+
+    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
+        self.note("send_dm", self.inner.send_dm(user_id, text).await)
+    }
+
+    async fn send_dm_files(
+        &self,
+        user_id: &str,
+        files: Vec<OutgoingFile>,
+        caption: Option<&str>,
+    ) -> Result<FileDelivery, PlatformError> {
+        self.note(
+            "send_dm_files",
+            self.inner.send_dm_files(user_id, files, caption).await,
+        )
+    }
+
+    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
+        self.note("custom_emojis", self.inner.custom_emojis(channel_id).await)
+    }
+
+    async fn start_typing(&self, channel_id: &str) -> Result<(), PlatformError> {
+        self.note("start_typing", self.inner.start_typing(channel_id).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::fake::{FakePlatform, Op};
+
+    #[tokio::test]
+    async fn failures_are_counted_and_results_pass_through() {
+        let fake = Arc::new(FakePlatform::discord());
+        let metrics = PlatformMetrics::default();
+        let metered = metrics.wrap(fake.clone());
+        let msg = fake.push_incoming("c1", "u1", "hi");
+        fake.fail_next(Op::SendMessage, PlatformError::Transport("reset".into()));
+        assert!(
+            metered
+                .send_message("c1", "x", Some(&msg.message_id))
+                .await
+                .is_err()
+        );
+        assert!(
+            metered
+                .send_message("c1", "y", Some(&msg.message_id))
+                .await
+                .is_ok()
+        );
+        assert_eq!(metrics.count("discord", "send_message", "transport"), 1);
+        assert_eq!(fake.sent_texts(), vec!["y"]);
+        assert_eq!(metered.kind(), PlatformKind::Discord);
+    }
+}
