@@ -73,6 +73,21 @@ async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
         prompt.contains("hi there, who are you?") && !prompt.contains(&format!("<@{BOT_ID}>")),
         "the agent got the message without the mention: {prompt}"
     );
+    // The operator sees it in /metrics: one routed message, one replied session, one
+    // successful send-reply call.
+    let metrics = reqwest::get(format!("http://{}/metrics", bot.ops_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for sample in [
+        r#"air_friends_messages_received_total{platform="discord",decision="queued"} 1"#,
+        r#"air_friends_sessions_total{platform="discord",outcome="replied"} 1"#,
+        r#"air_friends_skill_calls_total{skill="send-reply",status="200"} 1"#,
+    ] {
+        assert!(metrics.contains(sample), "{sample} missing:\n{metrics}");
+    }
     bot.stop();
 }
 
