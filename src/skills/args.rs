@@ -167,6 +167,9 @@ impl Ctx<'_> {
     }
 
     fn flag_list(&self) -> String {
+        if self.m.flags.is_empty() {
+            return format!("none ({} takes no flags)", self.name);
+        }
         self.m
             .flags
             .keys()
@@ -798,6 +801,30 @@ mod tests {
         let e = parse(&with_msg(&["messageId=5"])).unwrap_err();
         assert!(e.message.contains("--message-id"), "{}", e.message);
         assert_eq!(code(&with_msg(&["--", "x"])), ErrorCode::Usage);
+    }
+
+    #[test]
+    fn a_skill_without_flags_says_so() {
+        let m = Manifest::parse(
+            &json!({
+                "version": "1.0.0",
+                "entrypoint": "scripts/stats",
+                "input_schema": {"type": "object", "additionalProperties": false, "properties": {}},
+                "flags": {}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        for args in [&["--verbose"][..], &["x"][..]] {
+            let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+            let e = parse_args("stats", &m, &args).unwrap_err();
+            assert!(
+                e.message
+                    .contains("Valid flags: none (stats takes no flags)."),
+                "{}",
+                e.message
+            );
+        }
     }
 
     #[test]
