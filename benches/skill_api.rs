@@ -1,0 +1,622 @@
+//! Skill API load benchmark: authenticated `memory-save`, `memory-search` and `memory-stats` over
+//! loopback HTTP against the real handlers, at 16 and 64 concurrent callers, with a workspace
+//! pre-filled with 10 000 memories.
+//!
+//! Run: `cargo bench --bench skill_api` (a plain program, `harness = false`; it prints one
+//! `RESULT` line per case and a Markdown table). `SKILL_BENCH_REQUESTS` sets the measured requests
+//! per case (default 2 000; 100 more per case are a warm-up). Results are recorded in
+//! `docs/PERFORMANCE.md`.
+//!
+//! Set-up, as in the daemon: `serve` on `127.0.0.1:0`, the registry `build_registry` builds from
+//! the repository's `skills/` (manifest rate limits removed: the bench drives one user far beyond
+//! them), a `Store` file under Cargo's target tmp dir (a real disk, so save fsyncs count) and a
+//! `FakePlatform`. The server runs on its own multi-threaded runtime; the load generator (tokio
+//! tasks sharing one keep-alive `reqwest` client) on a second one, so both compete for the same
+//! cores, as the agent's skill scripts would.
+//!
+//! The 1-second de-duplication cache must never answer: every `memory-save` carries distinct
+//! content, every `memory-search` a distinct query, and every `memory-stats` (which has no
+//! parameters) comes from a session of its own. Cases run stats → search → save, so search and
+//! stats see exactly 10 000 memories; the save cases then grow the workspace.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
+use air_friends::handlers::{Clock, HandlerDeps, build_registry};
+use air_friends::platform::fake::FakePlatform;
+use air_friends::platform::{PlatformAdapter, PlatformKind, PlatformRegistry};
+use air_friends::skill_api::{
+    RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings, SkillApiState, serve,
+};
+use air_friends::skills::{LoadedSkills, load_skills};
+use air_friends::store::{Importance, NewMemory, Scope, Store, Visibility, WorkspaceKey};
+use prometheus_client::registry::Registry;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+
+/// Memories in the benchmarked workspace before the first case.
+const PREFILL: usize = 10_000;
+/// Concurrent callers per case.
+const CONCURRENCY: [usize; 2] = [16, 64];
+/// Skills in the order they are measured (saves last: they grow the workspace).
+const SKILLS: [&str; 3] = ["memory-stats", "memory-search", "memory-save"];
+/// Unmeasured requests at the start of each case (connections, caches).
+const WARMUP: usize = 100;
+/// The benchmarked user (a DM, so searches and stats include private memories).
+const USER: &str = "bench";
+
+/// Content words of the synthetic memories; queries are pairs of them.
+const WORDS: &[&str] = &[
+    "coffee",
+    "tea",
+    "hiking",
+    "mountain",
+    "birthday",
+    "sister",
+    "brother",
+    "cat",
+    "dog",
+    "guitar",
+    "piano",
+    "running",
+    "tokyo",
+    "paris",
+    "berlin",
+    "ramen",
+    "sushi",
+    "pizza",
+    "book",
+    "novel",
+    "movie",
+    "anime",
+    "game",
+    "nurse",
+    "engineer",
+    "teacher",
+    "garden",
+    "tomato",
+    "summer",
+    "winter",
+    "holiday",
+    "train",
+    "bicycle",
+    "swimming",
+    "yoga",
+    "painting",
+    "camera",
+    "photo",
+    "music",
+    "concert",
+    "festival",
+    "library",
+    "exam",
+    "university",
+    "project",
+    "deadline",
+    "meeting",
+    "weekend",
+    "morning",
+    "evening",
+    "allergy",
+    "peanut",
+    "marathon",
+    "chess",
+    "violin",
+    "kayak",
+    "opera",
+    "origami",
+    "pottery",
+    "sourdough",
+    "dentist",
+    "bakery",
+    "museum",
+    "podcast",
+    "karaoke",
+    "climbing",
+    "tennis",
+    "skiing",
+    "jazz",
+    "poetry",
+    "surfing",
+    "lantern",
+];
+/// Function words that make the sentences look like sentences.
+const GLUE: &[&str] = &[
+    "the", "a", "to", "and", "of", "in", "on", "with", "likes", "loves", "every", "user",
+];
+/// CJK phrases for the 30 % of memories that are Chinese/Japanese.
+const CJK: &[&str] = &[
+    "喜欢",
+    "每天",
+    "咖啡",
+    "周末",
+    "爬山",
+    "猫カフェ",
+    "週末",
+    "ラーメン",
+    "誕生日",
+    "温泉",
+    "旅行",
+    "花粉症",
+    "将棋",
+    "友達",
+];
+
+/// Deterministic xorshift generator (the same data on every run).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
+        words[(self.next() % words.len() as u64) as usize]
+    }
+}
+
+/// The `i`-th synthetic memory: 70 % English (content words mixed with function words), 30 %
+/// CJK; the index keeps every text distinct.
+fn sentence(rng: &mut Rng, i: usize) -> String {
+    if i % 10 < 7 {
+        let n = 6 + (rng.next() % 8) as usize;
+        let words: Vec<&str> = (0..n)
+            .map(|k| {
+                if k % 2 == 0 {
+                    rng.pick(GLUE)
+                } else {
+                    rng.pick(WORDS)
+                }
+            })
+            .collect();
+        format!("{} (memory {i})", words.join(" "))
+    } else {
+        let n = 3 + (rng.next() % 5) as usize;
+        let phrases: String = (0..n).map(|_| rng.pick(CJK)).collect();
+        format!("{phrases}。{i}")
+    }
+}
+
+/// Every unordered pair of content words, shuffled: distinct search queries.
+fn queries() -> Vec<String> {
+    let mut pairs = Vec::new();
+    for (a, first) in WORDS.iter().enumerate() {
+        for second in &WORDS[a + 1..] {
+            pairs.push(format!("{first} {second}"));
+        }
+    }
+    let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+    for i in (1..pairs.len()).rev() {
+        let j = (rng.next() % (i as u64 + 1)) as usize;
+        pairs.swap(i, j);
+    }
+    pairs
+}
+
+/// The repository's skills with `rate_limit` removed from every manifest.
+fn unlimited_skills(scratch: &Path) -> LoadedSkills {
+    let dir = scratch.join("skills");
+    copy_tree(&Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"), &dir);
+    for entry in std::fs::read_dir(&dir).expect("read skills") {
+        let manifest = entry.expect("entry").path().join("manifest.json");
+        let text = std::fs::read_to_string(&manifest).expect("manifest");
+        let mut value: Value = serde_json::from_str(&text).expect("manifest json");
+        value
+            .as_object_mut()
+            .expect("manifest object")
+            .remove("rate_limit");
+        std::fs::write(&manifest, value.to_string()).expect("write manifest");
+    }
+    load_skills(&dir).expect("load skills")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// A registered DM session of the benchmarked user.
+fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
+    state
+        .sessions()
+        .register(SessionContext {
+            platform: PlatformKind::Discord,
+            channel_id: format!("dm:{USER}"),
+            user_id: USER.into(),
+            username: USER.into(),
+            is_dm: true,
+            guild_id: None,
+            trigger_message_id: None,
+            workspace: workspace.to_owned(),
+        })
+        .expect("register session")
+}
+
+/// Saves `PREFILL` memories into the benchmarked workspace through the `Store` API (64 concurrent
+/// callers, so the writer batches them). Every 5th is private, every 20th high importance.
+async fn prefill(store: &Store) {
+    let callers = 64;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..callers {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1));
+            let workspace = WorkspaceKey::new("discord", USER).expect("workspace");
+            for i in (c..PREFILL).step_by(callers) {
+                store
+                    .save_memory(NewMemory {
+                        workspace: workspace.clone(),
+                        content: sentence(&mut rng, i),
+                        visibility: if i % 5 == 0 {
+                            Visibility::Private
+                        } else {
+                            Visibility::Public
+                        },
+                        importance: if i % 20 == 0 {
+                            Importance::High
+                        } else {
+                            Importance::Normal
+                        },
+                    })
+                    .await
+                    .expect("prefill save");
+            }
+        });
+    }
+    tasks.join_all().await;
+}
+
+/// One request of a case: which session calls, with which parameters.
+struct Request {
+    session_id: String,
+    token: String,
+    parameters: Value,
+}
+
+/// Builds the `total` requests of one case so that no two share a de-duplication key.
+fn requests(
+    state: &SkillApiState,
+    workspace: &Path,
+    skill: &str,
+    case: usize,
+    total: usize,
+    concurrency: usize,
+    queries: &[String],
+) -> Vec<Request> {
+    let callers: Vec<RegisteredSession> = (0..concurrency)
+        .map(|_| dm_session(state, workspace))
+        .collect();
+    if skill == "memory-search" {
+        assert!(
+            total <= queries.len(),
+            "only {} distinct queries for {total} requests",
+            queries.len()
+        );
+    }
+    (0..total)
+        .map(|i| {
+            let own;
+            let session = if skill == "memory-stats" {
+                // No parameters to vary: a session per request keeps the key unique.
+                own = dm_session(state, workspace);
+                &own
+            } else {
+                &callers[i % concurrency]
+            };
+            let parameters = match skill {
+                "memory-save" => json!({
+                    "content": format!("load test memory {i} of case {case}: likes kayak and jazz"),
+                    "importance": if i % 20 == 0 { "high" } else { "normal" },
+                }),
+                "memory-search" => json!({"query": queries[i], "limit": 10}),
+                _ => json!({}),
+            };
+            Request {
+                session_id: session.session_id.as_str().to_owned(),
+                token: session.caller_token.expose_secret().to_owned(),
+                parameters,
+            }
+        })
+        .collect()
+}
+
+/// Sends `requests` from `concurrency` tasks (each takes the next request when its previous one
+/// answered); returns the wall time and every request's latency. Panics on any non-200.
+async fn drive(
+    client: &reqwest::Client,
+    url: &str,
+    requests: Vec<Request>,
+    concurrency: usize,
+) -> (Duration, Vec<Duration>) {
+    let requests = Arc::new(requests);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (client, url) = (client.clone(), url.to_owned());
+        let (requests, next) = (requests.clone(), next.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(request) = requests.get(i) else {
+                    break;
+                };
+                let sent = Instant::now();
+                let response = client
+                    .post(&url)
+                    .bearer_auth(&request.token)
+                    .json(&json!({
+                        "sessionId": request.session_id,
+                        "parameters": request.parameters,
+                    }))
+                    .send()
+                    .await
+                    .expect("request");
+                let status = response.status();
+                let body = response.bytes().await.expect("body");
+                latencies.push(sent.elapsed());
+                assert_eq!(status, 200, "{url}: {}", String::from_utf8_lossy(&body));
+            }
+            latencies
+        });
+    }
+    let latencies = tasks.join_all().await.into_iter().flatten().collect();
+    (started.elapsed(), latencies)
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The 1-minute load average, when the OS tells.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// One row of the result table.
+struct Row {
+    /// The skill, or `store <method>` for the reference rows without HTTP.
+    what: String,
+    concurrency: usize,
+    requests: usize,
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    load: String,
+}
+
+impl Row {
+    fn new(what: String, concurrency: usize, wall: Duration, mut latencies: Vec<Duration>) -> Self {
+        latencies.sort();
+        let row = Self {
+            what,
+            concurrency,
+            requests: latencies.len(),
+            rate: latencies.len() as f64 / wall.as_secs_f64(),
+            p50: percentile(&latencies, 0.5),
+            p99: percentile(&latencies, 0.99),
+            max: latencies[latencies.len() - 1],
+            load: load_average(),
+        };
+        println!(
+            "RESULT {:<28} c={:<3} n={:<5} {:>8.0} req/s  p50={:>7.2} ms  p99={:>7.2} ms  \
+             max={:>7.2} ms  load={}",
+            row.what,
+            row.concurrency,
+            row.requests,
+            row.rate,
+            ms(row.p50),
+            ms(row.p99),
+            ms(row.max),
+            row.load
+        );
+        row
+    }
+}
+
+/// The reference without HTTP: the same searches (or stats) straight on the `Store` from
+/// `concurrency` tasks, to tell the store's share of a call from the Skill API's.
+async fn drive_store(
+    store: &Store,
+    skill: &str,
+    queries: Arc<Vec<String>>,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+) -> (Duration, Vec<Duration>) {
+    let workspace = WorkspaceKey::new("discord", USER).expect("workspace");
+    let next = Arc::new(AtomicUsize::new(range.start));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (store, workspace, skill) = (store.clone(), workspace.clone(), skill.to_owned());
+        let (queries, next, end) = (queries.clone(), next.clone(), range.end);
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= end {
+                    break;
+                }
+                let sent = Instant::now();
+                if skill == "memory-search" {
+                    store
+                        .search_memories(&workspace, &queries[i], Scope::IncludePrivate, 10)
+                        .await
+                        .expect("search");
+                } else {
+                    store
+                        .memory_stats(&workspace, Scope::IncludePrivate)
+                        .await
+                        .expect("stats");
+                }
+                latencies.push(sent.elapsed());
+            }
+            latencies
+        });
+    }
+    let latencies = tasks.join_all().await.into_iter().flatten().collect();
+    (started.elapsed(), latencies)
+}
+
+fn main() {
+    let total: usize = std::env::var("SKILL_BENCH_REQUESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000);
+    let server_rt = Runtime::new().expect("server runtime");
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("client runtime");
+
+    let scratch = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch dir");
+    let workspace = scratch.path().join("workspaces").join("discord").join(USER);
+    std::fs::create_dir_all(&workspace).expect("workspace dir");
+    let loaded = unlimited_skills(scratch.path());
+
+    let (state, store) = server_rt.block_on(async {
+        let store = Store::open(&scratch.path().join("bench.db"))
+            .await
+            .expect("store");
+        let started = Instant::now();
+        prefill(&store).await;
+        println!(
+            "prefill: {PREFILL} memories in {:.1} s through Store::save_memory",
+            started.elapsed().as_secs_f64()
+        );
+        let discord: Arc<dyn PlatformAdapter> = Arc::new(FakePlatform::discord());
+        let deps = HandlerDeps {
+            store: store.clone(),
+            platforms: PlatformRegistry::new().with(discord),
+            skills_config: SkillsConfig::default(),
+            reminders_config: RemindersConfig::default(),
+            memory_config: MemoryConfig::default(),
+            clock: Clock::system(),
+        };
+        let registry = build_registry(deps, &loaded).expect("registry");
+        let state = SkillApiState::new(
+            SkillApiSettings::default(),
+            registry,
+            SkillApiMetrics::new(&mut Registry::default()),
+        );
+        (state, store)
+    });
+
+    let listener = server_rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = server_rt.spawn(serve(listener, state.clone(), async move {
+        let _ = stop_rx.await;
+    }));
+
+    let client = reqwest::Client::new();
+    let queries = Arc::new(queries());
+    let started = Instant::now();
+    println!(
+        "skill api bench: {total} requests per case (+{WARMUP} warm-up), load average {}",
+        load_average()
+    );
+    let mut rows = Vec::new();
+    for (case, (skill, concurrency)) in SKILLS
+        .iter()
+        .flat_map(|s| CONCURRENCY.iter().map(move |c| (*s, *c)))
+        .enumerate()
+    {
+        let url = format!("http://{addr}/api/skill/{skill}");
+        let mut batch = requests(
+            &state,
+            &workspace,
+            skill,
+            case,
+            WARMUP + total,
+            concurrency,
+            &queries,
+        );
+        let measured = batch.split_off(WARMUP);
+        client_rt.block_on(drive(&client, &url, batch, concurrency));
+        let (wall, latencies) = client_rt.block_on(drive(&client, &url, measured, concurrency));
+        rows.push(Row::new(skill.to_owned(), concurrency, wall, latencies));
+        if skill != "memory-save" {
+            // Same work without HTTP, the pipeline or the handler.
+            let (wall, latencies) = server_rt.block_on(drive_store(
+                &store,
+                skill,
+                queries.clone(),
+                WARMUP..WARMUP + total,
+                concurrency,
+            ));
+            let method = if skill == "memory-search" {
+                "search_memories"
+            } else {
+                "memory_stats"
+            };
+            rows.push(Row::new(
+                format!("(store only: {method})"),
+                concurrency,
+                wall,
+                latencies,
+            ));
+        }
+    }
+
+    let stats = server_rt
+        .block_on(store.memory_stats(
+            &WorkspaceKey::new("discord", USER).expect("workspace"),
+            Scope::IncludePrivate,
+        ))
+        .expect("stats");
+    println!(
+        "workspace after the run: {} memories; measured part took {:.1} s",
+        stats.summary.total,
+        started.elapsed().as_secs_f64()
+    );
+    println!();
+    println!("| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | load (1 min) |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+            r.what,
+            r.concurrency,
+            r.requests,
+            r.rate,
+            ms(r.p50),
+            ms(r.p99),
+            ms(r.max),
+            r.load
+        );
+    }
+
+    let _ = stop_tx.send(());
+    server_rt
+        .block_on(server)
+        .expect("server task")
+        .expect("serve");
+}
