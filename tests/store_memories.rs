@@ -890,3 +890,64 @@ async fn search_is_exact_when_many_matches_are_hidden_or_tied() {
             .is_empty()
     );
 }
+
+/// Saves `n` copies of `content` from concurrent tasks (so the writer batches them).
+async fn fill(store: &Store, w: &WorkspaceKey, content: &'static str, n: usize) {
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let (store, w) = (store.clone(), w.clone());
+        tasks.push(tokio::spawn(async move {
+            pub_normal(&store, &w, content).await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn search_ranks_a_bounded_window_of_newest_matches_per_keyword() {
+    // The store ranks at most 1 000 matches per query (shared among the keywords); see
+    // `search::RANK_WINDOW` and docs/PERFORMANCE.md.
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let best_udon = pub_normal(&store, &w, "udon udon udon").await;
+    let chess = pub_normal(&store, &w, "plays chess on sundays").await;
+    fill(&store, &w, "had udon for lunch with friends", 998).await;
+
+    // 999 matches: within the window, so the ranking is exact and the oldest, most relevant
+    // memory comes first.
+    let hits = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].memory.id, best_udon);
+    let mixed = store
+        .search_memories(&w, "udon chess", Scope::PublicOnly, 50)
+        .await
+        .unwrap();
+    assert_eq!(mixed[0].memory.id, chess, "the rare keyword weighs most");
+
+    fill(&store, &w, "had udon for lunch with friends", 2).await;
+    // 1 001 matches: the oldest one is outside the window of the newest 1 000 and no longer
+    // ranked, however relevant (the documented trade-off)...
+    let hits = store
+        .search_memories(&w, "udon", Scope::PublicOnly, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 10);
+    assert!(!ids(&hits).contains(&best_udon));
+    // ...but a rare keyword still finds its old matches next to a common one, with the score
+    // the rare keyword alone gives it.
+    let mixed = store
+        .search_memories(&w, "udon chess", Scope::PublicOnly, 50)
+        .await
+        .unwrap();
+    assert_eq!(mixed[0].memory.id, chess);
+    let alone = store
+        .search_memories(&w, "chess", Scope::PublicOnly, 1)
+        .await
+        .unwrap();
+    assert_eq!(alone[0].memory.id, chess);
+    assert!((alone[0].score - mixed[0].score).abs() < 1e-9);
+}

@@ -4,8 +4,14 @@
 //! * **Writes** go to one dedicated OS thread that owns the only writable connection. It drains the
 //!   queue of pending jobs, runs them in one `BEGIN IMMEDIATE` transaction (each job inside its own
 //!   savepoint, so one failing job does not undo its neighbours), commits, and only then answers
-//!   each caller. Concurrent callers are therefore batched into one fsync, and an acknowledged
-//!   write is durable (`synchronous = FULL`).
+//!   each caller. Concurrent callers are therefore batched into one commit.
+//! * **Durability** (`synchronous = NORMAL` in WAL mode, a deliberate choice): an acknowledged write
+//!   is in the WAL file when its caller is answered, so it survives the process being killed or
+//!   crashing at any point (`tests/store_crash.rs` SIGKILLs a writer mid-burst). The WAL is fsynced
+//!   at checkpoints rather than at every commit, so a power loss or kernel crash can drop the last
+//!   commits before the latest checkpoint (the database itself stays consistent). For memories and
+//!   reminders of a chat companion that is the usual trade: `FULL` costs one fsync per batch and
+//!   capped saves at a few thousand per second on the benchmark disk (`docs/PERFORMANCE.md`).
 //! * **Reads** run on `spawn_blocking` with a connection from a small pool (WAL lets them run
 //!   beside the writer), each inside a read transaction for a consistent snapshot.
 //!
@@ -200,7 +206,7 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(
         "PRAGMA foreign_keys = ON;
-         PRAGMA synchronous = FULL;
+         PRAGMA synchronous = NORMAL;
          PRAGMA temp_store = MEMORY;
          PRAGMA cache_size = -16000;",
     )?;

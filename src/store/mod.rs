@@ -1,6 +1,7 @@
 //! Persistence for memories and reminders: one async API ([`Store`]) over SQLite.
 //!
-//! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = FULL`), embedded
+//! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = NORMAL`: durable
+//!   against process crashes, may lose the last commits on power loss; see `db`), embedded
 //!   migrations with the schema version in `PRAGMA user_version` (a newer schema refuses to open),
 //!   the batching writer thread and the pooled blocking readers.
 //! * `memories`: append-only memory rows, patch records folded into the current view.
@@ -237,7 +238,8 @@ impl Store {
 
     /// Full-text search of enabled memories of `ws` visible in `scope`: whitespace-separated
     /// keywords OR'd, case-insensitive, CJK substrings found; best `limit` (1..=1000) hits,
-    /// ranked by relevance, then high importance, then newest. Any text is a valid query.
+    /// ranked by relevance, then high importance, then newest. Any text is a valid query. Each
+    /// keyword ranks at most its newest ~1 000 matches (exact below that; see `search`).
     pub async fn search_memories(
         &self,
         ws: &WorkspaceKey,

@@ -15,12 +15,20 @@
 //! `*`, parentheses) or SQL. Results are limited to one workspace, enabled memories and the
 //! caller's scope, ranked by relevance (sum of the bm25 scores of both indexes), then high
 //! importance, then recency.
+//!
+//! **Bounded ranking.** Each keyword ranks only its most recently stored eligible matches (a
+//! share of [`RANK_WINDOW`], 1 000 rows per query), so a search costs O(window) instead of
+//! O(matches). A keyword with fewer matches than its window (any rare keyword, any workspace under
+//! ~1 000 memories) is ranked exactly; a very common keyword stops adding to the score of memories
+//! older than its window, like a stopword (see `search` and `docs/PERFORMANCE.md`).
 
-use rusqlite::{Connection, ToSql};
+use std::collections::HashMap;
+
+use rusqlite::Connection;
 
 use super::StoreError;
 use super::memories::{MEMORY_COLUMNS, memory_from_row, workspace_range};
-use super::types::{Importance, Scope, ScoredMemory, WorkspaceKey};
+use super::types::{Scope, ScoredMemory, WorkspaceKey};
 
 /// Most keywords used from one query (the rest are ignored).
 const MAX_KEYWORDS: usize = 32;
@@ -97,18 +105,39 @@ fn quote(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
 
-/// The two FTS5 expressions for a user query; `None` when that index has nothing to look for.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct FtsQuery {
-    /// For `memories_fts` (trigram): keywords of 3+ characters.
-    pub trigram: Option<String>,
-    /// For `memories_grams`: keywords of 1–2 characters.
-    pub grams: Option<String>,
+/// Which FTS5 index answers a keyword.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Index {
+    /// `memories_fts` (trigram): keywords of 3+ characters, found as substrings.
+    Trigram,
+    /// `memories_grams`: keywords of 1–2 characters, found as grams tokens.
+    Grams,
 }
 
-/// Builds the FTS5 expressions for `query` (see the module docs). Never fails: text that is not a
-/// usable keyword (e.g. a lone `"` or `(`) is dropped.
-pub(crate) fn build_query(query: &str) -> FtsQuery {
+impl Index {
+    fn table(self) -> &'static str {
+        match self {
+            Index::Trigram => "memories_fts",
+            Index::Grams => "memories_grams",
+        }
+    }
+}
+
+/// One keyword of a query (the query is the OR of its keywords).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Keyword {
+    /// The index that answers it.
+    pub index: Index,
+    /// Its FTS5 expression (quoted; a bound parameter).
+    pub expr: String,
+    /// What is counted for its term frequency: the lowercased keyword (trigram), or the grams
+    /// tokens it needs (all of them, for a mixed short keyword like `猫a`).
+    pub terms: Vec<String>,
+}
+
+/// Builds one FTS5 expression per keyword of `query` (see the module docs). Never fails: text
+/// that is not a usable keyword (e.g. a lone `"` or `(`) is dropped.
+pub(crate) fn build_query(query: &str) -> Vec<Keyword> {
     let mut keywords: Vec<String> = Vec::new();
     for raw in query.split_whitespace() {
         let kw: String = raw.to_lowercase().chars().take(MAX_KEYWORD_CHARS).collect();
@@ -119,34 +148,40 @@ pub(crate) fn build_query(query: &str) -> FtsQuery {
             break;
         }
     }
-    let mut trigram = Vec::new();
-    let mut grams = Vec::new();
+    let mut out = Vec::new();
     for kw in keywords {
         if kw.chars().count() >= 3 {
-            trigram.push(quote(&kw));
+            out.push(Keyword {
+                index: Index::Trigram,
+                expr: quote(&kw),
+                terms: vec![kw],
+            });
         } else {
             // Tokens the grams index would hold for this keyword: one CJK unigram/bigram, or the
             // short Latin word; punctuation is dropped. A mixed keyword needs all its parts.
             let parts = short_keyword_tokens(&kw);
-            match parts.len() {
-                0 => {}
-                1 => grams.push(quote(&parts[0])),
-                _ => grams.push(format!(
+            let expr = match parts.len() {
+                0 => continue,
+                1 => quote(&parts[0]),
+                _ => format!(
                     "({})",
                     parts
                         .iter()
                         .map(|p| quote(p))
                         .collect::<Vec<_>>()
                         .join(" AND ")
-                )),
+                ),
+            };
+            if !out.iter().any(|k: &Keyword| k.expr == expr) {
+                out.push(Keyword {
+                    index: Index::Grams,
+                    expr,
+                    terms: parts,
+                });
             }
         }
     }
-    let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join(" OR "));
-    FtsQuery {
-        trigram: join(trigram),
-        grams: join(grams),
-    }
+    out
 }
 
 fn short_keyword_tokens(kw: &str) -> Vec<String> {
@@ -180,16 +215,40 @@ fn short_keyword_tokens(kw: &str) -> Vec<String> {
     tokens
 }
 
-/// Candidates fetched first from the FTS5 rank sorter when only one index is involved.
-const FIRST_CANDIDATES: i64 = 64;
+/// Matches ranked per search, shared among the query's keywords: each keyword ranks its
+/// `RANK_WINDOW / keywords` (at least `limit`) most recently stored matches that the caller may see.
+///
+/// Ranking every match is O(matches): a keyword found in 6 000 of a workspace's 100 000 memories
+/// costs tens of milliseconds of bm25 work, most of it on memories that end up far below the
+/// limit. Reading a keyword's matches newest first from FTS5 (rowid order, no sorter) stops after
+/// its window, so a search costs O(min(matches, window)) per keyword.
+pub(crate) const RANK_WINDOW: usize = 1000;
+
+/// bm25 term-frequency saturation (FTS5's value).
+const BM25_K1: f64 = 1.2;
+/// bm25 length normalisation (FTS5's value).
+const BM25_B: f64 = 0.75;
 
 /// Runs a search (see the module docs). `limit` is clamped to 1..=1000.
 ///
-/// Both indexes are restricted to the workspace's rowid range. When the query uses one index,
-/// the best `K` candidates come from FTS5's rank sorter and are filtered (enabled, visible);
-/// that answer is used when it is provably the same as ranking every match (all matches seen,
-/// or the last result scores strictly better than every candidate left out); otherwise, and
-/// when both indexes are involved (scores summed), every match in the workspace is ranked.
+/// Every keyword is looked up on its own in its index, restricted to the workspace's rowid range
+/// and joined with `memories` so that only enabled memories visible in `scope` count, newest
+/// first, up to the keyword's window (no FTS5 `rank`: FTS5's bm25 scans every match of every
+/// phrase in the whole table for its IDF and reads the docsize table per row).
+///
+/// Relevance is bm25 (k1 = 1.2, b = 0.75, as FTS5) over the workspace, summed over keywords:
+/// * term frequency: occurrences of the keyword in the memory (substring, case-folded, for 3+
+///   characters; grams tokens for 1–2 characters), at least 1 since FTS5 matched it;
+/// * document length: trigram or grams tokens of the memory; average length: over the keyword's
+///   candidates;
+/// * IDF from the workspace's memory count `N` and the keyword's eligible matches `n`: counted
+///   when the window holds them all, otherwise estimated from their density in the window's
+///   stretch of the workspace (`window × N / stretch`).
+///
+/// A memory's score is the sum over the keywords whose window holds it: a very common keyword stops
+/// counting for memories older than its newest window matches (a stopword there), while a rare
+/// keyword always finds all of its matches. Candidates are ranked by score, then high importance,
+/// then creation time, then storage order (all newest first), and the best `limit` are loaded.
 pub(crate) fn search(
     conn: &Connection,
     ws: &WorkspaceKey,
@@ -197,150 +256,183 @@ pub(crate) fn search(
     scope: Scope,
     limit: u32,
 ) -> Result<Vec<ScoredMemory>, StoreError> {
-    let fts = build_query(query);
-    let Some((lo, hi)) = workspace_range(conn, ws)? else {
+    let keywords = build_query(query);
+    if keywords.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some((lo, _)) = workspace_range(conn, ws)? else {
         return Ok(Vec::new());
     };
+    let docs: i64 = conn
+        .prepare_cached("SELECT next_doc FROM workspaces WHERE key = ?1")?
+        .query_row([ws.to_string()], |r| r.get(0))?;
+    // The workspace's newest seq (n counts from 1).
+    let top = lo | docs;
+    let docs = docs.max(1) as f64;
     let limit = limit.clamp(1, 1000) as usize;
+    let window = (RANK_WINDOW / keywords.len()).max(limit);
     let private = scope.includes_private();
-    match (&fts.trigram, &fts.grams) {
-        (None, None) => Ok(Vec::new()),
-        (Some(q), None) => top_k(conn, "memories_fts", q, lo, hi, private, limit),
-        (None, Some(q)) => top_k(conn, "memories_grams", q, lo, hi, private, limit),
-        (Some(t), Some(g)) => exact(
-            conn,
-            &[("memories_fts", t), ("memories_grams", g)],
-            lo,
-            hi,
-            private,
-            limit,
-        ),
-    }
-}
 
-fn visible_memory(
-    conn: &Connection,
-    seq: i64,
-    private: bool,
-) -> Result<Option<crate::store::Memory>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?1 AND m.enabled = 1 \
-         AND (m.visibility = 'public' OR ?2)"
-    ))?;
-    let mut rows = stmt.query(rusqlite::params![seq, private])?;
-    match rows.next()? {
-        Some(row) => Ok(Some(memory_from_row(row)?)),
-        None => Ok(None),
-    }
-}
-
-fn rank_order(a: &ScoredMemory, b: &ScoredMemory) -> std::cmp::Ordering {
-    let high = |m: &ScoredMemory| m.memory.importance == Importance::High;
-    b.score
-        .total_cmp(&a.score)
-        .then_with(|| high(b).cmp(&high(a)))
-        .then_with(|| b.memory.created_at.cmp(&a.memory.created_at))
-        .then_with(|| b.memory.id.cmp(&a.memory.id))
-}
-
-fn top_k(
-    conn: &Connection,
-    table: &str,
-    fts_query: &str,
-    lo: i64,
-    hi: i64,
-    private: bool,
-    limit: usize,
-) -> Result<Vec<ScoredMemory>, StoreError> {
-    let sql = format!(
-        "SELECT rowid, rank FROM {table} WHERE {table} MATCH ?1 AND rowid BETWEEN ?2 AND ?3 \
-         ORDER BY rank LIMIT ?4"
-    );
-    let k = FIRST_CANDIDATES.max(limit as i64 * 4);
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let candidates: Vec<(i64, f64)> = stmt
-        .query_map(rusqlite::params![fts_query, lo, hi, k], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?
-        .collect::<Result<_, _>>()?;
-    let mut hits = Vec::new();
-    for (seq, rank) in &candidates {
-        if let Some(memory) = visible_memory(conn, *seq, private)? {
-            hits.push(ScoredMemory {
-                memory,
-                score: -rank,
-            });
+    let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+    for keyword in &keywords {
+        // (seq, term frequency, document length) of this keyword's matches, newest first.
+        let matches = newest_matches(conn, keyword, (lo, top), private, window, &mut candidates)?;
+        let (Some(newest), Some(oldest)) = (matches.first(), matches.last()) else {
+            continue;
+        };
+        let found = matches.len() as f64;
+        let df = if matches.len() < window {
+            found
+        } else {
+            // Seqs of a workspace are consecutive, so the stretch is a count of memories.
+            let stretch = (newest.0 - oldest.0 + 1) as f64;
+            (found * docs / stretch).min(docs)
+        };
+        let idf = ((docs - df + 0.5) / (df + 0.5)).ln().max(1e-6);
+        let avg_len = matches.iter().map(|m| m.2).sum::<f64>() / found;
+        for (seq, tf, len) in matches {
+            let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg_len);
+            if let Some(c) = candidates.get_mut(&seq) {
+                c.score += idf * tf * (BM25_K1 + 1.0) / (tf + norm);
+            }
         }
     }
-    hits.sort_by(rank_order);
-    let complete = (candidates.len() as i64) < k;
-    let settled = match (hits.get(limit - 1), candidates.last()) {
-        // Everything left out scores at most -worst, strictly below our last result.
-        (Some(last_hit), Some((_, worst))) => last_hit.score > -worst,
-        _ => false,
-    };
-    if complete || settled {
-        hits.truncate(limit);
-        return Ok(hits);
-    }
-    // Too many hidden candidates, or a tie across the cut: rank every match exactly.
-    exact(conn, &[(table, fts_query)], lo, hi, private, limit)
-}
-
-/// Ranks every match of every `(table, query)` branch inside the workspace range, summing the
-/// scores of a memory found by several branches.
-fn exact(
-    conn: &Connection,
-    branches: &[(&str, &str)],
-    lo: i64,
-    hi: i64,
-    private: bool,
-    limit: usize,
-) -> Result<Vec<ScoredMemory>, StoreError> {
-    let union = branches
-        .iter()
-        .enumerate()
-        .map(|(i, (table, _))| {
-            format!(
-                "SELECT rowid, rank FROM {table} \
-                 WHERE {table} MATCH ?{} AND rowid BETWEEN ?1 AND ?2",
-                i + 5
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" UNION ALL ");
-    let sql = format!(
-        "WITH hits(seq, r) AS ({union}) \
-         SELECT {MEMORY_COLUMNS}, -SUM(h.r) AS score \
-         FROM hits h JOIN memories m ON m.seq = h.seq \
-         WHERE m.enabled = 1 AND (m.visibility = 'public' OR ?3) \
-         GROUP BY m.seq \
-         ORDER BY score DESC, m.importance = 'high' DESC, m.created_at DESC, m.id DESC \
-         LIMIT ?4"
-    );
-    let limit = limit as i64;
-    let mut params: Vec<&dyn ToSql> = vec![&lo, &hi, &private, &limit];
-    for (_, q) in branches {
-        params.push(q);
-    }
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(&params[..], |row| {
-        Ok((memory_from_row(row), row.get::<_, f64>("score")?))
-    })?;
-    let mut out = Vec::new();
-    for row in rows {
-        let (memory, score) = row?;
+    let mut ranked: Vec<Candidate> = candidates.into_values().collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| b.high.cmp(&a.high))
+            .then_with(|| b.created_at.cmp(&a.created_at))
+            .then_with(|| b.seq.cmp(&a.seq))
+    });
+    ranked.truncate(limit);
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?1"
+    ))?;
+    let mut out = Vec::with_capacity(ranked.len());
+    for c in ranked {
+        let memory = stmt.query_row([c.seq], |row| Ok(memory_from_row(row)))??;
         out.push(ScoredMemory {
-            memory: memory?,
-            score,
+            memory,
+            score: c.score,
         });
     }
     Ok(out)
 }
 
+/// The newest `window` matches of `keyword` among the memories `range` (inclusive) that are
+/// enabled and visible, newest first, as `(seq, term frequency, length)`; adds each to
+/// `candidates` (score 0).
+///
+/// FTS5 reads a rowid range quickly in ascending order but slowly in descending order (a reverse
+/// seek walks the doclists of big tables from their end: 1.8 ms against 0.09 ms for one
+/// workspace of 1 000 among 1 000 000 memories), so the range is read in ascending stretches from
+/// the newest end: `window` memories first, then as many as the density of matches seen so far
+/// says are needed, until the window is full or the workspace exhausted. Only the matches kept are
+/// scored.
+fn newest_matches(
+    conn: &Connection,
+    keyword: &Keyword,
+    (lo, top): (i64, i64),
+    private: bool,
+    window: usize,
+    candidates: &mut HashMap<i64, Candidate>,
+) -> Result<Vec<(i64, f64, f64)>, StoreError> {
+    let table = keyword.index.table();
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT f.rowid, m.importance = 'high', m.created_at, m.content \
+         FROM {table} f CROSS JOIN memories m ON m.seq = f.rowid \
+         WHERE {table} MATCH ?1 AND f.rowid BETWEEN ?2 AND ?3 \
+           AND m.enabled = 1 AND (m.visibility = 'public' OR ?4) \
+         ORDER BY f.rowid"
+    ))?;
+    let mut matches: Vec<(i64, f64, f64)> = Vec::new();
+    let mut upper = top;
+    let mut stretch = window as i64;
+    while upper >= lo && matches.len() < window {
+        let lower = upper.saturating_sub(stretch - 1).max(lo);
+        let mut chunk: Vec<(Candidate, String)> = Vec::new();
+        let mut rows = stmt.query(rusqlite::params![keyword.expr, lower, upper, private])?;
+        while let Some(row) = rows.next()? {
+            let candidate = Candidate {
+                seq: row.get(0)?,
+                score: 0.0,
+                high: row.get(1)?,
+                created_at: row.get(2)?,
+            };
+            chunk.push((candidate, row.get(3)?));
+        }
+        for (candidate, content) in chunk.into_iter().rev().take(window - matches.len()) {
+            let (tf, len) = term_stats(keyword, &content);
+            candidates.entry(candidate.seq).or_insert(candidate);
+            matches.push((candidate.seq, tf, len));
+        }
+        // Next stretch: enough for the matches still missing at the density seen so far (plus a
+        // quarter), at least as much as and at most 16 times what has been read.
+        let read = top - lower + 1;
+        let missing = window.saturating_sub(matches.len()) as f64;
+        let guess = if matches.is_empty() {
+            read * 16
+        } else {
+            (missing * read as f64 / matches.len() as f64 * 1.25) as i64 + 16
+        };
+        stretch = guess.max(read).min(16 * read);
+        upper = lower - 1;
+    }
+    Ok(matches)
+}
+
+/// Term frequency of `keyword` in `content` and the length of `content`, in the units of the
+/// keyword's index (trigrams, or grams tokens).
+fn term_stats(keyword: &Keyword, content: &str) -> (f64, f64) {
+    match keyword.index {
+        Index::Trigram => {
+            let lower = content.to_lowercase();
+            let kw = &keyword.terms[0];
+            // Overlapping occurrences, as FTS5 counts phrase instances.
+            let mut count = 0usize;
+            let mut from = 0;
+            while let Some(at) = lower[from..].find(kw.as_str()) {
+                count += 1;
+                from += at + lower[from + at..].chars().next().map_or(1, char::len_utf8);
+            }
+            let len = lower.chars().count().saturating_sub(2).max(1);
+            (count.max(1) as f64, len as f64)
+        }
+        Index::Grams => {
+            let grams = short_grams(content);
+            let mut count = 0usize;
+            let mut len = 0usize;
+            for token in grams.split(' ').filter(|t| !t.is_empty()) {
+                len += 1;
+                count += keyword.terms.iter().filter(|t| *t == token).count();
+            }
+            (count.max(1) as f64, len.max(1) as f64)
+        }
+    }
+}
+
+/// A match being ranked: what the ordering needs, without loading the memory.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    seq: i64,
+    /// Sum of the keywords' bm25 scores.
+    score: f64,
+    high: bool,
+    created_at: i64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn exprs(q: &[Keyword], index: Index) -> String {
+        q.iter()
+            .filter(|k| k.index == index)
+            .map(|k| k.expr.as_str())
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
 
     #[test]
     fn grams_cover_cjk_pairs_and_short_latin_words() {
@@ -353,26 +445,28 @@ mod tests {
     #[test]
     fn keywords_are_split_lowercased_deduplicated_and_routed_by_length() {
         let q = build_query("  Coffee  coffee 咖啡 喝咖啡 go ");
-        assert_eq!(q.trigram.as_deref(), Some(r#""coffee" OR "喝咖啡""#));
-        assert_eq!(q.grams.as_deref(), Some(r#""咖啡" OR "go""#));
+        assert_eq!(exprs(&q, Index::Trigram), r#""coffee" OR "喝咖啡""#);
+        assert_eq!(exprs(&q, Index::Grams), r#""咖啡" OR "go""#);
+        assert_eq!(q[0].terms, ["coffee"]);
     }
 
     #[test]
     fn fts_syntax_is_always_quoted() {
         let q = build_query(r#"a"b" NEAR( col:x AND *"#);
         assert_eq!(
-            q.trigram.as_deref(),
-            Some(r#""a""b""" OR "near(" OR "col:x" OR "and""#)
+            exprs(&q, Index::Trigram),
+            r#""a""b""" OR "near(" OR "col:x" OR "and""#
         );
-        assert_eq!(q.grams, None);
+        assert_eq!(exprs(&q, Index::Grams), "");
         // Pure punctuation keywords are dropped; a mixed short keyword needs all its parts.
         let q = build_query(r#"" ( * 猫a"#);
-        assert_eq!(q.trigram, None);
-        assert_eq!(q.grams.as_deref(), Some(r#"("猫" AND "a")"#));
+        assert_eq!(exprs(&q, Index::Trigram), "");
+        assert_eq!(exprs(&q, Index::Grams), r#"("猫" AND "a")"#);
+        assert_eq!(q[0].terms, ["猫", "a"]);
     }
 
     #[test]
     fn empty_query_has_nothing_to_search() {
-        assert_eq!(build_query("   "), FtsQuery::default());
+        assert!(build_query("   ").is_empty());
     }
 }
