@@ -7,7 +7,8 @@
 //! ```json
 //! {
 //!   "log": "/tmp/x/agent-log.jsonl",          // optional: every received message + events
-//!   "initialize": {"delayMs": 0, "protocolVersion": 1, "hang": false, "error": null},
+//!   "initialize": {"delayMs": 0, "protocolVersion": 1, "hang": false, "error": null,
+//!                  "run": null},                // "run": a shell command run first (as below)
 //!   "sessionNew": {"configOptions": [], "hang": false},
 //!   "ignoreStdinEof": false,                 // keep running after stdin closes (kill tests)
 //!   "ignoreTerm": false,                     // ignore SIGTERM
@@ -24,8 +25,12 @@
 //! cancel; `{"crash": CODE}` exits; `{"raw": "text"}` writes a raw stdout line;
 //! `{"fsRead": "path"}` / `{"fsWrite": {"path": .., "content": ..}}` call the client's fs
 //! methods; `{"request": {"method": .., "params": ..}}` sends any request; `{"promptError":
-//! "msg"}` answers the prompt with a JSON-RPC error. Results of permission/run/fs/request steps
-//! are written to the log as `{"event": ..}` lines.
+//! "msg"}` answers the prompt with a JSON-RPC error; `{"bigLine": N}` writes one stdout line of
+//! N bytes (in 64 KiB pieces, never held whole) that is not JSON-RPC. Results of
+//! permission/run/fs/request steps are written to the log as `{"event": ..}` lines.
+//!
+//! Every log line carries `atUs`, the wall-clock time in microseconds since the Unix epoch when
+//! it was written (so a test or benchmark can see e.g. when `session/prompt` arrived).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -56,10 +61,35 @@ fn out(v: &Value) {
     let _ = stdout.flush();
 }
 
+/// Writes one line of `n` bytes (plus the newline) that looks like the start of a JSON-RPC
+/// message but is far too long, without ever holding it in memory.
+fn write_big_line(n: usize) {
+    const PIECE: usize = 64 * 1024;
+    let head = br#"{"jsonrpc":"2.0","method":"session/update","params":{"junk":""#;
+    let piece = vec![b'x'; PIECE];
+    let mut stdout = std::io::stdout().lock();
+    let mut left = n.saturating_sub(head.len());
+    let _ = stdout.write_all(&head[..head.len().min(n)]);
+    while left > 0 {
+        let take = left.min(PIECE);
+        if stdout.write_all(&piece[..take]).is_err() {
+            return;
+        }
+        left -= take;
+    }
+    let _ = stdout.write_all(b"\n");
+    let _ = stdout.flush();
+}
+
 impl Agent {
-    fn log(&mut self, v: Value) {
+    fn log(&mut self, mut v: Value) {
         if let Some(f) = &mut self.log {
-            let _ = writeln!(f, "{v}");
+            let at_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64);
+            v["atUs"] = json!(at_us);
+            // One write per line: agents sharing a log (O_APPEND) never interleave.
+            let _ = f.write_all(format!("{v}\n").as_bytes());
         }
     }
 
@@ -200,6 +230,9 @@ impl Agent {
                 let mut stdout = std::io::stdout().lock();
                 let _ = writeln!(stdout, "{raw}");
                 let _ = stdout.flush();
+            } else if let Some(n) = step.get("bigLine").and_then(Value::as_u64) {
+                write_big_line(n as usize);
+                self.log(json!({"event": "bigLine", "bytes": n}));
             } else if let Some(path) = step.get("fsRead").and_then(Value::as_str) {
                 let params = json!({"sessionId": self.session, "path": path});
                 let answer = self.ask(rx, "fs/read_text_file", params).await;
@@ -279,8 +312,17 @@ async fn main() {
             .unwrap_or_default(),
         turn: 0,
     };
-    agent.log(json!({"event": "started", "pid": std::process::id(),
-        "env": std::env::vars().collect::<HashMap<_, _>>()}));
+    // Field 5 of /proc/self/stat (after the parenthesised command name) is the process group.
+    let pgid = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(2)?.parse::<i64>().ok()
+        });
+    agent.log(
+        json!({"event": "started", "pid": std::process::id(), "pgid": pgid,
+        "env": std::env::vars().collect::<HashMap<_, _>>()}),
+    );
 
     let (tx, mut rx) = mpsc::channel::<In>(64);
     tokio::spawn(async move {
@@ -313,6 +355,10 @@ async fn main() {
         match msg["method"].as_str().unwrap_or("") {
             "initialize" => {
                 let init = agent.script["initialize"].clone();
+                if let Some(cmd) = init["run"].as_str() {
+                    let result = agent.run_shell(cmd).await;
+                    agent.log(json!({"event": "run", "command": cmd, "result": result}));
+                }
                 if let Some(ms) = init["delayMs"].as_u64() {
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }

@@ -1,12 +1,22 @@
 //! The agent runner against the scripted fake ACP agent (`examples/fake_acp_agent.rs`), which
 //! really runs the commands it is told to: permission gate, retry prompt, timeouts,
-//! termination, crashes, malformed output, fs confinement and process clean-up.
+//! termination, crashes, malformed and oversized output, fs confinement and process clean-up.
+//!
+//! Clean-up is checked on the whole process group: after a session nothing whose process group
+//! is the agent's still runs, including a `sleep 300` the agent left in the background. (A
+//! killed grandchild is reparented to PID 1; where PID 1 does not reap, as in some containers,
+//! it stays a zombie: dead, holding nothing but its process-table entry, so zombies count as
+//! gone. The agent itself is our child and must be reaped, not left a zombie.)
+//!
+//! The doom-loop test at the end runs the whole `air-friends chat` pipeline: the fake agent
+//! calls the real `send-reply` skill four times and the Skill API has the runner kill it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use air_friends::agent::rpc::MAX_LINE_BYTES;
 use air_friends::agent::{
     AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
 };
@@ -139,14 +149,115 @@ impl Fixture {
             .collect()
     }
 
-    fn agent_pid(&self) -> i32 {
-        self.events("started")[0]["pid"].as_i64().unwrap() as i32
+    /// Pids of the background grandchildren started with [`background_sleep`].
+    fn grandchildren(&self) -> Vec<i32> {
+        self.events("run")
+            .iter()
+            .filter(|e| {
+                e["command"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("sleep 300"))
+            })
+            .map(|e| {
+                e["result"]["stdout"]
+                    .as_str()
+                    .unwrap()
+                    .trim()
+                    .parse()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// After a session: the agent was reaped, and nothing in its process group still runs —
+    /// in particular not the grandchildren it left behind (`expect_grandchildren` of them).
+    fn assert_no_agent_processes_left(&self, expect_grandchildren: usize) {
+        let started = &self.events("started")[0];
+        let pid = started["pid"].as_i64().unwrap() as i32;
+        let pgid = started["pgid"].as_i64().unwrap() as i32;
+        assert_eq!(pid, pgid, "the agent leads its own process group");
+        assert!(process_gone(pid), "agent {pid} was not reaped");
+        let grandchildren = self.grandchildren();
+        assert_eq!(
+            grandchildren.len(),
+            expect_grandchildren,
+            "background grandchildren started"
+        );
+        for &gc in &grandchildren {
+            // Still readable (as a zombie) where PID 1 does not reap: it was in the group.
+            if let Some((_, group)) = proc_state(gc) {
+                assert_eq!(group, pgid, "grandchild {gc} was in the agent's group");
+            }
+        }
+        // SIGKILL has been sent when the runner returns; its delivery is asynchronous.
+        let mut left = Vec::new();
+        let gone = wait_until(Duration::from_secs(10), || {
+            left = running_in_group(pgid);
+            left.is_empty()
+        });
+        assert!(
+            gone,
+            "processes of the agent's group {pgid} still running: {left:?}"
+        );
+        for gc in grandchildren {
+            assert!(!running(gc), "grandchild {gc} still running");
+        }
     }
 }
 
 fn process_gone(pid: i32) -> bool {
     // Reaped processes have no /proc entry; our child must never linger as a zombie.
     !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `(state, pgrp)` of a process from `/proc/<pid>/stat`, or None once it is gone. The command
+/// name is parenthesised and may contain spaces, so fields are counted after the last `)`.
+fn proc_state(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let pgrp = rest.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// A process that is still running: exists and is neither a zombie (`Z`) nor dead (`X`).
+fn running(pid: i32) -> bool {
+    proc_state(pid).is_some_and(|(state, _)| !matches!(state, 'Z' | 'X'))
+}
+
+/// Every running process whose process group is `pgid`, as `pid (comm)`.
+fn running_in_group(pgid: i32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| proc_state(pid).is_some_and(|(s, g)| g == pgid && !matches!(s, 'Z' | 'X')))
+        .map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("{pid} ({})", comm.trim())
+        })
+        .collect()
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes; returns whether it held.
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A step that leaves a grandchild running in the agent's process group (stdio detached so the
+/// fake agent's `sh -c` returns at once), printing its pid.
+fn background_sleep() -> Value {
+    json!({"run": "sleep 300 >/dev/null 2>&1 & echo $!"})
 }
 
 #[tokio::test]
@@ -158,6 +269,7 @@ async fn approved_skill_invocation_answers_the_user() {
     );
     let run = f.run(json!({"turns": [{"steps": [
         {"update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "thinking"}}},
+        background_sleep(),
         {"permission": cmd}
     ], "stopReason": "end_turn"}]}));
     let outcome = f.runner(f.settings()).run(run).await;
@@ -178,7 +290,7 @@ async fn approved_skill_invocation_answers_the_user() {
     let perm = &f.events("permission")[0];
     assert_eq!(perm["allowed"], true);
     assert_eq!(perm["result"]["exit"], 0);
-    assert!(process_gone(f.agent_pid()));
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -197,6 +309,7 @@ async fn injection_around_a_skill_name_is_rejected_and_not_run() {
     let perms = f.events("permission");
     assert_eq!(perms[0]["allowed"], false);
     assert_eq!(perms[0]["outcome"]["optionId"], "reject");
+    f.assert_no_agent_processes_left(0);
 }
 
 #[tokio::test]
@@ -233,11 +346,11 @@ async fn idle_timeout_cancels_then_stops_the_agent() {
     let f = Fixture::new();
     let mut settings = f.settings();
     settings.idle_timeout = Duration::from_millis(300);
-    let run = f.run(json!({"turns": [{"steps": [{"hang": true}]}]}));
+    let run = f.run(json!({"turns": [{"steps": [background_sleep(), {"hang": true}]}]}));
     let outcome = f.runner(settings).run(run).await;
     assert_eq!(outcome, Outcome::TimedOut { phase: "idle" });
     assert_eq!(f.received("session/cancel").len(), 1);
-    assert!(process_gone(f.agent_pid()));
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -254,6 +367,7 @@ async fn max_turn_bounds_a_chatty_agent() {
     let run = f.run(json!({"turns": [{"steps": steps}]}));
     let outcome = f.runner(settings).run(run).await;
     assert_eq!(outcome, Outcome::TimedOut { phase: "max_turn" });
+    f.assert_no_agent_processes_left(0);
 }
 
 #[tokio::test]
@@ -261,10 +375,11 @@ async fn connect_timeout_when_initialize_hangs() {
     let f = Fixture::new();
     let mut settings = f.settings();
     settings.connect_timeout = Duration::from_millis(300);
-    let run = f.run(json!({"initialize": {"hang": true}, "turns": []}));
+    let run =
+        f.run(json!({"initialize": {"hang": true, "run": background_sleep()["run"]}, "turns": []}));
     let outcome = f.runner(settings).run(run).await;
     assert_eq!(outcome, Outcome::TimedOut { phase: "connect" });
-    assert!(process_gone(f.agent_pid()));
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -281,6 +396,7 @@ async fn termination_request_stops_the_agent_immediately() {
     assert_eq!(outcome, Outcome::Terminated);
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(f.received("session/cancel").len(), 1);
+    f.assert_no_agent_processes_left(0);
 }
 
 #[tokio::test]
@@ -298,11 +414,13 @@ async fn shutdown_cancels_the_session() {
 #[tokio::test]
 async fn a_crashing_agent_fails_the_session() {
     let f = Fixture::new();
-    let run = f.run(json!({"turns": [{"steps": [{"crash": 3}]}]}));
+    // The agent dies but its background grandchild would live on in its group.
+    let run = f.run(json!({"turns": [{"steps": [background_sleep(), {"crash": 3}]}]}));
     match f.runner(f.settings()).run(run).await {
         Outcome::Failed { reason } => assert!(reason.contains("closed"), "{reason}"),
         other => panic!("unexpected {other:?}"),
     }
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -322,6 +440,7 @@ async fn malformed_lines_and_unknown_kinds_are_tolerated() {
     let f = Fixture::new();
     let cmd = format!("{} --message-file a", f.script_path());
     let run = f.run(json!({"turns": [{"steps": [
+        background_sleep(),
         {"raw": "this is not json"},
         {"raw": "{\"jsonrpc\":\"2.0\"}"},
         {"raw": "[1,2]"},
@@ -330,6 +449,7 @@ async fn malformed_lines_and_unknown_kinds_are_tolerated() {
     ], "stopReason": "some_future_reason"}]}));
     let outcome = f.runner(f.settings()).run(run).await;
     assert_eq!(outcome, Outcome::Responded { retried: false });
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -365,7 +485,7 @@ async fn stubborn_agent_is_killed_within_the_grace_periods() {
     settings.idle_timeout = Duration::from_millis(200);
     settings.kill_grace = Duration::from_millis(200);
     let run = f.run(json!({"ignoreStdinEof": true, "ignoreTerm": true,
-        "turns": [{"steps": [{"silentMs": 60000}]}]}));
+        "turns": [{"steps": [background_sleep(), {"silentMs": 60000}]}]}));
     let started = std::time::Instant::now();
     let outcome = f.runner(settings).run(run).await;
     assert_eq!(outcome, Outcome::TimedOut { phase: "idle" });
@@ -374,7 +494,7 @@ async fn stubborn_agent_is_killed_within_the_grace_periods() {
         "{:?}",
         started.elapsed()
     );
-    assert!(process_gone(f.agent_pid()));
+    f.assert_no_agent_processes_left(1);
 }
 
 #[tokio::test]
@@ -416,4 +536,275 @@ async fn the_agent_sees_exactly_the_environment_we_built() {
         .map(String::as_str)
         .collect();
     assert_eq!(names, ["FAKE_ACP_SCRIPT", "PATH", "SESSION_ID"]);
+}
+
+#[test]
+fn the_group_scan_sees_a_live_group() {
+    // Guards the clean-up assertions against passing vacuously: a live group is found.
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 & wait"])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    assert!(
+        wait_until(Duration::from_secs(10), || running_in_group(pgid).len()
+            == 2),
+        "{:?}",
+        running_in_group(pgid)
+    );
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || running_in_group(
+        pgid
+    )
+    .is_empty()));
+}
+
+/// Set in the child process that [`a_20_mb_line_is_skipped_and_never_held_whole`] re-runs
+/// itself in.
+const BIG_LINE_CHILD: &str = "AIR_FRIENDS_TEST_BIG_LINE_CHILD";
+/// The child's report: growth of its peak resident memory during the session.
+const PEAK_GROWTH_MARK: &str = "PEAK_RSS_GROWTH_KB=";
+const BIG_LINE_BYTES: u64 = 20_000_000;
+
+/// A `VmRSS`/`VmHWM` figure of this process, in kB.
+fn own_memory_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// SPEC §13.8: a 20 MB line on the agent's stdout (over the 8 MiB cap) is skipped, the session
+/// carries on to the approved skill call after it, and the line is never held in memory whole.
+/// The memory peak is measured in a fresh process running only this test, so other tests'
+/// allocations cannot blur it.
+#[tokio::test]
+async fn a_20_mb_line_is_skipped_and_never_held_whole() {
+    if std::env::var_os(BIG_LINE_CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "a_20_mb_line_is_skipped_and_never_held_whole",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(BIG_LINE_CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "child failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+        let growth_kb: u64 = stdout
+            .lines()
+            .find_map(|l| l.split_once(PEAK_GROWTH_MARK))
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no memory report from the child:\n{stdout}"))
+            .trim()
+            .parse()
+            .unwrap();
+        // Holding the line would add at least its 20 MB; the bounded reader keeps at most the
+        // 8 MiB cap (plus its 8 KiB read buffer) before discarding. Fail halfway between.
+        let limit = (MAX_LINE_BYTES as u64 + BIG_LINE_BYTES) / 2;
+        assert!(
+            growth_kb * 1024 < limit,
+            "peak resident memory grew by {growth_kb} kB while a {BIG_LINE_BYTES}-byte line went \
+             by (limit {limit} bytes: the line must not be held whole)"
+        );
+        return;
+    }
+
+    let f = Fixture::new();
+    let cmd = format!("{} --message-file a", f.script_path());
+    let run = f.run(json!({"turns": [{"steps": [
+        {"bigLine": BIG_LINE_BYTES},
+        {"update": {"sessionUpdate": "plan", "entries": []}},
+        {"permission": cmd}
+    ], "stopReason": "end_turn"}]}));
+    // Start the peak at the current resident size (best effort: needs Linux ≥ 4.0).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = own_memory_kb("VmRSS");
+    let outcome = f.runner(f.settings()).run(run).await;
+    let peak = own_memory_kb("VmHWM");
+    assert_eq!(outcome, Outcome::Responded { retried: false });
+    assert_eq!(f.events("bigLine")[0]["bytes"], BIG_LINE_BYTES);
+    assert_eq!(f.events("permission")[0]["allowed"], true);
+    assert!(f.marker.exists(), "the skill after the big line ran");
+    f.assert_no_agent_processes_left(0);
+    println!("{PEAK_GROWTH_MARK}{}", peak.saturating_sub(before));
+}
+
+/// Runs `air-friends chat` with the fake agent following `script` (which must carry a `log`);
+/// the typed `input` is one message. Returns (stdout, stderr, success).
+fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String, String, bool) {
+    use std::io::Write;
+    let script_path = dir.join("agent.json");
+    std::fs::write(&script_path, script.to_string()).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = format!(
+        "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n{agent_config}  env:\n    FAKE_ACP_SCRIPT: {script}\nprompts:\n  dir: {prompts}\n",
+        data = dir.join("data").display(),
+        agent = fake_agent().display(),
+        skills = root.join("skills").display(),
+        script = script_path.display(),
+        prompts = root.join("prompts").display(),
+    );
+    let config_path = dir.join("config.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_air-friends"))
+        .args(["chat", "--config"])
+        .arg(&config_path)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
+}
+
+fn unix_us_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// SPEC §4.3 through the whole pipeline: the agent calls the real `send-reply` skill four times
+/// (a fresh payload file each time, the 4th after the skill's rate limit allows it again). The user gets exactly one reply; calls 2 and 3 are refused
+/// (429); the 4th is answered too, telling the agent it is being ended, and then the runner
+/// kills the agent — which would otherwise sit silent for ten minutes, ignoring cancel and stdin
+/// EOF — long before the two-minute idle timeout. No error reply is added on top of the answer.
+#[test]
+fn doom_loop_of_send_reply_terminates_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent-log.jsonl");
+    let send_reply =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/send-reply/scripts/send-reply");
+    let mut steps = Vec::new();
+    for n in 1..=4 {
+        if n == 4 {
+            // send-reply's manifest allows a burst of 3 and then one call per 6 s per user; a
+            // rate-limited call never reaches the handler, so it would not count as an attempt.
+            steps.push(json!({"sleepMs": 7_000}));
+        }
+        steps.push(json!({"run": format!("printf 'Answer number {n}' > \"$TMPDIR/$SESSION_ID/reply-{n}.md\"")}));
+        steps.push(json!({"permission": format!(
+            "{} --message-file $TMPDIR/$SESSION_ID/reply-{n}.md",
+            send_reply.display()
+        )}));
+    }
+    steps.push(json!({"silentMs": 600_000}));
+    let script = json!({"log": log, "ignoreStdinEof": true, "turns": [{"steps": steps}]});
+
+    let idle_timeout = Duration::from_secs(120);
+    // Watch the agent from outside: when did its process disappear?
+    let watch_log = log.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut pid = None;
+        wait_until(Duration::from_secs(60), || {
+            pid = std::fs::read_to_string(&watch_log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|l| l["event"] == "started")
+                .and_then(|l| l["pid"].as_i64());
+            pid.is_some()
+        });
+        let pid = pid.expect("the agent started") as i32;
+        assert!(
+            wait_until(idle_timeout + Duration::from_secs(30), || process_gone(pid)),
+            "agent {pid} still there"
+        );
+        unix_us_now()
+    });
+
+    let (stdout, stderr, ok) = chat(
+        dir.path(),
+        &script,
+        "hello there\n",
+        &format!(
+            "  idleTimeoutMs: {}\n  maxTurnMs: 600000\n  killGraceMs: 1000\n",
+            idle_timeout.as_millis()
+        ),
+    );
+    let gone_at_us = watcher.join().unwrap();
+    assert!(ok, "chat failed:\n{stderr}");
+    let replies: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("air-friends> "))
+        .collect();
+    assert_eq!(
+        replies,
+        ["air-friends> Answer number 1"],
+        "the user gets exactly the first reply and no error reply\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(!stdout.contains("ran into a problem"), "{stdout}");
+
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"] == "permission")
+        .collect();
+    assert_eq!(calls.len(), 4, "all four calls were approved and run");
+    assert!(calls.iter().all(|c| c["allowed"] == true));
+    assert_eq!(calls[0]["result"]["exit"], 0, "{}", calls[0]);
+    for refused in &calls[1..3] {
+        assert_eq!(refused["result"]["exit"], 1, "{refused}");
+        let err = refused["result"]["stderr"].as_str().unwrap();
+        assert!(err.contains("already sent your reply"), "{err}");
+        assert!(!err.contains("sessionTerminated"), "{err}");
+    }
+    let fourth = calls[3];
+    let err = fourth["result"]["stderr"].as_str().unwrap();
+    assert_eq!(fourth["result"]["exit"], 1, "{fourth}");
+    assert!(
+        err.contains("\"sessionTerminated\":true") && err.contains("being ended now"),
+        "the 4th call got its response before the agent was stopped: {err}"
+    );
+    let answered_at_us = fourth["atUs"].as_u64().unwrap();
+    let after = Duration::from_micros(gone_at_us.saturating_sub(answered_at_us));
+    assert!(
+        after < Duration::from_secs(30),
+        "the agent lived {after:?} after the 4th call was answered (idle timeout {idle_timeout:?})"
+    );
+    assert!(
+        stderr.contains("Skill API asked to terminate the agent"),
+        "{stderr}"
+    );
+    assert!(
+        !lines.iter().any(|l| l["event"] == "crash"),
+        "the agent did not exit on its own"
+    );
+    let pgid = lines.iter().find(|l| l["event"] == "started").unwrap()["pgid"]
+        .as_i64()
+        .unwrap() as i32;
+    assert!(
+        wait_until(Duration::from_secs(10), || running_in_group(pgid)
+            .is_empty()),
+        "{:?}",
+        running_in_group(pgid)
+    );
 }

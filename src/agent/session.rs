@@ -336,6 +336,8 @@ impl AgentRunner {
         let client = conn.client.clone();
         // The RPC timeout is a backstop; max_turn below is the real bound.
         let backstop = self.settings.max_turn + Duration::from_secs(60);
+        // Marks the end of start-up for the first prompt (`benches/agent_startup.rs` times it).
+        tracing::debug!(session_id = %conn.run.session_id, bytes = text.len(), "prompt sent");
         let prompt = client.request("session/prompt", params, backstop);
         tokio::pin!(prompt);
         let turn_deadline = Instant::now() + self.settings.max_turn;

@@ -1,0 +1,670 @@
+//! Agent start-up benchmark: how long the runner takes from "start session" to "prompt sent"
+//! (spawn + `initialize` + `session/new` + model selection), and how much resident memory each
+//! concurrent agent session costs.
+//!
+//! * The scripted fake ACP agent (`examples/fake_acp_agent.rs`) answers at once, so its numbers
+//!   are the daemon's own overhead (process spawn, JSON-RPC, pipes): many sequential runs, p50/p99.
+//! * The real OpenCode (`opencode acp`) driven by the fake LLM of the tests
+//!   (`tests/common/fake_llm.rs`, loopback): a few runs. Skipped with a notice when OpenCode is
+//!   not installed (`OPENCODE_BIN`, else `~/.cache/air-friends/opencode/...`).
+//! * Memory: N sessions held open at once mid-turn (the fake agent hangs in its turn; OpenCode
+//!   runs an approved skill script that sleeps), then the resident set (`VmRSS` in
+//!   `/proc/<pid>/status`) of every agent process and of its whole process group is read.
+//!
+//! "Prompt sent" is the runner's `prompt sent` debug event (`src/agent/session.rs`), captured by
+//! a tracing layer in this program; "start session" is the call to `AgentRunner::run`.
+//!
+//! Run (the fake agent must be built in the same profile as the bench):
+//! `cargo build --release --example fake_acp_agent && cargo bench --bench agent_startup`.
+//! Knobs: `AGENT_BENCH_RUNS` (fake agent runs, default 200), `AGENT_BENCH_OPENCODE_RUNS`
+//! (default 5), `FAKE_ACP_AGENT` (path of the fake agent), `OPENCODE_BIN`; `RUST_LOG` also
+//! prints the runner's log on stderr. Results are recorded
+//! in `docs/PERFORMANCE.md` ("Agent runner").
+
+#[path = "../tests/common/fake_llm.rs"]
+mod fake_llm;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use air_friends::agent::{
+    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
+};
+use fake_llm::{FakeLlm, Step};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::util::SubscriberInitExt;
+
+// ---------------------------------------------------------------------------------------------
+// "Prompt sent" capture
+
+/// First "prompt sent" instant per session id.
+fn prompt_sent() -> &'static Mutex<HashMap<String, Instant>> {
+    static MAP: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
+    MAP.get_or_init(Default::default)
+}
+
+fn sent_at(session: &str) -> Option<Instant> {
+    prompt_sent().lock().unwrap().get(session).copied()
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    session_id: String,
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "session_id" => self.session_id = format!("{value:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Records the instant of the runner's `prompt sent` event.
+struct PromptSentLayer;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PromptSentLayer {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let now = Instant::now();
+        if event.metadata().target() != "air_friends::agent::session" {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if fields.message == "prompt sent" {
+            prompt_sent()
+                .lock()
+                .unwrap()
+                .entry(fields.session_id)
+                .or_insert(now);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn fake_agent() -> PathBuf {
+    if let Ok(p) = std::env::var("FAKE_ACP_AGENT") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/agent_startup-<hash> → target/<profile>/examples/fake_acp_agent
+    let exe = std::env::current_exe().expect("own path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = profile_dir.join("examples/fake_acp_agent");
+    if !path.exists() {
+        eprintln!(
+            "{} is missing: run `cargo build --release --example fake_acp_agent` first \
+             (or set FAKE_ACP_AGENT)",
+            path.display()
+        );
+        std::process::exit(2);
+    }
+    path
+}
+
+fn opencode_bin() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("OPENCODE_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let home = std::env::var("HOME").ok()?;
+    let p = Path::new(&home)
+        .join(".cache/air-friends/opencode/node_modules/opencode-linux-x64/bin/opencode");
+    p.exists().then_some(p)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn summary(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    println!(
+        "  {label}: n={} min={} p50={} p90={} p99={} max={}",
+        samples.len(),
+        ms(samples[0]),
+        ms(percentile(&samples, 0.5)),
+        ms(percentile(&samples, 0.9)),
+        ms(percentile(&samples, 0.99)),
+        ms(*samples.last().unwrap()),
+    );
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// `VmRSS` of a process in kB (None once it is gone).
+fn rss_kb(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// `(ppid, pgrp)` from `/proc/<pid>/stat` (fields counted after the parenthesised name).
+fn parent_and_group(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut rest = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let _state = rest.next()?;
+    Some((rest.next()?.parse().ok()?, rest.next()?.parse().ok()?))
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One agent's memory: its own RSS, the RSS of its whole process group, and how many processes
+/// the group has and how many of the agent's descendants live outside it.
+struct AgentMemory {
+    leader_kb: u64,
+    group_kb: u64,
+    group_size: usize,
+    descendants_outside: usize,
+}
+
+/// Every agent (our direct children, each leading its own process group).
+fn agent_memory() -> Vec<AgentMemory> {
+    let me = std::process::id() as i32;
+    let table: Vec<(i32, i32, i32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| parent_and_group(p).map(|(pp, g)| (p, pp, g)))
+        .collect();
+    let descendants = |root: i32| {
+        let mut found = vec![root];
+        let mut i = 0;
+        while i < found.len() {
+            let parent = found[i];
+            found.extend(table.iter().filter(|t| t.1 == parent).map(|t| t.0));
+            i += 1;
+        }
+        found
+    };
+    table
+        .iter()
+        .filter(|(_, ppid, _)| *ppid == me)
+        .map(|&(leader, _, _)| {
+            let group: Vec<i32> = table
+                .iter()
+                .filter(|(_, _, g)| *g == leader)
+                .map(|t| t.0)
+                .collect();
+            AgentMemory {
+                leader_kb: rss_kb(leader).unwrap_or(0),
+                group_kb: group.iter().filter_map(|&p| rss_kb(p)).sum(),
+                group_size: group.len(),
+                descendants_outside: descendants(leader)
+                    .iter()
+                    .filter(|p| !group.contains(p))
+                    .count(),
+            }
+        })
+        .collect()
+}
+
+fn mib(kb: u64) -> String {
+    format!("{:.1} MiB", kb as f64 / 1024.0)
+}
+
+fn memory_report(label: &str, sessions: usize, agents: &[AgentMemory], daemon_growth_kb: i64) {
+    let n = agents.len().max(1) as u64;
+    let leader: u64 = agents.iter().map(|a| a.leader_kb).sum();
+    let group: u64 = agents.iter().map(|a| a.group_kb).sum();
+    println!(
+        "  {label} x{sessions}: agents seen={} | per agent process: mean {} (min {}, max {}) | \
+         per agent process group: mean {} ({} processes, {} descendants outside the group) | \
+         all agents: {} | daemon RSS growth: {:.1} MiB | load {}",
+        agents.len(),
+        mib(leader / n),
+        mib(agents.iter().map(|a| a.leader_kb).min().unwrap_or(0)),
+        mib(agents.iter().map(|a| a.leader_kb).max().unwrap_or(0)),
+        mib(group / n),
+        agents.iter().map(|a| a.group_size).sum::<usize>(),
+        agents.iter().map(|a| a.descendants_outside).sum::<usize>(),
+        mib(group),
+        daemon_growth_kb as f64 / 1024.0,
+        loadavg(),
+    );
+}
+
+fn gate(script: &str) -> PermissionGate {
+    PermissionGate::new(
+        ApprovalRules {
+            script_paths: vec![script.to_owned()],
+            command_prefixes: vec![],
+        },
+        false,
+    )
+}
+
+fn session(
+    id: &str,
+    workspace: &Path,
+    env: BTreeMap<String, String>,
+    terminate: CancellationToken,
+) -> SessionRun {
+    SessionRun {
+        session_id: id.to_owned(),
+        workspace: workspace.to_path_buf(),
+        env,
+        prompt: "The user says hello.".into(),
+        retry_prompt: None,
+        terminate,
+        shutdown: CancellationToken::new(),
+        probe: Arc::new(|| false),
+    }
+}
+
+#[must_use]
+async fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() >= deadline {
+            eprintln!("timed out waiting for {what}");
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fake agent
+
+fn fake_runner() -> AgentRunner {
+    AgentRunner::new(
+        RunnerSettings {
+            command: fake_agent().display().to_string(),
+            args: vec![],
+            model: None,
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+            max_turn: Duration::from_secs(900),
+            kill_grace: Duration::from_secs(3),
+        },
+        gate("skills/send-reply/scripts/send-reply"),
+    )
+}
+
+fn fake_env(script: &Path, id: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("PATH".to_owned(), "/usr/bin:/bin".to_owned()),
+        ("FAKE_ACP_SCRIPT".to_owned(), script.display().to_string()),
+        ("SESSION_ID".to_owned(), id.to_owned()),
+    ])
+}
+
+async fn bench_fake(dir: &Path, runs: usize) {
+    println!("\n## Fake ACP agent ({})", fake_agent().display());
+    let workspace = dir.join("ws-fake");
+    std::fs::create_dir_all(workspace.join("tmp")).unwrap();
+    let quick = dir.join("fake-quick.json");
+    std::fs::write(&quick, json!({"turns": [{"steps": []}]}).to_string()).unwrap();
+    let runner = fake_runner();
+
+    // Warm-up (page cache, first spawn).
+    for i in 0..5 {
+        let id = format!("fake-warm-{i}");
+        let run = session(
+            &id,
+            &workspace,
+            fake_env(&quick, &id),
+            CancellationToken::new(),
+        );
+        runner.run(run).await;
+    }
+    let load_before = loadavg();
+    let mut startup = Vec::with_capacity(runs);
+    let mut whole = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let id = format!("fake-{i}");
+        let run = session(
+            &id,
+            &workspace,
+            fake_env(&quick, &id),
+            CancellationToken::new(),
+        );
+        let t0 = Instant::now();
+        let outcome = runner.run(run).await;
+        let total = t0.elapsed();
+        assert_eq!(outcome, Outcome::NoResponse { retried: false });
+        startup.push(sent_at(&id).expect("prompt sent") - t0);
+        whole.push(total);
+    }
+    println!("load average before/after: {load_before} / {}", loadavg());
+    summary("start session → prompt sent", startup);
+    summary(
+        "whole session (start → prompt → end_turn → agent stopped)",
+        whole,
+    );
+
+    let hang = dir.join("fake-hang.json");
+    for n in [1usize, 4, 8] {
+        let daemon_before = rss_kb(std::process::id() as i32).unwrap_or(0) as i64;
+        let mut tokens = Vec::new();
+        let mut handles = Vec::new();
+        let mut ids = Vec::new();
+        let log = dir.join(format!("fake-hang-{n}.jsonl"));
+        std::fs::write(
+            &hang,
+            json!({"log": log, "turns": [{"steps": [{"hang": true}]}]}).to_string(),
+        )
+        .unwrap();
+        for i in 0..n {
+            let id = format!("fake-mem-{n}-{i}");
+            let terminate = CancellationToken::new();
+            let run = session(&id, &workspace, fake_env(&hang, &id), terminate.clone());
+            let runner = fake_runner();
+            tokens.push(terminate);
+            ids.push(id);
+            handles.push(tokio::spawn(async move { runner.run(run).await }));
+        }
+        let waited = wait_for(
+            "every fake agent in its turn",
+            Duration::from_secs(60),
+            || {
+                let received = std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .matches("\"session/prompt\"")
+                    .count();
+                received >= n
+            },
+        )
+        .await;
+        assert!(waited, "fake agents did not start their turns");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let per_agent = agent_memory();
+        let daemon_after = rss_kb(std::process::id() as i32).unwrap_or(0) as i64;
+        memory_report("fake agent", n, &per_agent, daemon_after - daemon_before);
+        for t in &tokens {
+            t.cancel();
+        }
+        for h in handles {
+            assert_eq!(h.await.unwrap(), Outcome::Terminated);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenCode
+
+struct OpenCodeWorld {
+    home: PathBuf,
+    workspace: PathBuf,
+    skills: PathBuf,
+    ready: PathBuf,
+}
+
+fn opencode_world(dir: &Path) -> OpenCodeWorld {
+    let home = dir.join("oc-home");
+    let workspace = dir.join("ws-opencode");
+    // The gate matches `skills/<name>/scripts/<entry>` by path components.
+    let skills = dir.join("oc/skills");
+    let ready = dir.join("oc-ready");
+    std::fs::create_dir_all(workspace.join("tmp")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&ready).unwrap();
+    let scripts = skills.join("wait/scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    std::fs::write(
+        skills.join("wait/SKILL.md"),
+        "---\nname: wait\ndescription: Wait for the user. Use it when told to wait.\n---\n\nRun scripts/wait.\n",
+    )
+    .unwrap();
+    let script = scripts.join("wait");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ntouch {}/ready.$$\nexec sleep 600\n",
+            ready.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    OpenCodeWorld {
+        home,
+        workspace,
+        skills,
+        ready,
+    }
+}
+
+fn opencode_env(w: &OpenCodeWorld, llm: &FakeLlm, id: &str) -> BTreeMap<String, String> {
+    let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config/opencode.json");
+    let inline = json!({
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "enabled_providers": ["fake"],
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake LLM",
+            "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
+            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
+                "limit": {"context": 128000, "output": 4096}}}
+        }},
+        "skills": {"paths": [w.skills.display().to_string()]}
+    });
+    let h = &w.home;
+    [
+        ("PATH", std::env::var("PATH").unwrap_or_default()),
+        ("HOME", h.display().to_string()),
+        ("XDG_CONFIG_HOME", h.join(".config").display().to_string()),
+        (
+            "XDG_DATA_HOME",
+            h.join(".local/share").display().to_string(),
+        ),
+        ("XDG_CACHE_HOME", h.join(".cache").display().to_string()),
+        (
+            "XDG_STATE_HOME",
+            h.join(".local/state").display().to_string(),
+        ),
+        ("OPENCODE_CONFIG", agent_config.display().to_string()),
+        ("OPENCODE_CONFIG_CONTENT", inline.to_string()),
+        ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
+        ("OPENCODE_DISABLE_SHARE", "1".into()),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1".into()),
+        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1".into()),
+        ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1".into()),
+        ("npm_config_registry", "http://127.0.0.1:9/".into()),
+        ("TMPDIR", w.workspace.join("tmp").display().to_string()),
+        ("SESSION_ID", id.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
+}
+
+fn opencode_runner(bin: &Path) -> AgentRunner {
+    AgentRunner::new(
+        RunnerSettings {
+            command: bin.display().to_string(),
+            args: vec!["acp".into()],
+            model: Some("fake/fake-model".into()),
+            connect_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(120),
+            max_turn: Duration::from_secs(300),
+            kill_grace: Duration::from_secs(3),
+        },
+        gate("skills/wait/scripts/wait"),
+    )
+}
+
+async fn bench_opencode(dir: &Path, runs: usize) {
+    let Some(bin) = opencode_bin() else {
+        println!(
+            "\n## OpenCode: SKIPPED (not installed; set OPENCODE_BIN or run `npm install \
+             opencode-ai` in ~/.cache/air-friends/opencode)"
+        );
+        return;
+    };
+    println!("\n## OpenCode ({})", bin.display());
+    let w = opencode_world(dir);
+    let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
+    let runner = opencode_runner(&bin);
+    let load_before = loadavg();
+    let mut startup = Vec::new();
+    let mut whole = Vec::new();
+    for i in 0..runs {
+        let id = format!("oc-{i}");
+        let run = session(
+            &id,
+            &w.workspace,
+            opencode_env(&w, &llm, &id),
+            CancellationToken::new(),
+        );
+        let t0 = Instant::now();
+        let outcome = runner.run(run).await;
+        let total = t0.elapsed();
+        let sent = sent_at(&id).map(|s| s - t0);
+        println!(
+            "  run {i}{}: prompt sent after {} · whole session {} · {outcome:?}",
+            if i == 0 { " (fresh HOME)" } else { "" },
+            sent.map_or("never".into(), ms),
+            ms(total),
+        );
+        if let Some(s) = sent {
+            startup.push(s);
+            whole.push(total);
+        }
+    }
+    println!("load average before/after: {load_before} / {}", loadavg());
+    if !startup.is_empty() {
+        summary("start session → prompt sent", startup);
+        summary("whole session (one fake LLM answer, agent stopped)", whole);
+    }
+
+    let wait_script = w.skills.join("wait/scripts/wait");
+    for n in [1usize, 2] {
+        for f in std::fs::read_dir(&w.ready).unwrap().flatten() {
+            let _ = std::fs::remove_file(f.path());
+        }
+        let llm = FakeLlm::start(vec![
+            Step::Tool(
+                "bash",
+                json!({"command": wait_script.display().to_string(), "description": "Wait"}),
+            ),
+            Step::Text("Done.".into()),
+        ])
+        .await;
+        let daemon_before = rss_kb(std::process::id() as i32).unwrap_or(0) as i64;
+        let mut tokens = Vec::new();
+        let mut handles = Vec::new();
+        for i in 0..n {
+            let id = format!("oc-mem-{n}-{i}");
+            let terminate = CancellationToken::new();
+            let run = session(
+                &id,
+                &w.workspace,
+                opencode_env(&w, &llm, &id),
+                terminate.clone(),
+            );
+            let runner = opencode_runner(&bin);
+            tokens.push(terminate);
+            handles.push(tokio::spawn(async move { runner.run(run).await }));
+        }
+        let ready = w.ready.clone();
+        let waited = wait_for(
+            "every OpenCode session running its tool",
+            Duration::from_secs(120),
+            || {
+                std::fs::read_dir(&ready).map_or(0, |d| d.count()) >= n
+                    || handles.iter().any(|h| h.is_finished())
+            },
+        )
+        .await;
+        if !waited || std::fs::read_dir(&ready).map_or(0, |d| d.count()) < n {
+            for t in &tokens {
+                t.cancel();
+            }
+            for h in handles {
+                println!(
+                    "  OpenCode x{n}: session ended early: {:?}",
+                    h.await.unwrap()
+                );
+            }
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let per_agent = agent_memory();
+        let daemon_after = rss_kb(std::process::id() as i32).unwrap_or(0) as i64;
+        memory_report("OpenCode", n, &per_agent, daemon_after - daemon_before);
+        for t in &tokens {
+            t.cancel();
+        }
+        for h in handles {
+            let outcome = h.await.unwrap();
+            assert_eq!(outcome, Outcome::Terminated);
+        }
+    }
+}
+
+fn main() {
+    // `RUST_LOG=...` also prints the runner's log on stderr (for diagnosing a failed run).
+    let log = std::env::var_os("RUST_LOG").map(|_| {
+        use tracing_subscriber::Layer;
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(tracing_subscriber::EnvFilter::from_default_env())
+    });
+    tracing_subscriber::registry()
+        .with(PromptSentLayer)
+        .with(log)
+        .init();
+    let runs = env_usize("AGENT_BENCH_RUNS", 200);
+    let oc_runs = env_usize("AGENT_BENCH_OPENCODE_RUNS", 5);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_default();
+    println!(
+        "# agent_startup: {} CPUs ({cpu}), load average at start {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        bench_fake(dir.path(), runs).await;
+        bench_opencode(dir.path(), oc_runs).await;
+    });
+    println!("\nload average at end: {}", loadavg());
+}
