@@ -2,6 +2,12 @@
 //! stdio wired to the JSON-RPC connection and its stderr drained to the log, and stopped in
 //! bounded time (close stdin → SIGTERM → SIGKILL to the whole group) so neither zombies nor
 //! orphaned grandchildren (shell tools the agent started) survive a session.
+//!
+//! Agents may start tools in process groups of their own (OpenCode runs each bash command in a
+//! new group), out of reach of the group kill. So before the agent is told to stop, the runner
+//! takes a [`snapshot`](AgentProcess::snapshot_descendants) of its process tree from `/proc`;
+//! after the agent is gone, every snapshotted process still alive (same pid *and* start time, so
+//! a reused pid is never hit) is killed, together with the group it leads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +63,8 @@ pub struct AgentProcess {
     pid: Option<u32>,
     tasks: TaskTracker,
     label: String,
+    /// Descendants seen by the last snapshot: (pid, start time in clock ticks).
+    descendants: Vec<(i32, u64)>,
 }
 
 impl std::fmt::Debug for AgentProcess {
@@ -111,6 +119,7 @@ impl AgentProcess {
                 pid,
                 tasks,
                 label,
+                descendants: Vec::new(),
             },
             client,
             incoming,
@@ -120,6 +129,14 @@ impl AgentProcess {
     /// The OS process id (while running).
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// Records the agent's current descendants (any process group), so [`shutdown`](Self::shutdown)
+    /// can remove those that outlive it. Call while the agent still runs, just before stopping it.
+    pub fn snapshot_descendants(&mut self) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            self.descendants = descendants_of(pid);
+        }
     }
 
     /// Stops the agent: the caller has dropped every `RpcClient` (closing stdin); wait up to
@@ -140,6 +157,18 @@ impl AgentProcess {
         }
         // Grandchildren (e.g. a backgrounded shell command) share the group: remove them too.
         self.signal_group(Signal::SIGKILL);
+        // Descendants in groups of their own (tools the agent started with setsid/setpgid).
+        for (pid, started) in std::mem::take(&mut self.descendants) {
+            if let Some((pgrp, now_started)) = stat_group_and_start(pid)
+                && now_started == started
+            {
+                tracing::debug!(session_id = %self.label, pid, "killing a process the agent left behind");
+                if pgrp == pid {
+                    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait())
             .await
@@ -166,6 +195,46 @@ impl AgentProcess {
             }
         }
     }
+}
+
+/// `(ppid, pgrp, starttime)` from `/proc/<pid>/stat` (fields counted after the last `)`, since
+/// the command name may contain spaces and parentheses).
+fn stat_fields(pid: i32) -> Option<(i32, i32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // After the name: state(0) ppid(1) pgrp(2) … starttime(19).
+    Some((
+        fields.get(1)?.parse().ok()?,
+        fields.get(2)?.parse().ok()?,
+        fields.get(19)?.parse().ok()?,
+    ))
+}
+
+fn stat_group_and_start(pid: i32) -> Option<(i32, u64)> {
+    stat_fields(pid).map(|(_, pgrp, start)| (pgrp, start))
+}
+
+/// Every process descended from `root`, with its start time.
+fn descendants_of(root: i32) -> Vec<(i32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let procs: Vec<(i32, i32, u64)> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| stat_fields(pid).map(|(ppid, _, start)| (pid, ppid, start)))
+        .collect();
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid, start) in &procs {
+            if ppid == parent && !found.iter().any(|(p, _)| *p == pid) {
+                found.push((pid, start));
+                frontier.push(pid);
+            }
+        }
+    }
+    found
 }
 
 async fn wait_for(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
@@ -288,6 +357,59 @@ mod tests {
         assert!(
             state.is_empty() || state.split(' ').nth(2) == Some("Z"),
             "grandchild still running: {state}"
+        );
+    }
+
+    #[tokio::test]
+    async fn descendants_in_their_own_group_are_killed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("tool.pid");
+        // Like OpenCode's bash tool: a command in a new session (own process group).
+        let script = vec![
+            "-c".to_owned(),
+            format!(
+                "setsid sleep 300 >/dev/null 2>&1 & echo $! > {}; while true; do sleep 1; done",
+                pidfile.display()
+            ),
+        ];
+        let env = base_env();
+        let (mut proc_, client, _incoming) =
+            AgentProcess::spawn(&launch_sh(&script, &env, dir.path())).unwrap();
+        let leader = proc_.pid().unwrap() as i32;
+        while std::fs::read_to_string(&pidfile)
+            .map(|s| s.trim().is_empty())
+            .unwrap_or(true)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let tool: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let (_, tool_group, _) = stat_fields(tool).unwrap();
+        assert_ne!(tool_group, leader, "the tool runs in its own group");
+        proc_.snapshot_descendants();
+        drop(client);
+        proc_.shutdown(Duration::from_millis(200)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let running = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s[s.rfind(')')? + 1..]
+                        .split_whitespace()
+                        .next()
+                        .map(str::to_owned)
+                })
+                .is_some_and(|state| state != "Z" && state != "X")
+        };
+        while running(tool) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            !running(tool),
+            "the tool in its own group survived the agent"
         );
     }
 

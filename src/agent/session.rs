@@ -165,7 +165,7 @@ impl AgentRunner {
             env: &run.env,
             label: &run.session_id,
         };
-        let (process, client, incoming) = match AgentProcess::spawn(&launch) {
+        let (mut process, client, incoming) = match AgentProcess::spawn(&launch) {
             Ok(p) => p,
             Err(e) => {
                 return Outcome::Failed {
@@ -181,6 +181,7 @@ impl AgentRunner {
         };
         let outcome = self.drive(&mut conn).await;
         let Connection { client, .. } = conn;
+        process.snapshot_descendants();
         client.close();
         process.shutdown(self.settings.kill_grace).await;
         tracing::info!(session_id = %run.session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
