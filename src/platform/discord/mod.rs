@@ -188,6 +188,26 @@ impl DiscordAdapter {
             .collect())
     }
 
+    /// The route of the bot's own reaction (`…/reactions/{emoji}/@me`) on a message, with a
+    /// custom emoji resolved against the channel's guild.
+    async fn own_reaction_route(
+        &self,
+        name: &'static str,
+        method: Method,
+        channel_id: &str,
+        message_id: &str,
+        emoji: &ReactionEmoji,
+    ) -> Result<Route, PlatformError> {
+        let channel = snowflake(channel_id, "channel id")?;
+        let message = snowflake(message_id, "message id")?;
+        let segment = reaction_segment(&self.resolve_emoji(channel, emoji).await?)?;
+        Ok(Route::new(
+            name,
+            method,
+            format!("/channels/{channel}/messages/{message}/reactions/{segment}/@me"),
+        ))
+    }
+
     /// `emoji` with a custom emoji's id filled in from the channel's guild.
     async fn resolve_emoji(
         &self,
@@ -464,14 +484,9 @@ impl PlatformAdapter for DiscordAdapter {
         message_id: &str,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
-        let segment = reaction_segment(&self.resolve_emoji(channel, emoji).await?)?;
-        let route = Route::new(
-            "add_reaction",
-            Method::PUT,
-            format!("/channels/{channel}/messages/{message}/reactions/{segment}/@me"),
-        );
+        let route = self
+            .own_reaction_route("add_reaction", Method::PUT, channel_id, message_id, emoji)
+            .await?;
         self.rest.call(route, Body::Empty).await
     }
 
@@ -481,14 +496,15 @@ impl PlatformAdapter for DiscordAdapter {
         message_id: &str,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
-        let segment = reaction_segment(&self.resolve_emoji(channel, emoji).await?)?;
-        let route = Route::new(
-            "remove_reaction",
-            Method::DELETE,
-            format!("/channels/{channel}/messages/{message}/reactions/{segment}/@me"),
-        );
+        let route = self
+            .own_reaction_route(
+                "remove_reaction",
+                Method::DELETE,
+                channel_id,
+                message_id,
+                emoji,
+            )
+            .await?;
         self.rest.call(route, Body::Empty).await
     }
 
