@@ -275,6 +275,7 @@ fn session(
     SessionRun {
         session_id: id.to_owned(),
         workspace: workspace.to_path_buf(),
+        dm: true,
         env,
         prompt: "The user says hello.".into(),
         retry_prompt: None,

@@ -117,6 +117,7 @@ impl Fixture {
         SessionRun {
             session_id: "sess-test".into(),
             workspace: self.workspace.clone(),
+            dm: true,
             env,
             prompt: "hello agent".into(),
             retry_prompt: Some("You must answer with send-reply or react-message.".into()),

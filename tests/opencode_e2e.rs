@@ -162,6 +162,7 @@ fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
     SessionRun {
         session_id: "sess-e2e".into(),
         workspace: w.workspace.clone(),
+        dm: true,
         env,
         prompt: "The user says hello. Answer with the send-reply skill.".into(),
         retry_prompt: Some("You must answer with send-reply.".into()),

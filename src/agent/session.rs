@@ -65,6 +65,8 @@ pub struct SessionRun {
     pub session_id: String,
     /// The user workspace: the agent's cwd and the fs/* boundary.
     pub workspace: PathBuf,
+    /// A direct-message session: `{workspace}/private/` is visible to it (never in public ones).
+    pub dm: bool,
     /// The agent's complete environment (see `env::build_agent_env`).
     pub env: BTreeMap<String, String>,
     /// The assembled prompt.

@@ -199,6 +199,7 @@ impl Interactions {
                 .run(SessionRun {
                     session_id: session_id.clone(),
                     workspace: dirs.workspace.clone(),
+                    dm: msg.is_dm,
                     env,
                     prompt,
                     retry_prompt: self.retry_prompt.clone(),
