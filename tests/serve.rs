@@ -93,7 +93,9 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["database", "agent_command"]);
+    assert_eq!(names, ["database", "agent_command", "sandbox"]);
+    let sandbox = &ready["checks"][2];
+    assert_eq!(sandbox["ok"], true, "{body}");
 
     let (status, body) = http_get(&addr, "/metrics");
     assert_eq!(status, 200);
@@ -161,6 +163,29 @@ fn broken_config_exits_non_zero_with_the_key_path() {
         stderr.contains("platforms.misskey.host: required when platforms.misskey.enabled"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_sandbox_that_cannot_start_stops_serve_with_the_reason_and_the_fix() {
+    for (bwrap, reason) in [
+        ("no-such-bwrap-xyz", "was not found on PATH"),
+        // Exists but fails, like bubblewrap when user namespaces are refused.
+        ("/bin/false", "the agent sandbox does not start"),
+    ] {
+        let cfg = TestConfig::new(&format!(
+            "agent:\n  command: sh\n  sandbox:\n    bwrapPath: {bwrap}\n"
+        ));
+        let out = Command::new(bin())
+            .args(["serve", "--config"])
+            .arg(&cfg.path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bwrap}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(last.contains(reason), "{bwrap}: {stderr}");
+        assert!(last.contains("Fix:") && last.contains("agent.sandbox.mode: none"), "{stderr}");
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@
 //! a reused pid is never hit) is killed, together with the group it leads.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -45,10 +46,10 @@ pub enum SpawnError {
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Launch<'a> {
-    /// Executable.
-    pub command: &'a str,
+    /// Executable (bubblewrap when the agent is sandboxed).
+    pub program: &'a Path,
     /// Arguments.
-    pub args: &'a [String],
+    pub args: &'a [OsString],
     /// Working directory (the user workspace).
     pub cwd: &'a Path,
     /// The complete environment (nothing else is inherited).
@@ -84,7 +85,7 @@ impl AgentProcess {
         if !launch.cwd.is_dir() {
             return Err(SpawnError::NoWorkspace(launch.cwd.to_path_buf()));
         }
-        let mut cmd = Command::new(launch.command);
+        let mut cmd = Command::new(launch.program);
         cmd.args(launch.args)
             .current_dir(launch.cwd)
             .env_clear()
@@ -95,7 +96,7 @@ impl AgentProcess {
             .kill_on_drop(true)
             .process_group(0);
         let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
-            command: launch.command.to_owned(),
+            command: launch.program.display().to_string(),
             source,
         })?;
         let pid = child.id();
@@ -104,7 +105,7 @@ impl AgentProcess {
         else {
             // Unreachable with piped stdio; fail loudly rather than hang.
             return Err(SpawnError::Spawn {
-                command: launch.command.to_owned(),
+                command: launch.program.display().to_string(),
                 source: std::io::Error::other("child stdio not captured"),
             });
         };
@@ -112,7 +113,7 @@ impl AgentProcess {
         let label = launch.label.to_owned();
         tasks.spawn(drain_stderr(BufReader::new(stderr), label.clone()));
         let (client, incoming) = rpc::connect(BufReader::new(stdout), stdin, &tasks, label.clone());
-        tracing::info!(session_id = %label, pid, command = launch.command, "agent started");
+        tracing::info!(session_id = %label, pid, program = %launch.program.display(), "agent started");
         Ok((
             AgentProcess {
                 child,
@@ -278,12 +279,12 @@ mod tests {
     use super::*;
 
     fn launch_sh<'a>(
-        script: &'a [String],
+        script: &'a [OsString],
         env: &'a BTreeMap<String, String>,
         cwd: &'a Path,
     ) -> Launch<'a> {
         Launch {
-            command: "sh",
+            program: Path::new("sh"),
             args: script,
             cwd,
             env,
@@ -304,7 +305,7 @@ mod tests {
     async fn environment_is_exactly_what_we_pass() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("env.txt");
-        let script = vec!["-c".to_owned(), format!("env > {}", out.display())];
+        let script = vec!["-c".into(), format!("env > {}", out.display()).into()];
         let mut env = base_env();
         env.insert("ONLY_THIS".into(), "1".into());
         let (proc_, client, _incoming) =
@@ -325,11 +326,12 @@ mod tests {
         let pidfile = dir.path().join("bg.pid");
         // Ignores SIGTERM and stdin EOF; leaves a background grandchild.
         let script = vec![
-            "-c".to_owned(),
+            "-c".into(),
             format!(
                 "trap '' TERM; sleep 300 & echo $! > {}; while true; do sleep 1; done",
                 pidfile.display()
-            ),
+            )
+            .into(),
         ];
         let env = base_env();
         let (proc_, client, _incoming) =
@@ -366,11 +368,12 @@ mod tests {
         let pidfile = dir.path().join("tool.pid");
         // Like OpenCode's bash tool: a command in a new session (own process group).
         let script = vec![
-            "-c".to_owned(),
+            "-c".into(),
             format!(
                 "setsid sleep 300 >/dev/null 2>&1 & echo $! > {}; while true; do sleep 1; done",
                 pidfile.display()
-            ),
+            )
+            .into(),
         ];
         let env = base_env();
         let (mut proc_, client, _incoming) =
@@ -418,7 +421,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let env = base_env();
         let err = AgentProcess::spawn(&Launch {
-            command: "definitely-not-an-agent-xyz",
+            program: Path::new("definitely-not-an-agent-xyz"),
             args: &[],
             cwd: dir.path(),
             env: &env,

@@ -144,6 +144,12 @@ where
             return ExitCode::FAILURE;
         }
     };
+    // Before any thread or secret-holding component exists: no process of our uid (an agent
+    // left unconfined, a tool it started) may read our memory or /proc/<pid>/environ.
+    if let Err(e) = crate::agent::sandbox::make_non_dumpable() {
+        eprintln!("air-friends: cannot mark the process non-dumpable: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -272,12 +272,56 @@ impl Default for AgentConfig {
     }
 }
 
+/// How the agent process is confined (see `docs/SECURITY.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Every agent runs inside bubblewrap: own PID namespace and `/proc`, private `/tmp`,
+    /// read-only system and runtime paths, only its workspace writable.
+    #[default]
+    Bwrap,
+    /// No confinement (the permission gate is the only wall); logged at every session.
+    None,
+}
+
+impl SandboxMode {
+    /// The configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::None => "none",
+        }
+    }
+}
+
 /// Agent sandbox.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct SandboxConfig {
+    /// `bwrap` (default) or `none`.
+    pub mode: SandboxMode,
+    /// The bubblewrap executable (looked up on `PATH`).
+    pub bwrap_path: PathBuf,
+    /// More read-only paths the agent needs (for example an agent installed outside `/usr`
+    /// whose files are not next to its executable). They may not contain the database, the
+    /// configuration, the prompts or the workspaces.
+    pub read_only_paths: Vec<PathBuf>,
+    /// Size of the sandbox's private `/tmp` (which also holds the agent's home), in MiB.
+    pub tmp_size_mb: u64,
     /// Extra variables copied from the daemon's environment into the agent's.
     pub allowed_env_vars: Vec<String>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::Bwrap,
+            bwrap_path: PathBuf::from("bwrap"),
+            read_only_paths: Vec::new(),
+            tmp_size_mb: 512,
+            allowed_env_vars: Vec::new(),
+        }
+    }
 }
 
 /// The Skill API listener and sessions.

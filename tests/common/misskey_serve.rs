@@ -95,7 +95,7 @@ impl MisskeyServe {
         let agent_log = cfg.dir.path().join("agent-log.jsonl");
         let extra = format!(
             "platforms:\n  misskey:\n    enabled: true\n    host: {host}\n    secure: false\n    token: {TOKEN}\n\
-             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  env:\n    FAKE_ACP_SCRIPT: {script}\n{agent_extra}\
+             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  sandbox:\n    mode: none\n  env:\n    FAKE_ACP_SCRIPT: {script}\n{agent_extra}\
              prompts:\n  dir: {prompts}\n{extra}",
             host = fake.host(),
             agent = fake_agent().display(),

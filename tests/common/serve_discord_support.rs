@@ -141,7 +141,7 @@ impl Bot {
         std::fs::write(&script_path, script.to_string()).unwrap();
         let yaml = format!(
             "platforms:\n  discord:\n    enabled: true\n    token: {TOKEN}\n    apiBaseUrl: {api}\n    gatewayUrl: {gateway}\n    guildIds: ['{GUILD_ID}']\n\
-             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 30000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n\
+             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 30000\n  sandbox:\n    mode: none\n  env:\n    FAKE_ACP_SCRIPT: {script}\n\
              prompts:\n  dir: {prompts}\n\
              logging:\n  level: info\n\
              {extra}",

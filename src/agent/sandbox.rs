@@ -1,0 +1,656 @@
+//! The OS sandbox around every agent process (`agent.sandbox.mode`, see `docs/SECURITY.md`).
+//!
+//! The permission gate decides which commands the agent may run, but a hijacked agent must not
+//! be able to do harm even where the gate is out of the way (YOLO mode, a bug, a tool that does
+//! not ask). So every agent runs inside [bubblewrap](https://github.com/containers/bubblewrap):
+//!
+//! * a fresh PID namespace with its own `/proc`: the daemon, other agents and their
+//!   environments (`SKILL_API_TOKEN`, provider keys) are not visible; when the agent's
+//!   process tree loses its PID 1 the kernel kills every process in it, double forks and
+//!   `setsid` included, and `--die-with-parent` ties that PID 1 to the daemon;
+//! * a private `/tmp` (size-capped tmpfs) that also holds the agent's home folder, so agent
+//!   state never leaks between sessions;
+//! * read-only: `/usr` (and the merged-`/usr` links), the few `/etc` files programs need
+//!   (TLS roots, name resolution, users, alternatives), the agent's executable and its install,
+//!   this daemon's executable (the skill scripts run it), the agent configuration folder, the
+//!   skills folder (at its own path and at `{workspace}/skills`, so the relative paths the
+//!   skill docs teach reach the real, unwritable scripts), and `agent.sandbox.readOnlyPaths`;
+//! * writable: only the session's workspace; `{workspace}/private/` is covered by an empty
+//!   read-only tmpfs unless the session is a direct message;
+//! * not visible at all: the database, the configuration, `prompts/`, other workspaces and the
+//!   daemon's home; no capabilities (`--cap-drop ALL`), new IPC and UTS namespaces.
+//!
+//! A bind of a folder that would expose a protected path (the data folder with the database
+//! and workspaces, the prompts) is refused when the sandbox is built, so a mistaken
+//! `readOnlyPaths` entry or an agent installed inside the data folder fails at start, not
+//! silently. The sandbox is fail-closed: [`Sandbox::probe`] runs a real sandboxed command at
+//! start-up and `serve`/`chat` refuse to start when it fails, with the reason and the fix.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{SandboxConfig, SandboxMode};
+
+/// The agent's home inside the sandbox (on the private `/tmp`).
+pub const SANDBOX_HOME: &str = "/tmp/home";
+
+/// How long the start-up probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `/etc` entries bound read-only when they exist: TLS roots, name resolution, user and group
+/// names, time zone, the dynamic linker cache and Debian's alternatives links (`/usr/bin/awk`
+/// points into `/etc/alternatives`).
+const ETC_ENTRIES: &[&str] = &[
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/localtime",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/mime.types",
+];
+
+/// Top-level folders that are links into `/usr` on merged-`/usr` systems, or real folders
+/// elsewhere (then bound read-only).
+const USR_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Why the sandbox cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// bubblewrap is not installed.
+    #[error(
+        "the agent sandbox needs bubblewrap, but {program:?} was not found on PATH. Fix: install it \
+         (`apt-get install bubblewrap`), or set agent.sandbox.bwrapPath, or run without a sandbox \
+         with agent.sandbox.mode: none (not recommended: the agent could then read the database \
+         and the configuration)"
+    )]
+    Missing {
+        /// The configured program.
+        program: String,
+    },
+    /// bubblewrap is installed but cannot create the sandbox.
+    #[error(
+        "the agent sandbox does not start: {detail}. Fix: allow unprivileged user namespaces \
+         (`sysctl -w kernel.unprivileged_userns_clone=1` and `user.max_user_namespaces` > 0; under \
+         systemd do not set PrivateUsers= or RestrictNamespaces= that forbid user/pid/ipc/uts/mount \
+         namespaces, see contrib/systemd/air-friends.service), or set agent.sandbox.mode: none \
+         (not recommended)"
+    )]
+    Broken {
+        /// What bubblewrap said.
+        detail: String,
+    },
+    /// A path the sandbox would expose contains something the agent must never see.
+    #[error(
+        "the agent sandbox would expose {protected} through the read-only path {path}; move the \
+         agent's installation out of it or fix agent.sandbox.readOnlyPaths"
+    )]
+    Exposes {
+        /// The bind that was refused.
+        path: PathBuf,
+        /// The protected path inside it.
+        protected: PathBuf,
+    },
+    /// A path the sandbox needs is missing or unreadable.
+    #[error("the agent sandbox needs {path}: {source}")]
+    Path {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What the sandbox is built from (fixed for the daemon's life).
+#[derive(Debug, Clone)]
+pub struct SandboxSetup<'a> {
+    /// `agent.sandbox.*`.
+    pub config: &'a SandboxConfig,
+    /// The agent executable as resolved on the agent's `PATH` (`None` when it was not found:
+    /// sessions then fail to start it, and `/readyz` reports the missing command).
+    pub agent_program: Option<&'a Path>,
+    /// This daemon's executable (the skill scripts exec it).
+    pub air_friends_bin: &'a Path,
+    /// The skills folder.
+    pub skills_dir: &'a Path,
+    /// The agent configuration folder (`agent.configDir`), when it exists.
+    pub agent_config_dir: Option<&'a Path>,
+    /// Paths the agent must never see (data folder, database, prompts, configuration file).
+    pub protected: &'a [PathBuf],
+    /// `PATH` used to find bubblewrap.
+    pub path_var: Option<&'a str>,
+}
+
+/// The agent's confinement: either bubblewrap or none.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: Option<Arc<Bwrap>>,
+}
+
+#[derive(Debug)]
+struct Bwrap {
+    program: PathBuf,
+    /// Arguments shared by every session (system and runtime mounts, namespaces).
+    base: Vec<OsString>,
+    /// The agent executable, canonical (what bubblewrap runs), when it was found.
+    agent_program: Option<PathBuf>,
+    /// The skills folder, canonical.
+    skills_dir: PathBuf,
+}
+
+/// The program and arguments that start one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped {
+    /// What to execute.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+impl Sandbox {
+    /// No sandbox (`agent.sandbox.mode: none`).
+    pub fn none() -> Self {
+        Self { bwrap: None }
+    }
+
+    /// The sandbox the configuration asks for. For `bwrap` this resolves bubblewrap and every
+    /// path to bind, and refuses binds that would expose a protected path; call
+    /// [`probe`](Self::probe) next to know that it really starts.
+    pub fn from_config(setup: &SandboxSetup<'_>) -> Result<Self, SandboxError> {
+        match setup.config.mode {
+            SandboxMode::None => Ok(Self::none()),
+            SandboxMode::Bwrap => Bwrap::build(setup).map(|b| Self {
+                bwrap: Some(Arc::new(b)),
+            }),
+        }
+    }
+
+    /// True when agents run confined.
+    pub fn is_enabled(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    /// `bwrap` or `none`, for logs and readiness.
+    pub fn mode(&self) -> SandboxMode {
+        if self.is_enabled() {
+            SandboxMode::Bwrap
+        } else {
+            SandboxMode::None
+        }
+    }
+
+    /// True when the skills folder is also mounted at `{workspace}/skills` (read-only), so the
+    /// permission gate may approve the relative form `skills/<name>/scripts/<entry>`.
+    pub fn skills_mounted_in_workspace(&self) -> bool {
+        self.is_enabled()
+    }
+
+    /// The command line that starts `program args` for a session in `workspace` (canonical).
+    /// Without a sandbox it is `program args` unchanged.
+    pub fn wrap(&self, program: &Path, args: &[String], workspace: &Path, dm: bool) -> Wrapped {
+        let Some(b) = &self.bwrap else {
+            return Wrapped {
+                program: program.to_path_buf(),
+                args: args.iter().map(OsString::from).collect(),
+            };
+        };
+        let mut out = b.base.clone();
+        let ws = workspace.as_os_str();
+        let skills = b.skills_dir.as_os_str();
+        let skills_mount = workspace.join("skills");
+        let private = workspace.join("private");
+        extend(&mut out, &["--bind".as_ref(), ws, ws]);
+        extend(&mut out, &["--ro-bind".as_ref(), skills, skills]);
+        extend(
+            &mut out,
+            &["--ro-bind".as_ref(), skills, skills_mount.as_os_str()],
+        );
+        if !dm {
+            extend(
+                &mut out,
+                &[
+                    "--perms".as_ref(),
+                    "0555".as_ref(),
+                    "--tmpfs".as_ref(),
+                    private.as_os_str(),
+                ],
+            );
+            extend(&mut out, &["--remount-ro".as_ref(), private.as_os_str()]);
+        }
+        let agent = b.agent_program.as_deref().unwrap_or(program);
+        extend(
+            &mut out,
+            &["--chdir".as_ref(), ws, "--".as_ref(), agent.as_os_str()],
+        );
+        out.extend(args.iter().map(OsString::from));
+        Wrapped {
+            program: b.program.clone(),
+            args: out,
+        }
+    }
+
+    /// Sets what differs inside the sandbox in the agent's environment: its home (and XDG
+    /// folders) on the private `/tmp`. Nothing changes without a sandbox.
+    pub fn adjust_env(&self, env: &mut std::collections::BTreeMap<String, String>) {
+        if self.bwrap.is_none() {
+            return;
+        }
+        env.insert("HOME".into(), SANDBOX_HOME.into());
+        for (var, sub) in [
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_DATA_HOME", ".local/share"),
+            ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_STATE_HOME", ".local/state"),
+        ] {
+            env.insert(var.into(), format!("{SANDBOX_HOME}/{sub}"));
+        }
+    }
+
+    /// Makes the mount points inside `workspace` real folders before a sandboxed start:
+    /// `skills/` (covered by the read-only skills folder) and `private/`. A link or file left
+    /// there (for example by an agent that ran without the sandbox) is removed first, so a mount
+    /// can never be redirected.
+    pub fn prepare_workspace(&self, workspace: &Path) -> std::io::Result<()> {
+        if self.bwrap.is_none() {
+            return Ok(());
+        }
+        for name in ["skills", "private"] {
+            ensure_real_dir(&workspace.join(name))?;
+        }
+        Ok(())
+    }
+
+    /// Runs `true` inside a sandbox exactly like an agent's (in a scratch workspace) and checks
+    /// that it exits 0. Ok at once without a sandbox.
+    pub async fn probe(&self) -> Result<(), SandboxError> {
+        let Some(b) = &self.bwrap else {
+            return Ok(());
+        };
+        let scratch = tempfile::tempdir().map_err(|source| SandboxError::Path {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+        let workspace = scratch
+            .path()
+            .canonicalize()
+            .map_err(|source| SandboxError::Path {
+                path: scratch.path().to_path_buf(),
+                source,
+            })?;
+        self.prepare_workspace(&workspace)
+            .map_err(|source| SandboxError::Path {
+                path: workspace.clone(),
+                source,
+            })?;
+        let probe = Sandbox {
+            bwrap: Some(Arc::new(Bwrap {
+                program: b.program.clone(),
+                base: b.base.clone(),
+                agent_program: Some(PathBuf::from("/usr/bin/true")),
+                skills_dir: b.skills_dir.clone(),
+            })),
+        };
+        let wrapped = probe.wrap(Path::new("/usr/bin/true"), &[], &workspace, false);
+        let run = tokio::process::Command::new(&wrapped.program)
+            .args(&wrapped.args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => {
+                return Err(SandboxError::Broken {
+                    detail: format!("cannot run {}: {e}", b.program.display()),
+                });
+            }
+            Err(_) => {
+                return Err(SandboxError::Broken {
+                    detail: format!("a sandboxed `true` did not finish within {PROBE_TIMEOUT:?}"),
+                });
+            }
+        };
+        if output.status.success() {
+            Ok(())
+        } else {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            Err(SandboxError::Broken {
+                detail: format!(
+                    "bubblewrap exited with {}: {}",
+                    output.status,
+                    stderr.trim().lines().last().unwrap_or("no message")
+                ),
+            })
+        }
+    }
+}
+
+impl Bwrap {
+    fn build(setup: &SandboxSetup<'_>) -> Result<Self, SandboxError> {
+        let config = setup.config;
+        let program = crate::ops::checks::resolve_command(
+            &config.bwrap_path.display().to_string(),
+            setup.path_var,
+        )
+        .ok_or_else(|| SandboxError::Missing {
+            program: config.bwrap_path.display().to_string(),
+        })?;
+        let canonical = |p: &Path| {
+            p.canonicalize().map_err(|source| SandboxError::Path {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        let protected: Vec<PathBuf> = setup
+            .protected
+            .iter()
+            .map(|p| p.canonicalize().unwrap_or_else(|_| absolute(p)))
+            .collect();
+        let agent_program = setup.agent_program.map(canonical).transpose()?;
+        let skills_dir = canonical(setup.skills_dir)?;
+
+        let mut base: Vec<OsString> = [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        for top in USR_LINKS {
+            match std::fs::symlink_metadata(top) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    if let Ok(target) = std::fs::read_link(top) {
+                        base.extend(["--symlink".into(), target.into_os_string(), (*top).into()]);
+                    }
+                }
+                Ok(m) if m.is_dir() => {
+                    base.extend(["--ro-bind".into(), (*top).into(), (*top).into()]);
+                }
+                _ => {}
+            }
+        }
+        for entry in ETC_ENTRIES {
+            base.extend(["--ro-bind-try".into(), (*entry).into(), (*entry).into()]);
+        }
+        base.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
+        // The private /tmp comes before the runtime binds, so a runtime path under /tmp stays
+        // visible on top of it.
+        let tmp_size = config.tmp_size_mb.saturating_mul(1024 * 1024).to_string();
+        base.extend(
+            [
+                "--size",
+                &tmp_size,
+                "--tmpfs",
+                "/tmp",
+                "--dir",
+                SANDBOX_HOME,
+            ]
+            .map(OsString::from),
+        );
+
+        // Runtime paths, read-only, each checked against the protected paths.
+        let mut runtime: Vec<PathBuf> = agent_program.iter().map(|p| install_root(p)).collect();
+        runtime.push(canonical(setup.air_friends_bin)?);
+        if let Some(dir) = setup.agent_config_dir {
+            runtime.push(canonical(dir)?);
+        }
+        for extra in &config.read_only_paths {
+            runtime.push(canonical(extra)?);
+        }
+        runtime.sort();
+        runtime.dedup();
+        for path in &runtime {
+            if let Some(hit) = protected.iter().find(|p| p.starts_with(path)) {
+                return Err(SandboxError::Exposes {
+                    path: path.clone(),
+                    protected: hit.clone(),
+                });
+            }
+            if path.starts_with("/usr") {
+                continue;
+            }
+            base.extend([
+                "--ro-bind".into(),
+                path.clone().into_os_string(),
+                path.clone().into_os_string(),
+            ]);
+        }
+        if let Some(hit) = protected.iter().find(|p| p.starts_with(&skills_dir)) {
+            return Err(SandboxError::Exposes {
+                path: skills_dir,
+                protected: hit.clone(),
+            });
+        }
+        Ok(Bwrap {
+            program,
+            base,
+            agent_program,
+            skills_dir,
+        })
+    }
+}
+
+/// Marks this process non-dumpable (`PR_SET_DUMPABLE` 0): processes of the same uid can then
+/// neither ptrace it nor read its `/proc/<pid>/environ` or memory, which hold the platform
+/// tokens. Children get the attribute reset when they exec, so agents are unaffected.
+pub fn make_non_dumpable() -> Result<(), nix::Error> {
+    nix::sys::prctl::set_dumpable(false)?;
+    match nix::sys::prctl::get_dumpable()? {
+        false => Ok(()),
+        true => Err(nix::Error::EPERM),
+    }
+}
+
+fn extend(out: &mut Vec<OsString>, items: &[&std::ffi::OsStr]) {
+    out.extend(items.iter().map(|s| s.to_os_string()));
+}
+
+/// What to bind for an agent executable: the outermost `node_modules` folder when it lives in
+/// one (an npm install needs its package tree), else the executable file alone.
+fn install_root(program: &Path) -> PathBuf {
+    let mut prefix = PathBuf::new();
+    for component in program.components() {
+        prefix.push(component);
+        if component == Component::Normal("node_modules".as_ref()) {
+            return prefix;
+        }
+    }
+    program.to_path_buf()
+}
+
+/// `path` as a real folder: a link or file there is removed, a missing folder is created.
+fn ensure_real_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "replacing a link or file at a sandbox mount point");
+            std::fs::remove_file(path)?;
+            std::fs::create_dir(path)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(path),
+        Err(e) => Err(e),
+    }
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_root_is_the_outermost_node_modules_or_the_file() {
+        assert_eq!(
+            install_root(Path::new(
+                "/c/oc/node_modules/opencode-linux-x64/bin/opencode"
+            )),
+            PathBuf::from("/c/oc/node_modules")
+        );
+        assert_eq!(
+            install_root(Path::new("/opt/a/node_modules/x/node_modules/y/bin/y")),
+            PathBuf::from("/opt/a/node_modules")
+        );
+        assert_eq!(
+            install_root(Path::new("/srv/bin/agent")),
+            PathBuf::from("/srv/bin/agent")
+        );
+    }
+
+    #[test]
+    fn mount_points_become_real_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        std::fs::create_dir(ws.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(ws.join("elsewhere"), ws.join("skills")).unwrap();
+        std::fs::write(ws.join("private"), "not a folder").unwrap();
+        let sandbox = Sandbox {
+            bwrap: Some(Arc::new(Bwrap {
+                program: "/usr/bin/bwrap".into(),
+                base: Vec::new(),
+                agent_program: Some("/usr/bin/true".into()),
+                skills_dir: "/opt/skills".into(),
+            })),
+        };
+        sandbox.prepare_workspace(ws).unwrap();
+        for name in ["skills", "private"] {
+            let m = std::fs::symlink_metadata(ws.join(name)).unwrap();
+            assert!(m.is_dir() && !m.file_type().is_symlink(), "{name}");
+        }
+        assert!(
+            ws.join("elsewhere").is_dir(),
+            "the link target is left alone"
+        );
+    }
+
+    #[test]
+    fn without_a_sandbox_the_command_is_unchanged() {
+        let w = Sandbox::none().wrap(
+            Path::new("opencode"),
+            &["acp".into()],
+            Path::new("/ws"),
+            false,
+        );
+        assert_eq!(w.program, PathBuf::from("opencode"));
+        assert_eq!(w.args, vec![OsString::from("acp")]);
+        let mut env = std::collections::BTreeMap::from([("HOME".to_owned(), "/root".to_owned())]);
+        Sandbox::none().adjust_env(&mut env);
+        assert_eq!(env["HOME"], "/root");
+    }
+
+    #[test]
+    fn public_sessions_get_private_covered_and_dms_do_not() {
+        let sandbox = Sandbox {
+            bwrap: Some(Arc::new(Bwrap {
+                program: "/usr/bin/bwrap".into(),
+                base: vec!["--unshare-pid".into()],
+                agent_program: Some("/a/agent".into()),
+                skills_dir: "/opt/skills".into(),
+            })),
+        };
+        let args = |dm| {
+            sandbox
+                .wrap(Path::new("agent"), &["acp".into()], Path::new("/ws/u1"), dm)
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let public = args(false);
+        assert!(
+            public.contains("--tmpfs /ws/u1/private --remount-ro /ws/u1/private"),
+            "{public}"
+        );
+        assert!(public.contains("--bind /ws/u1 /ws/u1"), "{public}");
+        assert!(
+            public.contains("--ro-bind /opt/skills /ws/u1/skills"),
+            "{public}"
+        );
+        assert!(
+            public.ends_with("--chdir /ws/u1 -- /a/agent acp"),
+            "{public}"
+        );
+        assert!(!args(true).contains("private"));
+    }
+
+    #[test]
+    fn binds_that_expose_protected_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(data.join("bin")).unwrap();
+        let agent = data.join("bin/agent");
+        std::fs::write(&agent, "").unwrap();
+        let skills = dir.path().join("skills");
+        std::fs::create_dir(&skills).unwrap();
+        let config = SandboxConfig {
+            read_only_paths: vec![dir.path().to_path_buf()],
+            bwrap_path: "/bin/sh".into(), // any executable: nothing is run here
+            ..SandboxConfig::default()
+        };
+        let protected = [data.join("air-friends.db")];
+        let err = Sandbox::from_config(&SandboxSetup {
+            config: &config,
+            agent_program: Some(&agent),
+            air_friends_bin: &agent,
+            skills_dir: &skills,
+            agent_config_dir: None,
+            protected: &protected,
+            path_var: None,
+        })
+        .unwrap_err();
+        assert!(matches!(err, SandboxError::Exposes { .. }), "{err}");
+        assert!(err.to_string().contains("air-friends.db"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_bwrap_names_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = SandboxConfig {
+            bwrap_path: "no-such-bwrap-xyz".into(),
+            ..SandboxConfig::default()
+        };
+        let err = Sandbox::from_config(&SandboxSetup {
+            config: &config,
+            agent_program: Some(Path::new("/bin/sh")),
+            air_friends_bin: Path::new("/bin/sh"),
+            skills_dir: dir.path(),
+            agent_config_dir: None,
+            protected: &[],
+            path_var: Some("/usr/bin:/bin"),
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("apt-get install bubblewrap"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("agent.sandbox.mode: none"),
+            "{err}"
+        );
+    }
+}
