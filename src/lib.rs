@@ -7,6 +7,8 @@
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
+//! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,
+//!   safe non-blocking opens of single-link regular files).
 //! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
@@ -24,6 +26,7 @@ pub mod agent;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod confine;
 pub mod conversation;
 pub mod handlers;
 pub mod observability;

@@ -479,6 +479,106 @@ async fn fs_requests_are_confined_and_unknown_requests_get_method_not_found() {
     assert_eq!(req["answer"]["error"]["code"], -32601);
 }
 
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// The error message the agent got for its `n`th `event` (fsRead / fsWrite) step.
+fn fs_error_message(f: &Fixture, event: &str, n: usize) -> String {
+    let answer = &f.events(event)[n]["answer"];
+    answer["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{event} #{n} was not refused: {answer}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn fs_read_of_a_fifo_is_refused_at_once_and_the_idle_timeout_still_fires() {
+    let f = Fixture::new();
+    let fifo = f.workspace.join("pipe");
+    mkfifo(&fifo);
+    let mut settings = f.settings();
+    settings.idle_timeout = Duration::from_millis(500);
+    let run = f.run(json!({"turns": [{"steps": [{"fsRead": fifo}, {"hang": true}]}]}));
+    let runner = f.runner(settings);
+    let session = tokio::spawn(async move { runner.run(run).await });
+    let Ok(outcome) = tokio::time::timeout(Duration::from_secs(15), session).await else {
+        // Give a reader stuck on the FIFO its EOF, so this fails instead of hanging.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo);
+        panic!("the session never ended: fs/read_text_file of a FIFO stalled the turn loop");
+    };
+    assert_eq!(outcome.unwrap(), Outcome::TimedOut { phase: "idle" });
+    let message = fs_error_message(&f, "fsRead", 0);
+    assert!(message.contains("FIFO"), "{message}");
+    f.assert_no_agent_processes_left(0);
+}
+
+#[tokio::test]
+async fn fs_requests_refuse_a_hard_link_and_never_write_through_it() {
+    let f = Fixture::new();
+    let outside = f.dir.path().join("outside.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    let link = f.workspace.join("notes.txt");
+    std::fs::hard_link(&outside, &link).unwrap();
+    let run = f.run(json!({"turns": [{"steps": [
+        {"fsRead": link},
+        {"fsWrite": {"path": link, "content": "overwritten"}}
+    ]}]}));
+    f.runner(f.settings()).run(run).await;
+    for event in ["fsRead", "fsWrite"] {
+        let message = fs_error_message(&f, event, 0);
+        assert!(message.contains("hard links"), "{event}: {message}");
+    }
+    assert!(!f.events("fsRead")[0].to_string().contains("secret"));
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
+}
+
+#[tokio::test]
+async fn fs_requests_cannot_reach_private_in_a_public_session() {
+    let f = Fixture::new();
+    let private = f.workspace.join("private");
+    std::fs::create_dir_all(&private).unwrap();
+    std::fs::write(private.join("notes.md"), "from a dm").unwrap();
+    std::os::unix::fs::symlink(private.join("notes.md"), f.workspace.join("tmp/notes.md")).unwrap();
+    let steps = json!({"turns": [{"steps": [
+        {"fsRead": private.join("notes.md")},
+        {"fsRead": f.workspace.join("tmp/notes.md")},
+        {"fsWrite": {"path": private.join("new.md"), "content": "x"}}
+    ]}]});
+    let mut run = f.run(steps.clone());
+    run.dm = false;
+    f.runner(f.settings()).run(run).await;
+    for (event, n) in [("fsRead", 0), ("fsRead", 1), ("fsWrite", 0)] {
+        let message = fs_error_message(&f, event, n);
+        assert!(message.contains("cannot use"), "{event} #{n}: {message}");
+    }
+    assert!(
+        !f.log_lines()
+            .iter()
+            .any(|l| l.to_string().contains("from a dm"))
+    );
+    assert!(!private.join("new.md").exists());
+    // The same requests in a DM session are served.
+    std::fs::remove_file(&f.log).unwrap();
+    f.runner(f.settings()).run(f.run(steps)).await;
+    assert_eq!(
+        f.events("fsRead")[0]["answer"]["result"]["content"],
+        "from a dm"
+    );
+    assert_eq!(
+        std::fs::read_to_string(private.join("new.md")).unwrap(),
+        "x"
+    );
+}
+
 #[tokio::test]
 async fn stubborn_agent_is_killed_within_the_grace_periods() {
     let f = Fixture::new();

@@ -267,3 +267,62 @@ async fn a_caption_over_the_limit_continues_in_a_message_under_the_file() {
     assert_eq!(total, 1500, "nothing truncated");
     assert_eq!(data["messageIds"].as_array().map(Vec::len), Some(2));
 }
+
+#[tokio::test]
+async fn fifos_and_hard_links_are_refused_at_once_and_nothing_is_sent() {
+    let app = app().await;
+    let probe = app.guild_session("u1");
+    let root = ws(&probe).parent().expect("platform dir").to_path_buf();
+    let made = std::process::Command::new("mkfifo")
+        .arg(ws(&probe).join("pipe.txt"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    write(&root.join("other/secret.txt"), 10);
+    std::fs::hard_link(root.join("other/secret.txt"), ws(&probe).join("h.txt")).expect("link");
+    write(&ws(&probe).join("ok.txt"), 10);
+    for (paths, pointer, words) in [
+        (json!(["ok.txt", "pipe.txt"]), "/filePaths/1", "FIFO"),
+        (json!(["h.txt"]), "/filePaths/0", "hard links"),
+    ] {
+        let s = app.guild_session("u1");
+        let call = send(&app, &s, json!({ "filePaths": paths }));
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+            .await
+            .expect("send-file blocked on a special file");
+        assert_eq!(r.error(400), "INVALID_PARAMS", "{paths}");
+        assert_eq!(r.body["details"][0]["path"], pointer, "{paths}");
+        let problem = r.body["details"][0]["problem"].as_str().unwrap_or_default();
+        assert!(problem.contains(words), "{paths}: {problem}");
+    }
+    assert_eq!(app.discord.call_count(Op::SendFiles), 0, "nothing was sent");
+}
+
+#[tokio::test]
+async fn private_files_are_refused_in_a_guild_and_sent_from_a_dm() {
+    let app = app().await;
+    let guild = app.guild_session("u1");
+    write(&ws(&guild).join("private/notes.txt"), 10);
+    symlink(
+        ws(&guild).join("private/notes.txt"),
+        ws(&guild).join("notes.txt"),
+    )
+    .expect("symlink");
+    for path in ["private/notes.txt", "notes.txt"] {
+        let s = app.guild_session("u1");
+        let r = send(&app, &s, json!({ "filePaths": [path] })).await;
+        assert_eq!(r.error(400), "INVALID_PARAMS", "{path}");
+        let problem = r.body["details"][0]["problem"].as_str().unwrap_or_default();
+        assert!(problem.contains("private folder"), "{path}: {problem}");
+    }
+    assert_eq!(app.discord.call_count(Op::SendFiles), 0);
+    let dm = app.dm_session("u1");
+    assert_eq!(ws(&dm), ws(&guild), "one workspace per user");
+    send(&app, &dm, json!({"filePaths": ["private/notes.txt"]}))
+        .await
+        .data();
+    assert_eq!(
+        app.discord.file_deliveries()[0].filenames,
+        vec!["notes.txt"]
+    );
+}

@@ -351,6 +351,55 @@ async fn client_errors_never_reach_the_server() {
     assert!(seen.lock().unwrap().is_empty());
 }
 
+/// Opens and closes the write side of `fifo`, so a reader blocked on it gets EOF (lets a test
+/// fail instead of hanging when the reader was not protected).
+fn release_fifo(fifo: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(fifo);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_or_hard_linked_payload_is_refused_at_once_and_never_reaches_the_server() {
+    let (url, seen) = start_stub(StatusCode::OK, json!({"success": true})).await;
+    let ws = workspace();
+    let fifo = ws.stage.join("pipe.md");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::write(ws.root.join("secret.txt"), "secret").unwrap();
+    std::fs::hard_link(ws.root.join("secret.txt"), ws.stage.join("h.md")).unwrap();
+    let cases = [
+        ("tmp/sess-1/pipe.md", "SKILL_PAYLOAD_NOT_FOUND", "FIFO"),
+        (
+            "tmp/sess-1/h.md",
+            "SKILL_PAYLOAD_OUT_OF_BOUNDS",
+            "hard links",
+        ),
+    ];
+    for (path, code, words) in cases {
+        let args = ["--message-file", path];
+        let run = run_script(&ws, &url, "send-reply", &args);
+        let Ok(r) = tokio::time::timeout(std::time::Duration::from_secs(20), run).await else {
+            release_fifo(&fifo);
+            panic!("the client blocked reading {path}");
+        };
+        assert_eq!(r.code, 1, "{path}: {}", r.stderr);
+        let v = stderr_json(&r);
+        assert_eq!(v["code"], code, "{path}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(words), "{path}: {v}");
+    }
+    assert!(seen.lock().unwrap().is_empty(), "the secret was never sent");
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("secret.txt")).unwrap(),
+        "secret"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_and_url_errors() {
     let ws = workspace();

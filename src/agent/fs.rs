@@ -1,13 +1,34 @@
 //! `fs/read_text_file` and `fs/write_text_file` served for the agent, confined to the session
-//! workspace: paths are canonicalised (symlinks resolved) and must lie inside the canonical
-//! workspace by whole path components, so `/ws/user10` is not inside `/ws/user1`.
+//! workspace by [`crate::confine`]: canonical, component-wise containment (`/ws/user10` is not
+//! inside `/ws/user1`), `private/` hidden unless the session is a DM, and only regular files
+//! with a single hard link, opened without blocking and checked on the descriptor before any
+//! byte is read or truncated.
+//!
+//! [`serve`] is what the session's connection runs for each request, in a task of its own: the
+//! blocking work goes to `spawn_blocking` under [`FS_REQUEST_TIMEOUT`], so a slow disk never
+//! holds up the turn loop and its idle / max-turn timeouts (`tests/agent_runner.rs`).
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::rpc;
+use crate::confine::{Confine, ConfineError};
+
 /// Largest file served to the agent.
 const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Longest one fs request may take before the agent gets an error. (A blocking call that
+/// outlives it keeps its thread until the OS returns; the answer is not waited for.)
+pub const FS_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most fs requests of one session in flight at once; more are refused at once, so an agent
+/// cannot pin the blocking thread pool.
+pub const MAX_FS_IN_FLIGHT: usize = 8;
+
+/// JSON-RPC code for a path that does not exist (ACP "resource not found").
+const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// Why an fs request was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -15,98 +36,65 @@ pub enum FsError {
     /// Missing or malformed parameters.
     #[error("invalid params: {0}")]
     InvalidParams(String),
-    /// The path resolves outside the workspace.
-    #[error("path is outside the workspace")]
-    OutsideWorkspace,
-    /// The file does not exist.
-    #[error("file not found")]
-    NotFound,
-    /// Any other I/O problem.
-    #[error("{0}")]
-    Io(String),
+    /// The path was refused by the workspace's containment rule.
+    #[error("path refused: {0}")]
+    Refused(#[from] ConfineError),
+    /// The file is not UTF-8 text.
+    #[error("the file is not UTF-8 text")]
+    NotText,
+    /// The request took longer than [`FS_REQUEST_TIMEOUT`].
+    #[error("the file request took longer than {0:?}")]
+    TimedOut(Duration),
+    /// [`MAX_FS_IN_FLIGHT`] requests are already running.
+    #[error("too many file requests at once; wait for the earlier ones")]
+    Busy,
+    /// The blocking task failed.
+    #[error("internal error")]
+    Internal,
 }
 
-/// Resolves `requested` (absolute, or relative to the workspace) for reading: it must exist
-/// and its canonical form must be inside the canonical workspace.
-pub fn resolve_existing(workspace: &Path, requested: &Path) -> Result<PathBuf, FsError> {
-    let root = canonical_root(workspace)?;
-    let joined = if requested.is_absolute() {
-        requested.to_path_buf()
-    } else {
-        root.join(requested)
+impl FsError {
+    /// The JSON-RPC error code the agent gets.
+    pub fn rpc_code(&self) -> i64 {
+        match self {
+            FsError::InvalidParams(_) => rpc::INVALID_PARAMS,
+            FsError::Refused(ConfineError::NotFound) => RESOURCE_NOT_FOUND,
+            _ => rpc::INTERNAL_ERROR,
+        }
+    }
+}
+
+/// Serves one `fs/read_text_file` or `fs/write_text_file` request for a session whose
+/// workspace is `workspace` (`dm`: `private/` visible), bounded by [`FS_REQUEST_TIMEOUT`].
+pub async fn serve(
+    method: &str,
+    workspace: PathBuf,
+    dm: bool,
+    params: Value,
+) -> Result<Value, FsError> {
+    let work = async {
+        match method {
+            "fs/read_text_file" => read_text_file(workspace, dm, params).await,
+            "fs/write_text_file" => write_text_file(workspace, dm, params).await,
+            other => Err(FsError::InvalidParams(format!("not an fs method: {other}"))),
+        }
     };
-    let canonical = std::fs::canonicalize(&joined).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => FsError::NotFound,
-        _ => FsError::Io(e.to_string()),
-    })?;
-    if canonical.starts_with(&root) {
-        Ok(canonical)
-    } else {
-        Err(FsError::OutsideWorkspace)
-    }
-}
-
-/// Resolves `requested` for writing: the deepest existing ancestor is canonicalised and must
-/// be inside the workspace; the rest must be plain names (no `..`). An existing final symlink
-/// is followed and checked too.
-pub fn resolve_for_write(workspace: &Path, requested: &Path) -> Result<PathBuf, FsError> {
-    let root = canonical_root(workspace)?;
-    let joined = if requested.is_absolute() {
-        requested.to_path_buf()
-    } else {
-        root.join(requested)
-    };
-    if std::fs::symlink_metadata(&joined).is_ok() {
-        return resolve_existing(workspace, &joined);
-    }
-    let mut existing = joined.as_path();
-    let mut rest = Vec::new();
-    while std::fs::symlink_metadata(existing).is_err() {
-        let Some(name) = existing.file_name() else {
-            return Err(FsError::OutsideWorkspace);
-        };
-        rest.push(name.to_owned());
-        existing = existing.parent().ok_or(FsError::OutsideWorkspace)?;
-    }
-    if joined
-        .components()
-        .any(|c| matches!(c, Component::ParentDir))
-    {
-        return Err(FsError::OutsideWorkspace);
-    }
-    let base = std::fs::canonicalize(existing).map_err(|e| FsError::Io(e.to_string()))?;
-    if !base.starts_with(&root) {
-        return Err(FsError::OutsideWorkspace);
-    }
-    let mut out = base;
-    for name in rest.iter().rev() {
-        out.push(name);
-    }
-    Ok(out)
-}
-
-fn canonical_root(workspace: &Path) -> Result<PathBuf, FsError> {
-    std::fs::canonicalize(workspace).map_err(|e| FsError::Io(format!("workspace: {e}")))
+    tokio::time::timeout(FS_REQUEST_TIMEOUT, work)
+        .await
+        .map_err(|_| FsError::TimedOut(FS_REQUEST_TIMEOUT))?
 }
 
 /// Serves `fs/read_text_file` (`path`, optional 1-based `line` and `limit`).
-pub async fn read_text_file(workspace: PathBuf, params: Value) -> Result<Value, FsError> {
-    let path = params
-        .get("path")
-        .and_then(Value::as_str)
-        .ok_or_else(|| FsError::InvalidParams("`path` is required".into()))?
-        .to_owned();
+pub async fn read_text_file(workspace: PathBuf, dm: bool, params: Value) -> Result<Value, FsError> {
+    let path = required(&params, "path")?;
     let line = params.get("line").and_then(Value::as_u64);
     let limit = params.get("limit").and_then(Value::as_u64);
-    tokio::task::spawn_blocking(move || {
-        let file = resolve_existing(&workspace, Path::new(&path))?;
-        let meta = std::fs::metadata(&file).map_err(|e| FsError::Io(e.to_string()))?;
-        if meta.len() > MAX_READ_BYTES {
-            return Err(FsError::Io(format!(
-                "file larger than {MAX_READ_BYTES} bytes"
-            )));
-        }
-        let text = std::fs::read_to_string(&file).map_err(|e| FsError::Io(e.to_string()))?;
+    blocking(move || {
+        let confine = Confine::workspace(&workspace, dm)?;
+        let bytes = confine
+            .open_read(Path::new(&path), MAX_READ_BYTES)?
+            .read_all()?;
+        let text = String::from_utf8(bytes).map_err(|_| FsError::NotText)?;
         let content = match (line, limit) {
             (None, None) => text,
             (line, limit) => {
@@ -118,32 +106,38 @@ pub async fn read_text_file(workspace: PathBuf, params: Value) -> Result<Value, 
         Ok(json!({"content": content}))
     })
     .await
-    .map_err(|e| FsError::Io(e.to_string()))?
 }
 
 /// Serves `fs/write_text_file` (`path`, `content`), creating parent folders inside the
 /// workspace.
-pub async fn write_text_file(workspace: PathBuf, params: Value) -> Result<Value, FsError> {
-    let path = params
-        .get("path")
-        .and_then(Value::as_str)
-        .ok_or_else(|| FsError::InvalidParams("`path` is required".into()))?
-        .to_owned();
-    let content = params
-        .get("content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| FsError::InvalidParams("`content` is required".into()))?
-        .to_owned();
-    tokio::task::spawn_blocking(move || {
-        let file = resolve_for_write(&workspace, Path::new(&path))?;
-        if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| FsError::Io(e.to_string()))?;
-        }
-        std::fs::write(&file, content).map_err(|e| FsError::Io(e.to_string()))?;
+pub async fn write_text_file(
+    workspace: PathBuf,
+    dm: bool,
+    params: Value,
+) -> Result<Value, FsError> {
+    let path = required(&params, "path")?;
+    let content = required(&params, "content")?;
+    blocking(move || {
+        Confine::workspace(&workspace, dm)?.write(Path::new(&path), content.as_bytes())?;
         Ok(Value::Null)
     })
     .await
-    .map_err(|e| FsError::Io(e.to_string()))?
+}
+
+fn required(params: &Value, key: &str) -> Result<String, FsError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| FsError::InvalidParams(format!("`{key}` is required")))
+}
+
+async fn blocking(
+    work: impl FnOnce() -> Result<Value, FsError> + Send + 'static,
+) -> Result<Value, FsError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|_| FsError::Internal)?
 }
 
 #[cfg(test)]
@@ -176,12 +170,17 @@ mod tests {
     #[tokio::test]
     async fn reads_inside_the_workspace_with_line_and_limit() {
         let t = tree();
-        let v = read_text_file(t.ws.clone(), json!({"path": t.ws.join("notes/a.txt")}))
-            .await
-            .unwrap();
+        let v = read_text_file(
+            t.ws.clone(),
+            false,
+            json!({"path": t.ws.join("notes/a.txt")}),
+        )
+        .await
+        .unwrap();
         assert_eq!(v["content"], "one\ntwo\nthree\n");
         let v = read_text_file(
             t.ws.clone(),
+            false,
             json!({"path": "notes/a.txt", "line": 2, "limit": 1}),
         )
         .await
@@ -199,12 +198,19 @@ mod tests {
             t.ws.join("dirlink/secret.txt"),
             PathBuf::from("/etc/passwd"),
         ] {
-            let err = read_text_file(t.ws.clone(), json!({"path": p}))
+            let err = read_text_file(t.ws.clone(), false, json!({"path": p}))
                 .await
                 .unwrap_err();
-            assert_eq!(err, FsError::OutsideWorkspace, "{}", p.display());
+            assert_eq!(
+                err,
+                FsError::Refused(ConfineError::Outside),
+                "{}",
+                p.display()
+            );
         }
-        let err = read_text_file(t.ws.clone(), json!({})).await.unwrap_err();
+        let err = read_text_file(t.ws.clone(), false, json!({}))
+            .await
+            .unwrap_err();
         assert!(matches!(err, FsError::InvalidParams(_)));
     }
 
@@ -213,6 +219,7 @@ mod tests {
         let t = tree();
         write_text_file(
             t.ws.clone(),
+            false,
             json!({"path": t.ws.join("tmp/s1/r.md"), "content": "hi"}),
         )
         .await
@@ -229,15 +236,75 @@ mod tests {
             t.ws.join("link"),
             PathBuf::from("/tmp/escape-test.txt"),
         ] {
-            let err = write_text_file(t.ws.clone(), json!({"path": p, "content": "x"}))
+            let err = write_text_file(t.ws.clone(), false, json!({"path": p, "content": "x"}))
                 .await
                 .unwrap_err();
-            assert_eq!(err, FsError::OutsideWorkspace, "{}", p.display());
+            assert_eq!(
+                err,
+                FsError::Refused(ConfineError::Outside),
+                "{}",
+                p.display()
+            );
         }
         assert_eq!(
             std::fs::read_to_string(t.sibling.join("secret.txt")).unwrap(),
             "secret"
         );
         assert!(!t.sibling.join("new.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn private_is_refused_in_public_sessions_and_served_in_dm() {
+        let t = tree();
+        std::fs::create_dir_all(t.ws.join("private")).unwrap();
+        std::fs::write(t.ws.join("private/notes.md"), "from memories").unwrap();
+        let params = json!({"path": "private/notes.md"});
+        let err = read_text_file(t.ws.clone(), false, params.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(err, FsError::Refused(ConfineError::Hidden));
+        assert!(!err.to_string().contains("from memories"));
+        let v = read_text_file(t.ws.clone(), true, params).await.unwrap();
+        assert_eq!(v["content"], "from memories");
+        let write = json!({"path": "private/new.md", "content": "x"});
+        let err = write_text_file(t.ws.clone(), false, write.clone())
+            .await
+            .unwrap_err();
+        assert_eq!(err, FsError::Refused(ConfineError::Hidden));
+        assert!(!t.ws.join("private/new.md").exists());
+        write_text_file(t.ws.clone(), true, write).await.unwrap();
+        assert!(t.ws.join("private/new.md").exists());
+    }
+
+    #[tokio::test]
+    async fn serve_answers_each_refusal_with_its_rpc_code() {
+        let t = tree();
+        std::fs::write(t.ws.join("bin"), [0xff, 0xfe]).unwrap();
+        for (method, params, error, code) in [
+            (
+                "fs/read_text_file",
+                json!({"path": "none.txt"}),
+                FsError::Refused(ConfineError::NotFound),
+                RESOURCE_NOT_FOUND,
+            ),
+            (
+                "fs/write_text_file",
+                json!({"path": "x"}),
+                FsError::InvalidParams("`content` is required".into()),
+                rpc::INVALID_PARAMS,
+            ),
+            (
+                "fs/read_text_file",
+                json!({"path": "bin"}),
+                FsError::NotText,
+                rpc::INTERNAL_ERROR,
+            ),
+        ] {
+            let got = serve(method, t.ws.clone(), false, params)
+                .await
+                .unwrap_err();
+            assert_eq!(got, error, "{method}");
+            assert_eq!(got.rpc_code(), code, "{method}");
+        }
     }
 }

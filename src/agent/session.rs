@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -180,6 +181,7 @@ impl AgentRunner {
             incoming,
             gate: &self.gate,
             run: &run,
+            fs_tasks: JoinSet::new(),
         };
         let outcome = self.drive(&mut conn).await;
         let Connection { client, .. } = conn;
@@ -383,6 +385,9 @@ struct Connection<'a> {
     incoming: mpsc::Receiver<Incoming>,
     gate: &'a PermissionGate,
     run: &'a SessionRun,
+    /// fs/* requests being served off the turn loop (see [`Connection::spawn_fs`]); dropping
+    /// the connection at the session's end aborts those still waiting.
+    fs_tasks: JoinSet<()>,
 }
 
 impl Connection<'_> {
@@ -433,12 +438,10 @@ impl Connection<'_> {
                         let options = params.get("options").cloned().unwrap_or(Value::Null);
                         Ok(gate::permission_response(&options, decision.allow))
                     }
-                    "fs/read_text_file" => fs::read_text_file(self.run.workspace.clone(), params)
-                        .await
-                        .map_err(|e| fs_error(sid, &method, e)),
-                    "fs/write_text_file" => fs::write_text_file(self.run.workspace.clone(), params)
-                        .await
-                        .map_err(|e| fs_error(sid, &method, e)),
+                    "fs/read_text_file" | "fs/write_text_file" => {
+                        self.spawn_fs(id, method, params);
+                        return;
+                    }
                     _ => {
                         tracing::debug!(session_id = %sid, method = %method, "unsupported agent request");
                         Err((rpc::METHOD_NOT_FOUND, format!("Method not found: {method}")))
@@ -453,6 +456,35 @@ impl Connection<'_> {
                 }
             }
         }
+    }
+
+    /// Serves an fs request in a task of its own that answers the agent itself: the blocking
+    /// work runs under `fs::FS_REQUEST_TIMEOUT`, and the turn loop's idle and max-turn timers
+    /// keep running meanwhile (a FIFO or a slow disk never stalls the session).
+    fn spawn_fs(&mut self, id: Value, method: String, params: Value) {
+        while self.fs_tasks.try_join_next().is_some() {}
+        let busy = self.fs_tasks.len() >= fs::MAX_FS_IN_FLIGHT;
+        let client = self.client.clone();
+        let sid = self.run.session_id.clone();
+        let workspace = self.run.workspace.clone();
+        let dm = self.run.dm;
+        self.fs_tasks.spawn(async move {
+            let reply = if busy {
+                Err(fs::FsError::Busy)
+            } else {
+                fs::serve(&method, workspace, dm, params).await
+            };
+            let sent = match reply {
+                Ok(result) => client.respond(id, result).await,
+                Err(e) => {
+                    tracing::warn!(session_id = %sid, method = %method, error = %e, "fs request refused");
+                    client.respond_error(id, e.rpc_code(), &e.to_string()).await
+                }
+            };
+            if sent.is_err() {
+                tracing::debug!(session_id = %sid, "agent went away before our answer");
+            }
+        });
     }
 
     /// `session/cancel`, then answer permission requests with `cancelled` and drain the turn's
@@ -484,16 +516,6 @@ impl Connection<'_> {
             }
         }
     }
-}
-
-fn fs_error(sid: &str, method: &str, e: fs::FsError) -> (i64, String) {
-    tracing::warn!(session_id = %sid, method, error = %e, "fs request refused");
-    let code = match e {
-        fs::FsError::InvalidParams(_) => rpc::INVALID_PARAMS,
-        fs::FsError::NotFound => -32002,
-        _ => rpc::INTERNAL_ERROR,
-    };
-    (code, e.to_string())
 }
 
 /// Logs tool calls and failures; agent text is never forwarded anywhere (only its length).

@@ -90,10 +90,10 @@ impl SendFile {
         };
         let limits = FileLimits::from_config(&self.0.skills_config.send_file);
         let workspace = session.workspace.clone();
+        let dm = session.is_dm;
         let requested = p.file_paths.clone();
         let files = tokio::task::spawn_blocking(move || {
-            let checked = preflight::check(&workspace, &requested, &limits)?;
-            preflight::load(&checked, &limits)
+            preflight::load(preflight::check(&workspace, dm, &requested, &limits)?)
         })
         .await
         .map_err(SkillError::internal)?

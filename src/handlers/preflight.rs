@@ -3,21 +3,21 @@
 //! none.
 //!
 //! Path rules: relative to the workspace; absolute paths and `..` components are rejected as
-//! written; the rest is canonicalised (symlinks resolved) and must lie inside the canonical
-//! workspace **by whole path components** (`/ws/user10/x` is not inside `/ws/user1`). Then: a
-//! regular file, optional extension allow-list (checked on the requested and the resolved
-//! name), per-file size, file count and total size.
+//! written; the rest goes through [`crate::confine`]: canonicalised (symlinks resolved) and
+//! inside the canonical workspace **by whole path components** (`/ws/user10/x` is not inside
+//! `/ws/user1`), never under `private/` unless the session is a DM, and only a regular file
+//! with a single hard link, opened without blocking (a FIFO is refused, never waited on) and
+//! checked on the descriptor. Then: optional extension allow-list (checked on the requested and
+//! the resolved name), per-file size, file count and total size.
 //!
-//! [`load`] then reads the checked files, refusing any whose identity (device + inode) changed
-//! since the check, so a file swapped for a symlink in between is not followed. Both functions
-//! are blocking: run them with `spawn_blocking`.
+//! [`check`] keeps every file open; [`load`] reads from those descriptors, so a path swapped
+//! for a symlink in between is never followed (and is reported as changed). Both functions are
+//! blocking: run them with `spawn_blocking`.
 
-use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::SendFileConfig;
+use crate::confine::{Confine, ConfineError, ConfinedFile};
 use crate::platform::OutgoingFile;
 
 const MIB: u64 = 1024 * 1024;
@@ -51,8 +51,8 @@ impl FileLimits {
     }
 }
 
-/// A file that passed every check.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A file that passed every check, held open for [`load`].
+#[derive(Debug)]
 pub struct CheckedFile {
     /// The path as the agent wrote it.
     pub requested: String,
@@ -62,8 +62,7 @@ pub struct CheckedFile {
     pub filename: String,
     /// Size in bytes at check time.
     pub size: u64,
-    dev: u64,
-    ino: u64,
+    file: ConfinedFile,
 }
 
 /// Why a send-file request was refused. Every message tells the agent what to change.
@@ -114,11 +113,31 @@ pub enum PreflightError {
         /// The path.
         path: String,
     },
-    /// A directory or special file.
-    #[error("{path:?} is not a regular file; send files, not directories")]
+    /// The resolved path is in `private/` and the session is not a DM.
+    #[error(
+        "{path:?} is in the private folder, which can only be used in a direct-message conversation; do not send it here"
+    )]
+    Hidden {
+        /// The path.
+        path: String,
+    },
+    /// A directory or special file (FIFO, socket, device).
+    #[error("{path:?} is {kind}, not a regular file; send regular files only")]
     NotAFile {
         /// The path.
         path: String,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// More than one hard link (it may be a file from outside the workspace).
+    #[error(
+        "{path:?} has {links} hard links, so it may be a file from outside your workspace; write or copy it to a new file first"
+    )]
+    HardLinked {
+        /// The path.
+        path: String,
+        /// Its link count.
+        links: u64,
     },
     /// Extension not in `allowedExtensions`.
     #[error("{path:?} has an extension that may not be sent; allowed: {allowed}")]
@@ -174,7 +193,9 @@ impl PreflightError {
             | Self::Traversal { path }
             | Self::NotFound { path }
             | Self::Escapes { path }
-            | Self::NotAFile { path }
+            | Self::Hidden { path }
+            | Self::NotAFile { path, .. }
+            | Self::HardLinked { path, .. }
             | Self::Extension { path, .. }
             | Self::TooLarge { path, .. }
             | Self::Changed { path }
@@ -185,9 +206,11 @@ impl PreflightError {
     }
 }
 
-/// Checks every requested path and limit without reading any file content.
+/// Checks every requested path and limit without reading any file content. `dm`: the session
+/// is a direct message, so `private/` may be sent.
 pub fn check(
     workspace: &Path,
+    dm: bool,
     requested: &[String],
     limits: &FileLimits,
 ) -> Result<Vec<CheckedFile>, PreflightError> {
@@ -200,14 +223,14 @@ pub fn check(
     for path in requested {
         check_lexically(path)?;
     }
-    let root = std::fs::canonicalize(workspace).map_err(|e| PreflightError::Io {
+    let confine = Confine::workspace(workspace, dm).map_err(|e| PreflightError::Io {
         path: workspace.display().to_string(),
         message: e.to_string(),
     })?;
     let mut checked = Vec::with_capacity(requested.len());
     let mut total: u64 = 0;
     for path in requested {
-        let file = check_one(&root, path, limits)?;
+        let file = check_one(&confine, path, limits)?;
         total = total.saturating_add(file.size);
         checked.push(file);
     }
@@ -241,52 +264,53 @@ fn check_lexically(path: &str) -> Result<(), PreflightError> {
     Ok(())
 }
 
-fn check_one(root: &Path, path: &str, limits: &FileLimits) -> Result<CheckedFile, PreflightError> {
-    let canonical = std::fs::canonicalize(root.join(path)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => PreflightError::NotFound { path: path.into() },
-        _ => PreflightError::Io {
-            path: path.into(),
-            message: e.kind().to_string(),
-        },
-    })?;
-    // Component-wise containment: `Path::starts_with` compares whole components.
-    if !canonical.starts_with(root) || canonical == root {
-        return Err(PreflightError::Escapes { path: path.into() });
-    }
-    let meta = std::fs::metadata(&canonical).map_err(|e| PreflightError::Io {
-        path: path.into(),
-        message: e.kind().to_string(),
-    })?;
-    if !meta.is_file() {
-        return Err(PreflightError::NotAFile { path: path.into() });
-    }
+fn check_one(
+    confine: &Confine,
+    path: &str,
+    limits: &FileLimits,
+) -> Result<CheckedFile, PreflightError> {
+    let file = confine
+        .open_read(Path::new(path), limits.max_file_bytes)
+        .map_err(|e| refusal(path, e))?;
     let filename = Path::new(path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| PreflightError::NotAFile { path: path.into() })?;
+        .ok_or_else(|| PreflightError::NotAFile {
+            path: path.into(),
+            kind: "a directory",
+        })?;
     let allowed = limits.allowed_extensions.is_empty()
-        || (extension_allowed(Path::new(path), limits) && extension_allowed(&canonical, limits));
+        || (extension_allowed(Path::new(path), limits) && extension_allowed(file.path(), limits));
     if !allowed {
         return Err(PreflightError::Extension {
             path: path.into(),
             allowed: limits.allowed_extensions.join(", "),
         });
     }
-    if meta.len() > limits.max_file_bytes {
-        return Err(PreflightError::TooLarge {
-            path: path.into(),
-            size: meta.len(),
-            max: limits.max_file_bytes,
-        });
-    }
     Ok(CheckedFile {
         requested: path.into(),
-        path: canonical,
+        path: file.path().to_path_buf(),
         filename,
-        size: meta.len(),
-        dev: meta.dev(),
-        ino: meta.ino(),
+        size: file.len(),
+        file,
     })
+}
+
+/// A containment refusal in send-file's words.
+fn refusal(path: &str, error: ConfineError) -> PreflightError {
+    let path = path.to_owned();
+    match error {
+        ConfineError::Outside => PreflightError::Escapes { path },
+        ConfineError::Hidden => PreflightError::Hidden { path },
+        ConfineError::NotFound => PreflightError::NotFound { path },
+        ConfineError::NotRegular { kind } => PreflightError::NotAFile { path, kind },
+        ConfineError::TooManyLinks { links } => PreflightError::HardLinked { path, links },
+        ConfineError::TooLarge { size, max } => PreflightError::TooLarge { path, size, max },
+        ConfineError::Io(kind) => PreflightError::Io {
+            path,
+            message: kind.to_string(),
+        },
+    }
 }
 
 fn extension_allowed(path: &Path, limits: &FileLimits) -> bool {
@@ -295,36 +319,24 @@ fn extension_allowed(path: &Path, limits: &FileLimits) -> bool {
         .is_some_and(|ext| limits.allowed_extensions.contains(&ext))
 }
 
-/// Reads checked files into memory. A file whose device/inode differs from the checked one, or
-/// that grew past the per-file limit, is refused (nothing is returned then).
-pub fn load(
-    files: &[CheckedFile],
-    limits: &FileLimits,
-) -> Result<Vec<OutgoingFile>, PreflightError> {
+/// Reads checked files into memory from the descriptors [`check`] opened. A file that grew
+/// past the per-file limit, or whose path no longer names it (renamed or replaced by a
+/// symlink since the check), is refused (nothing is returned then).
+pub fn load(files: Vec<CheckedFile>) -> Result<Vec<OutgoingFile>, PreflightError> {
     let mut out = Vec::with_capacity(files.len());
-    for file in files {
-        let io = |e: std::io::Error| PreflightError::Io {
-            path: file.requested.clone(),
-            message: e.kind().to_string(),
+    for checked in files {
+        let changed = || PreflightError::Changed {
+            path: checked.requested.clone(),
         };
-        let handle = File::open(&file.path).map_err(io)?;
-        let meta = handle.metadata().map_err(io)?;
-        if meta.dev() != file.dev || meta.ino() != file.ino || !meta.is_file() {
-            return Err(PreflightError::Changed {
-                path: file.requested.clone(),
-            });
+        if !checked.file.path_unchanged() {
+            return Err(changed());
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(file.size).unwrap_or(0));
-        handle
-            .take(limits.max_file_bytes.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limits.max_file_bytes {
-            return Err(PreflightError::Changed {
-                path: file.requested.clone(),
-            });
-        }
-        out.push(OutgoingFile::from_bytes(file.filename.clone(), bytes));
+        let bytes = match checked.file.read_all() {
+            Ok(bytes) => bytes,
+            Err(ConfineError::TooLarge { .. }) => return Err(changed()),
+            Err(e) => return Err(refusal(&checked.requested, e)),
+        };
+        out.push(OutgoingFile::from_bytes(checked.filename, bytes));
     }
     Ok(out)
 }
@@ -332,6 +344,7 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::test_support::{mkfifo, within_5s};
     use std::os::unix::fs::symlink;
 
     fn limits() -> FileLimits {
@@ -381,7 +394,7 @@ mod tests {
             ("out/../../outside.txt", "traversal"),
             ("", "empty"),
         ] {
-            let err = check(&f.ws, &paths(&[path]), &l).expect_err(path);
+            let err = check(&f.ws, false, &paths(&[path]), &l).expect_err(path);
             let kind = match err {
                 PreflightError::Absolute { .. } => "absolute",
                 PreflightError::Traversal { .. } => "traversal",
@@ -402,7 +415,7 @@ mod tests {
         for path in ["link.txt", "sib.txt", "sibdir/secret.txt"] {
             assert!(
                 matches!(
-                    check(&f.ws, &paths(&[path]), &limits()),
+                    check(&f.ws, false, &paths(&[path]), &limits()),
                     Err(PreflightError::Escapes { .. })
                 ),
                 "{path}"
@@ -410,51 +423,58 @@ mod tests {
         }
         // A symlink that stays inside is fine.
         symlink(f.ws.join("out/a.png"), f.ws.join("inside.png")).expect("symlink");
-        assert!(check(&f.ws, &paths(&["inside.png"]), &limits()).is_ok());
+        assert!(check(&f.ws, false, &paths(&["inside.png"]), &limits()).is_ok());
     }
 
     #[test]
     fn limits_are_applied_to_the_whole_call() {
         let f = fixture();
-        let ok = check(&f.ws, &paths(&["out/a.png", "./out/b.txt"]), &limits()).expect("ok");
+        let ok = check(
+            &f.ws,
+            false,
+            &paths(&["out/a.png", "./out/b.txt"]),
+            &limits(),
+        )
+        .expect("ok");
         assert_eq!(ok.len(), 2);
         assert_eq!(ok[1].filename, "b.txt");
         assert!(matches!(
-            check(&f.ws, &paths(&["big.bin"]), &limits()),
+            check(&f.ws, false, &paths(&["big.bin"]), &limits()),
             Err(PreflightError::TooLarge { size: 101, .. })
         ));
         assert!(matches!(
             check(
                 &f.ws,
+                false,
                 &paths(&["out/a.png", "out/b.txt", "out/a.png"]),
                 &limits()
             ),
             Err(PreflightError::TotalTooLarge { total: 180, .. })
         ));
         assert!(matches!(
-            check(&f.ws, &paths(&["a", "b", "c", "d"]), &limits()),
+            check(&f.ws, false, &paths(&["a", "b", "c", "d"]), &limits()),
             Err(PreflightError::TooManyFiles { count: 4, max: 3 })
         ));
         assert!(matches!(
-            check(&f.ws, &paths(&["out"]), &limits()),
+            check(&f.ws, false, &paths(&["out"]), &limits()),
             Err(PreflightError::NotAFile { .. })
         ));
         assert!(matches!(
-            check(&f.ws, &paths(&["nope.txt"]), &limits()),
+            check(&f.ws, false, &paths(&["nope.txt"]), &limits()),
             Err(PreflightError::NotFound { .. })
         ));
         let only_png = FileLimits {
             allowed_extensions: vec!["png".into()],
             ..limits()
         };
-        assert!(check(&f.ws, &paths(&["out/a.png"]), &only_png).is_ok());
-        let err =
-            check(&f.ws, &paths(&["out/a.png", "out/b.txt"]), &only_png).expect_err("txt refused");
+        assert!(check(&f.ws, false, &paths(&["out/a.png"]), &only_png).is_ok());
+        let err = check(&f.ws, false, &paths(&["out/a.png", "out/b.txt"]), &only_png)
+            .expect_err("txt refused");
         assert_eq!(err.index_in(&paths(&["out/a.png", "out/b.txt"])), Some(1));
         // A .png symlink to a .txt file does not get around the allow-list.
         symlink(f.ws.join("out/b.txt"), f.ws.join("fake.png")).expect("symlink");
         assert!(matches!(
-            check(&f.ws, &paths(&["fake.png"]), &only_png),
+            check(&f.ws, false, &paths(&["fake.png"]), &only_png),
             Err(PreflightError::Extension { .. })
         ));
     }
@@ -462,15 +482,13 @@ mod tests {
     #[test]
     fn load_reads_checked_files_and_refuses_swapped_ones() {
         let f = fixture();
-        let checked = check(&f.ws, &paths(&["out/a.png"]), &limits()).expect("ok");
-        let files = load(&checked, &limits()).expect("load");
+        let checked = check(&f.ws, false, &paths(&["out/a.png"]), &limits()).expect("ok");
+        let files = load(checked).expect("load");
         assert_eq!(files[0].filename, "a.png");
+        let checked = check(&f.ws, false, &paths(&["out/a.png"]), &limits()).expect("ok");
         std::fs::remove_file(f.ws.join("out/a.png")).expect("rm");
         symlink(f.base.join("outside.txt"), f.ws.join("out/a.png")).expect("symlink");
-        assert!(matches!(
-            load(&checked, &limits()),
-            Err(PreflightError::Changed { .. })
-        ));
+        assert!(matches!(load(checked), Err(PreflightError::Changed { .. })));
     }
 
     #[test]
@@ -483,5 +501,50 @@ mod tests {
         assert_eq!(limits.max_total_bytes, 50 * MIB);
         assert_eq!(limits.max_files, 10);
         assert_eq!(limits.allowed_extensions, vec!["png"]);
+    }
+
+    #[test]
+    fn fifos_sockets_and_hard_links_are_refused_without_blocking() {
+        let f = fixture();
+        mkfifo(&f.ws.join("pipe.txt"));
+        let _sock = std::os::unix::net::UnixListener::bind(f.ws.join("sock")).expect("bind");
+        std::fs::hard_link(f.base.join("user10/secret.txt"), f.ws.join("h.txt")).expect("link");
+        let ws = f.ws.clone();
+        let results = within_5s(move || {
+            ["pipe.txt", "sock", "h.txt"].map(|p| check(&ws, false, &paths(&[p]), &limits()))
+        });
+        assert!(
+            matches!(&results[0], Err(PreflightError::NotAFile { kind, .. }) if kind.contains("FIFO"))
+        );
+        assert!(matches!(
+            &results[1],
+            Err(PreflightError::NotAFile {
+                kind: "a socket",
+                ..
+            })
+        ));
+        assert!(matches!(
+            &results[2],
+            Err(PreflightError::HardLinked { links: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn private_files_are_sent_only_from_a_dm() {
+        let f = fixture();
+        std::fs::create_dir_all(f.ws.join("private")).expect("mkdir");
+        std::fs::write(f.ws.join("private/notes.txt"), b"p").expect("write");
+        symlink(f.ws.join("private/notes.txt"), f.ws.join("out/n.txt")).expect("symlink");
+        for path in ["private/notes.txt", "out/n.txt"] {
+            let err = check(&f.ws, false, &paths(&[path]), &limits()).expect_err(path);
+            assert!(
+                matches!(err, PreflightError::Hidden { .. }),
+                "{path}: {err:?}"
+            );
+            assert!(
+                check(&f.ws, true, &paths(&[path]), &limits()).is_ok(),
+                "{path}"
+            );
+        }
     }
 }

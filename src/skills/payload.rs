@@ -2,16 +2,18 @@
 //! agent wrote with its file tool into the session's staging directory
 //! `{workspace}/tmp/{sessionId}/`.
 //!
-//! The client resolves the given path against its cwd, canonicalises it (symlinks resolved) and
-//! requires it to lie strictly inside the canonical staging directory — component-wise, so
-//! `tmp/sess10` is not inside `tmp/sess1`. It then reads the file as UTF-8 (at most
-//! [`MAX_PAYLOAD_BYTES`]). **Deletion rule:** the file is deleted by the client only after the
-//! Skill API answered 2xx; after any error it is kept, so a corrected retry can use it again.
+//! The client resolves the given path against its cwd and opens it through
+//! [`crate::confine`]: canonical (symlinks resolved) and strictly inside the staging directory
+//! by whole components — `tmp/sess10` is not inside `tmp/sess1` — and only a regular file with
+//! a single hard link, opened without blocking (a FIFO is refused, never waited on) and checked
+//! before any byte is read, at most [`MAX_PAYLOAD_BYTES`], as UTF-8. **Deletion rule:** the file
+//! is deleted by the client only after the Skill API answered 2xx; after any error it is kept,
+//! so a corrected retry can use it again.
 
-use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use super::client::{ClientError, ErrorCode};
+use crate::confine::{Confine, ConfineError};
 
 /// Largest payload file the client reads (the Skill API's body limit is 1 MiB).
 pub const MAX_PAYLOAD_BYTES: u64 = 1024 * 1024;
@@ -73,51 +75,44 @@ pub fn read_payload(
             ),
         )
     };
-    let Ok(staging_real) = staging.canonicalize() else {
-        if !lexically_inside(&normalise(&candidate), &staging) {
-            return Err(out_of_bounds("the path is outside the staging directory"));
+    let opened = Confine::new(&staging).and_then(|c| c.open_read(&candidate, MAX_PAYLOAD_BYTES));
+    let file = opened.and_then(|f| Ok((f.path().to_path_buf(), f.read_all()?)));
+    let (real, bytes) = match file {
+        Ok(read) => read,
+        Err(ConfineError::Outside | ConfineError::Hidden) => {
+            let is_link = std::fs::symlink_metadata(&candidate)
+                .map(|m| m.file_type().is_symlink())
+                .unwrap_or(false);
+            return Err(out_of_bounds(if is_link {
+                "it is a symbolic link pointing outside the staging directory"
+            } else {
+                "the path is outside the staging directory"
+            }));
         }
-        return Err(not_found(
-            "the staging directory does not exist yet".to_owned(),
-        ));
-    };
-    let real = match candidate.canonicalize() {
-        Ok(r) => r,
-        Err(_) => {
-            let lexical = normalise(&candidate);
-            if !lexically_inside(&lexical, &staging) && !lexically_inside(&lexical, &staging_real) {
-                return Err(out_of_bounds("the path is outside the staging directory"));
-            }
-            return Err(not_found("no such file".to_owned()));
+        Err(ConfineError::TooManyLinks { links }) => {
+            return Err(out_of_bounds(&format!(
+                "the file has {links} hard links, so it may be a file from outside the staging directory; write a new file"
+            )));
         }
+        Err(ConfineError::NotFound) if !staging.is_dir() => {
+            return Err(not_found(
+                "the staging directory does not exist yet".to_owned(),
+            ));
+        }
+        Err(ConfineError::NotFound) => return Err(not_found("no such file".to_owned())),
+        Err(ConfineError::NotRegular { kind }) => {
+            return Err(not_found(format!("this is {kind}, not a regular file")));
+        }
+        Err(ConfineError::TooLarge { size, max }) => {
+            return Err(err(
+                ErrorCode::Usage,
+                format!(
+                    "--{flag} {given}: the file has {size} bytes; the limit is {max}. Shorten the text."
+                ),
+            ));
+        }
+        Err(ConfineError::Io(kind)) => return Err(not_found(kind.to_string())),
     };
-    if !real.starts_with(&staging_real) || real == staging_real {
-        let is_link = std::fs::symlink_metadata(&candidate)
-            .map(|m| m.file_type().is_symlink())
-            .unwrap_or(false);
-        return Err(out_of_bounds(if is_link {
-            "it is a symbolic link pointing outside the staging directory"
-        } else {
-            "the path is outside the staging directory"
-        }));
-    }
-    let meta = std::fs::metadata(&real).map_err(|e| not_found(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(not_found("this is a directory, not a file".to_owned()));
-    }
-    if meta.len() > MAX_PAYLOAD_BYTES {
-        return Err(err(
-            ErrorCode::Usage,
-            format!(
-                "--{flag} {given}: the file has {} bytes; the limit is {MAX_PAYLOAD_BYTES}. Shorten the text.",
-                meta.len()
-            ),
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(&real)
-        .and_then(|f| f.take(MAX_PAYLOAD_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| not_found(e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|_| {
         err(
             ErrorCode::Usage,
@@ -151,29 +146,10 @@ fn absolute(p: &Path, cwd: &Path) -> PathBuf {
     }
 }
 
-/// Resolves `.` and `..` without touching the file system.
-fn normalise(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-fn lexically_inside(p: &Path, dir: &Path) -> bool {
-    let dir = normalise(dir);
-    p.starts_with(&dir) && p != dir
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::confine::test_support::{mkfifo, within_5s};
 
     struct Fx {
         _tmp: tempfile::TempDir,
@@ -279,5 +255,48 @@ mod tests {
             read(&f, "tmp/sess1/b.md", &f.ws).unwrap_err().code,
             ErrorCode::Usage
         );
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let f = fx();
+        mkfifo(&f.stage.join("pipe.md"));
+        let ws = f.ws.clone();
+        let e = within_5s(move || {
+            read_payload("message-file", "tmp/sess1/pipe.md", &ws, &ws, "sess1", "EX")
+        })
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadNotFound);
+        assert!(e.message.contains("FIFO"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_hard_link_to_a_file_outside_is_out_of_bounds() {
+        let f = fx();
+        std::fs::write(f.ws.join("secret.txt"), "secret").unwrap();
+        std::fs::hard_link(f.ws.join("secret.txt"), f.stage.join("h.md")).unwrap();
+        let e = read(&f, "tmp/sess1/h.md", &f.ws).unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
+        assert!(e.message.contains("hard links"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_missing_staging_dir_is_not_found_inside_and_out_of_bounds_outside() {
+        let f = fx();
+        let e = read_payload(
+            "message-file",
+            "tmp/sess2/r.md",
+            &f.ws,
+            &f.ws,
+            "sess2",
+            "EX",
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadNotFound);
+        assert!(e.message.contains("does not exist yet"), "{}", e.message);
+        std::fs::write(f.ws.join("secret.txt"), "s").unwrap();
+        let e =
+            read_payload("message-file", "secret.txt", &f.ws, &f.ws, "sess2", "EX").unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadOutOfBounds);
     }
 }

@@ -17,6 +17,7 @@ use super::docs::flag_mentions;
 use super::frontmatter::{self, MAX_BODY_LINES, SkillDoc};
 use super::manifest::{self, Manifest, ParamType};
 pub use super::report::{CheckResult, CheckStatus, Finding, Report, Severity, SkillReport};
+use crate::confine::{Confine, ConfineError};
 
 /// Options of a validation run.
 #[derive(Debug, Clone, Default)]
@@ -512,19 +513,23 @@ fn check_entrypoint(dir: &Path, m: &Manifest) -> CheckResult {
         return CheckResult::new("entrypoint", title, vec![outside()]);
     }
     let path = dir.join(rel);
-    let (Ok(real), Ok(root)) = (path.canonicalize(), dir.canonicalize()) else {
-        return CheckResult::new(
-            "entrypoint",
-            title,
-            vec![Finding::error(
-                format!("entrypoint \"{ep}\" does not exist"),
-                format!("create {} or correct \"entrypoint\"", path.display()),
-            )],
-        );
+    // The same containment rule as every agent-named path (canonical, by whole components).
+    let real = match Confine::new(dir).and_then(|c| c.resolve_existing(rel)) {
+        Ok(real) => real,
+        Err(ConfineError::Outside | ConfineError::Hidden) => {
+            return CheckResult::new("entrypoint", title, vec![outside()]);
+        }
+        Err(_) => {
+            return CheckResult::new(
+                "entrypoint",
+                title,
+                vec![Finding::error(
+                    format!("entrypoint \"{ep}\" does not exist"),
+                    format!("create {} or correct \"entrypoint\"", path.display()),
+                )],
+            );
+        }
     };
-    if !real.starts_with(&root) {
-        return CheckResult::new("entrypoint", title, vec![outside()]);
-    }
     let mut findings = Vec::new();
     match std::fs::metadata(&real) {
         Ok(meta) if meta.is_file() => {
