@@ -790,23 +790,21 @@ fn unix_us_now() -> u64 {
 }
 
 /// SPEC §4.3 through the whole pipeline: the agent calls the real `send-reply` skill four times
-/// (a fresh payload file each time, the 4th after the skill's rate limit allows it again). The user gets exactly one reply; calls 2 and 3 are refused
-/// (429); the 4th is answered too, telling the agent it is being ended, and then the runner
-/// kills the agent — which would otherwise sit silent for ten minutes, ignoring cancel and stdin
-/// EOF — long before the two-minute idle timeout. No error reply is added on top of the answer.
+/// in quick succession (a fresh payload file each time). The user gets exactly one reply; calls 2
+/// and 3 are refused (429 `QUOTA_EXCEEDED`); the 4th is refused by the manifest's burst limit
+/// (429 `RATE_LIMITED`) and still counts: it is answered, telling the agent it is being ended,
+/// and then the runner kills the agent — which would otherwise sit silent for ten minutes,
+/// ignoring cancel and stdin EOF — long before the two-minute idle timeout. No error reply is
+/// added on top of the answer.
 #[test]
-fn doom_loop_of_send_reply_terminates_the_agent() {
+fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("agent-log.jsonl");
     let send_reply =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/send-reply/scripts/send-reply");
     let mut steps = Vec::new();
     for n in 1..=4 {
-        if n == 4 {
-            // send-reply's manifest allows a burst of 3 and then one call per 6 s per user; a
-            // rate-limited call never reaches the handler, so it would not count as an attempt.
-            steps.push(json!({"sleepMs": 7_000}));
-        }
+        // No pause: send-reply's manifest allows a burst of 3, so the 4th call is rate-limited.
         steps.push(json!({"run": format!("printf 'Answer number {n}' > \"$TMPDIR/$SESSION_ID/reply-{n}.md\"")}));
         steps.push(json!({"permission": format!(
             "{} --message-file $TMPDIR/$SESSION_ID/reply-{n}.md",
@@ -881,6 +879,7 @@ fn doom_loop_of_send_reply_terminates_the_agent() {
     let fourth = calls[3];
     let err = fourth["result"]["stderr"].as_str().unwrap();
     assert_eq!(fourth["result"]["exit"], 1, "{fourth}");
+    assert!(err.contains("RATE_LIMITED"), "{err}");
     assert!(
         err.contains("\"sessionTerminated\":true") && err.contains("being ended now"),
         "the 4th call got its response before the agent was stopped: {err}"

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::BufReader;
 
 use crate::config::{self, Config, ReplyTo};
-use crate::observability::{LogTarget, Metrics};
+use crate::observability::{LiveSecrets, LogTarget, Metrics};
 use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
 use crate::platform::console::ConsoleAdapter;
@@ -35,7 +35,7 @@ fn for_console(config: &mut Config) {
     config.logging.format = config::LogFormat::Pretty;
 }
 
-async fn chat(config: Config) -> anyhow::Result<()> {
+async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     let metrics = Metrics::new();
     let readiness = Readiness::new();
@@ -51,6 +51,7 @@ async fn chat(config: Config) -> anyhow::Result<()> {
         &metrics,
         &readiness,
         vec![console.clone() as Arc<dyn PlatformAdapter>],
+        live_tokens,
     )
     .await?;
     eprintln!(

@@ -21,7 +21,7 @@ use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
 };
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
-use crate::observability::Metrics;
+use crate::observability::{LiveSecrets, Metrics};
 use crate::ops::Readiness;
 use crate::platform::discord::DiscordAdapter;
 use crate::platform::metered::PlatformMetrics;
@@ -50,13 +50,15 @@ pub struct Started {
 }
 
 /// Builds and starts everything. `extra` adapters (the console) are registered beside the
-/// configured platforms; their receive loops are the caller's.
+/// configured platforms; their receive loops are the caller's. The Skill API publishes every
+/// live caller token into `live_tokens` (the log redactor's set).
 pub async fn start(
     config: &Config,
     shutdown: &Shutdown,
     metrics: &Metrics,
     readiness: &Readiness,
     extra: Vec<Arc<dyn PlatformAdapter>>,
+    live_tokens: LiveSecrets,
 ) -> anyhow::Result<Started> {
     let db_path = config.database_path();
     if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -143,13 +145,16 @@ pub async fn start(
     let mut api_metrics = None;
     metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r)));
     let api_metrics = api_metrics.context("skill API metrics were not registered")?;
-    let api = SkillApiState::new(
+    let api = SkillApiState::with_live_tokens(
         SkillApiSettings {
             session_timeout: Duration::from_millis(config.skill_api.session_timeout_ms),
+            header_read_timeout: Duration::from_millis(config.skill_api.header_read_timeout_ms),
+            max_connections: config.skill_api.max_connections as usize,
             ..SkillApiSettings::default()
         },
         registry,
         api_metrics,
+        live_tokens,
     );
     let listener = bind(&config.skill_api.host, config.skill_api.port)
         .await

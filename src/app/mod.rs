@@ -15,7 +15,7 @@ use crate::cli::{Cli, Command, ImportCommand, SkillsCommand, ValidateFormat};
 use anyhow::Context;
 
 use crate::config::{self, Config, ProcessEnv};
-use crate::observability::{LogTarget, Redactor, init_logging};
+use crate::observability::{LiveSecrets, LogTarget, Redactor, init_logging};
 
 /// Runs a parsed command line; the return value is the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
@@ -63,7 +63,7 @@ fn skill_client(name: &str, args: &[String]) -> ExitCode {
 
 fn check_config(path: &Path) -> ExitCode {
     match config::load_file(path, &ProcessEnv) {
-        Ok(cfg) => match serde_yaml::to_string(&cfg) {
+        Ok(cfg) => match config::masked_yaml(&cfg, &ProcessEnv) {
             Ok(yaml) => {
                 eprintln!("{}: configuration is valid", path.display());
                 print!("{yaml}");
@@ -98,7 +98,7 @@ fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
         config_path,
         LogTarget::Stderr,
         quiet,
-        move |config| async move {
+        move |config, _live_tokens| async move {
             let db = config.database_path();
             if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
                 tokio::fs::create_dir_all(parent).await?;
@@ -113,11 +113,13 @@ fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
 }
 
 /// Loads the configuration (then `adjust`s it), installs logging to `target`, and runs `main`
-/// on a multi-threaded runtime. Every failure is one line on stderr and exit code 1.
+/// on a multi-threaded runtime. `main` also gets the log redactor's set of live secrets, for the
+/// Skill API's session registry to publish its caller tokens into. Every failure is one line on
+/// stderr and exit code 1.
 fn run_with_config<A, F, Fut>(path: &Path, target: LogTarget, adjust: A, main: F) -> ExitCode
 where
     A: FnOnce(&mut Config),
-    F: FnOnce(Config) -> Fut,
+    F: FnOnce(Config, LiveSecrets) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
     let mut config = match config::load_file(path, &ProcessEnv) {
@@ -132,10 +134,12 @@ where
         }
     };
     adjust(&mut config);
+    let redactor = Redactor::new(config::known_secret_values(&config, &ProcessEnv));
+    let live_tokens = redactor.live_secrets();
     let _guard = match init_logging(
         &config.logging,
         std::env::var("RUST_LOG").ok(),
-        Redactor::new(config.secret_values()),
+        redactor,
         target,
     ) {
         Ok(g) => g,
@@ -160,7 +164,7 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main(config)) {
+    match runtime.block_on(main(config, live_tokens)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "failed");

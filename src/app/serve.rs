@@ -11,8 +11,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
-use crate::observability::LogTarget;
 use crate::observability::Metrics;
+use crate::observability::{LiveSecrets, LogTarget};
 use crate::ops::{self, OpsState, Readiness, checks};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
@@ -22,8 +22,9 @@ pub fn serve_main(path: &Path) -> ExitCode {
     super::run_with_config(path, LogTarget::Stdout, |_| {}, serve)
 }
 
-/// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+/// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully. `live_tokens` is the log
+/// redactor's set the Skill API publishes its live caller tokens into.
+pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let readiness = Readiness::new();
     let shutdown = Shutdown::new();
@@ -32,8 +33,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Signals are installed before anything is announced, so an early SIGTERM is not lost.
     let signal = tokio::spawn(shutdown::wait_for_signal());
 
-    let started =
-        super::daemon::start(&config, &shutdown, &metrics, &readiness, Vec::new()).await?;
+    let started = super::daemon::start(
+        &config,
+        &shutdown,
+        &metrics,
+        &readiness,
+        Vec::new(),
+        live_tokens,
+    )
+    .await?;
 
     let ops_listener = bind(&config.health.host, config.health.port)
         .await

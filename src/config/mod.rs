@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 pub use load::{ENV_OVERRIDES, EnvKind, EnvSource, ProcessEnv, default_path, load_file, load_str};
 pub use model::*;
-pub use secret::{MASK, Secret};
+pub use secret::{MASK, Secret, known_secret_values, masked_yaml};
 pub use validate::{is_skill_name, parse_host};
 
 /// The documented example configuration; `print-default-config` prints it.

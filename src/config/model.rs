@@ -336,6 +336,12 @@ pub struct SkillApiConfig {
     pub allow_non_loopback: bool,
     /// Idle time after which a session's token stops working.
     pub session_timeout_ms: u64,
+    /// A connection that has not sent a complete request head this long after it opened (or
+    /// after its last response) is closed, so idle, slow or half-open clients free their slot.
+    pub header_read_timeout_ms: u64,
+    /// Connections served at once; further connections wait for a free slot (at most about
+    /// `headerReadTimeoutMs` when idle clients hold the slots).
+    pub max_connections: u32,
 }
 
 impl Default for SkillApiConfig {
@@ -345,6 +351,8 @@ impl Default for SkillApiConfig {
             port: 3001,
             allow_non_loopback: false,
             session_timeout_ms: 1_800_000,
+            header_read_timeout_ms: 10_000,
+            max_connections: 512,
         }
     }
 }

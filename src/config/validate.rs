@@ -200,6 +200,12 @@ impl Config {
         if s.session_timeout_ms == 0 {
             v.add("skillApi.sessionTimeoutMs", "must be greater than 0");
         }
+        if s.header_read_timeout_ms == 0 {
+            v.add("skillApi.headerReadTimeoutMs", "must be greater than 0");
+        }
+        if s.max_connections == 0 {
+            v.add("skillApi.maxConnections", "must be greater than 0");
+        }
         if parse_host(&self.health.host).is_none() {
             v.add(
                 "health.host",

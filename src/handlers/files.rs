@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, outgoing_text, params, platform_error};
 use super::preflight::{self, FileLimits, PreflightError};
-use crate::skill_api::sessions::{MAX_FILE_ATTEMPTS_BEFORE_TERMINATE, MAX_FILE_SENDS_PER_SESSION};
-use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::skill_api::sessions::MAX_FILE_SENDS_PER_SESSION;
+use crate::skill_api::{CallContext, CountedSkill, SkillError, SkillHandler};
 use crate::text::split_message;
 
 /// send-file.
@@ -37,27 +37,25 @@ impl SkillHandler for SendFile {
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let session = ctx.session();
         let has_trigger = session.trigger_message_id.is_some();
-        let (attempt, free) = ctx.with_state(|state| {
-            state.file_attempts += 1;
+        // Counted by the Skill API before its rate limit; the 4th attempt also asks for
+        // termination there.
+        let attempt = ctx.count_attempt(CountedSkill::SendFile);
+        let free = ctx.with_state(|state| {
             let free = state.file_successes < MAX_FILE_SENDS_PER_SESSION;
             if free && has_trigger {
                 // Reserve the slot so two concurrent calls cannot both deliver.
                 state.file_successes += 1;
             }
-            (state.file_attempts, free)
+            free
         });
-        let terminate = attempt >= MAX_FILE_ATTEMPTS_BEFORE_TERMINATE;
         if !free {
             return Err(SkillError::QuotaExceeded {
                 message: "You already sent files in this conversation turn; send-file works \
                           once per turn. Put everything into one call next time. Answer with \
                           send-reply now if you have not yet."
                     .into(),
-                terminate,
+                terminate: attempt.terminates(),
             });
-        }
-        if terminate {
-            ctx.terminate_after_response("send-file: too many attempts in one session");
         }
         if !has_trigger {
             return Err(SkillError::ForbiddenContext(

@@ -14,9 +14,10 @@
 //! * [`commands`] (+ `render`) — the user-command entry point for humans (SPEC §3.6): the same
 //!   handlers, run without an agent, answered as short readable text.
 //!
-//! Per-session quotas and doom-loop thresholds (SPEC §4.3) live in the handlers and use the
-//! session's [`SessionState`](crate::skill_api::SessionState) under its lock; every platform
-//! or store call happens outside that lock.
+//! Per-session quotas live in the handlers and use the session's
+//! [`SessionState`](crate::skill_api::SessionState) under its lock; every platform or store call
+//! happens outside that lock. Doom-loop attempts are counted by the Skill API before its rate
+//! limit ([`CountedSkill`](crate::skill_api::CountedSkill)); the handlers read the count.
 //!
 //! [`PlatformError`]: crate::platform::PlatformError
 //! [`StoreError`]: crate::store::StoreError

@@ -2,7 +2,8 @@
 //!
 //! * send-reply: one successful reply per session, threaded to the reply anchor
 //!   (`lastFileMessageId ?? triggerMessageId`; a new message without a trigger). Further calls are
-//!   429 `QUOTA_EXCEEDED` pointing to edit-reply; the 4th call in total also terminates the agent.
+//!   429 `QUOTA_EXCEEDED` pointing to edit-reply; the 4th call in total also terminates the agent
+//!   (attempts are counted by the Skill API before its rate limit, see `CountedSkill`).
 //!   Long text is split into several messages (all ids returned), never truncated.
 //! * edit-reply: only messages this session sent; the 3rd call terminates instead of editing.
 //!   Misskey re-creates the message threaded to the anchor the reply was created with.
@@ -14,10 +15,8 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, outgoing_text, params, platform_error, platform_lookup_error};
 use crate::platform::{PlatformAdapter, SendTextError, send_text};
-use crate::skill_api::sessions::{
-    MAX_EDIT_CALLS_BEFORE_TERMINATE, MAX_REPLIES_PER_SESSION, MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
-};
-use crate::skill_api::{CallContext, SkillError, SkillHandler};
+use crate::skill_api::sessions::{MAX_EDIT_CALLS_BEFORE_TERMINATE, MAX_REPLIES_PER_SESSION};
+use crate::skill_api::{CallContext, CountedSkill, SkillError, SkillHandler};
 use crate::text::split_message;
 
 /// send-reply.
@@ -31,15 +30,9 @@ struct MessageParams {
 /// What the quota check decided for one send-reply call.
 enum ReplySlot {
     /// The reply slot is reserved for this call (undone if nothing gets delivered).
-    Reserved {
-        anchor: Option<String>,
-        attempt: u32,
-    },
+    Reserved { anchor: Option<String> },
     /// The reply was already sent.
-    Used {
-        previous: Option<String>,
-        attempt: u32,
-    },
+    Used { previous: Option<String> },
 }
 
 #[async_trait]
@@ -50,25 +43,24 @@ impl SkillHandler for SendReply {
 
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let session = ctx.session();
+        // Already counted by the Skill API before its rate limit; the 4th attempt also asks
+        // for termination there.
+        let attempt = ctx.count_attempt(CountedSkill::SendReply);
         let slot = ctx.with_state(|state| {
-            state.reply_attempts += 1;
-            let attempt = state.reply_attempts;
             if state.reply_successes >= MAX_REPLIES_PER_SESSION {
                 ReplySlot::Used {
                     previous: state.last_sent_message_id.clone(),
-                    attempt,
                 }
             } else {
                 // Reserve the slot now so two concurrent calls cannot both reply.
                 state.reply_successes += 1;
                 ReplySlot::Reserved {
                     anchor: state.reply_anchor(session).map(str::to_owned),
-                    attempt,
                 }
             }
         });
-        let (anchor, attempt) = match slot {
-            ReplySlot::Used { previous, attempt } => {
+        let anchor = match slot {
+            ReplySlot::Used { previous } => {
                 let how = match previous {
                     Some(id) => format!(
                         "To change what you said, call edit-reply --message-id {id} \
@@ -83,14 +75,11 @@ impl SkillHandler for SendReply {
                          once per turn. {how} If the user already has your answer, stop calling \
                          skills."
                     ),
-                    terminate: attempt >= MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
+                    terminate: attempt.terminates(),
                 });
             }
-            ReplySlot::Reserved { anchor, attempt } => (anchor, attempt),
+            ReplySlot::Reserved { anchor } => anchor,
         };
-        if attempt >= MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE {
-            ctx.terminate_after_response("send-reply: too many attempts in one session");
-        }
         let result = self.send(ctx, raw, anchor.as_deref()).await;
         if result.is_err() {
             ctx.with_state(|state| {
@@ -171,15 +160,13 @@ impl SkillHandler for EditReply {
     }
 
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
-        let calls = ctx.with_state(|state| {
-            state.edit_calls += 1;
-            state.edit_calls
-        });
-        if calls >= MAX_EDIT_CALLS_BEFORE_TERMINATE {
+        let attempt = ctx.count_attempt(CountedSkill::EditReply);
+        if attempt.terminates() {
             return Err(SkillError::QuotaExceeded {
                 message: format!(
-                    "edit-reply was called {calls} times in this turn; only {} edits are allowed \
+                    "edit-reply was called {} times in this turn; only {} edits are allowed \
                      and this one was not made.",
+                    attempt.number,
                     MAX_EDIT_CALLS_BEFORE_TERMINATE - 1
                 ),
                 terminate: true,

@@ -7,4 +7,4 @@ mod redact;
 
 pub use logging::{LogTarget, LoggingGuard, init_logging};
 pub use metrics::Metrics;
-pub use redact::{RedactingMakeWriter, Redactor};
+pub use redact::{LiveSecrets, RedactingMakeWriter, Redactor};

@@ -1,12 +1,21 @@
 //! Scrubbing secrets out of log output before it is written.
 //!
 //! Secrets are kept out of log fields by construction (`Secret`'s `Debug` prints `***`), but a
-//! token can still arrive inside a foreign error message or a URL. The log writer therefore
-//! passes every formatted line through a [`Redactor`] that replaces configured secret values
-//! and anything after `Bearer ` with `***`.
+//! token can still arrive inside a foreign error message, a URL, a line the agent wrote to its
+//! stderr or a command the permission gate logs. The log writer therefore passes every formatted
+//! line through a [`Redactor`] that replaces with `***`:
+//!
+//! * the configured secret values (fixed at start-up), also in their JSON-escaped form;
+//! * every **live** secret in its [`LiveSecrets`] set — the Skill API's session registry adds a
+//!   session's caller token when it registers the session and removes it when the session ends or
+//!   expires (the set is shared explicitly: the composition root hands
+//!   [`Redactor::live_secrets`] to the registry);
+//! * the value after `--token` (`--token x`, `--token=x`) and after `Bearer `.
 
+use std::collections::HashSet;
+use std::fmt;
 use std::io::{self, Write};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -15,24 +24,108 @@ use crate::config::MASK;
 /// Secrets shorter than this are not scrubbed (they would mangle ordinary words).
 const MIN_SECRET_LEN: usize = 6;
 
-/// Replaces known secret values and bearer tokens in text.
+/// Secrets that exist only for a while (the caller tokens of live Skill API sessions), shared
+/// between the [`Redactor`] and whoever mints them. Cloning shares the set.
+#[derive(Clone, Default)]
+pub struct LiveSecrets {
+    set: Arc<RwLock<HashSet<String>>>,
+}
+
+impl fmt::Debug for LiveSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LiveSecrets")
+            .field("count", &self.len())
+            .finish()
+    }
+}
+
+impl LiveSecrets {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts scrubbing `secret` (values shorter than 6 characters are ignored).
+    pub fn insert(&self, secret: &str) {
+        if secret.len() >= MIN_SECRET_LEN {
+            self.write().insert(secret.to_owned());
+        }
+    }
+
+    /// Stops scrubbing `secret` (it no longer grants anything).
+    pub fn remove(&self, secret: &str) {
+        self.write().remove(secret);
+    }
+
+    /// How many secrets are live.
+    pub fn len(&self) -> usize {
+        self.set
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no secret is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<String>> {
+        self.set.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Replaces every live secret in `text`; cost is one substring search per live secret
+    /// (a handful: one per running agent session).
+    fn redact_into(&self, text: &mut String) {
+        let set = self.set.read().unwrap_or_else(PoisonError::into_inner);
+        for secret in set.iter() {
+            if text.contains(secret.as_str()) {
+                *text = text.replace(secret.as_str(), MASK);
+            }
+        }
+    }
+}
+
+/// Replaces known secret values, live secrets, `--token` values and bearer tokens in text.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     secrets: Arc<[String]>,
+    live: LiveSecrets,
 }
 
 impl Redactor {
-    /// A redactor for these secret values (empty and very short values are ignored).
+    /// A redactor for these secret values (empty and very short values are ignored), with an
+    /// empty set of live secrets.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut list: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= MIN_SECRET_LEN)
-            .collect();
+        let mut list: Vec<String> = Vec::new();
+        for secret in secrets {
+            if secret.len() < MIN_SECRET_LEN {
+                continue;
+            }
+            // A JSON log line carries `"` and `\` escaped; scrub that spelling too.
+            let quoted = serde_json::to_string(&secret).unwrap_or_default();
+            let escaped = quoted
+                .strip_prefix('"')
+                .and_then(|q| q.strip_suffix('"'))
+                .unwrap_or(&secret);
+            if escaped != secret {
+                list.push(escaped.to_owned());
+            }
+            list.push(secret);
+        }
         // Longest first, so a secret that contains another is replaced whole.
         list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        list.dedup();
         Self {
             secrets: list.into(),
+            live: LiveSecrets::new(),
         }
+    }
+
+    /// The set of live secrets this redactor scrubs; give it to the component that mints them
+    /// (the Skill API's session registry).
+    pub fn live_secrets(&self) -> LiveSecrets {
+        self.live.clone()
     }
 
     /// The text with every secret value and bearer token replaced by `***`.
@@ -40,10 +133,12 @@ impl Redactor {
     /// ```
     /// use air_friends::observability::Redactor;
     /// let r = Redactor::new(["discord-token-123".to_owned()]);
+    /// r.live_secrets().insert("live-session-token");
     /// assert_eq!(
-    ///     r.redact("login with discord-token-123, header Bearer abc.def"),
-    ///     "login with ***, header Bearer ***"
+    ///     r.redact("login with discord-token-123, header Bearer abc.def, live-session-token"),
+    ///     "login with ***, header Bearer ***, ***"
     /// );
+    /// assert_eq!(r.redact("run --token s3cr3t --x"), "run --token *** --x");
     /// ```
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_owned();
@@ -52,29 +147,75 @@ impl Redactor {
                 out = out.replace(secret.as_str(), MASK);
             }
         }
-        redact_bearer(&out)
+        self.live.redact_into(&mut out);
+        let out = mask_values_after(&out, &TOKEN_FLAG);
+        mask_values_after(&out, &BEARER)
     }
 }
 
-/// Replaces the token after every (case-insensitive) `Bearer ` with `***`.
-fn redact_bearer(text: &str) -> String {
-    const WORD: &str = "bearer ";
+/// A marker in text whose following value is a secret.
+struct Marker {
+    /// Lowercase marker text, matched case-insensitively.
+    word: &'static str,
+    /// Whether `=` or whitespace must come between the marker and the value (so `--token-file`
+    /// is not a `--token`).
+    separated: bool,
+    /// Characters the value is made of.
+    value_char: fn(char) -> bool,
+}
+
+/// `Authorization: Bearer <token>`.
+const BEARER: Marker = Marker {
+    word: "bearer ",
+    separated: false,
+    value_char: |c| c.is_ascii_alphanumeric() || "-._~+/=".contains(c),
+};
+
+/// `--token <x>` / `--token=<x>` on a logged command line.
+const TOKEN_FLAG: Marker = Marker {
+    word: "--token",
+    separated: true,
+    value_char: |c| !c.is_whitespace() && !matches!(c, '"' | '\'' | '\\'),
+};
+
+/// Replaces the value after every occurrence of `marker` with `***`. An opening quote (plain or
+/// JSON-escaped) before the value is kept.
+fn mask_values_after(text: &str, marker: &Marker) -> String {
     let lower = text.to_ascii_lowercase();
-    if !lower.contains(WORD) {
+    if !lower.contains(marker.word) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
-    while let Some(found) = lower[pos..].find(WORD) {
-        let start = pos + found + WORD.len();
+    while let Some(found) = lower[pos..].find(marker.word) {
+        let mut start = pos + found + marker.word.len();
+        if marker.separated {
+            let rest = &text[start..];
+            let gap = if rest.starts_with('=') {
+                1
+            } else {
+                rest.len() - rest.trim_start_matches([' ', '\t']).len()
+            };
+            if gap == 0 {
+                out.push_str(&text[pos..start]);
+                pos = start;
+                continue;
+            }
+            start += gap;
+        }
+        let rest = &text[start..];
+        start += ["\\\"", "\"", "'"]
+            .iter()
+            .find(|q| rest.starts_with(*q))
+            .map_or(0, |q| q.len());
         out.push_str(&text[pos..start]);
-        let token_len = text[start..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || "-._~+/=".contains(c)))
+        let value_len = text[start..]
+            .find(|c: char| !(marker.value_char)(c))
             .unwrap_or(text.len() - start);
-        if token_len > 0 {
+        if value_len > 0 {
             out.push_str(MASK);
         }
-        pos = start + token_len;
+        pos = start + value_len;
     }
     out.push_str(&text[pos..]);
     out
@@ -174,6 +315,52 @@ mod tests {
             r#"{"authorization":"Bearer ***","n":1} bearer ***"#
         );
         assert_eq!(r.redact("no token here"), "no token here");
+    }
+
+    #[test]
+    fn live_secrets_are_masked_only_while_live() {
+        let r = Redactor::new(Vec::new());
+        let live = r.live_secrets();
+        let token = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+        assert_eq!(r.redact(&format!("x{token}y")), format!("x{token}y"));
+        live.insert(token);
+        assert_eq!(r.redact(&format!("x{token}y {token}")), "x***y ***");
+        assert_eq!(live.len(), 1);
+        live.remove(token);
+        assert!(live.is_empty());
+        assert_eq!(
+            r.redact(token),
+            token,
+            "an ended session's token is not tracked"
+        );
+    }
+
+    #[test]
+    fn token_flag_values_are_masked_in_both_spellings() {
+        let r = Redactor::default();
+        for (input, expected) in [
+            ("skill x --token abc123 --y 1", "skill x --token *** --y 1"),
+            ("skill x --token=abc123", "skill x --token=***"),
+            ("--TOKEN   'abc123' rest", "--TOKEN   '***' rest"),
+            (
+                r#"{"command":"run --token \"abc123\""}"#,
+                r#"{"command":"run --token \"***\""}"#,
+            ),
+            (
+                "--token-file /tmp/t --tokens",
+                "--token-file /tmp/t --tokens",
+            ),
+            ("--token", "--token"),
+        ] {
+            assert_eq!(r.redact(input), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn json_escaped_spellings_of_secrets_are_masked() {
+        let r = Redactor::new([r#"pa"ss\word"#.to_owned()]);
+        assert_eq!(r.redact(r#"{"e":"pa\"ss\\word"}"#), r#"{"e":"***"}"#);
+        assert_eq!(r.redact(r#"pa"ss\word"#), "***");
     }
 
     #[test]

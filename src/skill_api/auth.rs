@@ -2,7 +2,8 @@
 //!
 //! The session id travels in the JSON body, so authentication is done by a body-consuming
 //! extractor that runs the first pipeline steps of SPEC §4.2 in order: read and parse the body
-//! (`Content-Type` JSON, size limit, `{sessionId, parameters}` shape) → look the session up (401)
+//! (`Content-Type` JSON, size limit, a body that has not fully arrived within `body_read_timeout`
+//! is `INVALID_JSON`, `{sessionId, parameters}` shape) → look the session up (401)
 //! → compare the bearer token with the session's caller token in constant time (403) → touch the
 //! session. The route handler receives a typed, authenticated call or a [`CallRejection`] that
 //! still carries what the audit log needs.
@@ -87,7 +88,16 @@ impl FromRequest<SkillApiState> for AuthenticatedCall {
         if declared.is_some_and(|len| len > limit as u64) {
             return Err(CallRejection::new(SkillError::BodyTooLarge { limit }));
         }
-        let bytes = match Limited::new(body, limit).collect().await {
+        let read_timeout = state.settings().body_read_timeout;
+        let collected = tokio::time::timeout(read_timeout, Limited::new(body, limit).collect())
+            .await
+            .map_err(|_| {
+                CallRejection::new(SkillError::InvalidJson(format!(
+                    "the request body did not arrive within {} s",
+                    read_timeout.as_secs_f32()
+                )))
+            })?;
+        let bytes = match collected {
             Ok(collected) => collected.to_bytes(),
             Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
                 return Err(CallRejection::new(SkillError::BodyTooLarge { limit }));

@@ -220,17 +220,7 @@ impl SkillError {
                 "The request body exceeds the limit of {limit} bytes. Send less data in one \
                  call: shorten the text or split the work across several calls."
             ),
-            Self::QuotaExceeded { message, terminate } => {
-                if *terminate {
-                    extra.insert("sessionTerminated".into(), json!(true));
-                    format!(
-                        "{message} This session has made too many such calls and is being \
-                         ended now; do not call any more skills."
-                    )
-                } else {
-                    message.clone()
-                }
-            }
+            Self::QuotaExceeded { message, .. } => message.clone(),
             Self::RateLimited { retry_after } => {
                 let ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
                 let secs = ms.div_ceil(1000).max(1);
@@ -269,16 +259,41 @@ impl SkillError {
         body.insert("error".into(), Value::String(message));
         body.insert("code".into(), Value::String(code.to_owned()));
         body.extend(extra);
-        ErrorResponse {
+        let response = ErrorResponse {
             status,
             code,
             body: Value::Object(body),
             retry_after_secs,
+        };
+        match self {
+            Self::QuotaExceeded {
+                terminate: true, ..
+            } => response.with_termination_notice(),
+            _ => response,
         }
     }
 }
 
 impl ErrorResponse {
+    /// Tells the agent that this call ends its session (doom-loop protection): adds
+    /// `"sessionTerminated": true` and a sentence to the message. The server applies it to every
+    /// failed call that terminates the agent, whatever its code (a `RATE_LIMITED` 4th
+    /// `send-reply` too). Applying it twice changes nothing.
+    pub fn with_termination_notice(mut self) -> Self {
+        if let Value::Object(body) = &mut self.body
+            && body
+                .insert("sessionTerminated".into(), Value::Bool(true))
+                .is_none()
+            && let Some(Value::String(message)) = body.get_mut("error")
+        {
+            message.push_str(
+                " This session has made too many such calls and is being ended now; do not \
+                 call any more skills.",
+            );
+        }
+        self
+    }
+
     /// Turns the mapped error into an axum response (JSON body, `Retry-After` when set).
     pub fn into_response(self) -> Response {
         let mut response = (self.status, axum::Json(self.body)).into_response();
@@ -325,6 +340,34 @@ mod tests {
         }
         .to_http();
         assert_eq!(tiny.retry_after_secs, Some(1));
+    }
+
+    #[test]
+    fn termination_notice_is_added_once_to_any_failure() {
+        let quota = SkillError::QuotaExceeded {
+            message: "Already sent.".into(),
+            terminate: true,
+        }
+        .to_http()
+        .with_termination_notice();
+        assert_eq!(quota.body["sessionTerminated"], true);
+        let text = quota.body["error"].as_str().unwrap_or_default();
+        assert_eq!(text.matches("being ended now").count(), 1, "{text}");
+
+        let limited = SkillError::RateLimited {
+            retry_after: Duration::from_secs(3),
+        }
+        .to_http();
+        assert!(limited.body.get("sessionTerminated").is_none());
+        let limited = limited.with_termination_notice();
+        assert_eq!(limited.code, "RATE_LIMITED");
+        assert_eq!(limited.body["sessionTerminated"], true);
+        assert_eq!(limited.retry_after_secs, Some(3));
+        assert!(
+            limited.body["error"]
+                .as_str()
+                .is_some_and(|e| e.ends_with("do not call any more skills."))
+        );
     }
 
     #[test]

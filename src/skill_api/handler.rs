@@ -12,7 +12,9 @@
 //! the compiled schema. Only top-level defaults are applied (skill schemas are flat objects, SPEC
 //! §3.3); defaults inside nested objects or arrays are not. `format` keywords (e.g. `date-time`)
 //! are asserted, not just annotations. Schemas cannot fetch remote `$ref`s (no resolver is
-//! compiled in); a schema that needs one fails at registration.
+//! compiled in); a schema that needs one fails at registration. Every string parameter, at any
+//! depth, is also refused when it contains a control character (C0 except tab, LF and CR, plus
+//! DEL): `INVALID_PARAMS` with the path, never a 500 from a store or platform further down.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,7 +25,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::{ParamProblem, SkillError};
-use super::sessions::{SessionContext, SessionHandle, SessionId, SessionState, lock};
+use super::sessions::{
+    Attempt, CountedSkill, SessionContext, SessionHandle, SessionId, SessionState, lock,
+};
 
 /// Longest `problem` text reported per parameter (the validator may quote the whole value).
 const MAX_PROBLEM_CHARS: usize = 300;
@@ -46,6 +50,7 @@ pub struct CallContext {
     skill: String,
     session: SessionHandle,
     termination: Mutex<Option<String>>,
+    attempt: Mutex<Option<Attempt>>,
 }
 
 impl fmt::Debug for CallContext {
@@ -64,6 +69,7 @@ impl CallContext {
             skill: skill.into(),
             session,
             termination: Mutex::new(None),
+            attempt: Mutex::new(None),
         }
     }
 
@@ -101,6 +107,26 @@ impl CallContext {
         if slot.is_none() {
             *slot = Some(reason.into());
         }
+    }
+
+    /// Counts this call toward `skill`'s doom-loop threshold, once per call: the Skill API does
+    /// it before the rate limit (so refused attempts count too), and a handler asking again
+    /// gets the same [`Attempt`]. An attempt at the threshold requests termination after the
+    /// response ([`terminate_after_response`](Self::terminate_after_response)).
+    pub fn count_attempt(&self, skill: CountedSkill) -> Attempt {
+        let attempt = {
+            let mut slot = lock(&self.attempt);
+            if let Some(attempt) = *slot {
+                return attempt;
+            }
+            let attempt = self.session.with_state(|state| state.record_attempt(skill));
+            *slot = Some(attempt);
+            attempt
+        };
+        if attempt.terminates() {
+            self.terminate_after_response(attempt.termination_reason());
+        }
+        attempt
     }
 
     /// The termination requested during this call, if any.
@@ -245,6 +271,7 @@ impl RegisteredSkill {
         for error in self.validator.iter_errors(&params) {
             details.extend(problems_of(&error));
         }
+        control_character_problems(&params, &mut String::new(), &mut details);
         if details.is_empty() {
             Ok(params)
         } else {
@@ -277,6 +304,59 @@ fn problems_of(error: &jsonschema::ValidationError<'_>) -> Vec<ParamProblem> {
             path: base,
             problem: truncate(&error.to_string(), MAX_PROBLEM_CHARS),
         }],
+    }
+}
+
+/// Whether `c` is refused in string parameters: C0 controls except tab, line feed and carriage
+/// return, plus DEL. NUL in particular cuts strings short in SQLite's FTS5 query syntax (a 500
+/// from memory-search before this check) and in C APIs further down; no skill has a use for any
+/// of them.
+fn is_refused_control(c: char) -> bool {
+    (c.is_ascii_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{7f}'
+}
+
+/// Appends one problem for every string (at any depth) that contains a refused control
+/// character, naming its JSON Pointer path, the character and where it is.
+fn control_character_problems(value: &Value, path: &mut String, out: &mut Vec<ParamProblem>) {
+    match value {
+        Value::String(text) => {
+            if let Some((index, c)) = text
+                .chars()
+                .enumerate()
+                .find(|(_, c)| is_refused_control(*c))
+            {
+                let name = if c == '\0' {
+                    "NUL".to_owned()
+                } else {
+                    format!("U+{:04X}", u32::from(c))
+                };
+                out.push(ParamProblem {
+                    path: path.clone(),
+                    problem: format!(
+                        "contains the control character {name} at character {index}; remove \
+                         control characters (tab, line feed and carriage return are fine)"
+                    ),
+                });
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("/{i}"));
+                control_character_problems(item, path, out);
+                path.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&escape_pointer(key));
+                control_character_problems(item, path, out);
+                path.truncate(len);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -466,6 +546,55 @@ mod tests {
                 .prepare_params(params(json!({"at": "tomorrow"})))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn control_characters_in_strings_are_invalid_params_naming_the_path() {
+        let skill = registered();
+        for (bad, name) in [
+            ("a\u{0}b", "NUL"),
+            ("a\u{1b}b", "U+001B"),
+            ("\u{7f}", "U+007F"),
+        ] {
+            let Err(SkillError::InvalidParams { details }) =
+                skill.prepare_params(params(json!({ "text": bad })))
+            else {
+                panic!("expected INVALID_PARAMS for {bad:?}");
+            };
+            let found = details
+                .iter()
+                .find(|d| d.path == "/text")
+                .unwrap_or_else(|| panic!("{details:?}"));
+            assert!(found.problem.contains(name), "{found:?}");
+            assert!(found.problem.contains("control character"), "{found:?}");
+        }
+        assert!(
+            skill
+                .prepare_params(params(json!({"text": "a\tb\r\n"})))
+                .is_ok(),
+            "tab, CR and LF are ordinary text"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_found_inside_arrays() {
+        let mut reg = SkillRegistry::new();
+        let schema = json!({
+            "type": "object",
+            "properties": {"files": {"type": "array", "items": {"type": "string"}, "description": "f"}},
+            "additionalProperties": false
+        });
+        reg.register(Arc::new(Nop("files")), SkillSpec::new(schema))
+            .expect("register");
+        let Err(SkillError::InvalidParams { details }) = reg
+            .get("files")
+            .expect("present")
+            .prepare_params(params(json!({"files": ["ok.txt", "x\u{0}.txt"]})))
+        else {
+            panic!("expected INVALID_PARAMS");
+        };
+        assert_eq!(details.len(), 1, "{details:?}");
+        assert_eq!(details[0].path, "/files/1");
     }
 
     #[test]

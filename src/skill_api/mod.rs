@@ -33,7 +33,7 @@ pub use handler::{
 pub use metrics::SkillApiMetrics;
 pub use server::{router, serve};
 pub use sessions::{
-    CallerToken, RegisteredSession, SessionContext, SessionError, SessionHandle, SessionId,
-    SessionRegistry, SessionState, TerminationSignal,
+    Attempt, CallerToken, CountedSkill, RegisteredSession, SessionContext, SessionError,
+    SessionHandle, SessionId, SessionRegistry, SessionState, TerminationSignal,
 };
 pub use state::{SkillApiSettings, SkillApiState};

@@ -4,7 +4,9 @@
 //! token check (403) + touch (all in the [`AuthenticatedCall`] extractor) → resolve the skill
 //! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
 //! learn nothing about skills) → de-duplication → per-(skill, user) rate limit → schema
-//! validation → handler (per-session quotas live in handlers) → audit event. Everything from the
+//! validation → handler (per-session quotas live in handlers) → audit event. Calls of the
+//! doom-loop-counted skills ([`CountedSkill`]) are counted right before the rate limit, so a
+//! refused attempt still counts and a terminating one answers with `sessionTerminated`. Everything from the
 //! rate limit on runs in a task tracked by [`SkillApiState`], detached from the HTTP request, so
 //! a disconnecting client neither cancels a half-done platform action nor strands callers joined
 //! to it. A doom-loop termination requested during a call is fired when the response body has
@@ -16,6 +18,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -25,9 +28,15 @@ use axum::http::{Response as HttpResponse, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::{Frame, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower_http::catch_panic::CatchPanicLayer;
 use tracing::Instrument;
 
@@ -36,7 +45,7 @@ use super::dedup::{Claim, DedupCache, LeaderGuard, SharedOutcome};
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
 use super::metrics::UNKNOWN_SKILL_LABEL;
-use super::sessions::SessionHandle;
+use super::sessions::{CountedSkill, SessionHandle};
 use super::state::SkillApiState;
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
@@ -56,19 +65,111 @@ pub fn router(state: SkillApiState) -> Router {
 
 /// Serves the Skill API on `listener` until `shutdown` completes, then waits for in-flight
 /// requests and detached skill executions to finish.
+///
+/// Connections (see [`SkillApiSettings`](super::SkillApiSettings)): at most `max_connections`
+/// are served at once — beyond that the listener stops accepting and new clients wait in the
+/// listen backlog for a free slot. Every connection is HTTP/1.1 with a header-read timeout: one
+/// that has not sent a complete request head within `header_read_timeout` of opening, or of its
+/// previous response, is closed. So an idle keep-alive client, a half-open socket or a client
+/// trickling its head holds a slot for at most that long, and a waiting legitimate call gets a
+/// slot within about one timeout (`tests/skill_api_connections.rs`). Bodies have their own
+/// bound (`body_read_timeout`, in the authentication extractor). Each connection runs in a task
+/// of this server's tracker; on shutdown every connection finishes its in-flight request and
+/// closes, and `serve` returns once they all have.
 pub async fn serve(
     listener: TcpListener,
     state: SkillApiState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, "skill api listening");
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let settings = state.settings().clone();
+    tracing::info!(
+        %addr,
+        max_connections = settings.max_connections,
+        header_read_timeout_ms = u64::try_from(settings.header_read_timeout.as_millis()).unwrap_or(u64::MAX),
+        "skill api listening"
+    );
+    let app = router(state.clone());
+    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let connections = TaskTracker::new();
+    let stop = CancellationToken::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    accept_failed(&error).await;
+                    continue;
+                }
+            },
+        };
+        connections.spawn(serve_connection(
+            stream,
+            app.clone(),
+            settings.header_read_timeout,
+            stop.clone(),
+            slot,
+        ));
+    }
+    drop(listener);
+    stop.cancel();
+    connections.close();
+    connections.wait().await;
     state.drain().await;
     tracing::info!(%addr, "skill api stopped");
     Ok(())
+}
+
+/// Serves one connection until the client closes it, the header-read timeout closes it or
+/// `stop` asks it to finish its in-flight request and close. `_slot` frees its place under
+/// the connection cap when the connection ends.
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    header_read_timeout: Duration,
+    stop: CancellationToken,
+    _slot: OwnedSemaphorePermit,
+) {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let mut connection = std::pin::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = result {
+        // Timeouts, resets and malformed heads end one client's connection; nothing to do.
+        tracing::debug!(error = %error, "skill api connection ended with an error");
+    }
+}
+
+/// An `accept` error: per-connection ones (the client went away) are skipped; resource ones
+/// (out of file descriptors) are logged and retried after a pause instead of spinning.
+async fn accept_failed(error: &io::Error) {
+    use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::warn!(error = %error, "skill api cannot accept connections; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// How a call's outcome was obtained, for the audit log.
@@ -227,6 +328,10 @@ async fn skill_call(
                 .into_response(),
             "OK",
         ),
+        Err(error) if termination.is_some() => (
+            error.to_http().with_termination_notice().into_response(),
+            error.code(),
+        ),
         Err(error) => (error.to_http().into_response(), error.code()),
     };
     let response = match termination {
@@ -343,6 +448,11 @@ async fn run_checked(
     ctx: &CallContext,
     params: serde_json::Map<String, Value>,
 ) -> Result<Value, SkillError> {
+    // Doom-loop counting comes first: an attempt the rate limit, the schema or the quota
+    // refuses still counts toward the termination threshold.
+    if let Some(counted) = CountedSkill::of(skill.name()) {
+        ctx.count_attempt(counted);
+    }
     if let Some(limit) = &skill.spec().rate_limit {
         let session = ctx.session();
         state

@@ -24,6 +24,7 @@ use rand::rngs::SysRng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::observability::LiveSecrets;
 use crate::platform::PlatformKind;
 
 /// `send-reply`: successful calls allowed per session.
@@ -36,6 +37,82 @@ pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
 pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
 /// `send-file`: the attempt that also terminates the agent.
 pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
+
+/// A skill whose every call counts toward a doom-loop threshold (the `MAX_*` constants above).
+///
+/// The Skill API counts the attempt as the first step after de-duplication, *before* the
+/// per-skill rate limit, schema validation and the handler's quota: an attempt refused with
+/// `RATE_LIMITED`, `INVALID_PARAMS` or `QUOTA_EXCEEDED` still counts, so the threshold fires
+/// whatever the pacing (`tests/skill_api_doom_loop.rs`). Calls joined to an identical in-flight
+/// call or served from the de-duplication cache are the same call retried and do not count again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountedSkill {
+    /// `send-reply`: terminates at [`MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE`].
+    SendReply,
+    /// `edit-reply`: terminates at [`MAX_EDIT_CALLS_BEFORE_TERMINATE`].
+    EditReply,
+    /// `send-file`: terminates at [`MAX_FILE_ATTEMPTS_BEFORE_TERMINATE`].
+    SendFile,
+}
+
+impl CountedSkill {
+    /// The counted skill of this name, if it is one.
+    pub fn of(skill: &str) -> Option<Self> {
+        match skill {
+            "send-reply" => Some(Self::SendReply),
+            "edit-reply" => Some(Self::EditReply),
+            "send-file" => Some(Self::SendFile),
+            _ => None,
+        }
+    }
+
+    /// The skill name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SendReply => "send-reply",
+            Self::EditReply => "edit-reply",
+            Self::SendFile => "send-file",
+        }
+    }
+
+    /// The attempt (1-based) that terminates the agent.
+    pub fn threshold(self) -> u32 {
+        match self {
+            Self::SendReply => MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
+            Self::EditReply => MAX_EDIT_CALLS_BEFORE_TERMINATE,
+            Self::SendFile => MAX_FILE_ATTEMPTS_BEFORE_TERMINATE,
+        }
+    }
+
+    fn counter(self, state: &mut SessionState) -> &mut u32 {
+        match self {
+            Self::SendReply => &mut state.reply_attempts,
+            Self::EditReply => &mut state.edit_calls,
+            Self::SendFile => &mut state.file_attempts,
+        }
+    }
+}
+
+/// One counted call of a [`CountedSkill`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    /// Which skill.
+    pub skill: CountedSkill,
+    /// 1 for the session's first call of that skill, 2 for the second, ...
+    pub number: u32,
+}
+
+impl Attempt {
+    /// Whether this attempt reaches the skill's termination threshold.
+    pub fn terminates(self) -> bool {
+        self.number >= self.skill.threshold()
+    }
+
+    /// The termination reason reported to the runner.
+    pub fn termination_reason(self) -> String {
+        format!("{}: per-session quota exhausted", self.skill.name())
+    }
+}
 
 /// Bytes of randomness in a session id (128 bits).
 const SESSION_ID_BYTES: usize = 16;
@@ -132,13 +209,14 @@ pub struct Reaction {
 /// [`SessionHandle::with_state`]; the agent runner reads it when the run ends.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {
-    /// Every `send-reply` call, successful or not (doom-loop counter).
+    /// Every `send-reply` call, successful or not, rate-limited included (doom-loop counter,
+    /// kept by [`SessionState::record_attempt`]).
     pub reply_attempts: u32,
     /// Successful `send-reply` calls (quota [`MAX_REPLIES_PER_SESSION`]).
     pub reply_successes: u32,
-    /// Every `edit-reply` call (doom-loop counter).
+    /// Every `edit-reply` call, rate-limited included (doom-loop counter).
     pub edit_calls: u32,
-    /// Every `send-file` call, successful or not.
+    /// Every `send-file` call, successful or not, rate-limited included (doom-loop counter).
     pub file_attempts: u32,
     /// Successful `send-file` calls (quota [`MAX_FILE_SENDS_PER_SESSION`]).
     pub file_successes: u32,
@@ -167,6 +245,16 @@ impl SessionState {
         self.last_file_message_id
             .as_deref()
             .or(context.trigger_message_id.as_deref())
+    }
+
+    /// Counts one call of `skill` toward its doom-loop threshold and returns which attempt it is.
+    pub fn record_attempt(&mut self, skill: CountedSkill) -> Attempt {
+        let counter = skill.counter(self);
+        *counter = counter.saturating_add(1);
+        Attempt {
+            skill,
+            number: *counter,
+        }
     }
 
     /// Records a message this session sent (so `edit-reply` may edit it later).
@@ -323,6 +411,9 @@ impl SessionHandle {
 struct RegistryInner {
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
     timeout: Duration,
+    /// The log redactor's set of live secrets: holds the caller token of every registered
+    /// session, so no log line (agent stderr, gate decisions) can carry one.
+    live_tokens: LiveSecrets,
 }
 
 /// The shared registry of live sessions. Cloning shares it.
@@ -342,11 +433,23 @@ impl fmt::Debug for SessionRegistry {
 
 impl SessionRegistry {
     /// A registry whose sessions expire after `session_timeout` without an authenticated call.
+    /// Its caller tokens are tracked in a set of its own; the daemon uses
+    /// [`with_live_tokens`](Self::with_live_tokens) so the log redactor sees them.
     pub fn new(session_timeout: Duration) -> Self {
+        Self::with_live_tokens(session_timeout, LiveSecrets::new())
+    }
+
+    /// Like [`new`](Self::new), publishing every live session's caller token into
+    /// `live_tokens` (the log redactor's [`Redactor::live_secrets`]) from registration until the
+    /// session is unregistered or expires.
+    ///
+    /// [`Redactor::live_secrets`]: crate::observability::Redactor::live_secrets
+    pub fn with_live_tokens(session_timeout: Duration, live_tokens: LiveSecrets) -> Self {
         Self {
             inner: Arc::new(RegistryInner {
                 sessions: Mutex::new(HashMap::new()),
                 timeout: session_timeout,
+                live_tokens,
             }),
         }
     }
@@ -359,10 +462,15 @@ impl SessionRegistry {
     /// Registers a session and mints its id and caller token from the OS RNG.
     pub fn register(&self, context: SessionContext) -> Result<RegisteredSession, SessionError> {
         let caller_token = CallerToken(hex(&random_bytes::<CALLER_TOKEN_BYTES>()?));
+        // Scrubbed from logs before the token can reach anyone.
+        self.inner.live_tokens.insert(caller_token.expose_secret());
         let termination = TerminationSignal::default();
         let mut sessions = lock(&self.inner.sessions);
         let session_id = loop {
-            let id = SessionId(hex(&random_bytes::<SESSION_ID_BYTES>()?));
+            let bytes = random_bytes::<SESSION_ID_BYTES>().inspect_err(|_| {
+                self.inner.live_tokens.remove(caller_token.expose_secret());
+            })?;
+            let id = SessionId(hex(&bytes));
             if !sessions.contains_key(&id) {
                 break id;
             }
@@ -396,6 +504,7 @@ impl SessionRegistry {
         if self.expired(&handle, now) {
             sessions.remove(session_id);
             drop(sessions);
+            self.forget_token(&handle);
             tracing::debug!(session_id, "skill api session expired");
             return None;
         }
@@ -416,7 +525,8 @@ impl SessionRegistry {
     /// Removes the session (the runner calls this when the run ends). Further calls answer 401.
     pub fn unregister(&self, session_id: &SessionId) -> Option<SessionHandle> {
         let removed = lock(&self.inner.sessions).remove(session_id);
-        if removed.is_some() {
+        if let Some(handle) = &removed {
+            self.forget_token(handle);
             tracing::debug!(session_id = %session_id, "skill api session unregistered");
         }
         removed
@@ -449,10 +559,20 @@ impl SessionRegistry {
     pub fn reap_expired(&self) -> usize {
         let now = Instant::now();
         let mut sessions = lock(&self.inner.sessions);
-        let before = sessions.len();
-        sessions.retain(|_, handle| !self.expired(handle, now));
-        let reaped = before - sessions.len();
+        let expired: Vec<SessionId> = sessions
+            .iter()
+            .filter(|(_, handle)| self.expired(handle, now))
+            .map(|(id, _)| id.clone())
+            .collect();
+        let removed: Vec<SessionHandle> = expired
+            .iter()
+            .filter_map(|id| sessions.remove(id))
+            .collect();
         drop(sessions);
+        for handle in &removed {
+            self.forget_token(handle);
+        }
+        let reaped = removed.len();
         if reaped > 0 {
             tracing::debug!(reaped, "reaped idle skill api sessions");
         }
@@ -472,6 +592,13 @@ impl SessionRegistry {
                 }
             }
         }
+    }
+
+    /// Stops scrubbing the token of a session that is gone (it no longer authenticates).
+    fn forget_token(&self, handle: &SessionHandle) {
+        self.inner
+            .live_tokens
+            .remove(handle.entry.token.expose_secret());
     }
 
     fn expired(&self, handle: &SessionHandle, now: Instant) -> bool {
@@ -633,6 +760,29 @@ mod tests {
         assert!(registry.unregister(&s.session_id).is_some());
         assert!(registry.lookup(s.session_id.as_str()).is_none());
         assert!(s.handle.responded());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caller_tokens_are_live_secrets_from_register_until_unregister_or_expiry() {
+        let live = LiveSecrets::new();
+        let redactor_view = live.clone();
+        let registry = SessionRegistry::with_live_tokens(Duration::from_secs(10), live);
+        let a = registry.register(context()).expect("register");
+        let b = registry.register(context()).expect("register");
+        let c = registry.register(context()).expect("register");
+        assert_eq!(redactor_view.len(), 3, "every registered token is scrubbed");
+        registry.unregister(&a.session_id);
+        assert_eq!(
+            redactor_view.len(),
+            2,
+            "an unregistered session's token is dropped"
+        );
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(registry.lookup(b.session_id.as_str()).is_none());
+        assert_eq!(redactor_view.len(), 1, "expired on lookup");
+        assert_eq!(registry.reap_expired(), 1);
+        assert!(redactor_view.is_empty(), "expired by the reaper");
+        drop(c);
     }
 
     #[test]

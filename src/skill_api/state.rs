@@ -19,6 +19,7 @@ use super::handler::SkillRegistry;
 use super::metrics::SkillApiMetrics;
 use super::ratelimit::RateLimiter;
 use super::sessions::SessionRegistry;
+use crate::observability::LiveSecrets;
 
 /// Tunables of the Skill API server (the transport: host/port/allowNonLoopback are the
 /// integrator's business, it binds the listener).
@@ -37,6 +38,17 @@ pub struct SkillApiSettings {
     /// Longest a handler may run before the call fails with 500 `INTERNAL` (default 2 min), so
     /// a hung platform call cannot hang the agent's skill script forever.
     pub handler_timeout: Duration,
+    /// A connection that has not delivered a complete request head this long after it opened
+    /// or after its previous response is closed (`skillApi.headerReadTimeoutMs`, default 10 s).
+    /// Idle keep-alive and half-open connections therefore hold a slot for at most this long.
+    pub header_read_timeout: Duration,
+    /// A request whose body has not fully arrived this long after its head is refused with
+    /// `INVALID_JSON` and its connection closed (default 10 s).
+    pub body_read_timeout: Duration,
+    /// Connections served at once (`skillApi.maxConnections`, default 512). Beyond it new
+    /// connections wait in the listen backlog until a slot frees, which takes at most
+    /// `header_read_timeout` when the slots are held by idle or slow clients.
+    pub max_connections: usize,
 }
 
 impl Default for SkillApiSettings {
@@ -48,6 +60,9 @@ impl Default for SkillApiSettings {
             dedup_max_entries: DEFAULT_MAX_ENTRIES,
             maintenance_interval: Duration::from_secs(30),
             handler_timeout: Duration::from_secs(120),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(10),
+            max_connections: 512,
         }
     }
 }
@@ -85,7 +100,21 @@ impl SkillApiState {
         skills: SkillRegistry,
         metrics: SkillApiMetrics,
     ) -> Self {
-        let sessions = SessionRegistry::new(settings.session_timeout);
+        Self::with_live_tokens(settings, skills, metrics, LiveSecrets::new())
+    }
+
+    /// Like [`new`](Self::new), with the session registry publishing every live caller token
+    /// into `live_tokens` — the log redactor's set ([`Redactor::live_secrets`]), so no log
+    /// line carries a token that still works.
+    ///
+    /// [`Redactor::live_secrets`]: crate::observability::Redactor::live_secrets
+    pub fn with_live_tokens(
+        settings: SkillApiSettings,
+        skills: SkillRegistry,
+        metrics: SkillApiMetrics,
+        live_tokens: LiveSecrets,
+    ) -> Self {
+        let sessions = SessionRegistry::with_live_tokens(settings.session_timeout, live_tokens);
         let dedup = DedupCache::new(settings.dedup_window, settings.dedup_max_entries);
         Self {
             inner: Arc::new(Inner {
