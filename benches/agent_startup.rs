@@ -256,11 +256,14 @@ fn memory_report(label: &str, sessions: usize, agents: &[AgentMemory], daemon_gr
     );
 }
 
-fn gate(script: &str) -> PermissionGate {
+/// A gate approving `entry` of the skills folder `skills` (canonicalised, as the daemon does).
+fn gate(skills: &Path, entry: &str) -> PermissionGate {
     PermissionGate::new(
         ApprovalRules {
-            script_paths: vec![script.to_owned()],
+            skills_dir: std::fs::canonicalize(skills).unwrap(),
+            entrypoints: vec![entry.to_owned()],
             command_prefixes: vec![],
+            skills_mounted_in_workspace: false,
         },
         false,
     )
@@ -312,7 +315,10 @@ fn fake_runner() -> AgentRunner {
             max_turn: Duration::from_secs(900),
             kill_grace: Duration::from_secs(3),
         },
-        gate("skills/send-reply/scripts/send-reply"),
+        gate(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("skills"),
+            "send-reply/scripts/send-reply",
+        ),
     )
 }
 
@@ -428,8 +434,8 @@ struct OpenCodeWorld {
 fn opencode_world(dir: &Path) -> OpenCodeWorld {
     let home = dir.join("oc-home");
     let workspace = dir.join("ws-opencode");
-    // The gate matches `skills/<name>/scripts/<entry>` by path components.
-    let skills = dir.join("oc/skills");
+    // Canonical: the gate approves an entrypoint only by its real absolute path.
+    let skills = std::fs::canonicalize(dir).unwrap().join("oc/skills");
     let ready = dir.join("oc-ready");
     std::fs::create_dir_all(workspace.join("tmp")).unwrap();
     std::fs::create_dir_all(&home).unwrap();
@@ -506,7 +512,7 @@ fn opencode_env(w: &OpenCodeWorld, llm: &FakeLlm, id: &str) -> BTreeMap<String, 
     .collect()
 }
 
-fn opencode_runner(bin: &Path) -> AgentRunner {
+fn opencode_runner(bin: &Path, skills: &Path) -> AgentRunner {
     AgentRunner::new(
         RunnerSettings {
             command: bin.display().to_string(),
@@ -517,7 +523,7 @@ fn opencode_runner(bin: &Path) -> AgentRunner {
             max_turn: Duration::from_secs(300),
             kill_grace: Duration::from_secs(3),
         },
-        gate("skills/wait/scripts/wait"),
+        gate(skills, "wait/scripts/wait"),
     )
 }
 
@@ -532,7 +538,7 @@ async fn bench_opencode(dir: &Path, runs: usize) {
     println!("\n## OpenCode ({})", bin.display());
     let w = opencode_world(dir);
     let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
-    let runner = opencode_runner(&bin);
+    let runner = opencode_runner(&bin, &w.skills);
     let load_before = loadavg();
     let mut startup = Vec::new();
     let mut whole = Vec::new();
@@ -590,7 +596,7 @@ async fn bench_opencode(dir: &Path, runs: usize) {
                 opencode_env(&w, &llm, &id),
                 terminate.clone(),
             );
-            let runner = opencode_runner(&bin);
+            let runner = opencode_runner(&bin, &w.skills);
             tokens.push(terminate);
             handles.push(tokio::spawn(async move { runner.run(run).await }));
         }

@@ -67,10 +67,14 @@ impl Fixture {
         }
     }
 
+    /// The canonical skills folder: the gate approves entrypoints by their real path.
+    fn skills_dir(&self) -> PathBuf {
+        std::fs::canonicalize(self.dir.path().join("skills")).unwrap()
+    }
+
     fn script_path(&self) -> String {
-        self.dir
-            .path()
-            .join("skills/send-reply/scripts/send-reply")
+        self.skills_dir()
+            .join("send-reply/scripts/send-reply")
             .display()
             .to_string()
     }
@@ -92,8 +96,10 @@ impl Fixture {
             settings,
             PermissionGate::new(
                 ApprovalRules {
-                    script_paths: vec!["skills/send-reply/scripts/send-reply".into()],
+                    skills_dir: self.skills_dir(),
+                    entrypoints: vec!["send-reply/scripts/send-reply".into()],
                     command_prefixes: vec![],
+                    skills_mounted_in_workspace: false,
                 },
                 false,
             ),

@@ -56,7 +56,8 @@ fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("workspaces/console/local");
     std::fs::create_dir_all(workspace.join("tmp")).unwrap();
-    let skills = dir.path().join("skills");
+    // Canonical, as the daemon makes it: the gate approves entrypoints by their real path.
+    let skills = std::fs::canonicalize(dir.path()).unwrap().join("skills");
     let scripts = skills.join("send-reply/scripts");
     std::fs::create_dir_all(&scripts).unwrap();
     std::fs::write(
@@ -136,7 +137,6 @@ fn env_for(w: &World, llm: &FakeLlm) -> BTreeMap<String, String> {
 }
 
 fn runner(bin: &Path, w: &World) -> AgentRunner {
-    let _ = w;
     AgentRunner::new(
         RunnerSettings {
             command: bin.display().to_string(),
@@ -149,8 +149,10 @@ fn runner(bin: &Path, w: &World) -> AgentRunner {
         },
         PermissionGate::new(
             ApprovalRules {
-                script_paths: vec!["skills/send-reply/scripts/send-reply".into()],
+                skills_dir: w.skills.clone(),
+                entrypoints: vec!["send-reply/scripts/send-reply".into()],
                 command_prefixes: vec![],
+                skills_mounted_in_workspace: false,
             },
             false,
         ),

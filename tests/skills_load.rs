@@ -172,27 +172,30 @@ fn third_party_skills_load_with_credentials_and_command_prefixes() {
     assert_eq!(
         list,
         AutoApproveList {
-            script_paths: vec!["skills/weather/scripts/weather.py".into()],
+            entrypoints: vec!["weather/scripts/weather.py".into()],
             command_prefixes: vec!["agent-browser".into()],
         }
     );
-    assert!(list.matches_prefix("agent-browser"));
-    assert!(list.matches_script("/srv/app/skills/weather/scripts/weather.py"));
 }
 
 #[test]
 fn auto_approve_list_from_loaded_or_explicit_names() {
     let s = shipped();
     let all = AutoApproveList::from_skills(&s, &[]);
-    assert_eq!(all.script_paths.len(), 14);
-    assert!(
-        all.script_paths
-            .contains(&"skills/memory-save/scripts/memory-save".to_owned())
-    );
+    assert_eq!(all.entrypoints.len(), 14);
     assert!(all.command_prefixes.is_empty());
-    assert!(all.matches_script("skills/send-reply/scripts/send-reply"));
-    assert!(all.matches_script("/opt/air-friends/skills/send-reply/scripts/send-reply"));
-    assert!(!all.matches_script("evil/notskills/send-reply/scripts/send-reply-x"));
+    // Every shipped entrypoint is a regular file at its own canonical path: the daemon keeps
+    // them all (it drops symlinked or missing ones at start).
+    let skills_dir = std::fs::canonicalize(root().join("skills")).unwrap();
+    for entry in &all.entrypoints {
+        let path = skills_dir.join(entry);
+        assert_eq!(std::fs::canonicalize(&path).unwrap(), path, "{entry}");
+        assert!(path.is_file(), "{entry}");
+    }
+    assert!(
+        all.entrypoints
+            .contains(&"memory-save/scripts/memory-save".to_owned())
+    );
     let some = AutoApproveList::from_skills(
         &s,
         &[
@@ -202,12 +205,11 @@ fn auto_approve_list_from_loaded_or_explicit_names() {
         ],
     );
     assert_eq!(
-        some.script_paths,
+        some.entrypoints,
         [
-            "skills/custom/scripts/custom",
-            "skills/react-message/scripts/react-message",
-            "skills/send-reply/scripts/send-reply"
+            "custom/scripts/custom",
+            "react-message/scripts/react-message",
+            "send-reply/scripts/send-reply"
         ]
     );
-    assert!(!some.matches_script("skills/memory-save/scripts/memory-save"));
 }

@@ -5,6 +5,7 @@
 //! * [`env`] — the agent's environment, built from scratch, secrets excluded.
 //! * [`gate`] — the permission gate (auto-approved skill invocations only).
 //! * [`fs`] — `fs/*` requests confined to the workspace.
+//! * [`shell`] — the whitelist shell lexer the gate reads commands with.
 //! * [`session`] — the session flow, timeouts, retry prompt and outcome.
 
 pub mod env;
@@ -13,6 +14,7 @@ pub mod gate;
 pub mod process;
 pub mod rpc;
 pub mod session;
+pub mod shell;
 
 pub use gate::{ApprovalRules, PermissionGate};
 pub use session::{AgentRunner, Outcome, ResponseProbe, RunnerSettings, SessionRun};

@@ -428,7 +428,7 @@ impl Connection<'_> {
                 let reply = match method.as_str() {
                     "session/request_permission" => {
                         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
-                        let decision = self.gate.decide(&tool_call);
+                        let decision = self.gate.decide(&tool_call, &self.run.workspace);
                         let command = gate::command_of(&tool_call);
                         if decision.allow && self.gate.is_yolo() {
                             tracing::warn!(session_id = %sid, command = ?command, reason = %decision.reason, "permission approved (YOLO)");

@@ -350,20 +350,31 @@ fn connection_check(readiness: &Readiness, name: &'static str) -> ConnectionStat
     state
 }
 
-/// The auto-approve rules: the skills' script paths (relative `skills/<name>/scripts/<entry>`
-/// suffixes and their absolute forms under the configured skills folder) and command prefixes.
+/// The auto-approve rules: the canonical skills directory, the entrypoints in it and the
+/// command prefixes. An entrypoint that is a symlink, missing, or not a regular file inside
+/// the skills directory is dropped with a warning (the gate would refuse it at every call).
 fn approval_rules(skills: &LoadedSkills, config: &Config, skills_dir: &Path) -> ApprovalRules {
     let list = skills.auto_approve(&config.agent.auto_approve_skills);
-    let mut script_paths = list.script_paths.clone();
-    for rel in &list.script_paths {
-        if let Some(tail) = rel.strip_prefix("skills/") {
-            script_paths.push(skills_dir.join(tail).display().to_string());
+    let (skills_dir, entrypoints) = match std::fs::canonicalize(skills_dir) {
+        Ok(dir) => (dir, list.entrypoints),
+        Err(e) => {
+            tracing::warn!(skills_dir = %skills_dir.display(), error = %e,
+                "cannot resolve the skills directory: no skill script is auto-approved");
+            (skills_dir.to_path_buf(), Vec::new())
         }
-    }
-    ApprovalRules {
-        script_paths,
+    };
+    let mut rules = ApprovalRules {
+        skills_dir,
+        entrypoints,
         command_prefixes: list.command_prefixes,
+        // set by the sandbox
+        skills_mounted_in_workspace: false,
+    };
+    for (entrypoint, reason) in rules.retain_genuine_entrypoints() {
+        tracing::warn!(entrypoint = %entrypoint, reason = %reason,
+            "skill entrypoint dropped from the auto-approve list");
     }
+    rules
 }
 
 /// The retry prompt: tells the agent it must answer and quotes the two answering skills.
