@@ -11,13 +11,17 @@
 //!   runs an approved skill script that sleeps), then the resident set (`VmRSS` in
 //!   `/proc/<pid>/status`) of every agent process and of its whole process group is read.
 //!
+//! * Sandbox cost: the fake agent and OpenCode started with `agent.sandbox.mode: bwrap` against
+//!   `none`, interleaved in the same run, p50/p99 and the difference.
+//!
 //! "Prompt sent" is the runner's `prompt sent` debug event (`src/agent/session.rs`), captured by
 //! a tracing layer in this program; "start session" is the call to `AgentRunner::run`.
 //!
 //! Run (the fake agent must be built in the same profile as the bench):
 //! `cargo build --release --example fake_acp_agent && cargo bench --bench agent_startup`.
 //! Knobs: `AGENT_BENCH_RUNS` (fake agent runs, default 200), `AGENT_BENCH_OPENCODE_RUNS`
-//! (default 5), `FAKE_ACP_AGENT` (path of the fake agent), `OPENCODE_BIN`; `RUST_LOG` also
+//! (default 5), `AGENT_BENCH_ONLY=sandbox` (only the sandbox's cost), `FAKE_ACP_AGENT` (path of
+//! the fake agent), `OPENCODE_BIN`; `RUST_LOG` also
 //! prints the runner's log on stderr. Results are recorded
 //! in `docs/PERFORMANCE.md` ("Agent runner").
 
@@ -30,8 +34,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
+    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
+    SessionRun,
 };
+use air_friends::config::SandboxConfig;
 use fake_llm::{FakeLlm, Step};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -636,6 +642,127 @@ async fn bench_opencode(dir: &Path, runs: usize) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sandbox cost: the same runner with and without bubblewrap, runs interleaved (A B A B …) so
+// machine drift hits both sides alike.
+
+/// The sandbox the daemon builds by default, for an agent at `program` with these skills.
+async fn default_sandbox(program: &Path, skills: &Path) -> Sandbox {
+    let config = SandboxConfig::default();
+    let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config");
+    // The daemon's executable is only bound into the sandbox here (no skill script runs).
+    let exe = std::env::current_exe().expect("own path");
+    let path_var = std::env::var("PATH").ok();
+    let sandbox = Sandbox::from_config(&SandboxSetup {
+        config: &config,
+        agent_program: Some(program),
+        air_friends_bin: &exe,
+        skills_dir: skills,
+        agent_config_dir: Some(&agent_config),
+        protected: &[],
+        path_var: path_var.as_deref(),
+    })
+    .expect("bubblewrap is installed");
+    sandbox.probe().await.expect("the sandbox starts");
+    sandbox
+}
+
+/// Start-up (start session → prompt sent) of `runs` sessions on each side, interleaved.
+async fn interleaved(
+    label: &str,
+    runs: usize,
+    sides: [(&str, &AgentRunner); 2],
+    mut session_for: impl FnMut(&str) -> SessionRun,
+) {
+    let mut samples: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..runs {
+        for (side, (name, runner)) in sides.iter().enumerate() {
+            let id = format!("{label}-{name}-{i}");
+            let t0 = Instant::now();
+            runner.run(session_for(&id)).await;
+            if let Some(sent) = sent_at(&id) {
+                samples[side].push(sent - t0);
+            }
+        }
+    }
+    let mut p50 = [Duration::ZERO; 2];
+    for (side, (name, _)) in sides.iter().enumerate() {
+        let mut sorted = samples[side].clone();
+        sorted.sort();
+        p50[side] = percentile(&sorted, 0.5);
+        summary(
+            &format!("{label}, sandbox {name}: start session → prompt sent"),
+            sorted,
+        );
+    }
+    println!(
+        "  {label}: the sandbox adds {:+.1} ms at p50 (ratio bwrap/none {:.2})",
+        (p50[1].as_secs_f64() - p50[0].as_secs_f64()) * 1000.0,
+        p50[1].as_secs_f64() / p50[0].as_secs_f64()
+    );
+}
+
+async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
+    println!("\n## Sandbox cost at session start (bwrap against none, interleaved)");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let workspace = dir.join("ws-sandbox");
+    std::fs::create_dir_all(workspace.join("tmp")).unwrap();
+    // Inside the workspace: the only place besides the runtime the sandboxed agent can read.
+    let quick = workspace.join("fake-quick.json");
+    std::fs::write(&quick, json!({"turns": [{"steps": []}]}).to_string()).unwrap();
+    let none = fake_runner();
+    let bwrap = fake_runner().with_sandbox(default_sandbox(&fake_agent(), &skills).await);
+    for (i, runner) in [&none, &bwrap, &none, &bwrap].iter().enumerate() {
+        let id = format!("sb-warm-{i}");
+        runner
+            .run(session(
+                &id,
+                &workspace,
+                fake_env(&quick, &id),
+                CancellationToken::new(),
+            ))
+            .await;
+    }
+    interleaved(
+        "fake agent",
+        runs,
+        [("none", &none), ("bwrap", &bwrap)],
+        |id| {
+            session(
+                id,
+                &workspace,
+                fake_env(&quick, id),
+                CancellationToken::new(),
+            )
+        },
+    )
+    .await;
+
+    let Some(bin) = opencode_bin() else {
+        println!("  OpenCode: not installed, not measured");
+        return;
+    };
+    let w = opencode_world(dir);
+    let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
+    let none = opencode_runner(&bin, &w.skills);
+    let bwrap =
+        opencode_runner(&bin, &w.skills).with_sandbox(default_sandbox(&bin, &w.skills).await);
+    interleaved(
+        "OpenCode",
+        oc_runs,
+        [("none", &none), ("bwrap", &bwrap)],
+        |id| {
+            session(
+                id,
+                &w.workspace,
+                opencode_env(&w, &llm, id),
+                CancellationToken::new(),
+            )
+        },
+    )
+    .await;
+}
+
 fn main() {
     // `RUST_LOG=...` also prints the runner's log on stderr (for diagnosing a failed run).
     let log = std::env::var_os("RUST_LOG").map(|_| {
@@ -670,8 +797,12 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        bench_fake(dir.path(), runs).await;
-        bench_opencode(dir.path(), oc_runs).await;
+        // AGENT_BENCH_ONLY=sandbox measures only the sandbox's cost.
+        if std::env::var("AGENT_BENCH_ONLY").as_deref() != Ok("sandbox") {
+            bench_fake(dir.path(), runs).await;
+            bench_opencode(dir.path(), oc_runs).await;
+        }
+        bench_sandbox(dir.path(), runs, oc_runs).await;
     });
     println!("\nload average at end: {}", loadavg());
 }

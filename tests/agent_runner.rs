@@ -749,14 +749,16 @@ async fn a_20_mb_line_is_skipped_and_never_held_whole() {
 }
 
 /// Runs `air-friends chat` with the fake agent following `script` (which must carry a `log`);
-/// the typed `input` is one message. Returns (stdout, stderr, success).
+/// the typed `input` is one message. Returns (stdout, stderr, success). The agent runs without
+/// the sandbox: these tests watch its host pid and read its log outside the workspace (the
+/// sandbox has its own tests in `tests/sandbox.rs` and `tests/chat.rs`).
 fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String, String, bool) {
     use std::io::Write;
     let script_path = dir.join("agent.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let config = format!(
-        "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n{agent_config}  env:\n    FAKE_ACP_SCRIPT: {script}\nprompts:\n  dir: {prompts}\n",
+        "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  sandbox:\n    mode: none\n{agent_config}  env:\n    FAKE_ACP_SCRIPT: {script}\nprompts:\n  dir: {prompts}\n",
         data = dir.join("data").display(),
         agent = fake_agent().display(),
         skills = root.join("skills").display(),

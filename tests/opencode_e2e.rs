@@ -1,6 +1,7 @@
 //! End to end against the real OpenCode (`opencode acp`, npm package `opencode-ai`) driven by a
 //! fake LLM on loopback: the runner, the shipped `agent-config/opencode.json` and the permission
-//! gate decide what OpenCode's bash tool may run.
+//! gate decide what OpenCode's bash tool may run, with OpenCode inside the agent sandbox (as the
+//! daemon runs it by default).
 //!
 //! The OpenCode binary is found through `OPENCODE_BIN` or in the cache folder `.ci/run`
 //! installs it to. Outside CI a missing binary skips these tests with a notice; under CI
@@ -14,8 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
+    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
+    SessionRun,
 };
+use air_friends::config::SandboxConfig;
 use common::fake_llm::{FakeLlm, Step};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +68,8 @@ fn world() -> World {
         "---\nname: send-reply\ndescription: Send the reply to the user. Use it to answer.\n---\n\nRun scripts/send-reply --message-file FILE.\n",
     )
     .unwrap();
-    let marker = dir.path().join("replied.txt");
+    // In the workspace: the skill script runs inside the sandbox, where only that is writable.
+    let marker = workspace.join("replied.txt");
     let script = scripts.join("send-reply");
     std::fs::write(
         &script,
@@ -136,7 +140,26 @@ fn env_for(w: &World, llm: &FakeLlm) -> BTreeMap<String, String> {
     env
 }
 
-fn runner(bin: &Path, w: &World) -> AgentRunner {
+/// The sandbox every agent runs in by default, as the daemon builds it.
+async fn sandbox(bin: &Path, w: &World) -> Sandbox {
+    let config = SandboxConfig::default();
+    let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config");
+    let path_var = std::env::var("PATH").ok();
+    let sandbox = Sandbox::from_config(&SandboxSetup {
+        config: &config,
+        agent_program: Some(bin),
+        air_friends_bin: Path::new(common::bin()),
+        skills_dir: &w.skills,
+        agent_config_dir: Some(&agent_config),
+        protected: &[],
+        path_var: path_var.as_deref(),
+    })
+    .expect("bubblewrap is installed (.ci/run installs it)");
+    sandbox.probe().await.expect("the sandbox starts");
+    sandbox
+}
+
+async fn runner(bin: &Path, w: &World) -> AgentRunner {
     AgentRunner::new(
         RunnerSettings {
             command: bin.display().to_string(),
@@ -157,6 +180,7 @@ fn runner(bin: &Path, w: &World) -> AgentRunner {
             false,
         ),
     )
+    .with_sandbox(sandbox(bin, w).await)
 }
 
 fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
@@ -190,7 +214,10 @@ async fn opencode_runs_an_approved_skill_script() {
         Step::Text("Replied.".into()),
     ])
     .await;
-    let outcome = runner(&bin, &w).run(session(&w, env_for(&w, &llm))).await;
+    let outcome = runner(&bin, &w)
+        .await
+        .run(session(&w, env_for(&w, &llm)))
+        .await;
     assert_eq!(outcome, Outcome::Responded { retried: false });
     let recorded = std::fs::read_to_string(&w.marker).unwrap();
     assert_eq!(
@@ -220,7 +247,8 @@ async fn opencode_cannot_run_commands_the_gate_rejects() {
         return;
     };
     let w = world();
-    let pwned = w.dir.path().join("pwned");
+    // In the workspace, the one place the sandbox would let a command that slipped through write.
+    let pwned = w.workspace.join("pwned");
     let script = w.skills.join("send-reply/scripts/send-reply");
     let llm = FakeLlm::start(vec![Step::Tool(
         "bash",
@@ -228,7 +256,10 @@ async fn opencode_cannot_run_commands_the_gate_rejects() {
                "description": "Sneaky"}),
     )])
     .await;
-    let outcome = runner(&bin, &w).run(session(&w, env_for(&w, &llm))).await;
+    let outcome = runner(&bin, &w)
+        .await
+        .run(session(&w, env_for(&w, &llm)))
+        .await;
     assert_eq!(outcome, Outcome::NoResponse { retried: true });
     assert!(!pwned.exists(), "a rejected command ran");
     assert!(!w.marker.exists(), "the skill ran despite the injection");

@@ -184,7 +184,10 @@ fn a_sandbox_that_cannot_start_stops_serve_with_the_reason_and_the_fix() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().last().unwrap_or_default();
         assert!(last.contains(reason), "{bwrap}: {stderr}");
-        assert!(last.contains("Fix:") && last.contains("agent.sandbox.mode: none"), "{stderr}");
+        assert!(
+            last.contains("Fix:") && last.contains("agent.sandbox.mode: none"),
+            "{stderr}"
+        );
     }
 }
 

@@ -27,7 +27,10 @@ const PROXY_VARS: &[&str] = &[
     "all_proxy",
 ];
 
-/// Never passed to the agent, whatever the configuration says.
+/// Never passed to the agent, whatever the configuration says: daemon secrets and systemd's
+/// channels, and the variables that make a shell or the dynamic linker run code the permission
+/// gate never saw (`BASH_ENV`/`ENV` are sourced by every `bash -c`/`sh -c`, `BASH_FUNC_*`
+/// imports functions that can shadow a program, `LD_PRELOAD` injects a library).
 pub const FORBIDDEN_VARS: &[&str] = &[
     "DISCORD_TOKEN",
     "MISSKEY_TOKEN",
@@ -35,7 +38,14 @@ pub const FORBIDDEN_VARS: &[&str] = &[
     "NOTIFY_SOCKET",
     "WATCHDOG_USEC",
     "WATCHDOG_PID",
+    "BASH_ENV",
+    "ENV",
+    "LD_PRELOAD",
+    "LD_AUDIT",
 ];
+
+/// Prefix of exported bash functions (`BASH_FUNC_name%%`), never passed.
+const BASH_FUNCTION_PREFIX: &str = "BASH_FUNC_";
 
 /// What identifies one agent session to the skill client.
 #[derive(Debug, Clone)]
@@ -128,8 +138,25 @@ pub fn build_agent_env(
 
     for name in FORBIDDEN_VARS {
         if env.remove(*name).is_some() {
-            tracing::warn!(var = name, "refused to pass a daemon secret to the agent");
+            tracing::warn!(var = name, "refused to pass this variable to the agent");
         }
+    }
+    env.retain(|name, _| {
+        let function = name.starts_with(BASH_FUNCTION_PREFIX);
+        if function {
+            tracing::warn!(var = %name, "refused to pass an exported shell function to the agent");
+        }
+        !function
+    });
+    // Only absolute PATH entries: with `.` or a relative folder on PATH, a bare `sh` or a
+    // command-based skill would resolve to a file the agent wrote in its workspace.
+    if let Some(path) = env.get("PATH") {
+        let kept: Vec<&str> = path.split(':').filter(|dir| dir.starts_with('/')).collect();
+        let kept = kept.join(":");
+        if kept != *path {
+            tracing::warn!("relative PATH entries dropped from the agent's environment");
+        }
+        env.insert("PATH".into(), kept);
     }
     env.retain(|name, value| {
         let leaked = inputs
@@ -156,8 +183,10 @@ mod tests {
     #[test]
     fn builds_from_scratch_and_never_passes_daemon_secrets() {
         let daemon: HashMap<&str, &str> = HashMap::from([
-            ("PATH", "/usr/bin:/bin"),
+            ("PATH", "/usr/bin:.:bin:/bin:"),
             ("HOME", "/home/af"),
+            ("BASH_ENV", "/ws/evil.sh"),
+            ("BASH_FUNC_skills%%", "() { id; }"),
             ("DISCORD_TOKEN", "discord-secret-value"),
             ("MISSKEY_TOKEN", "misskey-secret-value"),
             ("OPENROUTER_API_KEY", "or-key"),
@@ -168,7 +197,13 @@ mod tests {
         ]);
         let lookup = |n: &str| daemon.get(n).map(|s| s.to_string());
         let mut agent = AgentConfig::default();
-        agent.sandbox.allowed_env_vars = vec!["DISCORD_TOKEN".into(), "SNEAKY".into()];
+        agent.sandbox.allowed_env_vars = vec![
+            "DISCORD_TOKEN".into(),
+            "SNEAKY".into(),
+            "BASH_ENV".into(),
+            "BASH_FUNC_skills%%".into(),
+        ];
+        agent.env.insert("LD_PRELOAD".into(), "/ws/evil.so".into());
         agent
             .env
             .insert("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into());
@@ -210,6 +245,12 @@ mod tests {
         assert!(!env.contains_key("DISCORD_TOKEN"));
         assert!(!env.contains_key("MISSKEY_TOKEN"));
         assert!(!env.contains_key("SNEAKY"));
+        for shell_code in ["BASH_ENV", "BASH_FUNC_skills%%", "LD_PRELOAD"] {
+            assert!(
+                !env.contains_key(shell_code),
+                "{shell_code} reached the agent"
+            );
+        }
         for v in env.values() {
             assert!(!v.contains("discord-secret-value") && !v.contains("misskey-secret-value"));
         }

@@ -5,6 +5,7 @@
 //! * [`env`] — the agent's environment, built from scratch, secrets excluded.
 //! * [`gate`] — the permission gate (auto-approved skill invocations only).
 //! * [`fs`] — `fs/*` requests confined to the workspace.
+//! * [`sandbox`] — the bubblewrap sandbox every agent runs in.
 //! * [`shell`] — the whitelist shell lexer the gate reads commands with.
 //! * [`session`] — the session flow, timeouts, retry prompt and outcome.
 
@@ -13,8 +14,10 @@ pub mod fs;
 pub mod gate;
 pub mod process;
 pub mod rpc;
+pub mod sandbox;
 pub mod session;
 pub mod shell;
 
 pub use gate::{ApprovalRules, PermissionGate};
+pub use sandbox::{Sandbox, SandboxError, SandboxSetup};
 pub use session::{AgentRunner, Outcome, ResponseProbe, RunnerSettings, SessionRun};

@@ -8,7 +8,7 @@
 //! requests with `cancelled`, waits briefly, then stops the process.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use super::fs;
 use super::gate::{self, PermissionGate};
 use super::process::{AgentProcess, Launch};
 use super::rpc::{self, Incoming, RpcClient, RpcError};
+use super::sandbox::Sandbox;
 
 /// ACP protocol version spoken.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -135,11 +136,12 @@ impl Outcome {
     }
 }
 
-/// Runs ACP sessions with a permission gate.
+/// Runs ACP sessions with a permission gate, each agent inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct AgentRunner {
     settings: RunnerSettings,
     gate: PermissionGate,
+    sandbox: Sandbox,
 }
 
 /// How one prompt turn ended.
@@ -155,17 +157,50 @@ enum TurnEnd {
 
 impl AgentRunner {
     /// A runner.
+    /// A runner without a sandbox; the daemon adds its sandbox with
+    /// [`with_sandbox`](Self::with_sandbox).
     pub fn new(settings: RunnerSettings, gate: PermissionGate) -> Self {
-        Self { settings, gate }
+        Self {
+            settings,
+            gate,
+            sandbox: Sandbox::none(),
+        }
+    }
+
+    /// Runs every agent inside `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
     }
 
     /// Runs one session to its end and stops the agent process.
-    pub async fn run(&self, run: SessionRun) -> Outcome {
+    pub async fn run(&self, mut run: SessionRun) -> Outcome {
+        let workspace = match self.prepare_workspace(&run.workspace).await {
+            Ok(w) => w,
+            Err(e) => {
+                return Outcome::Failed {
+                    reason: format!("cannot prepare the workspace for the agent: {e}"),
+                };
+            }
+        };
+        // Inside the sandbox only the canonical path exists; use it everywhere (cwd, fs/*).
+        run.workspace = workspace.clone();
+        if !self.sandbox.is_enabled() {
+            tracing::warn!(session_id = %run.session_id, "agent.sandbox.mode is none: this agent runs unconfined");
+        }
+        let mut env = run.env.clone();
+        self.sandbox.adjust_env(&mut env);
+        let command = self.sandbox.wrap(
+            Path::new(&self.settings.command),
+            &self.settings.args,
+            &workspace,
+            run.dm,
+        );
         let launch = Launch {
-            command: &self.settings.command,
-            args: &self.settings.args,
-            cwd: &run.workspace,
-            env: &run.env,
+            program: &command.program,
+            args: &command.args,
+            cwd: &workspace,
+            env: &env,
             label: &run.session_id,
         };
         let (mut process, client, incoming) = match AgentProcess::spawn(&launch) {
@@ -190,6 +225,20 @@ impl AgentRunner {
         process.shutdown(self.settings.kill_grace).await;
         tracing::info!(session_id = %run.session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
         outcome
+    }
+
+    /// The canonical workspace with the sandbox's mount points in place (blocking file-system
+    /// work, so on the blocking pool).
+    async fn prepare_workspace(&self, workspace: &Path) -> std::io::Result<PathBuf> {
+        let sandbox = self.sandbox.clone();
+        let workspace = workspace.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let canonical = workspace.canonicalize()?;
+            sandbox.prepare_workspace(&canonical)?;
+            Ok(canonical)
+        })
+        .await
+        .map_err(std::io::Error::other)?
     }
 
     async fn drive(&self, conn: &mut Connection<'_>) -> Outcome {

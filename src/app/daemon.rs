@@ -12,7 +12,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::bind;
-use crate::agent::{AgentRunner, ApprovalRules, PermissionGate, RunnerSettings};
+use crate::agent::{
+    AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
+};
 use crate::config::Config;
 use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
 use crate::conversation::prompts::PromptLibrary;
@@ -22,7 +24,7 @@ use crate::conversation::{
 };
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::{LiveSecrets, Metrics};
-use crate::ops::Readiness;
+use crate::ops::{Readiness, checks};
 use crate::platform::discord::DiscordAdapter;
 use crate::platform::metered::PlatformMetrics;
 use crate::platform::misskey::MisskeyAdapter;
@@ -37,6 +39,9 @@ use crate::store::Store;
 
 /// Events waiting for the router.
 const EVENT_QUEUE: usize = 1024;
+
+/// How long `/readyz` trusts its last sandbox probe.
+const SANDBOX_RECHECK: Duration = Duration::from_secs(60);
 
 /// What a started daemon hands back to its caller.
 #[derive(Debug)]
@@ -70,7 +75,10 @@ pub async fn start(
         .await
         .with_context(|| format!("cannot open the database {}", db_path.display()))?;
 
-    let skills_dir = absolute(&config.agent.skills_dir);
+    // Canonical: the prompt, the sandbox mounts and the permission gate all name the skill
+    // scripts by this one real path.
+    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
+        .unwrap_or_else(|_| absolute(&config.agent.skills_dir));
     let skills = load_skills(&skills_dir).map_err(|e| {
         anyhow::anyhow!(
             "skill packages in {} failed validation: {e}",
@@ -180,7 +188,10 @@ pub async fn start(
         Workspaces::new(&workspaces_root),
     ));
 
-    // The agent runner and the conversation pipeline.
+    // The agent runner (inside its sandbox) and the conversation pipeline.
+    let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
+    let sandbox = agent_sandbox(config, &skills_dir, &air_friends_bin, &workspaces_root).await?;
+    sandbox_check(readiness, &sandbox);
     let conversation_metrics = ConversationMetrics::new(metrics);
     let runner = AgentRunner::new(
         RunnerSettings {
@@ -193,10 +204,11 @@ pub async fn start(
             kill_grace: Duration::from_millis(config.agent.kill_grace_ms),
         },
         PermissionGate::new(
-            approval_rules(&skills, config, &skills_dir),
+            approval_rules(&skills, config, &skills_dir, &sandbox),
             config.agent.yolo,
         ),
-    );
+    )
+    .with_sandbox(sandbox);
     if config.agent.yolo {
         tracing::warn!("agent.yolo is on: every permission the agent asks for is approved");
     }
@@ -220,7 +232,7 @@ pub async fn start(
         env: AgentEnvTemplate {
             agent: config.agent.clone(),
             skills_dir: skills_dir.clone(),
-            air_friends_bin: std::env::current_exe().context("cannot find this executable")?,
+            air_friends_bin,
             api_url: skill_api_url.clone(),
             skill_credentials: credentials,
             secret_values: config.secret_values(),
@@ -333,6 +345,78 @@ async fn reload_on_sighup(
     }
 }
 
+/// The agent sandbox the configuration asks for, checked by running a sandboxed command:
+/// fail-closed, so a sandbox that cannot start stops the daemon with the reason and the fix.
+async fn agent_sandbox(
+    config: &Config,
+    skills_dir: &Path,
+    air_friends_bin: &Path,
+    workspaces_root: &Path,
+) -> anyhow::Result<Sandbox> {
+    let path_var = std::env::var("PATH").ok();
+    let agent_program = checks::resolve_command(&config.agent.command, path_var.as_deref());
+    let db = config.database_path();
+    let protected: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| PathBuf::from(format!("{}{suffix}", db.display())))
+        .chain([workspaces_root.to_path_buf(), config.prompts.dir.clone()])
+        .collect();
+    let config_dir = absolute(&config.agent.config_dir);
+    let sandbox = Sandbox::from_config(&SandboxSetup {
+        config: &config.agent.sandbox,
+        agent_program: agent_program.as_deref(),
+        air_friends_bin,
+        skills_dir,
+        agent_config_dir: config_dir.is_dir().then_some(config_dir.as_path()),
+        protected: &protected,
+        path_var: path_var.as_deref(),
+    })?;
+    sandbox.probe().await?;
+    if sandbox.is_enabled() {
+        tracing::info!(mode = sandbox.mode().as_str(), "agent sandbox ready");
+    } else {
+        tracing::warn!(
+            "agent.sandbox.mode is none: agents run unconfined and can read everything this \
+             daemon's user can (database, configuration, other workspaces)"
+        );
+    }
+    Ok(sandbox)
+}
+
+/// `/readyz` reports the sandbox: its mode, and whether a sandboxed command still starts
+/// (re-checked at most every [`SANDBOX_RECHECK`], so the endpoint stays cheap).
+fn sandbox_check(readiness: &Readiness, sandbox: &Sandbox) {
+    let sandbox = sandbox.clone();
+    let last: LastProbe = Arc::default();
+    readiness.register("sandbox", move || {
+        let (sandbox, last) = (sandbox.clone(), last.clone());
+        async move {
+            let cached = lock(&last)
+                .clone()
+                .filter(|(at, _)| at.elapsed() < SANDBOX_RECHECK);
+            let result = match cached {
+                Some((_, r)) => r,
+                None => {
+                    let r = sandbox.probe().await.map_err(|e| e.to_string());
+                    *lock(&last) = Some((tokio::time::Instant::now(), r.clone()));
+                    r
+                }
+            };
+            result.map_err(|e| format!("sandbox mode {}: {e}", sandbox.mode().as_str()))
+        }
+    });
+}
+
+/// When the sandbox was last probed, and what came out.
+type LastProbe = Arc<std::sync::Mutex<Option<(tokio::time::Instant, Result<(), String>)>>>;
+
+fn lock(
+    last: &LastProbe,
+) -> std::sync::MutexGuard<'_, Option<(tokio::time::Instant, Result<(), String>)>> {
+    last.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Registers a readiness check for a platform and returns its connection flag.
 fn connection_check(readiness: &Readiness, name: &'static str) -> ConnectionState {
     let state = ConnectionState::new();
@@ -353,22 +437,18 @@ fn connection_check(readiness: &Readiness, name: &'static str) -> ConnectionStat
 /// The auto-approve rules: the canonical skills directory, the entrypoints in it and the
 /// command prefixes. An entrypoint that is a symlink, missing, or not a regular file inside
 /// the skills directory is dropped with a warning (the gate would refuse it at every call).
-fn approval_rules(skills: &LoadedSkills, config: &Config, skills_dir: &Path) -> ApprovalRules {
+fn approval_rules(
+    skills: &LoadedSkills,
+    config: &Config,
+    skills_dir: &Path,
+    sandbox: &Sandbox,
+) -> ApprovalRules {
     let list = skills.auto_approve(&config.agent.auto_approve_skills);
-    let (skills_dir, entrypoints) = match std::fs::canonicalize(skills_dir) {
-        Ok(dir) => (dir, list.entrypoints),
-        Err(e) => {
-            tracing::warn!(skills_dir = %skills_dir.display(), error = %e,
-                "cannot resolve the skills directory: no skill script is auto-approved");
-            (skills_dir.to_path_buf(), Vec::new())
-        }
-    };
     let mut rules = ApprovalRules {
-        skills_dir,
-        entrypoints,
+        skills_dir: skills_dir.to_path_buf(),
+        entrypoints: list.entrypoints,
         command_prefixes: list.command_prefixes,
-        // set by the sandbox
-        skills_mounted_in_workspace: false,
+        skills_mounted_in_workspace: sandbox.skills_mounted_in_workspace(),
     };
     for (entrypoint, reason) in rules.retain_genuine_entrypoints() {
         tracing::warn!(entrypoint = %entrypoint, reason = %reason,
