@@ -4,7 +4,8 @@
 mod common;
 
 use std::os::unix::net::UnixDatagram;
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Daemon, TestConfig, bin};
@@ -358,4 +359,96 @@ fn import_jsonl_from_the_command_line_is_idempotent_and_reports_bad_lines() {
         report.contains("skipped as duplicate 2 memories"),
         "{report}"
     );
+}
+
+#[test]
+fn the_daemon_is_non_dumpable_so_its_own_uid_cannot_read_its_environment() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    // Root may read any process; run the daemon and the reader under one unprivileged uid.
+    // `/proc/self` belongs to the effective uid.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    let as_user = |program: &Path| {
+        let mut cmd = if root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(program);
+            c
+        } else {
+            Command::new(program)
+        };
+        cmd.env_clear().env("PATH", "/usr/bin:/bin");
+        cmd
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("air-friends");
+    std::fs::copy(bin(), &exe).unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    if root {
+        std::os::unix::fs::chown(&data, Some(65534), Some(65534)).unwrap();
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "workspace:\n  repoPath: {}\nhealth:\n  port: 0\nskillApi:\n  port: 0\nagent:\n  command: sh\n  skillsDir: {}\n  sandbox:\n    mode: none\nprompts:\n  dir: {}\n",
+            data.display(),
+            repo.join("skills").display(),
+            repo.join("prompts").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let marker = "AF_ENVIRON_MARKER=visible-to-anyone-who-can-read-it";
+    let (name, value) = marker.split_once('=').unwrap();
+    let mut daemon = as_user(&exe)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .env(name, value)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = daemon.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("\"listener\":\"ops\""));
+    assert!(ready, "the daemon did not start");
+    // A dumpable process of the same uid: its environment is readable (the probe is real).
+    let mut control = as_user(Path::new("/usr/bin/sleep"))
+        .arg("30")
+        .env(name, value)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let read = |pid: u32| {
+        as_user(Path::new("/usr/bin/cat"))
+            .arg(format!("/proc/{pid}/environ"))
+            .output()
+            .unwrap()
+    };
+    let control_read = read(control.id());
+    let daemon_read = read(daemon.id());
+    let _ = control.kill();
+    let _ = control.wait();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = daemon.wait();
+    assert!(
+        String::from_utf8_lossy(&control_read.stdout).contains(marker),
+        "the control process's environment should be readable"
+    );
+    assert!(
+        !daemon_read.status.success(),
+        "the daemon's environ was readable"
+    );
+    assert!(!String::from_utf8_lossy(&daemon_read.stdout).contains(marker));
 }
