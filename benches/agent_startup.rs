@@ -747,8 +747,11 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
     let none = opencode_runner(&bin, &w.skills);
     let bwrap =
         opencode_runner(&bin, &w.skills).with_sandbox(default_sandbox(&bin, &w.skills).await);
+    // Inside the sandbox every session starts with an empty home on its private /tmp; compare
+    // against both an unconfined agent reusing one warm home (what `none` does) and one given a
+    // fresh home per session (the sandbox's own cost, like for like).
     interleaved(
-        "OpenCode",
+        "OpenCode (none: one warm HOME)",
         oc_runs,
         [("none", &none), ("bwrap", &bwrap)],
         |id| {
@@ -758,6 +761,26 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
                 opencode_env(&w, &llm, id),
                 CancellationToken::new(),
             )
+        },
+    )
+    .await;
+    interleaved(
+        "OpenCode (none: a fresh HOME per session)",
+        oc_runs,
+        [("none", &none), ("bwrap", &bwrap)],
+        |id| {
+            let mut env = opencode_env(&w, &llm, id);
+            let home = w.home.join(format!("fresh-{id}"));
+            for (var, sub) in [
+                ("HOME", ""),
+                ("XDG_CONFIG_HOME", ".config"),
+                ("XDG_DATA_HOME", ".local/share"),
+                ("XDG_CACHE_HOME", ".cache"),
+                ("XDG_STATE_HOME", ".local/state"),
+            ] {
+                env.insert(var.into(), home.join(sub).display().to_string());
+            }
+            session(id, &w.workspace, env, CancellationToken::new())
         },
     )
     .await;

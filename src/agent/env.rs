@@ -44,6 +44,19 @@ pub const FORBIDDEN_VARS: &[&str] = &[
     "LD_AUDIT",
 ];
 
+/// Set for every agent, over anything the configuration says: OpenCode must ignore project
+/// files in its working directory (`opencode.json`, `.opencode/`, `AGENTS.md`, `CLAUDE.md`)
+/// and skills outside the ones the daemon lists (`.claude/skills/` and the like).
+/// The workspace is the agent's own to write, so a hijacked session could otherwise leave a
+/// configuration that lifts `bash: ask` (no more permission gate) or instructions that steer
+/// every later session of that user (`tests/opencode_e2e.rs`
+/// `files_an_agent_left_in_its_workspace_cannot_instruct_or_reconfigure_opencode`).
+pub const AGENT_POLICY_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_PROJECT_CONFIG", "1"),
+    ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1"),
+    ("OPENCODE_DISABLE_CLAUDE_CODE_SKILLS", "1"),
+];
+
 /// Prefix of exported bash functions (`BASH_FUNC_name%%`), never passed.
 const BASH_FUNCTION_PREFIX: &str = "BASH_FUNC_";
 
@@ -136,6 +149,9 @@ pub fn build_agent_env(
         inputs.skills_dir.display().to_string(),
     );
 
+    for (name, value) in AGENT_POLICY_ENV {
+        env.insert((*name).to_owned(), (*value).to_owned());
+    }
     for name in FORBIDDEN_VARS {
         if env.remove(*name).is_some() {
             tracing::warn!(var = name, "refused to pass this variable to the agent");
@@ -206,6 +222,9 @@ mod tests {
         agent.env.insert("LD_PRELOAD".into(), "/ws/evil.so".into());
         agent
             .env
+            .insert("OPENCODE_DISABLE_PROJECT_CONFIG".into(), "0".into());
+        agent
+            .env
             .insert("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into());
         let identity = SessionIdentity {
             session_id: "sess1".into(),
@@ -245,6 +264,10 @@ mod tests {
         assert!(!env.contains_key("DISCORD_TOKEN"));
         assert!(!env.contains_key("MISSKEY_TOKEN"));
         assert!(!env.contains_key("SNEAKY"));
+        assert_eq!(
+            env["OPENCODE_DISABLE_PROJECT_CONFIG"], "1",
+            "the policy wins"
+        );
         for shell_code in ["BASH_ENV", "BASH_FUNC_skills%%", "LD_PRELOAD"] {
             assert!(
                 !env.contains_key(shell_code),
