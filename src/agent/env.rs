@@ -71,6 +71,18 @@ pub struct SessionIdentity {
     pub api_url: String,
 }
 
+/// The daemon's model gateway as this session's agent reaches it: the agent is pointed at it
+/// with its caller token as the API key, and the real provider keys stay in the daemon.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelGateway<'a> {
+    /// Root of this session's gateway routes, e.g. `http://127.0.0.1:3001/llm/<session id>`;
+    /// provider `p` is served under `{route}/{p}`.
+    pub route: &'a str,
+    /// The providers it serves: (provider id, environment variable holding its key). The key
+    /// variables are never passed to the agent.
+    pub providers: &'a [(String, String)],
+}
+
 /// Everything the environment is built from.
 #[derive(Debug)]
 pub struct EnvInputs<'a> {
@@ -88,6 +100,8 @@ pub struct EnvInputs<'a> {
     pub skill_credentials: &'a [String],
     /// Secret values the daemon holds; any variable whose value equals one is dropped.
     pub secret_values: &'a [String],
+    /// The model gateway, when the daemon serves the providers' APIs itself.
+    pub gateway: Option<ModelGateway<'a>>,
 }
 
 /// Builds the agent's environment from `daemon_env` and `inputs`.
@@ -104,6 +118,11 @@ pub fn build_agent_env(
     for name in BASE_VARS.iter().chain(PROXY_VARS) {
         copy(&mut env, name);
     }
+    let gateway_keys: Vec<&str> = inputs
+        .gateway
+        .iter()
+        .flat_map(|g| g.providers.iter().map(|(_, var)| var.as_str()))
+        .collect();
     for name in inputs
         .agent
         .provider_env_vars
@@ -111,7 +130,9 @@ pub fn build_agent_env(
         .chain(&inputs.agent.sandbox.allowed_env_vars)
         .chain(inputs.skill_credentials)
     {
-        copy(&mut env, name);
+        if !gateway_keys.contains(&name.as_str()) {
+            copy(&mut env, name);
+        }
     }
     for (k, v) in &inputs.agent.env {
         env.insert(k.clone(), v.clone());
@@ -124,13 +145,11 @@ pub fn build_agent_env(
             absolute(&config_file).display().to_string(),
         );
     }
-    // Expose the skill packages to OpenCode's skill tool (merged with OPENCODE_CONFIG), unless
-    // the operator supplies inline configuration of their own through `agent.env`.
-    if !env.contains_key("OPENCODE_CONFIG_CONTENT") {
-        let inline =
-            serde_json::json!({"skills": {"paths": [inputs.skills_dir.display().to_string()]}});
-        env.insert("OPENCODE_CONFIG_CONTENT".into(), inline.to_string());
-    }
+    let inline = opencode_inline_config(
+        env.get("OPENCODE_CONFIG_CONTENT").map(String::as_str),
+        inputs,
+    );
+    env.insert("OPENCODE_CONFIG_CONTENT".into(), inline);
     let workspace = inputs.workspace.display().to_string();
     env.insert(
         "TMPDIR".into(),
@@ -185,6 +204,53 @@ pub fn build_agent_env(
         !leaked
     });
     env
+}
+
+/// OpenCode's inline configuration (`OPENCODE_CONFIG_CONTENT`, merged by OpenCode over
+/// `OPENCODE_CONFIG`): the operator's own inline JSON from `agent.env` if any, plus the skills
+/// folder for the skill tool (unless the operator lists skill paths), plus — for every provider
+/// the gateway serves — `baseURL` on the gateway and the session's caller token as the API key,
+/// overriding whatever the operator set for them. Inline JSON that does not parse is replaced
+/// (with a warning) rather than passed on half-understood.
+fn opencode_inline_config(operator: Option<&str>, inputs: &EnvInputs<'_>) -> String {
+    use serde_json::{Map, Value, json};
+    let mut root = match operator.map(serde_json::from_str::<Value>) {
+        None => Map::new(),
+        Some(Ok(Value::Object(map))) => map,
+        Some(_) => {
+            tracing::warn!("agent.env.OPENCODE_CONFIG_CONTENT is not a JSON object; ignored");
+            Map::new()
+        }
+    };
+    root.entry("skills")
+        .or_insert_with(|| json!({"paths": [inputs.skills_dir.display().to_string()]}));
+    if let Some(gateway) = inputs.gateway {
+        let providers = object_entry(&mut root, "provider");
+        for (id, _) in gateway.providers {
+            let options = object_entry(object_entry(providers, id), "options");
+            options.insert("baseURL".into(), json!(format!("{}/{id}", gateway.route)));
+            options.insert("apiKey".into(), json!(inputs.identity.token));
+        }
+    }
+    Value::Object(root).to_string()
+}
+
+/// The object under `key`, created (or replacing a non-object) when needed.
+fn object_entry<'m>(
+    map: &'m mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> &'m mut serde_json::Map<String, serde_json::Value> {
+    use serde_json::{Map, Value};
+    let slot = map
+        .entry(key.to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    match slot {
+        Value::Object(m) => m,
+        _ => unreachable!("the slot was just made an object"),
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -245,6 +311,7 @@ mod tests {
                 skills_dir: Path::new("/opt/af/skills"),
                 skill_credentials: &creds,
                 secret_values: &secrets,
+                gateway: None,
             },
             &lookup,
         );
@@ -277,5 +344,65 @@ mod tests {
         for v in env.values() {
             assert!(!v.contains("discord-secret-value") && !v.contains("misskey-secret-value"));
         }
+    }
+
+    #[test]
+    fn gateway_providers_get_the_gateway_url_and_the_session_token_never_the_key() {
+        let daemon: HashMap<&str, &str> = HashMap::from([
+            ("PATH", "/usr/bin"),
+            ("OPENROUTER_API_KEY", "sk-or-real-key"),
+            ("GEMINI_API_KEY", "gem-key"),
+        ]);
+        let lookup = |n: &str| daemon.get(n).map(|s| s.to_string());
+        let mut agent = AgentConfig::default();
+        agent.env.insert(
+            "OPENCODE_CONFIG_CONTENT".into(),
+            r#"{"model":"openrouter/x","provider":{"openrouter":{"options":{"apiKey":"sk-or-real-key","timeout":5}}}}"#.into(),
+        );
+        let identity = SessionIdentity {
+            session_id: "s1".into(),
+            token: "caller-token".into(),
+            api_url: "http://127.0.0.1:3001".into(),
+        };
+        let providers = vec![("openrouter".to_owned(), "OPENROUTER_API_KEY".to_owned())];
+        let env = build_agent_env(
+            &EnvInputs {
+                agent: &agent,
+                identity: &identity,
+                workspace: Path::new("/ws/u"),
+                air_friends_bin: Path::new("/bin/af"),
+                skills_dir: Path::new("/opt/skills"),
+                skill_credentials: &[],
+                secret_values: &["sk-or-real-key".to_owned()],
+                gateway: Some(ModelGateway {
+                    route: "http://127.0.0.1:3001/llm/s1",
+                    providers: &providers,
+                }),
+            },
+            &lookup,
+        );
+        assert!(
+            !env.contains_key("OPENROUTER_API_KEY"),
+            "the gateway's key reached the agent"
+        );
+        assert_eq!(
+            env["GEMINI_API_KEY"], "gem-key",
+            "keys the gateway does not serve still pass"
+        );
+        let inline: serde_json::Value =
+            serde_json::from_str(&env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+        assert_eq!(
+            inline["model"], "openrouter/x",
+            "the operator's settings are kept"
+        );
+        let options = &inline["provider"]["openrouter"]["options"];
+        assert_eq!(
+            options["baseURL"],
+            "http://127.0.0.1:3001/llm/s1/openrouter"
+        );
+        assert_eq!(options["apiKey"], "caller-token");
+        assert_eq!(options["timeout"], 5);
+        assert_eq!(inline["skills"]["paths"][0], "/opt/skills");
+        assert!(env.values().all(|v| !v.contains("sk-or-real-key")));
     }
 }

@@ -173,6 +173,7 @@ impl Interactions {
                     skills_dir: &self.env.skills_dir,
                     skill_credentials: &self.env.skill_credentials,
                     secret_values: &self.env.secret_values,
+                    gateway: None,
                 },
                 &ProcessEnv,
             );
