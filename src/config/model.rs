@@ -342,6 +342,11 @@ pub struct SkillApiConfig {
     /// Connections served at once; further connections wait for a free slot (at most about
     /// `headerReadTimeoutMs` when idle clients hold the slots).
     pub max_connections: u32,
+    /// Folder of the per-session sockets the sandboxed agents reach the API through
+    /// (`{socketDir}/{sessionId}/api.sock`); unset = `{workspace.repoPath}/run`. Created with
+    /// mode 0700 when missing; refused when it is a symlink, not ours, or open to group or
+    /// others. Keep it short: a socket path has at most 107 bytes.
+    pub socket_dir: Option<PathBuf>,
 }
 
 impl Default for SkillApiConfig {
@@ -353,6 +358,7 @@ impl Default for SkillApiConfig {
             session_timeout_ms: 1_800_000,
             header_read_timeout_ms: 10_000,
             max_connections: 512,
+            socket_dir: None,
         }
     }
 }
@@ -548,6 +554,14 @@ impl Config {
             .path
             .clone()
             .unwrap_or_else(|| self.workspace.repo_path.join("air-friends.db"))
+    }
+
+    /// The per-session sockets' folder: `skillApi.socketDir`, else `{workspace.repoPath}/run`.
+    pub fn skill_api_socket_dir(&self) -> PathBuf {
+        self.skill_api
+            .socket_dir
+            .clone()
+            .unwrap_or_else(|| self.workspace.repo_path.join("run"))
     }
 
     /// Every configured secret value, for log redaction.

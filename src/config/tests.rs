@@ -326,3 +326,18 @@ fn database_path_defaults_under_repo_path() {
         std::path::PathBuf::from("/srv/af/air-friends.db")
     );
 }
+
+#[test]
+fn skill_api_socket_dir_defaults_under_repo_path_and_can_be_set() {
+    let cfg = load_str("workspace:\n  repoPath: /srv/af\n", &no_env()).unwrap();
+    assert_eq!(
+        cfg.skill_api_socket_dir(),
+        std::path::PathBuf::from("/srv/af/run")
+    );
+    let cfg = load_str(
+        "workspace:\n  repoPath: /srv/af\nskillApi:\n  socketDir: /run/af\n",
+        &no_env(),
+    )
+    .unwrap();
+    assert_eq!(cfg.skill_api_socket_dir(), std::path::PathBuf::from("/run/af"));
+}

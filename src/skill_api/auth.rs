@@ -7,9 +7,18 @@
 //! → compare the bearer token with the session's caller token in constant time (403) → touch the
 //! session. The route handler receives a typed, authenticated call or a [`CallRejection`] that
 //! still carries what the audit log needs.
+//!
+//! On a per-session Unix socket ([`SessionSocket`](super::SessionSocket)) the session is known
+//! before the body is read: every request carries a [`SocketSession`] extension naming the
+//! session whose socket it arrived on, and the operating system decides who can reach that
+//! socket (only the daemon and that session's sandbox). A body naming any other session is
+//! refused with 403 `AUTH_FAILED` ([`SkillError::WrongSessionChannel`]) right after parsing,
+//! before the session lookup, so a hijacked agent cannot act for another live session even
+//! holding its id and token, and cannot probe which session ids exist
+//! (`tests/skill_api_socket.rs`). The caller token remains the second check.
 
 use axum::extract::{FromRequest, Request};
-use axum::http::{HeaderMap, header};
+use axum::http::{Extensions, HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Deserialize;
@@ -24,6 +33,25 @@ use super::state::SkillApiState;
 /// not secret (every caller token has the same length) and may short-circuit.
 pub fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
     expected.ct_eq(presented).into()
+}
+
+/// The session whose per-session socket a request arrived on: a request extension set by the
+/// server for every request of a [`SessionSocket`](super::SessionSocket), never by the client.
+/// Absent on the TCP listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SocketSession(pub String);
+
+/// Checks that a request's channel may act for `session_id`: `Ok` on the TCP listener (no
+/// [`SocketSession`]) or when the socket belongs to that session, otherwise
+/// [`SkillError::WrongSessionChannel`] (403 `AUTH_FAILED`). Routes served on the session
+/// sockets besides the skills (the model gateway) call it with the session they were given.
+pub fn socket_session_matches(extensions: &Extensions, session_id: &str) -> Result<(), SkillError> {
+    match extensions.get::<SocketSession>() {
+        Some(SocketSession(channel)) if channel != session_id => {
+            Err(SkillError::WrongSessionChannel)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The wire body of a skill call.
@@ -114,6 +142,16 @@ impl FromRequest<SkillApiState> for AuthenticatedCall {
             session_id: None,
             body_bytes,
         })?;
+        // Before the lookup: on a session socket, a body naming another session learns nothing
+        // (not even whether that session exists). The audit names the session that sent it.
+        if let Err(error) = socket_session_matches(&parts.extensions, &parsed.session_id) {
+            let sender = parts.extensions.get::<SocketSession>().map(|s| s.0.clone());
+            return Err(CallRejection {
+                error,
+                session_id: sender,
+                body_bytes,
+            });
+        }
         let reject = |error| CallRejection {
             error,
             session_id: Some(parsed.session_id.clone()),
@@ -208,6 +246,22 @@ mod tests {
         assert_eq!(bearer_token(&h), None);
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("tok"));
         assert_eq!(bearer_token(&h), None);
+    }
+
+    #[test]
+    fn socket_session_must_name_the_body_session() {
+        let mut extensions = Extensions::new();
+        assert!(
+            socket_session_matches(&extensions, "anything").is_ok(),
+            "the TCP listener has no socket session"
+        );
+        extensions.insert(SocketSession("aaaa".into()));
+        assert!(socket_session_matches(&extensions, "aaaa").is_ok());
+        let refused = socket_session_matches(&extensions, "bbbb").expect_err("other session");
+        assert_eq!(refused.status(), axum::http::StatusCode::FORBIDDEN);
+        assert_eq!(refused.code(), "AUTH_FAILED");
+        assert!(refused.is_auth_class(), "never cached");
+        assert!(socket_session_matches(&extensions, "").is_err());
     }
 
     #[test]

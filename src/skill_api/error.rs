@@ -43,6 +43,10 @@ pub enum SkillError {
     /// 403: the presented token does not belong to the session.
     #[error("caller token mismatch")]
     AuthFailed,
+    /// 403 `AUTH_FAILED`: the request arrived on another session's socket than the session its
+    /// body names (the per-session channel decides who is calling, not the body).
+    #[error("request arrived on another session's channel")]
+    WrongSessionChannel,
     /// 403: the skill is not allowed in this context (e.g. DM-only skill in a guild).
     #[error("forbidden in this context: {0}")]
     ForbiddenContext(String),
@@ -132,7 +136,7 @@ impl SkillError {
             Self::InvalidParams { .. } => (StatusCode::BAD_REQUEST, "INVALID_PARAMS"),
             Self::SessionNotFound => (StatusCode::UNAUTHORIZED, "SESSION_NOT_FOUND"),
             Self::AuthMissing => (StatusCode::FORBIDDEN, "AUTH_MISSING"),
-            Self::AuthFailed => (StatusCode::FORBIDDEN, "AUTH_FAILED"),
+            Self::AuthFailed | Self::WrongSessionChannel => (StatusCode::FORBIDDEN, "AUTH_FAILED"),
             Self::ForbiddenContext(_) => (StatusCode::FORBIDDEN, "FORBIDDEN_CONTEXT"),
             Self::UnknownSkill { .. } => (StatusCode::NOT_FOUND, "UNKNOWN_SKILL"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -197,6 +201,11 @@ impl SkillError {
             Self::AuthFailed => "The caller token does not match this session. Use the \
                  SESSION_ID and SKILL_API_TOKEN of your own environment unchanged; do not copy \
                  them from messages, files or other sessions."
+                .to_owned(),
+            Self::WrongSessionChannel => "This request came on another session's channel: the \
+                 connection it arrived on belongs to a different session than the sessionId in \
+                 the body. Use the SESSION_ID of your own environment unchanged; a session can \
+                 only act for itself."
                 .to_owned(),
             Self::ForbiddenContext(why) => format!(
                 "This skill is not allowed in the current conversation: {why}. Do not retry it \
@@ -378,6 +387,7 @@ mod tests {
             SkillError::SessionNotFound,
             SkillError::AuthMissing,
             SkillError::AuthFailed,
+            SkillError::WrongSessionChannel,
             SkillError::ForbiddenContext("x".into()),
             SkillError::UnknownSkill {
                 name: "x".into(),

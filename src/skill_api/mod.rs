@@ -2,8 +2,10 @@
 //!
 //! * [`server`] — `POST /api/skill/{name}`, the request pipeline, audit events; [`router`] and
 //!   [`serve`].
-//! * [`auth`] — the [`AuthenticatedCall`] extractor (body parse, session lookup, constant-time
-//!   caller-token check).
+//! * [`auth`] — the [`AuthenticatedCall`] extractor (body parse, the per-session channel check,
+//!   session lookup, constant-time caller-token check).
+//! * [`socket`] — [`SessionSocket`]: the Skill API served on a per-session Unix socket whose
+//!   folder is bound into that session's sandbox, so the OS decides who is calling.
 //! * [`sessions`] — the [`SessionRegistry`]: session ids, caller tokens, per-session state,
 //!   idle expiry, termination signals for the agent runner.
 //! * [`handler`] — the seam for skill handlers: [`SkillHandler`], [`CallContext`],
@@ -22,9 +24,10 @@ pub mod metrics;
 pub mod ratelimit;
 pub mod server;
 pub mod sessions;
+pub mod socket;
 pub mod state;
 
-pub use auth::{AuthenticatedCall, CallRejection};
+pub use auth::{AuthenticatedCall, CallRejection, SocketSession, socket_session_matches};
 pub use error::{ErrorResponse, ParamProblem, SkillError};
 pub use handler::{
     CallContext, RateLimitSpec, RegisteredSkill, RegistryError, SkillHandler, SkillRegistry,
@@ -36,4 +39,5 @@ pub use sessions::{
     Attempt, CallerToken, CountedSkill, RegisteredSession, SessionContext, SessionError,
     SessionHandle, SessionId, SessionRegistry, SessionState, TerminationSignal,
 };
+pub use socket::{SessionSocket, SocketError};
 pub use state::{SkillApiSettings, SkillApiState};

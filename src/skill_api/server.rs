@@ -1,7 +1,8 @@
 //! The HTTP server: routes, the request pipeline of SPEC §4.2, audit events and metrics.
 //!
-//! `POST /api/skill/{name}` runs, in this order: parse + session lookup (401) + constant-time
-//! token check (403) + touch (all in the [`AuthenticatedCall`] extractor) → resolve the skill
+//! `POST /api/skill/{name}` runs, in this order: parse + on a session socket the channel check
+//! (403) + session lookup (401) + constant-time token check (403) + touch (all in the
+//! [`AuthenticatedCall`] extractor) → resolve the skill
 //! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
 //! learn nothing about skills) → de-duplication → per-(skill, user) rate limit → schema
 //! validation → handler (per-session quotas live in handlers) → audit event. Calls of the
@@ -32,7 +33,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -51,16 +53,27 @@ use super::state::SkillApiState;
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
 const MAX_LOGGED_NAME: usize = 64;
 
-/// The Skill API router (state already applied).
+/// The Skill API router (state already applied), with the extra routes registered through
+/// [`SkillApiState::with_extra_routes`] (the model gateway) merged in. The same router serves
+/// the TCP listener and every session socket.
+///
+/// # Panics
+///
+/// Like [`Router::merge`]: if an extra route overlaps `/api/skill/{name}` or the extra router
+/// has a fallback of its own (a composition error, caught by the first test that builds it).
 pub fn router(state: SkillApiState) -> Router {
-    Router::new()
+    let skill_routes = Router::new()
         .route(
             "/api/skill/{name}",
             post(skill_call).fallback(method_not_allowed),
         )
-        .fallback(no_such_endpoint)
         .layer(CatchPanicLayer::custom(panic_response))
-        .with_state(state)
+        .with_state(state.clone());
+    let app = match state.extra_routes() {
+        Some(extra) => skill_routes.merge(extra),
+        None => skill_routes,
+    };
+    app.fallback(no_such_endpoint)
 }
 
 /// Serves the Skill API on `listener` until `shutdown` completes, then waits for in-flight
@@ -75,7 +88,8 @@ pub fn router(state: SkillApiState) -> Router {
 /// slot within about one timeout (`tests/skill_api_connections.rs`). Bodies have their own
 /// bound (`body_read_timeout`, in the authentication extractor). Each connection runs in a task
 /// of this server's tracker; on shutdown every connection finishes its in-flight request and
-/// closes, and `serve` returns once they all have.
+/// closes, and `serve` returns once they all have. Session sockets
+/// ([`SessionSocket`](super::SessionSocket)) are served by the same loop.
 pub async fn serve(
     listener: TcpListener,
     state: SkillApiState,
@@ -89,10 +103,71 @@ pub async fn serve(
         header_read_timeout_ms = u64::try_from(settings.header_read_timeout.as_millis()).unwrap_or(u64::MAX),
         "skill api listening"
     );
-    let app = router(state.clone());
-    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let policy = ConnectionPolicy {
+        header_read_timeout: settings.header_read_timeout,
+        max_connections: settings.max_connections,
+        drain_timeout: None,
+    };
+    run_listener(listener, router(state.clone()), policy, shutdown).await;
+    state.drain().await;
+    tracing::info!(%addr, "skill api stopped");
+    Ok(())
+}
+
+/// A listening socket the accept loop can take connections from: the TCP listener and the
+/// per-session Unix sockets.
+pub(super) trait Accept: Send + 'static {
+    /// One accepted connection.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// Waits for the next connection.
+    fn accept_stream(&self) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+
+    async fn accept_stream(&self) -> io::Result<TcpStream> {
+        self.accept().await.map(|(stream, _peer)| stream)
+    }
+}
+
+impl Accept for UnixListener {
+    type Stream = UnixStream;
+
+    async fn accept_stream(&self) -> io::Result<UnixStream> {
+        self.accept().await.map(|(stream, _peer)| stream)
+    }
+}
+
+/// How a listener's connections are served.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ConnectionPolicy {
+    /// See [`SkillApiSettings::header_read_timeout`](super::SkillApiSettings::header_read_timeout).
+    pub header_read_timeout: Duration,
+    /// Connections served at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// After the stop, how long connections may take to finish their in-flight requests before
+    /// they are dropped; `None` waits for them however long they take.
+    pub drain_timeout: Option<Duration>,
+}
+
+/// The accept loop: serves `listener`'s connections with `app` under `policy` until `shutdown`
+/// completes, then stops accepting (the listener is closed), lets every connection finish its
+/// in-flight request (within `drain_timeout` when set, after which the rest are dropped) and
+/// returns once every connection task has ended.
+pub(super) async fn run_listener<L: Accept>(
+    listener: L,
+    app: Router,
+    policy: ConnectionPolicy,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let slots = Arc::new(Semaphore::new(policy.max_connections.max(1)));
     let connections = TaskTracker::new();
-    let stop = CancellationToken::new();
+    let drain = Drain {
+        stop: CancellationToken::new(),
+        abort: CancellationToken::new(),
+    };
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -104,8 +179,8 @@ pub async fn serve(
         };
         let stream = tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+            accepted = listener.accept_stream() => match accepted {
+                Ok(stream) => stream,
                 Err(error) => {
                     accept_failed(&error).await;
                     continue;
@@ -115,30 +190,54 @@ pub async fn serve(
         connections.spawn(serve_connection(
             stream,
             app.clone(),
-            settings.header_read_timeout,
-            stop.clone(),
+            policy.header_read_timeout,
+            drain.clone(),
             slot,
         ));
     }
     drop(listener);
-    stop.cancel();
+    drain.stop.cancel();
     connections.close();
-    connections.wait().await;
-    state.drain().await;
-    tracing::info!(%addr, "skill api stopped");
-    Ok(())
+    match policy.drain_timeout {
+        None => connections.wait().await,
+        Some(bound) => {
+            if tokio::time::timeout(bound, connections.wait())
+                .await
+                .is_err()
+            {
+                tracing::debug!(
+                    still_open = connections.len(),
+                    "connections did not finish in time; dropping them"
+                );
+                drain.abort.cancel();
+                connections.wait().await;
+            }
+        }
+    }
+}
+
+/// The two stop signals of a listener's connections.
+#[derive(Clone)]
+struct Drain {
+    /// Finish the in-flight request, then close.
+    stop: CancellationToken,
+    /// Close now (the drain bound has passed).
+    abort: CancellationToken,
 }
 
 /// Serves one connection until the client closes it, the header-read timeout closes it or
-/// `stop` asks it to finish its in-flight request and close. `_slot` frees its place under
-/// the connection cap when the connection ends.
-async fn serve_connection(
-    stream: TcpStream,
+/// `drain.stop` asks it to finish its in-flight request and close (`drain.abort` drops it
+/// even mid-request). `_slot` frees its place under the connection cap when the connection
+/// ends.
+async fn serve_connection<S>(
+    stream: S,
     app: Router,
     header_read_timeout: Duration,
-    stop: CancellationToken,
+    drain: Drain,
     _slot: OwnedSemaphorePermit,
-) {
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -147,9 +246,12 @@ async fn serve_connection(
     let mut connection = std::pin::pin!(connection);
     let result = tokio::select! {
         result = connection.as_mut() => result,
-        () = stop.cancelled() => {
+        () = drain.stop.cancelled() => {
             connection.as_mut().graceful_shutdown();
-            connection.await
+            tokio::select! {
+                result = connection.as_mut() => result,
+                () = drain.abort.cancelled() => return,
+            }
         }
     };
     if let Err(error) = result {

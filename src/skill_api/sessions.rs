@@ -116,6 +116,9 @@ impl Attempt {
 
 /// Bytes of randomness in a session id (128 bits).
 const SESSION_ID_BYTES: usize = 16;
+/// Characters of a session id (lowercase hex of [`SESSION_ID_BYTES`]); the session sockets'
+/// path length is checked against it.
+pub(crate) const SESSION_ID_CHARS: usize = SESSION_ID_BYTES * 2;
 /// Bytes of randomness in a caller token (256 bits).
 const CALLER_TOKEN_BYTES: usize = 32;
 

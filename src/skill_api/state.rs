@@ -5,11 +5,17 @@
 //! clone (one `Arc`). The integrator builds it once from [`SkillApiSettings`] (mapped from
 //! `config.yaml`), hands [`SkillApiState::sessions`] to the agent runner, spawns
 //! [`SkillApiState::run_maintenance`] on the application's `TaskTracker` and passes the state to
-//! [`serve`](super::serve).
+//! [`serve`](super::serve). Routes of other components served next to the skills (the model
+//! gateway) are added once with [`SkillApiState::with_extra_routes`]; every router built from
+//! the state — the TCP listener's and each session socket's
+//! ([`SkillApiState::open_session_socket`]) — then carries them.
 
 use std::fmt;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use axum::Router;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -18,7 +24,8 @@ use super::dedup::{DEFAULT_MAX_ENTRIES, DedupCache};
 use super::handler::SkillRegistry;
 use super::metrics::SkillApiMetrics;
 use super::ratelimit::RateLimiter;
-use super::sessions::SessionRegistry;
+use super::sessions::{SessionId, SessionRegistry};
+use super::socket::{SessionSocket, SocketError};
 use crate::observability::LiveSecrets;
 
 /// Tunables of the Skill API server (the transport: host/port/allowNonLoopback are the
@@ -49,6 +56,19 @@ pub struct SkillApiSettings {
     /// connections wait in the listen backlog until a slot frees, which takes at most
     /// `header_read_timeout` when the slots are held by idle or slow clients.
     pub max_connections: usize,
+    /// Folder holding one private folder per session with its socket
+    /// (`{socket_dir}/{session_id}/api.sock`; `skillApi.socketDir`, by default
+    /// `{workspace.repoPath}/run`). It must be ours and not group- or world-accessible; it is
+    /// created (mode 0700) when missing.
+    pub socket_dir: PathBuf,
+    /// Connections served at once on one session socket (default 32). Per session, so one
+    /// hijacked agent opening connections only starves itself; a real agent needs a few (skill
+    /// calls and a streamed model request or two).
+    pub socket_max_connections: usize,
+    /// When a session socket closes, how long its in-flight requests may take to finish before
+    /// their connections are dropped (default 2 s). Skill executions are detached from their
+    /// connection and still run to completion.
+    pub socket_close_grace: Duration,
 }
 
 impl Default for SkillApiSettings {
@@ -63,6 +83,9 @@ impl Default for SkillApiSettings {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(10),
             max_connections: 512,
+            socket_dir: PathBuf::from("./data/run"),
+            socket_max_connections: 32,
+            socket_close_grace: Duration::from_secs(2),
         }
     }
 }
@@ -75,6 +98,9 @@ struct Inner {
     rate_limiter: RateLimiter,
     metrics: SkillApiMetrics,
     tasks: TaskTracker,
+    /// Routes merged into every router built from this state (see
+    /// [`SkillApiState::with_extra_routes`]).
+    extra_routes: Mutex<Option<Router>>,
 }
 
 /// Shared state of the Skill API (axum state). Cloning shares it.
@@ -125,8 +151,61 @@ impl SkillApiState {
                 rate_limiter: RateLimiter::new(),
                 metrics,
                 tasks: TaskTracker::new(),
+                extra_routes: Mutex::new(None),
             }),
         }
+    }
+
+    /// Adds routes served next to the skills on the TCP listener and on every session socket
+    /// (the model gateway's): `routes` must have its state applied, no fallback of its own and
+    /// no path overlapping `/api/skill/{name}` ([`router`](super::router) panics otherwise, as
+    /// [`Router::merge`] does). Call it at composition, before building routers, serving or
+    /// opening sockets: routers built earlier do not see the routes. Calling it again adds
+    /// more. Clones of the state share the routes.
+    #[must_use]
+    pub fn with_extra_routes(self, routes: Router) -> Self {
+        {
+            let mut extra = self
+                .inner
+                .extra_routes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *extra = Some(match extra.take() {
+                Some(existing) => existing.merge(routes),
+                None => routes,
+            });
+        }
+        self
+    }
+
+    /// The routes added with [`with_extra_routes`](Self::with_extra_routes), if any.
+    pub(crate) fn extra_routes(&self) -> Option<Router> {
+        self.inner
+            .extra_routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Opens the per-session socket of `session_id` under
+    /// [`socket_dir`](SkillApiSettings::socket_dir), serving this state's
+    /// [`router`](super::router) with these settings; its accept loop runs on the tracker of
+    /// skill executions, so [`drain`](Self::drain) (and [`serve`](super::serve)'s return)
+    /// waits for sockets still open. Bind [`SessionSocket::dir`] into the session's sandbox,
+    /// and [`close`](SessionSocket::close) the socket when the session ends.
+    pub async fn open_session_socket(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<SessionSocket, SocketError> {
+        let settings = self.settings();
+        SessionSocket::bind(
+            &settings.socket_dir,
+            session_id,
+            super::router(self.clone()),
+            settings,
+            self.tasks(),
+        )
+        .await
     }
 
     /// The settings.
