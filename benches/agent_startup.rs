@@ -12,7 +12,10 @@
 //!   `/proc/<pid>/status`) of every agent process and of its whole process group is read.
 //!
 //! * Sandbox cost: the fake agent and OpenCode started with `agent.sandbox.mode: bwrap` against
-//!   `none`, interleaved in the same run, p50/p99 and the difference.
+//!   `none`, interleaved in the same run, p50/p99 and the difference; a third side runs the
+//!   sandbox as the daemon does with a Skill API socket: no network (`--unshare-net`) and the
+//!   agent under `air-friends sandbox-init`'s relay (for OpenCode the relay's socket forwards to
+//!   the fake LLM, so its model calls cross the relay like the model gateway's will).
 //!
 //! "Prompt sent" is the runner's `prompt sent` debug event (`src/agent/session.rs`), captured by
 //! a tracing layer in this program; "start session" is the call to `AgentRunner::run`.
@@ -285,6 +288,7 @@ fn session(
         session_id: id.to_owned(),
         workspace: workspace.to_path_buf(),
         dm: true,
+        api_socket_dir: None,
         env,
         prompt: "The user says hello.".into(),
         retry_prompt: None,
@@ -473,6 +477,11 @@ fn opencode_world(dir: &Path) -> OpenCodeWorld {
 }
 
 fn opencode_env(w: &OpenCodeWorld, llm: &FakeLlm, id: &str) -> BTreeMap<String, String> {
+    opencode_env_at(w, &llm.base_url, id)
+}
+
+/// [`opencode_env`] with the provider's `baseURL` at `base_url`.
+fn opencode_env_at(w: &OpenCodeWorld, base_url: &str, id: &str) -> BTreeMap<String, String> {
     let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config/opencode.json");
     let inline = json!({
         "model": "fake/fake-model",
@@ -481,7 +490,7 @@ fn opencode_env(w: &OpenCodeWorld, llm: &FakeLlm, id: &str) -> BTreeMap<String, 
         "provider": {"fake": {
             "npm": "@ai-sdk/openai-compatible",
             "name": "Fake LLM",
-            "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
+            "options": {"baseURL": base_url, "apiKey": "sk-fake"},
             "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
                 "limit": {"context": 128000, "output": 4096}}}
         }},
@@ -650,8 +659,8 @@ async fn bench_opencode(dir: &Path, runs: usize) {
 async fn default_sandbox(program: &Path, skills: &Path) -> Sandbox {
     let config = SandboxConfig::default();
     let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config");
-    // The daemon's executable is only bound into the sandbox here (no skill script runs).
-    let exe = std::env::current_exe().expect("own path");
+    // The daemon's executable: the probe and the relay side run its `sandbox-init`.
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_air-friends"));
     let path_var = std::env::var("PATH").ok();
     let sandbox = Sandbox::from_config(&SandboxSetup {
         config: &config,
@@ -667,27 +676,32 @@ async fn default_sandbox(program: &Path, skills: &Path) -> Sandbox {
     sandbox
 }
 
-/// Start-up (start session → prompt sent) of `runs` sessions on each side, interleaved.
+/// Start-up (start session → prompt sent) of `runs` sessions on each side, interleaved;
+/// `session_for(id, side)` builds side `side`'s session. Differences are against the first side.
 async fn interleaved(
     label: &str,
     runs: usize,
-    sides: [(&str, &AgentRunner); 2],
-    mut session_for: impl FnMut(&str) -> SessionRun,
+    sides: &[(&str, &AgentRunner)],
+    mut session_for: impl FnMut(&str, usize) -> SessionRun,
 ) {
-    let mut samples: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
     for i in 0..runs {
         for (side, (name, runner)) in sides.iter().enumerate() {
             let id = format!("{label}-{name}-{i}");
             let t0 = Instant::now();
-            runner.run(session_for(&id)).await;
+            runner.run(session_for(&id, side)).await;
             if let Some(sent) = sent_at(&id) {
                 samples[side].push(sent - t0);
             }
         }
     }
-    let mut p50 = [Duration::ZERO; 2];
+    let mut p50 = vec![Duration::ZERO; sides.len()];
     for (side, (name, _)) in sides.iter().enumerate() {
         let mut sorted = samples[side].clone();
+        if sorted.is_empty() {
+            println!("  {label}, sandbox {name}: no session reached its prompt");
+            continue;
+        }
         sorted.sort();
         p50[side] = percentile(&sorted, 0.5);
         summary(
@@ -695,15 +709,55 @@ async fn interleaved(
             sorted,
         );
     }
-    println!(
-        "  {label}: the sandbox adds {:+.1} ms at p50 (ratio bwrap/none {:.2})",
-        (p50[1].as_secs_f64() - p50[0].as_secs_f64()) * 1000.0,
-        p50[1].as_secs_f64() / p50[0].as_secs_f64()
-    );
+    for side in 1..sides.len() {
+        println!(
+            "  {label}: {} adds {:+.1} ms at p50 over {} (ratio {:.2}){}",
+            sides[side].0,
+            (p50[side].as_secs_f64() - p50[0].as_secs_f64()) * 1000.0,
+            sides[0].0,
+            p50[side].as_secs_f64() / p50[0].as_secs_f64(),
+            if side > 1 {
+                format!(
+                    "; {:+.1} ms over {}",
+                    (p50[side].as_secs_f64() - p50[1].as_secs_f64()) * 1000.0,
+                    sides[1].0
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
+/// Serves `{sockets}/api.sock` by forwarding every connection to `upstream` (TCP): stands in
+/// for the daemon's model gateway behind the relay. Runs until the bench ends.
+fn forward_socket(sockets: &Path, upstream: std::net::SocketAddr) {
+    let listener = tokio::net::UnixListener::bind(sockets.join("api.sock")).expect("bind api.sock");
+    tokio::spawn(async move {
+        let mut connections = tokio::task::JoinSet::new();
+        while let Ok((mut unix, _)) = listener.accept().await {
+            connections.spawn(async move {
+                if let Ok(mut tcp) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut unix, &mut tcp).await;
+                }
+            });
+        }
+    });
+}
+
+/// `run` with a Skill API socket folder: no network in the sandbox, the agent under the relay.
+fn relayed(mut run: SessionRun, sockets: &Path) -> SessionRun {
+    run.api_socket_dir = Some(sockets.to_path_buf());
+    run
 }
 
 async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
-    println!("\n## Sandbox cost at session start (bwrap against none, interleaved)");
+    println!(
+        "\n## Sandbox cost at session start (bwrap, and bwrap without network under the relay, \
+         against none, interleaved)"
+    );
+    let sockets = dir.join("sockets");
+    std::fs::create_dir_all(&sockets).unwrap();
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let workspace = dir.join("ws-sandbox");
     std::fs::create_dir_all(workspace.join("tmp")).unwrap();
@@ -723,17 +777,32 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
             ))
             .await;
     }
+    for i in 0..2 {
+        let id = format!("sb-warm-relay-{i}");
+        let run = session(
+            &id,
+            &workspace,
+            fake_env(&quick, &id),
+            CancellationToken::new(),
+        );
+        bwrap.run(relayed(run, &sockets)).await;
+    }
     interleaved(
         "fake agent",
         runs,
-        [("none", &none), ("bwrap", &bwrap)],
-        |id| {
-            session(
+        &[("none", &none), ("bwrap", &bwrap), ("bwrap+relay", &bwrap)],
+        |id, side| {
+            let run = session(
                 id,
                 &workspace,
                 fake_env(&quick, id),
                 CancellationToken::new(),
-            )
+            );
+            if side == 2 {
+                relayed(run, &sockets)
+            } else {
+                run
+            }
         },
     )
     .await;
@@ -744,31 +813,55 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
     };
     let w = opencode_world(dir);
     let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
+    let upstream: std::net::SocketAddr = llm
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .expect("the fake LLM listens on IP:PORT");
+    forward_socket(&sockets, upstream);
+    let relayed_url = format!("{}/v1", air_friends::agent::sandbox::sandbox_api_url());
     let none = opencode_runner(&bin, &w.skills);
     let bwrap =
         opencode_runner(&bin, &w.skills).with_sandbox(default_sandbox(&bin, &w.skills).await);
+    let sides = [("none", &none), ("bwrap", &bwrap), ("bwrap+relay", &bwrap)];
+    // The relay side: no network, the fake LLM reached through the relay and the socket.
+    let relayed_session = |id: &str| {
+        let env = opencode_env_at(&w, &relayed_url, id);
+        relayed(
+            session(id, &w.workspace, env, CancellationToken::new()),
+            &sockets,
+        )
+    };
     // Inside the sandbox every session starts with an empty home on its private /tmp; compare
     // against both an unconfined agent reusing one warm home (what `none` does) and one given a
     // fresh home per session (the sandbox's own cost, like for like).
     interleaved(
         "OpenCode (none: one warm HOME)",
         oc_runs,
-        [("none", &none), ("bwrap", &bwrap)],
-        |id| {
-            session(
-                id,
-                &w.workspace,
-                opencode_env(&w, &llm, id),
-                CancellationToken::new(),
-            )
+        &sides,
+        |id, side| {
+            if side == 2 {
+                relayed_session(id)
+            } else {
+                session(
+                    id,
+                    &w.workspace,
+                    opencode_env(&w, &llm, id),
+                    CancellationToken::new(),
+                )
+            }
         },
     )
     .await;
     interleaved(
         "OpenCode (none: a fresh HOME per session)",
         oc_runs,
-        [("none", &none), ("bwrap", &bwrap)],
-        |id| {
+        &sides,
+        |id, side| {
+            if side == 2 {
+                return relayed_session(id);
+            }
             let mut env = opencode_env(&w, &llm, id);
             let home = w.home.join(format!("fresh-{id}"));
             for (var, sub) in [

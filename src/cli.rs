@@ -1,5 +1,6 @@
 //! Command-line interface (clap derive).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -62,6 +63,17 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: SkillsCommand,
+    },
+    /// Internal, run by the agent sandbox: relay loopback TCP to Unix sockets while running a
+    /// program (`sandbox-init --relay ADDR=SOCKET... -- PROGRAM ARGS...`, see
+    /// `src/agent/relay.rs`). Needs no configuration file.
+    #[command(hide = true, disable_help_flag = true)]
+    SandboxInit {
+        /// `--relay ADDR=SOCKET`..., `--`, the program and its arguments. Declared only: the
+        /// relay parses its raw argv itself (clap drops a leading `--`), so every error is one
+        /// line and exit code 1.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<OsString>,
     },
 }
 

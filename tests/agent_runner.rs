@@ -124,6 +124,7 @@ impl Fixture {
             session_id: "sess-test".into(),
             workspace: self.workspace.clone(),
             dm: true,
+            api_socket_dir: None,
             env,
             prompt: "hello agent".into(),
             retry_prompt: Some("You must answer with send-reply or react-message.".into()),

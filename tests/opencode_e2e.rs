@@ -193,6 +193,7 @@ fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
         session_id: "sess-e2e".into(),
         workspace: w.workspace.clone(),
         dm: true,
+        api_socket_dir: None,
         env,
         prompt: "The user says hello. Answer with the send-reply skill.".into(),
         retry_prompt: Some("You must answer with send-reply.".into()),

@@ -1,20 +1,31 @@
 //! The agent sandbox, tested with the real bubblewrap: the scripted fake ACP agent
 //! (`examples/fake_acp_agent.rs`) runs inside it exactly as the daemon starts agents, and its
 //! `run` steps do what a hijacked agent would (read another session's environment, peek into
-//! `private/`, replace a skill script, leave processes behind). Results are read from the
-//! agent's log, which lives in the workspace (the only place it may write).
+//! `private/`, replace a skill script, leave processes behind, open network connections).
+//! Results are read from the agent's log, which lives in the workspace (the only place it may
+//! write).
+//!
+//! Every session gets a socket folder, so it runs as the daemon runs agents: without network,
+//! under `air-friends sandbox-init` relaying `127.0.0.1:3001` to `{folder}/api.sock` (the ACP
+//! conversation of every test passes through it). Where a test needs the Skill API, a small
+//! HTTP server on that socket ([`SocketServer`]) stands in for the daemon. Network probes touch
+//! loopback only: a non-loopback connect is attempted only once the sandbox has been seen to
+//! have no interface but `lo`, so it fails at once and sends nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use air_friends::agent::sandbox::{SANDBOX_API_PORT, sandbox_api_url};
 use air_friends::agent::{
     AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
     SessionRun,
 };
 use air_friends::config::SandboxConfig;
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 fn fake_agent() -> PathBuf {
@@ -41,20 +52,8 @@ struct World {
 impl World {
     async fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
-        let config = SandboxConfig::default();
-        let path_var = std::env::var("PATH").ok();
         let agent = fake_agent();
-        let sandbox = Sandbox::from_config(&SandboxSetup {
-            config: &config,
-            agent_program: Some(&agent),
-            air_friends_bin: Path::new(env!("CARGO_BIN_EXE_air-friends")),
-            skills_dir: &repo_skills(),
-            agent_config_dir: None,
-            protected: &[dir.path().join("air-friends.db")],
-            path_var: path_var.as_deref(),
-        })
-        .expect("bubblewrap is installed (.ci/run installs it)");
-        sandbox.probe().await.expect("the sandbox starts");
+        let sandbox = World::sandbox_for(&agent, dir.path()).await;
         let runner = AgentRunner::new(
             RunnerSettings {
                 command: agent.display().to_string(),
@@ -77,6 +76,32 @@ impl World {
         )
         .with_sandbox(sandbox);
         World { dir, runner }
+    }
+
+    /// The default sandbox for `agent`, as the daemon builds it, probed (the probe itself runs
+    /// `sandbox-init` without network).
+    async fn sandbox_for(agent: &Path, data: &Path) -> Sandbox {
+        let config = SandboxConfig::default();
+        let path_var = std::env::var("PATH").ok();
+        let sandbox = Sandbox::from_config(&SandboxSetup {
+            config: &config,
+            agent_program: Some(agent),
+            air_friends_bin: Path::new(env!("CARGO_BIN_EXE_air-friends")),
+            skills_dir: &repo_skills(),
+            agent_config_dir: None,
+            protected: &[data.join("air-friends.db")],
+            path_var: path_var.as_deref(),
+        })
+        .expect("bubblewrap is installed (.ci/run installs it)");
+        sandbox.probe().await.expect("the sandbox starts");
+        sandbox
+    }
+
+    /// The socket folder of session `id` (created empty).
+    fn socket_dir(&self, id: &str) -> PathBuf {
+        let dir = self.dir.path().join("sockets").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 
     fn workspace(&self, user: &str) -> PathBuf {
@@ -113,6 +138,7 @@ impl World {
             env.insert((*k).to_owned(), (*v).to_owned());
         }
         SessionRun {
+            api_socket_dir: Some(self.socket_dir(&id)),
             session_id: id,
             workspace: ws,
             dm,
@@ -312,4 +338,447 @@ async fn the_skills_folder_is_read_only_at_both_paths_and_cannot_be_replaced() {
     assert!(!skills.join("planted").exists());
     let script = std::fs::read_to_string(skills.join("send-reply/scripts/send-reply")).unwrap();
     assert!(script.starts_with("#!/bin/sh"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// No network but the relay
+
+/// What the [`SocketServer`] answers on `GET /hello`.
+const HELLO: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 24\r\nConnection: close\r\n\r\nhello through the relay\n";
+
+/// Chunks `GET /stream` sends, each only after the client acknowledged the one before.
+const CHUNKS: usize = 5;
+
+/// Stands in for the daemon's per-session socket: a small HTTP/1.1 server on
+/// `{dir}/api.sock`. `GET /hello` answers [`HELLO`]; `POST /echo` answers its body back;
+/// `GET /stream` sends `data: chunk N` lines and waits for the client's `ack N` line on the same
+/// connection before the next, so a relay that held data back would stall it. Every request
+/// (head and body, as received) and every acknowledgment is recorded.
+struct SocketServer {
+    requests: Arc<Mutex<Vec<Vec<u8>>>>,
+    acks: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SocketServer {
+    fn start(dir: &Path) -> SocketServer {
+        let listener = UnixListener::bind(dir.join("api.sock")).unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let (r, a) = (requests.clone(), acks.clone());
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                connections.spawn(serve_connection(stream, r.clone(), a.clone()));
+            }
+        });
+        SocketServer {
+            requests,
+            acks,
+            task,
+        }
+    }
+
+    fn requests(&self) -> Vec<Vec<u8>> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for SocketServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve_connection(
+    stream: UnixStream,
+    requests: Arc<Mutex<Vec<Vec<u8>>>>,
+    acks: Arc<Mutex<Vec<String>>>,
+) {
+    let mut stream = BufReader::new(stream);
+    let mut request = Vec::new();
+    loop {
+        let start = request.len();
+        match stream.read_until(b'\n', &mut request).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) if &request[start..] == b"\r\n" => break,
+            Ok(_) => {}
+        }
+    }
+    let head = String::from_utf8_lossy(&request).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let mut body = vec![0; length];
+    if stream.read_exact(&mut body).await.is_err() {
+        return;
+    }
+    request.extend_from_slice(&body);
+    requests.lock().unwrap().push(request);
+    let path = head
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    let _ = match path.as_str() {
+        "/hello" => stream.write_all(HELLO.as_bytes()).await,
+        "/echo" => {
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n");
+            match stream.write_all(head.as_bytes()).await {
+                Ok(()) => stream.write_all(&body).await,
+                Err(e) => Err(e),
+            }
+        }
+        "/stream" => {
+            let head =
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n";
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            for n in 1..=CHUNKS {
+                let chunk = format!("data: chunk {n}\n");
+                if stream.write_all(chunk.as_bytes()).await.is_err()
+                    || stream.flush().await.is_err()
+                {
+                    return;
+                }
+                let mut ack = String::new();
+                // Bounded: a relay holding the chunk back gets a closed stream, not a hang.
+                match tokio::time::timeout(Duration::from_secs(5), stream.read_line(&mut ack)).await
+                {
+                    Ok(Ok(_)) if ack == format!("ack {n}\n") => acks.lock().unwrap().push(ack),
+                    _ => return,
+                }
+            }
+            Ok(())
+        }
+        _ => {
+            stream
+                .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                .await
+        }
+    };
+    let _ = stream.flush().await;
+}
+
+/// A `bash` step that opens a TCP connection to `host`/`port` from inside the sandbox (and
+/// closes it); its stderr carries the reason it failed.
+fn tcp_connect(host: &str, port: u16) -> Value {
+    json!({"run": format!("timeout 5 bash -c 'exec 3<>/dev/tcp/{host}/{port}' 2>&1; echo \"exit=$?\"")})
+}
+
+/// The same connect to a non-loopback address, attempted only when the sandbox has no
+/// interface but `lo` (then it fails at once and nothing leaves the machine).
+fn tcp_connect_off_loopback(host: &str, port: u16) -> Value {
+    json!({"run": format!(
+        "if [ \"$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')\" = lo ]; then \
+         timeout 5 bash -c 'exec 3<>/dev/tcp/{host}/{port}' 2>&1; echo \"exit=$?\"; \
+         else echo 'interfaces besides lo: not probing'; fi"
+    )})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_agent_reaches_no_tcp_port_but_the_relay_to_its_socket() {
+    let w = World::new().await;
+    // Stand-ins on the host's loopback: the daemon's ops port and another local service.
+    let ops = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (ops_port, other_port) = (
+        ops.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    // From the host the ops port answers (so a refusal inside is the sandbox's doing).
+    std::net::TcpStream::connect(("127.0.0.1", ops_port)).unwrap();
+    ops.accept().unwrap();
+    ops.set_nonblocking(true).unwrap();
+    other.set_nonblocking(true).unwrap();
+
+    std::fs::write(
+        w.workspace("5").join("hello.sh"),
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{SANDBOX_API_PORT}\n\
+             printf 'GET /hello HTTP/1.1\\r\\nHost: relay\\r\\nConnection: close\\r\\n\\r\\n' >&3\n\
+             cat <&3\n"
+        ),
+    )
+    .unwrap();
+    let steps = json!([
+        {"run": "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"},
+        tcp_connect("127.0.0.1", ops_port),
+        tcp_connect("127.0.0.1", other_port),
+        tcp_connect("127.0.0.2", ops_port),
+        tcp_connect_off_loopback("10.255.255.1", 80),
+        tcp_connect_off_loopback("169.254.169.254", 80),
+        {"run": "bash hello.sh"},
+    ]);
+    let run = w.session("5", false, steps, &[]);
+    let server = SocketServer::start(run.api_socket_dir.as_deref().unwrap());
+    let id = run.session_id.clone();
+    assert_eq!(
+        w.runner.run(run).await,
+        Outcome::NoResponse { retried: false },
+        "the fake agent spoke ACP through sandbox-init"
+    );
+    let r = results(&w.workspace("5"), &id);
+    assert_eq!(r.len(), 7, "{r:?}");
+    assert_eq!(stdout_of(&r[0]).trim(), "lo", "only loopback: {r:?}");
+    for (i, what) in [
+        (1, "the ops port"),
+        (2, "another loopback port"),
+        (3, "127.0.0.2"),
+    ] {
+        let out = stdout_of(&r[i]);
+        assert!(
+            out.contains("Connection refused") && !out.contains("exit=0"),
+            "{what} was reachable from the sandbox: {out}"
+        );
+    }
+    for i in [4, 5] {
+        let out = stdout_of(&r[i]);
+        assert!(
+            out.contains("Network is unreachable") && !out.contains("exit=0"),
+            "a non-loopback address was not refused at once: {out}"
+        );
+    }
+    for (listener, what) in [(&ops, "ops"), (&other, "other")] {
+        assert_eq!(
+            listener.accept().map(|_| ()).unwrap_err().kind(),
+            std::io::ErrorKind::WouldBlock,
+            "the {what} listener on the host got a connection from the sandbox"
+        );
+    }
+    assert_eq!(stdout_of(&r[6]), HELLO, "{r:?}");
+    assert_eq!(
+        server.requests(),
+        vec![b"GET /hello HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n".to_vec()],
+        "the request crossed the relay byte for byte"
+    );
+    assert_eq!(
+        sandbox_api_url(),
+        format!("http://127.0.0.1:{SANDBOX_API_PORT}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_cross_the_relay_intact_and_a_stream_arrives_chunk_by_chunk() {
+    let w = World::new().await;
+    let ws = w.workspace("6");
+    // 3 MiB that no buffer holds whole, pseudo-random so a shifted or dropped block shows.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let big: Vec<u8> = (0..3 * 1024 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    std::fs::write(ws.join("big.bin"), &big).unwrap();
+    let _ = std::fs::remove_file(ws.join("echoed.bin"));
+    let port = SANDBOX_API_PORT;
+    std::fs::write(
+        ws.join("echo.sh"),
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}\n\
+             printf 'POST /echo HTTP/1.1\\r\\nHost: relay\\r\\nContent-Length: %s\\r\\nConnection: close\\r\\n\\r\\n' \"$(stat -c %s big.bin)\" >&3\n\
+             cat big.bin >&3\n\
+             cat <&3 > echoed.bin\n\
+             echo \"exit=$?\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("stream.sh"),
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port}\n\
+             printf 'GET /stream HTTP/1.1\\r\\nHost: relay\\r\\n\\r\\n' >&3\n\
+             while IFS= read -r line <&3; do [ \"$line\" = $'\\r' ] && break; done\n\
+             for i in $(seq {CHUNKS}); do\n\
+               IFS= read -r -t 10 line <&3 || {{ echo \"no chunk $i\"; break; }}\n\
+               echo \"$line\"\n\
+               echo \"ack $i\" >&3\n\
+             done\n"
+        ),
+    )
+    .unwrap();
+    let steps = json!([{"run": "bash echo.sh"}, {"run": "bash stream.sh"}]);
+    let run = w.session("6", true, steps, &[]);
+    let server = SocketServer::start(run.api_socket_dir.as_deref().unwrap());
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let r = results(&ws, &id);
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(stdout_of(&r[0]).trim(), "exit=0", "{r:?}");
+
+    let requests = server.requests();
+    let upload = requests
+        .first()
+        .expect("the echo request reached the socket");
+    let body_start = upload.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert!(
+        upload[body_start..] == big[..],
+        "the request body arrived intact"
+    );
+    let echoed = std::fs::read(ws.join("echoed.bin")).unwrap();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        big.len()
+    );
+    assert!(echoed.starts_with(head.as_bytes()), "response head");
+    assert_eq!(echoed.len(), head.len() + big.len(), "response length");
+    assert!(
+        echoed[head.len()..] == big[..],
+        "the response body arrived intact"
+    );
+
+    let expected: Vec<String> = (1..=CHUNKS).map(|n| format!("data: chunk {n}")).collect();
+    assert_eq!(
+        stdout_of(&r[1]).lines().collect::<Vec<_>>(),
+        expected,
+        "each chunk reached the agent before the server sent the next: {r:?}"
+    );
+    assert_eq!(
+        server.acks.lock().unwrap().len(),
+        CHUNKS,
+        "every acknowledgment crossed back while the stream was open"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_init_passes_the_agents_stdio_and_exit_status_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = World::sandbox_for(Path::new("/usr/bin/bash"), dir.path()).await;
+    let ws = dir.path().join("ws");
+    let sockets = dir.path().join("sockets");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&sockets).unwrap();
+    let ws = ws.canonicalize().unwrap();
+    sandbox.prepare_workspace(&ws).unwrap();
+    let cases = [
+        (
+            "read line; echo \"out:$line\"; echo err >&2; exit 7",
+            7,
+            "out:in\n",
+        ),
+        ("echo before; kill -TERM $$", 128 + 15, "before\n"),
+        ("exec cat", 0, "in\n"),
+    ];
+    for (script, code, stdout) in cases {
+        let wrapped = sandbox.wrap(
+            Path::new("/usr/bin/bash"),
+            &["-c".into(), script.into()],
+            &ws,
+            false,
+            Some(&sockets),
+        );
+        assert!(
+            wrapped.args.iter().any(|a| a == "sandbox-init"),
+            "{wrapped:?}"
+        );
+        let mut child = tokio::process::Command::new(&wrapped.program)
+            .args(&wrapped.args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"in\n").await.unwrap();
+        drop(stdin);
+        let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+            .await
+            .expect("the sandboxed program ends")
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{script}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), stdout, "{script}");
+        if code == 7 {
+            assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n", "{script}");
+        }
+    }
+}
+
+/// `air-friends sandbox-init ARGS` on the host, in a folder without any configuration file.
+fn sandbox_init(args: &[&str], cwd: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_air-friends"));
+    cmd.arg("sandbox-init")
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_init_forwards_termination_signals_to_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    for (signal, name) in [
+        (nix::sys::signal::Signal::SIGTERM, "TERM"),
+        (nix::sys::signal::Signal::SIGINT, "INT"),
+        (nix::sys::signal::Signal::SIGHUP, "HUP"),
+    ] {
+        let script = format!(
+            "trap 'echo got {name}; exit 3' {name}; echo ready; while :; do sleep 0.05; done"
+        );
+        let mut child = sandbox_init(&["--", "/usr/bin/bash", "-c", &script], dir.path())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).await.unwrap();
+        assert_eq!(line, "ready\n");
+        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let mut rest = String::new();
+        tokio::time::timeout(Duration::from_secs(10), stdout.read_to_string(&mut rest))
+            .await
+            .expect("the agent ends after the forwarded signal")
+            .unwrap();
+        let status = child.wait().await.unwrap();
+        assert_eq!(rest, format!("got {name}\n"), "SIG{name}");
+        assert_eq!(
+            status.code(),
+            Some(3),
+            "SIG{name}: the agent's own exit code"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_init_refuses_bad_relays_and_busy_ports_with_one_line_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_relay = format!(
+        "127.0.0.1:{}=/nowhere/api.sock",
+        busy.local_addr().unwrap().port()
+    );
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--relay", "0.0.0.0:3001=/run/air-friends/api.sock"],
+            "loopback only",
+        ),
+        (&["--bogus"], "unexpected argument"),
+        (&["--relay", &busy_relay], "cannot listen on 127.0.0.1:"),
+    ];
+    for (flags, want) in cases {
+        let mut args = flags.to_vec();
+        args.extend(["--", "/usr/bin/echo", "the program ran"]);
+        let out = sandbox_init(&args, dir.path()).output().await.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{flags:?}: nothing on stdout, no program run"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(stderr.contains(want), "{flags:?}: {stderr}");
+    }
 }

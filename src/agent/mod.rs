@@ -6,6 +6,8 @@
 //! * [`gate`] — the permission gate (auto-approved skill invocations only).
 //! * [`fs`] — `fs/*` requests confined to the workspace.
 //! * [`sandbox`] — the bubblewrap sandbox every agent runs in.
+//! * [`relay`] — `air-friends sandbox-init`: inside a sandbox without network, relays loopback
+//!   TCP to the session's Unix socket while running the agent.
 //! * [`shell`] — the whitelist shell lexer the gate reads commands with.
 //! * [`session`] — the session flow, timeouts, retry prompt and outcome.
 
@@ -13,6 +15,7 @@ pub mod env;
 pub mod fs;
 pub mod gate;
 pub mod process;
+pub mod relay;
 pub mod rpc;
 pub mod sandbox;
 pub mod session;

@@ -18,7 +18,15 @@
 //! * writable: only the session's workspace; `{workspace}/private/` is covered by an empty
 //!   read-only tmpfs unless the session is a direct message;
 //! * not visible at all: the database, the configuration, `prompts/`, other workspaces and the
-//!   daemon's home; no capabilities (`--cap-drop ALL`), new IPC and UTS namespaces.
+//!   daemon's home; no capabilities (`--cap-drop ALL`), new IPC and UTS namespaces;
+//! * no network (`--unshare-net`: only the sandbox's own loopback) when the session has a Skill
+//!   API socket folder: it is bound read-only at [`SANDBOX_SOCKET_DIR`], and the agent is started
+//!   under `air-friends sandbox-init` ([`super::relay`]), which relays
+//!   `127.0.0.1:`[`SANDBOX_API_PORT`] to its `api.sock`. So the daemon's ops port, other loopback
+//!   services, cloud metadata and the internet are unreachable, while OpenCode and the skill
+//!   scripts keep using [`sandbox_api_url`]. Without a socket folder the network stays shared:
+//!   only for callers that serve no Skill API to the agent (runner-level tests); the daemon
+//!   always passes one when sandboxed.
 //!
 //! A bind of a folder that would expose a protected path (the data folder with the database
 //! and workspaces, the prompts) is refused when the sandbox is built, so a mistaken
@@ -35,6 +43,21 @@ use crate::config::{SandboxConfig, SandboxMode};
 
 /// The agent's home inside the sandbox (on the private `/tmp`).
 pub const SANDBOX_HOME: &str = "/tmp/home";
+
+/// Where the session's socket folder is bound inside the sandbox (read-only).
+pub const SANDBOX_SOCKET_DIR: &str = "/run/air-friends";
+
+/// The socket file, in the session's socket folder, that the relay forwards to.
+pub const API_SOCKET_NAME: &str = "api.sock";
+
+/// The loopback port inside the sandbox on which `sandbox-init` relays to the session's socket.
+pub const SANDBOX_API_PORT: u16 = 3001;
+
+/// The Skill API (and model gateway) as the sandboxed agent reaches it:
+/// `http://127.0.0.1:3001`.
+pub fn sandbox_api_url() -> String {
+    format!("http://127.0.0.1:{SANDBOX_API_PORT}")
+}
 
 /// How long the start-up probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,8 +106,9 @@ pub enum SandboxError {
     #[error(
         "the agent sandbox does not start: {detail}. Fix: allow unprivileged user namespaces \
          (`sysctl -w kernel.unprivileged_userns_clone=1` and `user.max_user_namespaces` > 0; under \
-         systemd do not set PrivateUsers= or RestrictNamespaces= that forbid user/pid/ipc/uts/mount \
-         namespaces, see contrib/systemd/air-friends.service), or set agent.sandbox.mode: none \
+         systemd do not set PrivateUsers= or RestrictNamespaces= that forbid \
+         user/pid/ipc/uts/mount/net namespaces, see contrib/systemd/air-friends.service), or set \
+         agent.sandbox.mode: none \
          (not recommended)"
     )]
     Broken {
@@ -147,6 +171,9 @@ struct Bwrap {
     agent_program: Option<PathBuf>,
     /// The skills folder, canonical.
     skills_dir: PathBuf,
+    /// This daemon's executable, canonical (bound read-only): runs `sandbox-init` in sandboxes
+    /// without network.
+    air_friends_bin: PathBuf,
 }
 
 /// The program and arguments that start one agent.
@@ -197,8 +224,18 @@ impl Sandbox {
     }
 
     /// The command line that starts `program args` for a session in `workspace` (canonical).
-    /// Without a sandbox it is `program args` unchanged.
-    pub fn wrap(&self, program: &Path, args: &[String], workspace: &Path, dm: bool) -> Wrapped {
+    /// Without a sandbox it is `program args` unchanged (and `api_socket_dir` is not used: the
+    /// agent reaches the Skill API over TCP). With one and `api_socket_dir` (the folder holding
+    /// the session's `api.sock`), the sandbox has no network and the agent runs under
+    /// `sandbox-init`, relaying [`sandbox_api_url`] to that socket.
+    pub fn wrap(
+        &self,
+        program: &Path,
+        args: &[String],
+        workspace: &Path,
+        dm: bool,
+        api_socket_dir: Option<&Path>,
+    ) -> Wrapped {
         let Some(b) = &self.bwrap else {
             return Wrapped {
                 program: program.to_path_buf(),
@@ -228,11 +265,35 @@ impl Sandbox {
             );
             extend(&mut out, &["--remount-ro".as_ref(), private.as_os_str()]);
         }
+        if let Some(dir) = api_socket_dir {
+            // bubblewrap brings up `lo` in the new network namespace; nothing else exists there.
+            extend(
+                &mut out,
+                &[
+                    "--unshare-net".as_ref(),
+                    "--ro-bind".as_ref(),
+                    dir.as_os_str(),
+                    SANDBOX_SOCKET_DIR.as_ref(),
+                ],
+            );
+        }
+        extend(&mut out, &["--chdir".as_ref(), ws, "--".as_ref()]);
+        if api_socket_dir.is_some() {
+            let relay =
+                format!("127.0.0.1:{SANDBOX_API_PORT}={SANDBOX_SOCKET_DIR}/{API_SOCKET_NAME}");
+            extend(
+                &mut out,
+                &[
+                    b.air_friends_bin.as_os_str(),
+                    "sandbox-init".as_ref(),
+                    "--relay".as_ref(),
+                    relay.as_ref(),
+                    "--".as_ref(),
+                ],
+            );
+        }
         let agent = b.agent_program.as_deref().unwrap_or(program);
-        extend(
-            &mut out,
-            &["--chdir".as_ref(), ws, "--".as_ref(), agent.as_os_str()],
-        );
+        out.push(agent.as_os_str().to_os_string());
         out.extend(args.iter().map(OsString::from));
         Wrapped {
             program: b.program.clone(),
@@ -271,7 +332,8 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Runs `true` inside a sandbox exactly like an agent's (in a scratch workspace) and checks
+    /// Runs `true` inside a sandbox exactly like an agent's (a scratch workspace and socket
+    /// folder, so without network and under `sandbox-init` with its relay listening) and checks
     /// that it exits 0. Ok at once without a sandbox.
     pub async fn probe(&self) -> Result<(), SandboxError> {
         let Some(b) = &self.bwrap else {
@@ -281,13 +343,14 @@ impl Sandbox {
             path: std::env::temp_dir(),
             source,
         })?;
-        let workspace = scratch
-            .path()
-            .canonicalize()
-            .map_err(|source| SandboxError::Path {
-                path: scratch.path().to_path_buf(),
-                source,
-            })?;
+        let scratch_dir = |name: &str| {
+            let dir = scratch.path().join(name);
+            std::fs::create_dir(&dir)
+                .and_then(|()| dir.canonicalize())
+                .map_err(|source| SandboxError::Path { path: dir, source })
+        };
+        let workspace = scratch_dir("workspace")?;
+        let sockets = scratch_dir("sockets")?;
         self.prepare_workspace(&workspace)
             .map_err(|source| SandboxError::Path {
                 path: workspace.clone(),
@@ -299,9 +362,16 @@ impl Sandbox {
                 base: b.base.clone(),
                 agent_program: Some(PathBuf::from("/usr/bin/true")),
                 skills_dir: b.skills_dir.clone(),
+                air_friends_bin: b.air_friends_bin.clone(),
             })),
         };
-        let wrapped = probe.wrap(Path::new("/usr/bin/true"), &[], &workspace, false);
+        let wrapped = probe.wrap(
+            Path::new("/usr/bin/true"),
+            &[],
+            &workspace,
+            false,
+            Some(&sockets),
+        );
         let run = tokio::process::Command::new(&wrapped.program)
             .args(&wrapped.args)
             .env_clear()
@@ -413,7 +483,8 @@ impl Bwrap {
 
         // Runtime paths, read-only, each checked against the protected paths.
         let mut runtime: Vec<PathBuf> = agent_program.iter().map(|p| install_root(p)).collect();
-        runtime.push(canonical(setup.air_friends_bin)?);
+        let air_friends_bin = canonical(setup.air_friends_bin)?;
+        runtime.push(air_friends_bin.clone());
         if let Some(dir) = setup.agent_config_dir {
             runtime.push(canonical(dir)?);
         }
@@ -449,6 +520,7 @@ impl Bwrap {
             base,
             agent_program,
             skills_dir,
+            air_friends_bin,
         })
     }
 }
@@ -534,6 +606,7 @@ mod tests {
                 base: Vec::new(),
                 agent_program: Some("/usr/bin/true".into()),
                 skills_dir: "/opt/skills".into(),
+                air_friends_bin: "/opt/af/air-friends".into(),
             })),
         };
         sandbox.prepare_workspace(ws).unwrap();
@@ -554,6 +627,7 @@ mod tests {
             &["acp".into()],
             Path::new("/ws"),
             false,
+            Some(Path::new("/sockets/s1")),
         );
         assert_eq!(w.program, PathBuf::from("opencode"));
         assert_eq!(w.args, vec![OsString::from("acp")]);
@@ -562,25 +636,35 @@ mod tests {
         assert_eq!(env["HOME"], "/root");
     }
 
-    #[test]
-    fn public_sessions_get_private_covered_and_dms_do_not() {
+    /// The bubblewrap arguments, space-joined, that start `/a/agent acp` in `/ws/u1`.
+    fn wrapped_line(dm: bool, api_socket_dir: Option<&Path>) -> String {
         let sandbox = Sandbox {
             bwrap: Some(Arc::new(Bwrap {
                 program: "/usr/bin/bwrap".into(),
                 base: vec!["--unshare-pid".into()],
                 agent_program: Some("/a/agent".into()),
                 skills_dir: "/opt/skills".into(),
+                air_friends_bin: "/opt/af/air-friends".into(),
             })),
         };
-        let args = |dm| {
-            sandbox
-                .wrap(Path::new("agent"), &["acp".into()], Path::new("/ws/u1"), dm)
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let wrapped = sandbox.wrap(
+            Path::new("agent"),
+            &["acp".into()],
+            Path::new("/ws/u1"),
+            dm,
+            api_socket_dir,
+        );
+        let args: Vec<String> = wrapped
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        args.join(" ")
+    }
+
+    #[test]
+    fn public_sessions_get_private_covered_and_dms_do_not() {
+        let args = |dm| wrapped_line(dm, None);
         let public = args(false);
         assert!(
             public.contains("--tmpfs /ws/u1/private --remount-ro /ws/u1/private"),
@@ -596,6 +680,32 @@ mod tests {
             "{public}"
         );
         assert!(!args(true).contains("private"));
+    }
+
+    #[test]
+    fn a_socket_folder_takes_the_network_away_and_starts_the_agent_under_the_relay() {
+        let line = |dir| wrapped_line(true, dir);
+        let confined = line(Some(Path::new("/data/sockets/s1")));
+        assert!(confined.contains("--unshare-net"), "{confined}");
+        assert!(
+            confined.contains("--ro-bind /data/sockets/s1 /run/air-friends"),
+            "{confined}"
+        );
+        assert!(
+            confined.ends_with(
+                "--chdir /ws/u1 -- /opt/af/air-friends sandbox-init \
+                 --relay 127.0.0.1:3001=/run/air-friends/api.sock -- /a/agent acp"
+            ),
+            "{confined}"
+        );
+        assert_eq!(sandbox_api_url(), "http://127.0.0.1:3001");
+        let shared = line(None);
+        assert!(!shared.contains("--unshare-net"), "{shared}");
+        assert!(!shared.contains("sandbox-init"), "{shared}");
+        assert!(
+            shared.ends_with("--chdir /ws/u1 -- /a/agent acp"),
+            "{shared}"
+        );
     }
 
     #[test]

@@ -69,6 +69,12 @@ pub struct SessionRun {
     pub workspace: PathBuf,
     /// A direct-message session: `{workspace}/private/` is visible to it (never in public ones).
     pub dm: bool,
+    /// The folder holding this session's Skill API socket `api.sock`; with the sandbox on, it
+    /// is bound at `/run/air-friends` and the agent has no network but a relay to it
+    /// (`http://127.0.0.1:3001`, see `agent::sandbox`). `None` leaves the sandbox on the
+    /// host's network: only for callers that serve no Skill API to the agent (runner-level
+    /// tests); unused without a sandbox.
+    pub api_socket_dir: Option<PathBuf>,
     /// The agent's complete environment (see `env::build_agent_env`).
     pub env: BTreeMap<String, String>,
     /// The assembled prompt.
@@ -195,6 +201,7 @@ impl AgentRunner {
             &self.settings.args,
             &workspace,
             run.dm,
+            run.api_socket_dir.as_deref(),
         );
         let launch = Launch {
             program: &command.program,

@@ -28,6 +28,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(c) => serve_main(&c.config),
         Command::Chat(c) => chat::chat_main(&c.config),
         Command::Skill { name, args } => skill_client(&name, &args),
+        Command::SandboxInit { .. } => crate::agent::relay::main_from_argv(),
         Command::Import {
             command: ImportCommand::Jsonl { config, dir },
         } => import_jsonl(&config.config, &dir),

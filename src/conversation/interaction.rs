@@ -201,6 +201,7 @@ impl Interactions {
                     session_id: session_id.clone(),
                     workspace: dirs.workspace.clone(),
                     dm: msg.is_dm,
+                    api_socket_dir: None,
                     env,
                     prompt,
                     retry_prompt: self.retry_prompt.clone(),
