@@ -9,6 +9,8 @@
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,
 //!   safe non-blocking opens of single-link regular files).
+//! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
+//!   budgeted.
 //! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
@@ -28,6 +30,7 @@ pub mod cli;
 pub mod config;
 pub mod confine;
 pub mod conversation;
+pub mod gateway;
 pub mod handlers;
 pub mod observability;
 pub mod ops;

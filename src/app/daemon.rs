@@ -15,13 +15,14 @@ use super::bind;
 use crate::agent::{
     AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
 };
-use crate::config::Config;
+use crate::config::{Config, ProcessEnv};
 use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
 use crate::conversation::prompts::PromptLibrary;
 use crate::conversation::workspace::Workspaces;
 use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
 };
+use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::{LiveSecrets, Metrics};
 use crate::ops::{Readiness, checks};
@@ -164,6 +165,20 @@ pub async fn start(
         api_metrics,
         live_tokens,
     );
+    // The model gateway: the providers' APIs on the Skill API's listener and every session
+    // socket, with the keys read from this process's environment now.
+    let mut gateway_metrics = None;
+    metrics.register(|r| gateway_metrics = Some(GatewayMetrics::new(r)));
+    let gateway = Gateway::new(
+        &config.agent,
+        &ProcessEnv,
+        api.sessions().clone(),
+        store.clone(),
+        gateway_metrics.context("model gateway metrics were not registered")?,
+        GatewaySettings::default(),
+    )
+    .context("cannot build the model gateway (agent.providers)")?;
+    let api = api.with_extra_routes(gateway.router());
     let listener = bind(&config.skill_api.host, config.skill_api.port)
         .await
         .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
@@ -172,10 +187,14 @@ pub async fn start(
     let skill_api_url = format!("http://{api_addr}");
     // The Skill API serves the agents of running sessions, so it stops after them.
     let state = api.clone();
+    let usage_writes = gateway.clone();
     shutdown.spawn_service("skill_api", move |stop| async move {
-        skill_api::serve(listener, state, stop.cancelled_owned())
+        let served = skill_api::serve(listener, state, stop.cancelled_owned())
             .await
-            .context("Skill API server")
+            .context("Skill API server");
+        // Every model response has ended with the connections: store what they metered.
+        usage_writes.drain().await;
+        served
     });
     let state = api.clone();
     shutdown.spawn_service("skill_api_maintenance", move |stop| async move {

@@ -236,6 +236,12 @@ pub struct AgentConfig {
     pub env: BTreeMap<String, String>,
     /// Sandbox settings for the agent process.
     pub sandbox: SandboxConfig,
+    /// Model providers the daemon's gateway serves, by provider id (the id OpenCode uses).
+    /// Entries are merged over the built-in ones ([`ProviderConfig::builtins`]), key by key.
+    #[serde(deserialize_with = "deserialize_providers")]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Daily token budgets enforced by the gateway.
+    pub budget: BudgetConfig,
 }
 
 impl Default for AgentConfig {
@@ -268,8 +274,157 @@ impl Default for AgentConfig {
             .to_vec(),
             env: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
+            providers: ProviderConfig::builtins(),
+            budget: BudgetConfig::default(),
         }
     }
+}
+
+/// How the gateway presents a provider's key upstream (`authHeader`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthHeader {
+    /// `Authorization: Bearer <key>` (`bearer`; OpenAI, OpenRouter, most compatible servers).
+    Bearer,
+    /// `x-api-key: <key>` (`x-api-key`; Anthropic).
+    XApiKey,
+    /// `<name>: <key>` for any other header name (lowercase), e.g. `api-key` for Azure.
+    Custom(String),
+}
+
+impl AuthHeader {
+    /// The configuration spelling, which for the two named schemes is also the header name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            AuthHeader::Bearer => "bearer",
+            AuthHeader::XApiKey => "x-api-key",
+            AuthHeader::Custom(name) => name,
+        }
+    }
+}
+
+impl Serialize for AuthHeader {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for AuthHeader {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?
+            .trim()
+            .to_ascii_lowercase();
+        Ok(match name.as_str() {
+            "bearer" | "authorization" => AuthHeader::Bearer,
+            "x-api-key" => AuthHeader::XApiKey,
+            _ => AuthHeader::Custom(name),
+        })
+    }
+}
+
+/// One upstream model API the gateway proxies (`agent.providers.<id>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderConfig {
+    /// Upstream API root; `/llm/<session>/<id>/<rest>` is forwarded to `{baseUrl}/<rest>`.
+    pub base_url: String,
+    /// Variable of the daemon's environment holding the key, read once at start; empty = send
+    /// no key (a local model server without authentication).
+    pub api_key_env: String,
+    /// `bearer`, `x-api-key`, or the name of the header that carries the key.
+    pub auth_header: AuthHeader,
+    /// Request headers passed from the agent to the upstream besides `content-type` and
+    /// `accept` (every other client header is dropped), e.g. `anthropic-version`.
+    pub pass_headers: Vec<String>,
+}
+
+impl ProviderConfig {
+    /// The built-in providers: `openrouter`, `openai` and `anthropic`.
+    pub fn builtins() -> BTreeMap<String, ProviderConfig> {
+        let entry = |url: &str, env: &str, auth: AuthHeader, pass: &[&str]| ProviderConfig {
+            base_url: url.into(),
+            api_key_env: env.into(),
+            auth_header: auth,
+            pass_headers: pass.iter().map(|h| (*h).to_owned()).collect(),
+        };
+        BTreeMap::from([
+            (
+                "openrouter".to_owned(),
+                entry(
+                    "https://openrouter.ai/api/v1",
+                    "OPENROUTER_API_KEY",
+                    AuthHeader::Bearer,
+                    &[],
+                ),
+            ),
+            (
+                "openai".to_owned(),
+                entry(
+                    "https://api.openai.com/v1",
+                    "OPENAI_API_KEY",
+                    AuthHeader::Bearer,
+                    &[],
+                ),
+            ),
+            (
+                "anthropic".to_owned(),
+                entry(
+                    "https://api.anthropic.com/v1",
+                    "ANTHROPIC_API_KEY",
+                    AuthHeader::XApiKey,
+                    &["anthropic-version", "anthropic-beta"],
+                ),
+            ),
+        ])
+    }
+}
+
+/// A provider entry as written in the file: every key optional, so an entry for a built-in id
+/// changes only what it names.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProviderOverride {
+    base_url: Option<String>,
+    api_key_env: Option<String>,
+    auth_header: Option<AuthHeader>,
+    pass_headers: Option<Vec<String>>,
+}
+
+/// `agent.providers`: the file's entries merged over [`ProviderConfig::builtins`]. A new id
+/// starts from an empty URL (caught by validation), no key and `bearer`.
+fn deserialize_providers<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, ProviderConfig>, D::Error> {
+    let overrides = BTreeMap::<String, ProviderOverride>::deserialize(deserializer)?;
+    let mut providers = ProviderConfig::builtins();
+    for (id, o) in overrides {
+        let base = providers.remove(&id).unwrap_or(ProviderConfig {
+            base_url: String::new(),
+            api_key_env: String::new(),
+            auth_header: AuthHeader::Bearer,
+            pass_headers: Vec::new(),
+        });
+        providers.insert(
+            id,
+            ProviderConfig {
+                base_url: o.base_url.unwrap_or(base.base_url),
+                api_key_env: o.api_key_env.unwrap_or(base.api_key_env),
+                auth_header: o.auth_header.unwrap_or(base.auth_header),
+                pass_headers: o.pass_headers.unwrap_or(base.pass_headers),
+            },
+        );
+    }
+    Ok(providers)
+}
+
+/// Daily token budgets (`agent.budget`), counted from the usage the gateway meters, per UTC
+/// day. `null` = unlimited; `0` = nothing allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BudgetConfig {
+    /// Input + output tokens one user (`platform/userId`) may use per day.
+    pub tokens_per_user_per_day: Option<u64>,
+    /// Input + output tokens all users together may use per day.
+    pub tokens_per_day: Option<u64>,
 }
 
 /// How the agent process is confined (see `docs/SECURITY.md`).

@@ -70,10 +70,17 @@ impl<'de> Deserialize<'de> for Secret {
 
 /// Every secret value the daemon knows: the configured secret fields (platform tokens, after
 /// environment overrides) and the values of the provider API key variables named in
-/// `agent.providerEnvVars` that are set in `env`. Empty values are left out.
+/// `agent.providerEnvVars` or in an `agent.providers` entry's `apiKeyEnv` that are set in
+/// `env`. Empty values are left out.
 pub fn known_secret_values(config: &Config, env: &impl EnvSource) -> Vec<String> {
     let mut values = config.secret_values();
-    for name in &config.agent.provider_env_vars {
+    let gateway_keys = config
+        .agent
+        .providers
+        .values()
+        .map(|p| &p.api_key_env)
+        .filter(|name| !name.is_empty());
+    for name in config.agent.provider_env_vars.iter().chain(gateway_keys) {
         if let Some(value) = env.var(name).filter(|v| !v.trim().is_empty())
             && !values.contains(&value)
         {
@@ -163,6 +170,15 @@ mod tests {
         );
         assert!(values.contains(&"sk-openai-value".to_owned()), "{values:?}");
         assert!(!values.contains(&"not-a-secret".to_owned()));
+    }
+
+    #[test]
+    fn known_secret_values_include_gateway_provider_keys() {
+        let env = |name: &str| (name == "LOCAL_LLM_KEY").then(|| "sk-local-value".to_owned());
+        let text = "agent:\n  providerEnvVars: []\n  providers:\n    local:\n      \
+                    baseUrl: http://127.0.0.1:8000/v1\n      apiKeyEnv: LOCAL_LLM_KEY\n";
+        let config = load_str(text, &env).expect("valid");
+        assert_eq!(known_secret_values(&config, &env), vec!["sk-local-value"]);
     }
 
     #[test]

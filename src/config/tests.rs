@@ -341,3 +341,81 @@ fn skill_api_socket_dir_defaults_under_repo_path_and_can_be_set() {
     .unwrap();
     assert_eq!(cfg.skill_api_socket_dir(), std::path::PathBuf::from("/run/af"));
 }
+
+#[test]
+fn provider_entries_merge_over_the_builtins_key_by_key() {
+    let cfg = load_str(
+        "agent:\n  providers:\n    openrouter:\n      baseUrl: https://proxy.example/or\n    \
+         local:\n      baseUrl: http://127.0.0.1:11434/v1\n      apiKeyEnv: \"\"\n    \
+         azure:\n      baseUrl: https://az.example/openai\n      apiKeyEnv: AZURE_KEY\n      authHeader: api-key\n",
+        &no_env(),
+    )
+    .unwrap();
+    let p = &cfg.agent.providers;
+    assert_eq!(p["openrouter"].base_url, "https://proxy.example/or");
+    assert_eq!(
+        p["openrouter"].api_key_env, "OPENROUTER_API_KEY",
+        "keys not named keep the built-in value"
+    );
+    assert_eq!(p["anthropic"], ProviderConfig::builtins()["anthropic"]);
+    assert_eq!(p["anthropic"].auth_header, AuthHeader::XApiKey);
+    assert_eq!(p["anthropic"].pass_headers[0], "anthropic-version");
+    assert_eq!(p["local"].api_key_env, "");
+    assert_eq!(p["local"].auth_header, AuthHeader::Bearer);
+    assert_eq!(p["azure"].auth_header, AuthHeader::Custom("api-key".into()));
+    assert_eq!(p.len(), 5);
+}
+
+#[test]
+fn budgets_default_to_unlimited_and_accept_zero() {
+    assert_eq!(Config::default().agent.budget, BudgetConfig::default());
+    assert_eq!(Config::default().agent.budget.tokens_per_day, None);
+    let cfg = load_str(
+        "agent:\n  budget:\n    tokensPerUserPerDay: 0\n    tokensPerDay: 100000\n",
+        &no_env(),
+    )
+    .unwrap();
+    assert_eq!(cfg.agent.budget.tokens_per_user_per_day, Some(0));
+    assert_eq!(cfg.agent.budget.tokens_per_day, Some(100_000));
+}
+
+#[test]
+fn unusable_provider_entries_are_named() {
+    let got = issues(
+        "agent:\n  providers:\n    Bad/Id:\n      baseUrl: https://x.example\n    \
+         plain:\n      baseUrl: http://api.example/v1\n      apiKeyEnv: K\n    \
+         nourl:\n      apiKeyEnv: K\n    \
+         creds:\n      baseUrl: https://user:pw@x.example\n    \
+         hdr:\n      baseUrl: https://x.example\n      authHeader: content-length\n      passHeaders: [authorization, cookie, anthropic-version]\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(has("agent.providers.Bad/Id: "), "{got:?}");
+    assert!(
+        has("agent.providers.plain.baseUrl: ") && got.iter().any(|g| g.contains("unencrypted")),
+        "{got:?}"
+    );
+    assert!(has("agent.providers.nourl.baseUrl: "), "{got:?}");
+    assert!(has("agent.providers.creds.baseUrl: "), "{got:?}");
+    assert!(has("agent.providers.hdr.authHeader: "), "{got:?}");
+    assert!(has("agent.providers.hdr.passHeaders.0: "), "{got:?}");
+    assert!(has("agent.providers.hdr.passHeaders.1: "), "{got:?}");
+    assert!(!has("agent.providers.hdr.passHeaders.2"), "{got:?}");
+    assert_eq!(got.len(), 7, "{got:?}");
+    // Plain http is fine to loopback, or with no key to send.
+    load_str(
+        "agent:\n  providers:\n    a:\n      baseUrl: http://localhost:8000/v1\n      apiKeyEnv: K\n    \
+         b:\n      baseUrl: http://10.0.0.5:8000/v1\n      apiKeyEnv: \"\"\n",
+        &no_env(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn unknown_keys_inside_a_provider_entry_are_reported() {
+    let got = issues("agent:\n  providers:\n    openai:\n      baseURL: https://x.example\n");
+    assert!(
+        got.iter()
+            .any(|g| g.starts_with("agent.providers.openai.baseURL: unknown key")),
+        "{got:?}"
+    );
+}

@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::path::Component;
 
-use super::{Config, ConfigError, ConfigIssue, ReplyTo};
+use super::{AuthHeader, Config, ConfigError, ConfigIssue, ReplyTo};
 
 impl Config {
     /// Checks the whole configuration; returns every problem found.
@@ -15,6 +15,7 @@ impl Config {
         self.check_platforms(&mut v);
         self.check_access_control(&mut v);
         self.check_agent(&mut v);
+        self.check_gateway(&mut v);
         self.check_listeners(&mut v);
         self.check_skills(&mut v);
         self.check_reminders_and_memory(&mut v);
@@ -176,6 +177,54 @@ impl Config {
                     format!("agent.env.{name}"),
                     "not an environment variable name",
                 );
+            }
+        }
+    }
+
+    /// `agent.providers`: ids usable as one URL path segment, upstream URLs that keep the key
+    /// on TLS (plain `http` only to loopback or without a key), header names the gateway can
+    /// send without clobbering its own framing or auth.
+    fn check_gateway(&self, v: &mut Problems) {
+        for (id, p) in &self.agent.providers {
+            let key = format!("agent.providers.{id}");
+            if !is_provider_id(id) {
+                v.add(
+                    &key,
+                    format!("{id:?} is not a provider id (1-64 of a-z, 0-9, `.`, `_`, `-`; starting with a letter or digit)"),
+                );
+            }
+            if let Err(problem) = check_base_url(&p.base_url, !p.api_key_env.is_empty()) {
+                v.add(format!("{key}.baseUrl"), problem);
+            }
+            if !p.api_key_env.is_empty() && !is_env_name(&p.api_key_env) {
+                v.add(
+                    format!("{key}.apiKeyEnv"),
+                    format!("{:?} is not an environment variable name", p.api_key_env),
+                );
+            }
+            if let AuthHeader::Custom(name) = &p.auth_header
+                && (!is_header_name(name) || RESERVED_HEADERS.contains(&name.as_str()))
+            {
+                v.add(
+                    format!("{key}.authHeader"),
+                    format!(
+                        "{name:?} must be `bearer`, `x-api-key` or a header name other than {}",
+                        RESERVED_HEADERS.join(", ")
+                    ),
+                );
+            }
+            for (i, name) in p.pass_headers.iter().enumerate() {
+                let lower = name.to_ascii_lowercase();
+                if !is_header_name(&lower)
+                    || RESERVED_HEADERS.contains(&lower.as_str())
+                    || ["authorization", "x-api-key", p.auth_header.as_str()]
+                        .contains(&lower.as_str())
+                {
+                    v.add(
+                        format!("{key}.passHeaders.{i}"),
+                        format!("{name:?} cannot be passed: not a header name, an auth header or one the gateway sets itself"),
+                    );
+                }
             }
         }
     }
@@ -347,6 +396,67 @@ pub fn is_skill_name(name: &str) -> bool {
         && !name.starts_with('-')
         && !name.ends_with('-')
         && !name.contains("--")
+}
+
+/// Headers a provider entry may not name: the gateway sets or strips them itself.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "accept-encoding",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "proxy-connection",
+    "cookie",
+];
+
+fn is_provider_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && id.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        })
+}
+
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A provider's `baseUrl`: `http(s)://host[:port][/path]`, no credentials, query or fragment;
+/// plain `http` only to a loopback host when a key would be sent.
+fn check_base_url(url: &str, sends_key: bool) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!("{url:?} must be an http(s) URL with a host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("must not carry credentials; name the key variable in apiKeyEnv".into());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!("{url:?} must not have a query or fragment"));
+    }
+    let loopback = parsed
+        .host_str()
+        .and_then(parse_host)
+        .is_some_and(|ip| ip.is_loopback());
+    if sends_key && parsed.scheme() == "http" && !loopback {
+        return Err(format!(
+            "{url:?} would send the key unencrypted; use https (plain http only to loopback or with apiKeyEnv: \"\")"
+        ));
+    }
+    Ok(())
 }
 
 fn is_env_name(name: &str) -> bool {

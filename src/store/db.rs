@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,7 +39,7 @@ const MAX_BATCH: usize = 1024;
 const READERS: usize = 4;
 
 /// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
-const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql")];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the
 /// completion to call once the batch has committed (or failed to). Given `Err` when the batch

@@ -1,4 +1,4 @@
-//! Persistence for memories and reminders: one async API ([`Store`]) over SQLite.
+//! Persistence for memories, reminders and model usage: one async API ([`Store`]) over SQLite.
 //!
 //! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = NORMAL`: durable
 //!   against process crashes, may lose the last commits on power loss; see `db`), embedded
@@ -8,6 +8,7 @@
 //! * `search`: FTS5 trigram search plus a CJK unigram/bigram index for 1–2 character keywords,
 //!   with all user text quoted so it can never become FTS5 or SQL syntax.
 //! * `reminders`: reminder life cycle (pending → delivered | cancelled | failed).
+//! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
 //!
 //! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
@@ -15,6 +16,7 @@
 
 mod db;
 pub mod import;
+mod llm_usage;
 mod memories;
 mod reminders;
 mod search;
@@ -23,11 +25,12 @@ mod types;
 use std::path::Path;
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use rand::RngExt;
 use tokio::sync::watch;
 
 pub use db::SCHEMA_VERSION;
+pub use llm_usage::LlmUsage;
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
     MemoryStats, NewMemory, NewReminder, PatchRecord, Reminder, ReminderState, Scope, ScoredMemory,
@@ -410,6 +413,36 @@ impl Store {
     /// so the scheduler can sleep until `next_due_at` and re-arm on change.
     pub fn reminder_changes(&self) -> watch::Receiver<u64> {
         self.reminders_changed.subscribe()
+    }
+
+    // ---- model usage ----------------------------------------------------------------------
+
+    /// Adds one metered model response (`input` + `output` tokens, one request) to the usage
+    /// of `ws` on the UTC `day`.
+    pub async fn add_llm_usage(
+        &self,
+        ws: &WorkspaceKey,
+        day: NaiveDate,
+        input: u64,
+        output: u64,
+    ) -> Result<(), StoreError> {
+        let ws = ws.clone();
+        self.db
+            .write(move |c| llm_usage::add(c, &ws, day, input, output))
+            .await
+    }
+
+    /// Usage on the UTC `day` of `ws`, or of all workspaces together with `None`; zero when
+    /// nothing was recorded.
+    pub async fn llm_usage_on(
+        &self,
+        day: NaiveDate,
+        ws: Option<&WorkspaceKey>,
+    ) -> Result<LlmUsage, StoreError> {
+        let ws = ws.cloned();
+        self.db
+            .read(move |c| llm_usage::on(c, day, ws.as_ref()))
+            .await
     }
 
     pub(crate) fn db(&self) -> &db::Db {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use serde_json::{Value, json};
@@ -48,6 +48,7 @@ pub fn find_in_request(req: &Value, marker: &str) -> Option<String> {
 struct LlmState {
     steps: Arc<Vec<Step>>,
     requests: Arc<Mutex<Vec<Value>>>,
+    headers: Arc<Mutex<Vec<HeaderMap>>>,
 }
 
 /// A running fake LLM.
@@ -55,6 +56,7 @@ pub struct FakeLlm {
     /// `http://127.0.0.1:PORT/v1`
     pub base_url: String,
     requests: Arc<Mutex<Vec<Value>>>,
+    headers: Arc<Mutex<Vec<HeaderMap>>>,
     _task: tokio::task::JoinHandle<()>,
 }
 
@@ -62,9 +64,11 @@ impl FakeLlm {
     /// Starts the server on 127.0.0.1:0.
     pub async fn start(steps: Vec<Step>) -> FakeLlm {
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let headers = Arc::new(Mutex::new(Vec::new()));
         let state = LlmState {
             steps: Arc::new(steps),
             requests: requests.clone(),
+            headers: headers.clone(),
         };
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(complete))
@@ -77,6 +81,7 @@ impl FakeLlm {
         FakeLlm {
             base_url: format!("http://{addr}/v1"),
             requests,
+            headers,
             _task: task,
         }
     }
@@ -84,6 +89,12 @@ impl FakeLlm {
     /// Every request received (tool-using ones only).
     pub fn requests(&self) -> Vec<Value> {
         self.requests.lock().unwrap().clone()
+    }
+
+    /// The headers of every request received (title requests included), in arrival order:
+    /// which key the server was given.
+    pub fn request_headers(&self) -> Vec<HeaderMap> {
+        self.headers.lock().unwrap().clone()
     }
 }
 
@@ -93,7 +104,12 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
     format!("data: {v}\n\n")
 }
 
-async fn complete(State(state): State<LlmState>, body: axum::Json<Value>) -> impl IntoResponse {
+async fn complete(
+    State(state): State<LlmState>,
+    headers: HeaderMap,
+    body: axum::Json<Value>,
+) -> impl IntoResponse {
+    state.headers.lock().unwrap().push(headers);
     let req = body.0;
     let mut out = chunk(json!({"role": "assistant", "content": ""}), None);
     let has_tools = req

@@ -1,0 +1,135 @@
+//! Daily token budgets (`agent.budget`): checked before an agent starts (by the interaction
+//! flow) and before every model request the gateway forwards, so a running agent cannot spend
+//! past the limit either.
+//!
+//! Usage is what the gateway metered into the store (`Store::llm_usage_on`), per UTC day; a
+//! limit is reached when the day's input + output tokens are at least the limit, so `0` allows
+//! nothing and a request in flight can overshoot by at most its own size. The check logs the
+//! refusal (one warn line naming the limit) and counts it in `llm_budget_refusals_total`;
+//! callers only answer the user.
+//!
+//! A store that cannot be read lets the request through (logged as an error): the budget is a
+//! spending guard, and a broken database is an outage the operator already sees.
+
+use chrono::{NaiveDate, Utc};
+
+use super::metrics::GatewayMetrics;
+use crate::config::BudgetConfig;
+use crate::store::{Store, WorkspaceKey};
+
+/// Which daily limit was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetLimit {
+    /// `agent.budget.tokensPerUserPerDay`.
+    PerUser,
+    /// `agent.budget.tokensPerDay` (all users together).
+    Total,
+}
+
+impl BudgetLimit {
+    /// The metric label and configuration spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetLimit::PerUser => "user",
+            BudgetLimit::Total => "total",
+        }
+    }
+
+    /// The configuration key.
+    pub fn config_key(self) -> &'static str {
+        match self {
+            BudgetLimit::PerUser => "agent.budget.tokensPerUserPerDay",
+            BudgetLimit::Total => "agent.budget.tokensPerDay",
+        }
+    }
+}
+
+/// A daily budget is used up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} reached: {used} of {limit} tokens used today", .limit_kind.config_key())]
+pub struct BudgetExceeded {
+    /// Which limit.
+    pub limit_kind: BudgetLimit,
+    /// Tokens used today (of the user, or of everyone for [`BudgetLimit::Total`]).
+    pub used: u64,
+    /// The configured limit.
+    pub limit: u64,
+}
+
+/// The configured budgets and the metrics their refusals count in. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    per_user: Option<u64>,
+    total: Option<u64>,
+    metrics: GatewayMetrics,
+}
+
+impl Budget {
+    /// The budgets of `config`.
+    pub fn new(config: &BudgetConfig, metrics: GatewayMetrics) -> Self {
+        Self {
+            per_user: config.tokens_per_user_per_day,
+            total: config.tokens_per_day,
+            metrics,
+        }
+    }
+
+    /// Whether no limit is configured (then checks never touch the store).
+    pub fn is_unlimited(&self) -> bool {
+        self.per_user.is_none() && self.total.is_none()
+    }
+
+    /// `Ok` when `workspace` may use the model today; otherwise which limit is used up.
+    pub async fn check(
+        &self,
+        store: &Store,
+        workspace: &WorkspaceKey,
+    ) -> Result<(), BudgetExceeded> {
+        self.check_on(store, workspace, Utc::now().date_naive())
+            .await
+    }
+
+    /// [`check`](Self::check) against the usage of `day`.
+    pub async fn check_on(
+        &self,
+        store: &Store,
+        workspace: &WorkspaceKey,
+        day: NaiveDate,
+    ) -> Result<(), BudgetExceeded> {
+        let limits = [
+            (BudgetLimit::PerUser, self.per_user, Some(workspace)),
+            (BudgetLimit::Total, self.total, None),
+        ];
+        for (limit_kind, limit, scope) in limits {
+            let Some(limit) = limit else { continue };
+            let used = match store.llm_usage_on(day, scope).await {
+                Ok(usage) => usage.total_tokens(),
+                Err(error) => {
+                    tracing::error!(
+                        %workspace,
+                        limit = limit_kind.as_str(),
+                        error = %error,
+                        "token budget not checked: the usage could not be read"
+                    );
+                    continue;
+                }
+            };
+            if used >= limit {
+                self.metrics.record_budget_refusal(limit_kind.as_str());
+                tracing::warn!(
+                    %workspace,
+                    limit = limit_kind.as_str(),
+                    used,
+                    allowed = limit,
+                    "token budget used up: refused"
+                );
+                return Err(BudgetExceeded {
+                    limit_kind,
+                    used,
+                    limit,
+                });
+            }
+        }
+        Ok(())
+    }
+}

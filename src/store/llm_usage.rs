@@ -1,0 +1,102 @@
+//! Tokens the model gateway metered, per workspace and UTC day (table `llm_usage`,
+//! `schema_v2.sql`): what the daily budgets (`agent.budget`) are checked against.
+//!
+//! Rows are only ever added to (an upsert per metered response), so concurrent sessions of one
+//! user cannot lose each other's counts: each addition is one statement on the writer thread.
+
+use chrono::NaiveDate;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use super::{StoreError, WorkspaceKey};
+
+/// Token usage of one day: of one workspace, or of all of them together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LlmUsage {
+    /// Prompt (input) tokens.
+    pub input_tokens: u64,
+    /// Completion (output) tokens.
+    pub output_tokens: u64,
+    /// Metered model responses.
+    pub requests: u64,
+}
+
+impl LlmUsage {
+    /// Input plus output tokens: what budgets limit.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// The stored spelling of a day (`YYYY-MM-DD`, sorts chronologically).
+fn day_text(day: NaiveDate) -> String {
+    day.format("%Y-%m-%d").to_string()
+}
+
+/// SQLite integers are signed; counts beyond `i64::MAX` saturate.
+fn to_sql(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn from_sql(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// Adds one metered response's tokens to `(ws, day)`.
+pub(crate) fn add(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    day: NaiveDate,
+    input: u64,
+    output: u64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO llm_usage (workspace, day, input_tokens, output_tokens, requests)
+         VALUES (?1, ?2, ?3, ?4, 1)
+         ON CONFLICT (workspace, day) DO UPDATE SET
+             input_tokens  = min(input_tokens + excluded.input_tokens, 9223372036854775807),
+             output_tokens = min(output_tokens + excluded.output_tokens, 9223372036854775807),
+             requests      = requests + 1",
+    )?
+    .execute(params![
+        ws.to_string(),
+        day_text(day),
+        to_sql(input),
+        to_sql(output)
+    ])?;
+    Ok(())
+}
+
+/// Usage on `day` of `ws`, or of every workspace when `None`.
+pub(crate) fn on(
+    conn: &Connection,
+    day: NaiveDate,
+    ws: Option<&WorkspaceKey>,
+) -> Result<LlmUsage, StoreError> {
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<LlmUsage> {
+        Ok(LlmUsage {
+            input_tokens: from_sql(r.get(0)?),
+            output_tokens: from_sql(r.get(1)?),
+            requests: from_sql(r.get(2)?),
+        })
+    };
+    let usage = match ws {
+        Some(ws) => conn
+            .prepare_cached(
+                "SELECT input_tokens, output_tokens, requests FROM llm_usage
+                 WHERE workspace = ?1 AND day = ?2",
+            )?
+            .query_row(params![ws.to_string(), day_text(day)], row)
+            .optional()?
+            .unwrap_or_default(),
+        None => conn
+            .prepare_cached(
+                "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+                        coalesce(sum(requests), 0)
+                 FROM llm_usage WHERE day = ?1",
+            )?
+            .query_row(params![day_text(day)], row)?,
+    };
+    Ok(usage)
+}

@@ -1,0 +1,140 @@
+//! The store's per-user model usage (`llm_usage`, schema version 2): additions per workspace and
+//! UTC day, the all-users total, and the migration of a version-1 database.
+
+use air_friends::store::{LlmUsage, SCHEMA_VERSION, Scope, Store, WorkspaceKey};
+use chrono::NaiveDate;
+
+fn ws(user: &str) -> WorkspaceKey {
+    WorkspaceKey::new("discord", user).unwrap()
+}
+
+fn day(d: u32) -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 3, d).unwrap()
+}
+
+async fn open() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    (dir, store)
+}
+
+#[tokio::test]
+async fn usage_adds_up_per_workspace_and_day() {
+    let (_dir, store) = open().await;
+    store.add_llm_usage(&ws("a"), day(1), 10, 5).await.unwrap();
+    store.add_llm_usage(&ws("a"), day(1), 7, 3).await.unwrap();
+    store.add_llm_usage(&ws("a"), day(2), 100, 1).await.unwrap();
+    store.add_llm_usage(&ws("b"), day(1), 1, 1).await.unwrap();
+    assert_eq!(
+        store.llm_usage_on(day(1), Some(&ws("a"))).await.unwrap(),
+        LlmUsage {
+            input_tokens: 17,
+            output_tokens: 8,
+            requests: 2
+        }
+    );
+    assert_eq!(
+        store
+            .llm_usage_on(day(2), Some(&ws("a")))
+            .await
+            .unwrap()
+            .total_tokens(),
+        101,
+        "days are counted apart"
+    );
+    assert_eq!(
+        store.llm_usage_on(day(1), None).await.unwrap(),
+        LlmUsage {
+            input_tokens: 18,
+            output_tokens: 9,
+            requests: 3
+        },
+        "None sums every workspace of the day"
+    );
+}
+
+#[tokio::test]
+async fn a_day_without_usage_reads_as_zero() {
+    let (_dir, store) = open().await;
+    assert_eq!(
+        store.llm_usage_on(day(9), Some(&ws("a"))).await.unwrap(),
+        LlmUsage::default()
+    );
+    assert_eq!(
+        store.llm_usage_on(day(9), None).await.unwrap(),
+        LlmUsage::default()
+    );
+}
+
+#[tokio::test]
+async fn concurrent_additions_are_never_lost_and_huge_counts_saturate() {
+    let (_dir, store) = open().await;
+    let writes: Vec<_> = (0..50)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.add_llm_usage(&ws("a"), day(3), 2, 1).await })
+        })
+        .collect();
+    for w in writes {
+        w.await.unwrap().unwrap();
+    }
+    let usage = store.llm_usage_on(day(3), Some(&ws("a"))).await.unwrap();
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens, usage.requests),
+        (100, 50, 50)
+    );
+
+    store
+        .add_llm_usage(&ws("big"), day(3), u64::MAX, 0)
+        .await
+        .unwrap();
+    store
+        .add_llm_usage(&ws("big"), day(3), u64::MAX, 0)
+        .await
+        .unwrap();
+    let big = store.llm_usage_on(day(3), Some(&ws("big"))).await.unwrap();
+    assert_eq!(
+        big.input_tokens,
+        i64::MAX as u64,
+        "saturates instead of failing"
+    );
+}
+
+#[tokio::test]
+async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(include_str!("../src/store/schema_v1.sql"))
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO workspaces (id, key, next_doc) VALUES (1, 'discord/a', 1);
+             INSERT INTO memories (seq, id, workspace, content, created_at, initial_visibility,
+                 initial_importance, initial_enabled, visibility, importance, enabled, updated_at)
+             VALUES (4294967296, 'mem_v1', 'discord/a', 'likes tea', 0, 'public', 'normal', 1,
+                 'public', 'normal', 1, 0);
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).await.unwrap();
+    let kept = store
+        .get_memory(&ws("a"), "mem_v1", Scope::PublicOnly)
+        .await
+        .unwrap()
+        .expect("the version-1 memory survives the migration");
+    assert_eq!(kept.content, "likes tea");
+    store.add_llm_usage(&ws("a"), day(1), 4, 2).await.unwrap();
+    store.close().await.unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((version, SCHEMA_VERSION), (2, 2));
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1);
+}
