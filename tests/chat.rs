@@ -158,18 +158,33 @@ const PROBES: &[&str] = &[
     "daemon_environ",
     "other_session_environ",
     "daemon_home",
+    "provider_key",
+    "loopback_port",
 ];
+
+/// The secrets and services the attack looks for.
+struct Targets {
+    /// Another session's caller token, in a process outside this sandbox.
+    decoy_secret: String,
+    /// The daemon's platform token.
+    discord_token: String,
+    /// The model provider's key: only the daemon (its model gateway) holds it.
+    provider_key: String,
+    /// A TCP port listening on the host's loopback (like the daemon's ops port).
+    loopback_port: u16,
+}
 
 /// Code a hijacked agent would run (through YOLO, so the gate is out of the way): each read
 /// probe records whether it reached its target, into `evidence.txt` in the workspace; it tries
 /// to plant files outside the workspace ([`planted`], checked on the host afterwards), leaves a
 /// double-forked `setsid` process behind and answers through the real send-reply skill.
-fn attack(
-    run: &ChatRun,
-    decoy_secret: &str,
-    discord_token: &str,
-    orphan_tag: &str,
-) -> serde_json::Value {
+fn attack(run: &ChatRun, targets: &Targets, orphan_tag: &str) -> serde_json::Value {
+    let Targets {
+        decoy_secret,
+        discord_token,
+        provider_key,
+        loopback_port,
+    } = targets;
     let data = run.data();
     let other = data.join("workspaces/discord/999");
     std::fs::create_dir_all(&other).unwrap();
@@ -198,6 +213,14 @@ fn attack(
         (
             "daemon_home",
             format!("cat '{}'", home.join("secret").display()),
+        ),
+        (
+            "provider_key",
+            format!("grep -a -q -s '{provider_key}' /proc/[0-9]*/environ"),
+        ),
+        (
+            "loopback_port",
+            format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{loopback_port}'"),
         ),
     ];
     let mut script = String::new();
@@ -257,16 +280,29 @@ fn evidence(run: &ChatRun) -> String {
 /// processes left behind and the daemon's stderr.
 fn run_attack(sandbox_mode: &'static str, orphan_tag: &str) -> (String, Vec<String>, String) {
     let run = ChatRun::new(true, sandbox_mode);
-    let decoy_secret = format!("decoy-session-token-{}", std::process::id());
-    let discord_token = format!("discord-token-{}-xyz", std::process::id());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let targets = Targets {
+        decoy_secret: format!("decoy-session-token-{}", std::process::id()),
+        discord_token: format!("discord-token-{}-xyz", std::process::id()),
+        provider_key: format!("sk-or-provider-key-{}", std::process::id()),
+        loopback_port: listener.local_addr().unwrap().port(),
+    };
     // Another agent's process outside this sandbox, with its own session token in its env.
     let mut decoy = Command::new("sleep")
         .arg("60")
-        .env("SKILL_API_TOKEN", &decoy_secret)
+        .env("SKILL_API_TOKEN", &targets.decoy_secret)
         .spawn()
         .unwrap();
-    let script = attack(&run, &decoy_secret, &discord_token, orphan_tag);
-    let (stdout, stderr, ok) = run.chat(script, "hi\n", &[("DISCORD_TOKEN", &discord_token)]);
+    let script = attack(&run, &targets, orphan_tag);
+    let (stdout, stderr, ok) = run.chat(
+        script,
+        "hi\n",
+        &[
+            ("DISCORD_TOKEN", &targets.discord_token),
+            ("OPENROUTER_API_KEY", &targets.provider_key),
+        ],
+    );
+    drop(listener);
     let _ = decoy.kill();
     let _ = decoy.wait();
     assert!(ok, "chat failed:\n{stderr}");
@@ -307,7 +343,13 @@ fn without_the_sandbox_the_same_code_reaches_them() {
     // daemon's environment and its double fork survives (cleaned up here).
     let (evidence, orphans, _) = run_attack("none", "313.38");
     let _ = Command::new("pkill").args(["-f", "sleep 313.38"]).status();
-    for probe in ["database", "config", "other_workspace", "daemon_home"] {
+    for probe in [
+        "database",
+        "config",
+        "other_workspace",
+        "daemon_home",
+        "loopback_port",
+    ] {
         assert!(
             evidence.contains(&format!("{probe}: reached")),
             "{probe} should be reachable without a sandbox:\n{evidence}"

@@ -270,12 +270,16 @@ async fn opencode_cannot_run_commands_the_gate_rejects() {
     assert!(!w.marker.exists(), "the skill ran despite the injection");
 }
 
-/// The whole product in one test: `air-friends chat` with the real OpenCode. The fake model
-/// writes the reply with OpenCode's write tool into the session's payload folder, then runs the
-/// real send-reply skill script with its bash tool; the permission gate approves it, the skill
-/// client calls the Skill API with the session's token, and the reply is printed.
+/// The whole product in one test: `air-friends chat` with the real OpenCode, sandboxed with
+/// no network. The fake model writes the reply with OpenCode's write tool into the session's
+/// payload folder, then runs the real send-reply skill script with its bash tool; the gate
+/// approves it, the skill client reaches the Skill API through the sandbox's relay and the
+/// session's own socket, and the reply is printed. OpenCode reaches the model only through the
+/// daemon's gateway: the fake LLM sees the real key, which only the daemon holds, never the
+/// session token OpenCode was given; the metered usage lands in the database, and a budget
+/// that it has used up makes the next message a polite refusal without an agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_with_the_real_opencode_answers_through_skills() {
+async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
     let Some(bin) = require_opencode() else {
         return;
     };
@@ -305,72 +309,93 @@ async fn chat_with_the_real_opencode_answers_through_skills() {
         Step::Text("Replied.".into()),
     ])
     .await;
+    let real_key = "sk-fake-provider-key-only-the-daemon-holds";
+    // The operator's own OpenCode configuration names the fake upstream directly; the daemon
+    // repoints it at the gateway.
     let inline = json!({
         "model": "fake/fake-model",
         "small_model": "fake/fake-model",
         "enabled_providers": ["fake"],
         "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
-            "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
+            "options": {"baseURL": llm.base_url, "apiKey": real_key},
             "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
                 "limit": {"context": 128000, "output": 4096}}}}},
         "skills": {"paths": [skills.display().to_string()]}
     });
-    let config = json!({
-        "workspace": {"repoPath": data},
-        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
-        "agent": {
-            "command": bin,
-            "args": ["acp"],
-            "model": "fake/fake-model",
-            "skillsDir": skills,
-            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
-            "connectTimeoutMs": 60000,
-            "env": {
-                "XDG_CONFIG_HOME": home.join(".config"),
-                "XDG_DATA_HOME": home.join(".local/share"),
-                "XDG_CACHE_HOME": home.join(".cache"),
-                "XDG_STATE_HOME": home.join(".local/state"),
-                "OPENCODE_CONFIG_CONTENT": inline.to_string(),
-                "OPENCODE_DISABLE_MODELS_FETCH": "1",
-                "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                "OPENCODE_DISABLE_SHARE": "1",
-                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-                "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
-                "npm_config_registry": "http://127.0.0.1:9/"
+    let config = |budget: Option<u64>| {
+        json!({
+            "workspace": {"repoPath": data},
+            "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+            "agent": {
+                "command": bin,
+                "args": ["acp"],
+                "model": "fake/fake-model",
+                "skillsDir": skills,
+                "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+                "connectTimeoutMs": 60000,
+                "providers": {"fake": {"baseUrl": llm.base_url, "apiKeyEnv": "FAKE_LLM_KEY",
+                    "authHeader": "bearer"}},
+                "budget": {"tokensPerUserPerDay": budget},
+                "env": {
+                    "OPENCODE_CONFIG_CONTENT": inline.to_string(),
+                    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                    "OPENCODE_DISABLE_SHARE": "1",
+                    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+                    "npm_config_registry": "http://127.0.0.1:9/"
+                }
             }
+        })
+    };
+    let chat = |config: serde_json::Value, line: &'static str| {
+        let config_path = dir.path().join("config.yaml");
+        std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+        let mut child = tokio::process::Command::new(common::bin())
+            .args(["chat", "--config"])
+            .arg(&config_path)
+            .env("HOME", &home)
+            .env("FAKE_LLM_KEY", real_key)
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        async move {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(line.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+                .await
+                .expect("chat finished")
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
         }
-    });
-    let config_path = dir.path().join("config.yaml");
-    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
-    let mut child = tokio::process::Command::new(common::bin())
-        .args(["chat", "--config"])
-        .arg(&config_path)
-        .env("HOME", &home)
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    {
-        use tokio::io::AsyncWriteExt;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"hi, what does it cost?\n").await.unwrap();
-    }
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("chat finished")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stderr:\n{stderr}");
+    };
+    let (stdout, stderr) = chat(config(None), "hi, what does it cost?\n").await;
     assert!(
         stdout.contains(&format!("air-friends> {reply}")),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
     assert!(!stdout.contains("ran into a problem"), "{stdout}");
+    // Every model request came through the gateway with the real key, none with OpenCode's.
+    let headers = llm.request_headers();
+    assert!(!headers.is_empty());
+    for h in &headers {
+        let auth = h.get("authorization").and_then(|v| v.to_str().ok());
+        assert_eq!(auth, Some(format!("Bearer {real_key}").as_str()));
+    }
     // The session's staging folder (tmp/<32 hex session id>) was removed. (OpenCode keeps
     // its own temporary files in TMPDIR too; those are not ours.)
     let tmp = workspace.join("tmp");
@@ -383,6 +408,32 @@ async fn chat_with_the_real_opencode_answers_through_skills() {
         })
         .unwrap_or_default();
     assert!(left.is_empty(), "staging left behind: {left:?}");
+    // Metered exactly: the fake LLM reports 10 input and 5 output tokens per response (title
+    // requests included, which `request_headers` counts and `requests` does not).
+    let requests = headers.len() as i64;
+    let db = rusqlite::Connection::open(data.join("air-friends.db")).unwrap();
+    let (input, output): (i64, i64) = db
+        .query_row(
+            "SELECT SUM(input_tokens), SUM(output_tokens) FROM llm_usage",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((input, output), (10 * requests, 5 * requests));
+    drop(db);
+    // A budget that this usage has reached: the next message gets the polite refusal, and no
+    // agent (so no model request) is started for it.
+    let used = (input + output) as u64;
+    let (stdout, stderr) = chat(config(Some(used)), "and now?\n").await;
+    assert!(
+        stdout.contains("used up what I'm allowed to think for today"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(
+        llm.request_headers().len() as i64,
+        requests,
+        "a model request was made"
+    );
 }
 
 /// A hijacked agent may leave files in its workspace that OpenCode would read at the next

@@ -390,6 +390,13 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
+        // `$!` is known before the child has run `setsid`: wait until it has its own group.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while stat_fields(tool).is_some_and(|(_, group, _)| group == leader)
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let (_, tool_group, _) = stat_fields(tool).unwrap();
         assert_ne!(tool_group, leader, "the tool runs in its own group");
         proc_.snapshot_descendants();

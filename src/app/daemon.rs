@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::bind;
+use crate::agent::sandbox::sandbox_api_url;
 use crate::agent::{
     AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
 };
@@ -154,11 +155,17 @@ pub async fn start(
     let mut api_metrics = None;
     metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r)));
     let api_metrics = api_metrics.context("skill API metrics were not registered")?;
+    // The agent sandbox decides how agents reach the daemon (see below).
+    let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
+    let sandbox = agent_sandbox(config, &skills_dir, &air_friends_bin, &workspaces_root).await?;
+    sandbox_check(readiness, &sandbox);
+    let socket_dir = config.skill_api_socket_dir();
     let api = SkillApiState::with_live_tokens(
         SkillApiSettings {
             session_timeout: Duration::from_millis(config.skill_api.session_timeout_ms),
             header_read_timeout: Duration::from_millis(config.skill_api.header_read_timeout_ms),
             max_connections: config.skill_api.max_connections as usize,
+            socket_dir: socket_dir.clone(),
             ..SkillApiSettings::default()
         },
         registry,
@@ -179,23 +186,42 @@ pub async fn start(
     )
     .context("cannot build the model gateway (agent.providers)")?;
     let api = api.with_extra_routes(gateway.router());
-    let listener = bind(&config.skill_api.host, config.skill_api.port)
-        .await
-        .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
-    let api_addr = listener.local_addr()?;
-    tracing::info!(addr = %api_addr, listener = "skill_api", "listening");
-    let skill_api_url = format!("http://{api_addr}");
-    // The Skill API serves the agents of running sessions, so it stops after them.
+    // The Skill API (and the gateway) serve the agents of running sessions, so they stop after
+    // them. Sandboxed agents reach them only through their session's own Unix socket (relayed
+    // inside the sandbox); TCP serves unconfined agents (`agent.sandbox.mode: none`) only.
     let state = api.clone();
     let usage_writes = gateway.clone();
-    shutdown.spawn_service("skill_api", move |stop| async move {
-        let served = skill_api::serve(listener, state, stop.cancelled_owned())
+    let skill_api_url = if sandbox.is_enabled() {
+        skill_api::socket::prepare_root(&socket_dir).with_context(|| {
+            format!(
+                "cannot use {} for the agents' Skill API sockets (skillApi.socketDir)",
+                socket_dir.display()
+            )
+        })?;
+        tracing::info!(socket_dir = %socket_dir.display(), "Skill API served on per-session sockets only");
+        shutdown.spawn_service("skill_api", move |stop| async move {
+            stop.cancelled().await;
+            state.drain().await;
+            usage_writes.drain().await;
+            Ok(())
+        });
+        sandbox_api_url()
+    } else {
+        let listener = bind(&config.skill_api.host, config.skill_api.port)
             .await
-            .context("Skill API server");
-        // Every model response has ended with the connections: store what they metered.
-        usage_writes.drain().await;
-        served
-    });
+            .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
+        let api_addr = listener.local_addr()?;
+        tracing::info!(addr = %api_addr, listener = "skill_api", "listening");
+        shutdown.spawn_service("skill_api", move |stop| async move {
+            let served = skill_api::serve(listener, state, stop.cancelled_owned())
+                .await
+                .context("Skill API server");
+            // Every model response has ended with the connections: store what they metered.
+            usage_writes.drain().await;
+            served
+        });
+        format!("http://{api_addr}")
+    };
     let state = api.clone();
     shutdown.spawn_service("skill_api_maintenance", move |stop| async move {
         state.run_maintenance(stop).await;
@@ -208,9 +234,7 @@ pub async fn start(
     ));
 
     // The agent runner (inside its sandbox) and the conversation pipeline.
-    let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
-    let sandbox = agent_sandbox(config, &skills_dir, &air_friends_bin, &workspaces_root).await?;
-    sandbox_check(readiness, &sandbox);
+    let sandboxed = sandbox.is_enabled();
     let conversation_metrics = ConversationMetrics::new(metrics);
     let runner = AgentRunner::new(
         RunnerSettings {
@@ -244,6 +268,8 @@ pub async fn start(
     let interactions = Interactions {
         platforms: platforms.clone(),
         sessions: api.sessions().clone(),
+        channels: sandboxed.then(|| api.clone()),
+        budget: gateway.budget().clone(),
         runner,
         store: store.clone(),
         prompts,
@@ -255,6 +281,12 @@ pub async fn start(
             api_url: skill_api_url.clone(),
             skill_credentials: credentials,
             secret_values: config.secret_values(),
+            gateway_providers: config
+                .agent
+                .providers
+                .iter()
+                .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
+                .collect(),
         },
         prompt: PromptSettings {
             token_limit: config.agent.token_limit as usize,

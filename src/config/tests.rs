@@ -339,7 +339,10 @@ fn skill_api_socket_dir_defaults_under_repo_path_and_can_be_set() {
         &no_env(),
     )
     .unwrap();
-    assert_eq!(cfg.skill_api_socket_dir(), std::path::PathBuf::from("/run/af"));
+    assert_eq!(
+        cfg.skill_api_socket_dir(),
+        std::path::PathBuf::from("/run/af")
+    );
 }
 
 #[test]

@@ -16,15 +16,21 @@ use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
 use super::workspace::Workspaces;
-use crate::agent::env::{EnvInputs, SessionIdentity, build_agent_env};
+use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
 use crate::agent::{AgentRunner, SessionRun};
 use crate::config::{AgentConfig, ProcessEnv};
+use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use crate::skill_api::SkillApiState;
 use crate::skill_api::sessions::{SessionContext, SessionRegistry};
 use crate::store::Store;
+use crate::store::WorkspaceKey;
 
 /// Sent when the agent produced nothing for the user.
 pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
+
+/// Sent instead of starting an agent when a daily token budget is used up.
+pub const BUDGET_TEXT: &str = "I've used up what I'm allowed to think for today, so I can't answer right now. Let's talk again tomorrow!";
 
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
@@ -44,6 +50,9 @@ pub struct AgentEnvTemplate {
     pub skill_credentials: Vec<String>,
     /// The daemon's secret values (never passed on).
     pub secret_values: Vec<String>,
+    /// Providers served by the model gateway: (provider id, variable holding its key). The
+    /// agent is pointed at `{api_url}/llm/<session>/<id>` and never gets the key.
+    pub gateway_providers: Vec<(String, String)>,
 }
 
 /// Prompt sizes.
@@ -63,6 +72,11 @@ pub struct Interactions {
     pub platforms: PlatformRegistry,
     /// Skill API sessions.
     pub sessions: SessionRegistry,
+    /// With the sandbox on: the Skill API, to open each session's own socket (its only channel
+    /// to the daemon). `None`: agents reach the Skill API over TCP (`agent.sandbox.mode: none`).
+    pub channels: Option<SkillApiState>,
+    /// Daily token budgets: checked before an agent is started.
+    pub budget: Budget,
     /// The agent runner.
     pub runner: AgentRunner,
     /// Memories (for the prompt).
@@ -112,6 +126,19 @@ impl Interactions {
                 return "failed";
             }
         };
+        if !self.budget.is_unlimited()
+            && let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), &msg.user_id)
+            && self.budget.check(&self.store, &key).await.is_err()
+        {
+            // The budget check logged and counted the refusal; no agent is started.
+            if let Err(e) = platform
+                .send_message(&msg.channel_id, BUDGET_TEXT, Some(&msg.message_id))
+                .await
+            {
+                tracing::warn!(platform = %msg.platform, error = %e, "could not send the budget reply");
+            }
+            return "over_budget";
+        }
         let registered = match self.sessions.register(SessionContext {
             platform: msg.platform,
             channel_id: msg.channel_id.clone(),
@@ -159,11 +186,24 @@ impl Interactions {
             )
             .await;
             let prompt = assemble(&parts, self.prompt.token_limit);
+            // A sandboxed agent's only way to the daemon: its session's own socket.
+            let socket = match &self.channels {
+                Some(api) => match api.open_session_socket(&registered.session_id).await {
+                    Ok(socket) => Some(socket),
+                    Err(e) => {
+                        tracing::error!(session_id = %session_id, error = %e, "cannot open the session's Skill API socket");
+                        self.workspaces.cleanup(&dirs).await;
+                        return None;
+                    }
+                },
+                None => None,
+            };
             let identity = SessionIdentity {
                 session_id: session_id.clone(),
                 token: registered.caller_token.expose_secret().to_owned(),
                 api_url: self.env.api_url.clone(),
             };
+            let gateway_route = format!("{}/llm/{session_id}", self.env.api_url);
             let env = build_agent_env(
                 &EnvInputs {
                     agent: &self.env.agent,
@@ -173,7 +213,10 @@ impl Interactions {
                     skills_dir: &self.env.skills_dir,
                     skill_credentials: &self.env.skill_credentials,
                     secret_values: &self.env.secret_values,
-                    gateway: None,
+                    gateway: Some(ModelGateway {
+                        route: &gateway_route,
+                        providers: &self.env.gateway_providers,
+                    }),
                 },
                 &ProcessEnv,
             );
@@ -201,7 +244,7 @@ impl Interactions {
                     session_id: session_id.clone(),
                     workspace: dirs.workspace.clone(),
                     dm: msg.is_dm,
-                    api_socket_dir: None,
+                    api_socket_dir: socket.as_ref().map(|s| s.dir().to_path_buf()),
                     env,
                     prompt,
                     retry_prompt: self.retry_prompt.clone(),
@@ -214,6 +257,9 @@ impl Interactions {
             let _ = bridge.await;
             if let Some(t) = typing {
                 let _ = t.await;
+            }
+            if let Some(socket) = socket {
+                socket.close().await;
             }
             self.workspaces.cleanup(&dirs).await;
             Some(outcome)

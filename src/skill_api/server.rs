@@ -128,7 +128,13 @@ impl Accept for TcpListener {
     type Stream = TcpStream;
 
     async fn accept_stream(&self) -> io::Result<TcpStream> {
-        self.accept().await.map(|(stream, _peer)| stream)
+        let (stream, _peer) = self.accept().await?;
+        // Streamed model responses end in small writes; without this, Nagle holds the last one
+        // until the client's delayed ACK (~40 ms, `benches/gateway.rs`).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY on a Skill API connection");
+        }
+        Ok(stream)
     }
 }
 
