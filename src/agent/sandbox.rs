@@ -316,6 +316,16 @@ impl Sandbox {
         ] {
             env.insert(var.into(), format!("{SANDBOX_HOME}/{sub}"));
         }
+        // The agent has no network: spare it the downloads it would try at every start (and
+        // the operator the error lines they print). An operator's explicit value wins.
+        for var in [
+            "OPENCODE_DISABLE_MODELS_FETCH",
+            "OPENCODE_DISABLE_AUTOUPDATE",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD",
+            "OPENCODE_DISABLE_SHARE",
+        ] {
+            env.entry(var.into()).or_insert_with(|| "1".into());
+        }
     }
 
     /// Makes the mount points inside `workspace` real folders before a sandboxed start:
