@@ -109,14 +109,18 @@ pub enum ValidateFormat {
 /// `air-friends import` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {
-    /// Import an AIr-Friends data folder (`<platform>/<userId>/memory.public.jsonl`,
-    /// `memory.private.jsonl`, `reminders.jsonl`) into the configured database. Idempotent:
-    /// running it again adds nothing.
+    /// Import an AIr-Friends data folder (`workspaces/<platform>/<userId>/memory.public.jsonl`,
+    /// `memory.private.jsonl`, `reminders.jsonl`) into the configured database and print a
+    /// summary per workspace. Idempotent: running it again adds nothing. Exits 1 when the folder
+    /// is not empty but holds no memory or reminder it can read.
     Jsonl {
         /// Configuration (for the database path).
         #[command(flatten)]
         config: ConfigArg,
-        /// The data folder.
+        /// Parse and report only: open no database, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The AIr-Friends data root, or its `workspaces/` folder.
         dir: PathBuf,
     },
 }

@@ -313,52 +313,181 @@ fn invalid_skill_packages_stop_serve_with_the_validator_message() {
     );
 }
 
+/// An AIr-Friends data root as AIr-Friends writes it: `workspaces/discord/42/` with two memories,
+/// a patch listed before the memory it disables, one reminder, and one line that is not JSON
+/// (line 2 of `memory.public.jsonl`).
+fn air_friends_data_root(root: &Path) {
+    let ws = root.join("workspaces/discord/42");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("memory.public.jsonl"),
+        [
+            r#"{"id":"mem_p1","ts":"2025-01-04T00:00:00.000Z","type":"patch","targetId":"mem_a2","enabled":false}"#,
+            "this line is not json",
+            r#"{"id":"mem_a1","ts":"2025-01-02T03:04:05.000Z","type":"memory","enabled":true,"visibility":"public","importance":"high","content":"likes green tea"}"#,
+            r#"{"id":"mem_a2","ts":"2025-01-03T00:00:00.000Z","type":"memory","enabled":true,"visibility":"public","importance":"normal","content":"東京に住んでいる"}"#,
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("reminders.jsonl"),
+        r#"{"type":"reminder","id":"rem_1","createdAt":"2025-01-01T00:00:00.000Z","scheduledAt":"2030-01-01T09:00:00.000Z","message":"drink water","platform":"discord","userId":"42","enabled":true}"#.to_owned()
+            + "\n",
+    )
+    .unwrap();
+}
+
+fn import_cmd(cfg: &TestConfig, extra: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(bin())
+        .args(["import", "jsonl", "--config"])
+        .arg(&cfg.path)
+        .args(extra)
+        .arg(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// Memories in the database of `cfg` (the default `<repoPath>/air-friends.db`).
+fn imported_memories(cfg: &TestConfig) -> usize {
+    let db = cfg.dir.path().join("data/air-friends.db");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = air_friends::store::Store::open(&db).await.unwrap();
+        let ws = air_friends::store::WorkspaceKey::new("discord", "42").unwrap();
+        let filter = air_friends::store::ExportFilter {
+            scope: air_friends::store::Scope::IncludePrivate,
+            importance: None,
+            enabled_only: false,
+        };
+        let n = store.export_memories(&ws, filter).await.unwrap().len();
+        store.close().await.unwrap();
+        n
+    })
+}
+
 #[test]
 fn import_jsonl_from_the_command_line_is_idempotent_and_reports_bad_lines() {
     let cfg = TestConfig::new("");
-    let tree = cfg.dir.path().join("old-data/discord/42");
-    std::fs::create_dir_all(&tree).unwrap();
-    std::fs::write(
-        tree.join("memory.public.jsonl"),
-        concat!(
-            r#"{"type":"memory","id":"mem_a1","content":"likes green tea","importance":"high","createdAt":"2025-01-02T03:04:05Z"}"#,
-            "\n",
-            "this line is not json\n",
-            r#"{"type":"memory","id":"mem_a2","content":"東京に住んでいる","createdAt":"2025-01-03T00:00:00Z"}"#,
-            "\n",
-        ),
-    )
-    .unwrap();
-    let run = || {
-        Command::new(bin())
-            .args(["import", "jsonl", "--config"])
-            .arg(&cfg.path)
-            .arg(cfg.dir.path().join("old-data"))
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    };
-    let first = run();
+    let root = cfg.dir.path().join("AIr-Friends/data");
+    air_friends_data_root(&root);
+    let first = import_cmd(&cfg, &[], &root);
     assert!(
         first.status.success(),
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
     let report = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        report.contains(
+            "discord/42: 2 memories, 1 patches applied, 1 reminders, 0 reminder patches, \
+             1 lines skipped"
+        ),
+        "{report}"
+    );
     assert!(report.contains("imported 2 memories"), "{report}");
     let warnings = String::from_utf8_lossy(&first.stderr);
     assert!(
-        warnings.contains("memory.public.jsonl") && warnings.contains('2'),
+        warnings.contains("memory.public.jsonl line=2"),
         "{warnings}"
     );
-    let second = run();
+    assert_eq!(imported_memories(&cfg), 2);
+    let second = import_cmd(&cfg, &[], &root);
     assert!(second.status.success());
     let report = String::from_utf8_lossy(&second.stdout);
     assert!(report.contains("imported 0 memories"), "{report}");
     assert!(
-        report.contains("skipped as duplicate 2 memories"),
+        report.contains("skipped as duplicate 2 memories, 1 patches, 1 reminders"),
         "{report}"
     );
+    assert_eq!(imported_memories(&cfg), 2);
+}
+
+#[test]
+fn import_jsonl_dry_run_reports_the_summary_and_creates_no_database() {
+    let cfg = TestConfig::new("");
+    let root = cfg.dir.path().join("AIr-Friends/data");
+    air_friends_data_root(&root);
+    let out = import_cmd(&cfg, &["--dry-run"], &root.join("workspaces"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.starts_with("dry run, nothing written"), "{report}");
+    assert!(report.contains("discord/42: 2 memories"), "{report}");
+    assert!(
+        !cfg.dir.path().join("data/air-friends.db").exists(),
+        "a dry run must not create the database"
+    );
+}
+
+#[test]
+fn import_jsonl_exits_1_when_a_non_empty_tree_yields_nothing() {
+    let cfg = TestConfig::new("");
+    let root = cfg.dir.path().join("wrong");
+    std::fs::create_dir_all(root.join("discord/42")).unwrap();
+    std::fs::write(
+        root.join("discord/42/memory.public.jsonl"),
+        "{\"type\":\"memory\",\"id\":\"mem_x\",\"content\":\"no ts\"}\n",
+    )
+    .unwrap();
+    let out = import_cmd(&cfg, &[], &root);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("found no AIr-Friends memory or reminder"),
+        "{stderr}"
+    );
+    // An empty folder is nothing to do, not an error.
+    let empty = cfg.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(import_cmd(&cfg, &[], &empty).status.success());
+}
+
+#[test]
+fn the_readme_import_example_works_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let command = readme
+        .split('`')
+        .find(|s| s.starts_with("air-friends import jsonl "))
+        .expect("README shows an `air-friends import jsonl …` example");
+    let cfg = TestConfig::new("");
+    let root = cfg.dir.path().join("AIr-Friends/data");
+    air_friends_data_root(&root);
+    // Only the two placeholders are replaced: the data root and the configuration file.
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    let words: Vec<&str> = command.split_whitespace().collect();
+    assert_eq!(words[0], "air-friends");
+    for (i, word) in words.iter().enumerate().skip(1) {
+        if word.starts_with("/path/to/") {
+            args.push(root.clone().into());
+        } else if words[i - 1] == "--config" {
+            args.push(cfg.path.clone().into());
+        } else {
+            args.push(word.into());
+        }
+    }
+    let out = Command::new(bin())
+        .args(&args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("discord/42: 2 memories"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(imported_memories(&cfg), 2);
 }
 
 #[test]

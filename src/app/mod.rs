@@ -30,8 +30,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Skill { name, args } => skill_client(&name, &args),
         Command::SandboxInit { .. } => crate::agent::relay::main_from_argv(),
         Command::Import {
-            command: ImportCommand::Jsonl { config, dir },
-        } => import_jsonl(&config.config, &dir),
+            command:
+                ImportCommand::Jsonl {
+                    config,
+                    dry_run,
+                    dir,
+                },
+        } => import_jsonl(&config.config, &dir, dry_run),
         Command::Skills {
             command:
                 SkillsCommand::Validate {
@@ -85,9 +90,11 @@ fn check_config(path: &Path) -> ExitCode {
     }
 }
 
-/// `air-friends import jsonl DIR`: imports an AIr-Friends data tree into the configured
-/// database.
-fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
+/// `air-friends import jsonl [--dry-run] DIR`: imports an AIr-Friends data tree into the
+/// configured database (see [`crate::store::import`]). The summary goes to stdout, one warning
+/// per skipped line to stderr. A tree that holds something but yields no memory or reminder is
+/// an error (exit 1): the wrong folder or an unreadable format must not look like success.
+fn import_jsonl(config_path: &Path, dir: &Path, dry_run: bool) -> ExitCode {
     let quiet = |c: &mut Config| {
         c.logging.format = config::LogFormat::Pretty;
         if c.logging.level == "info" {
@@ -100,14 +107,27 @@ fn import_jsonl(config_path: &Path, dir: &Path) -> ExitCode {
         LogTarget::Stderr,
         quiet,
         move |config, _live_tokens| async move {
-            let db = config.database_path();
-            if let Some(parent) = db.parent().filter(|p| !p.as_os_str().is_empty()) {
-                tokio::fs::create_dir_all(parent).await?;
+            let report = if dry_run {
+                crate::store::import::dry_run(&dir).await
+            } else {
+                let db = config.database_path();
+                let store = crate::store::Store::open(&db).await?;
+                let report = crate::store::import::import_tree(&store, &dir).await;
+                store.close().await?;
+                report
+            };
+            let report = report.context("import failed")?;
+            println!("{report}");
+            if report.found_nothing() {
+                anyhow::bail!(
+                    "found no AIr-Friends memory or reminder under {} ({} lines skipped); expected \
+                     the data root or its workspaces/ folder, holding \
+                     <platform>/<userId>/memory.public.jsonl, memory.private.jsonl or \
+                     reminders.jsonl",
+                    report.root.display(),
+                    report.skipped
+                );
             }
-            let store = crate::store::Store::open(&db).await?;
-            let report = crate::store::import::import_tree(&store, &dir).await;
-            store.close().await?;
-            println!("{}", report.context("import failed")?);
             Ok(())
         },
     )

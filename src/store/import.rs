@@ -1,49 +1,48 @@
-//! `air-friends import jsonl <dir>`: imports an AIr-Friends data tree into the store.
+//! `air-friends import jsonl <dir>`: migrates an AIr-Friends data tree into the store.
 //!
 //! # Tree
+//! `<dir>` is the AIr-Friends data root (the folder holding `workspaces/`) or that `workspaces/`
+//! folder itself. Each user has one workspace folder:
 //! ```text
-//! <dir>/<platform>/<userId>/memory.public.jsonl    memory + patch lines (public memories)
-//! <dir>/<platform>/<userId>/memory.private.jsonl   memory + patch lines (private memories)
-//! <dir>/<platform>/<userId>/reminders.jsonl        reminder + reminder-patch lines
+//! workspaces/<platform>/<userId>/memory.public.jsonl    memory + patch lines (public memories)
+//! workspaces/<platform>/<userId>/memory.private.jsonl   memory + patch lines (private memories)
+//! workspaces/<platform>/<userId>/reminders.jsonl        reminder + reminder-patch lines
 //! ```
-//! The workspace key is `<platform>/<userId>` from the directory names. Hidden entries, other files
-//! and missing files are ignored.
+//! The workspace key is `<platform>/<userId>` from the folder names. Hidden entries, other files
+//! (`agent-workspace/`, notes) and folders without any of the three files are ignored.
 //!
-//! # Line format
-//! One JSON object per line; blank lines are skipped; unknown fields are ignored; field names are
-//! camelCase, with the aliases listed accepted too. Times are RFC 3339 strings or numbers
-//! (milliseconds since the epoch; values below 10^11 are taken as seconds).
+//! # Line format (what AIr-Friends writes, one JSON object per line)
 //! ```text
-//! {"type":"memory","id":"mem_…","content":"…","visibility":"public","importance":"high",
-//!  "enabled":true,"createdAt":"2025-01-02T03:04:05.678Z","relatedTo":[…],"supersedes":[…]}
-//!     content|text; importance high|normal (default normal; "low" = normal); enabled default
-//!     true; createdAt|created_at|timestamp (required). The file decides the visibility: a
-//!     `visibility` field that disagrees is reported as a warning and ignored.
-//! {"type":"patch","id":"pat_…","memoryId":"mem_…","changes":{"enabled":false},
-//!  "timestamp":"…"}
-//!     target: memoryId|targetId|memory_id|target_id; changes: changes|patch|fields object, or
-//!     the change fields (enabled, visibility, importance, relatedTo, supersedes) at top level;
-//!     time: timestamp|createdAt|created_at|at (required); id optional (a stable id is derived
-//!     from the content when absent, so re-imports stay idempotent).
-//! {"type":"reminder","id":"rem_…","message":"…","scheduledAt":"…","createdAt":"…",
-//!  "state":"pending","attempts":0,"deliveredAt":null,"late":false}
-//!     message|content|text; scheduledAt|scheduled_at|dueAt|remindAt (required); createdAt
-//!     defaults to scheduledAt; state|status pending|delivered|sent|cancelled|canceled|failed
-//!     (default pending).
-//! {"type":"reminder-patch","reminderId":"rem_…","state":"cancelled","timestamp":"…"}
-//!     target: reminderId|targetId|reminder_id; changes (state, deliveredAt, attempts, late) as
-//!     for patches; folded into the reminder before it is inserted.
+//! {"id":"mem_…","ts":"2025-01-02T03:04:05.678Z","type":"memory","enabled":true,
+//!  "visibility":"public","importance":"high","content":"…"}
+//! {"id":"mem_…","ts":"…","type":"patch","targetId":"mem_…","enabled":false}
+//!     optional enabled, visibility, importance; in the same file as its target
+//! {"type":"reminder","id":"rem_…","createdAt":"…","scheduledAt":"…","message":"…",
+//!  "platform":"discord","userId":"…","enabled":true}
+//! {"type":"reminder-patch","targetId":"rem_…","ts":"…","changes":{"enabled":false}}
 //! ```
-//! `type` (or `kind`) may be omitted when the file and fields make it obvious.
+//! Times are RFC 3339 strings. Later AIr-Friends versions add optional memory fields: `relatedTo`
+//! and `supersedes` (id lists) are kept, on memories and on patches; `tier`, `category`, `scope`,
+//! `decay`, `author` and any other field have no equivalent here and are ignored, with one warning
+//! per field name for the whole run (not one per line).
+//!
+//! Earlier versions of this importer accepted an invented format (`createdAt` on memories,
+//! `memoryId` and a `changes` object on memory patches, reminder `state`/`attempts`, numeric
+//! times); AIr-Friends never wrote it, so it is no longer accepted.
 //!
 //! # Semantics
-//! Ids and timestamps are kept. Memories are inserted before patches; patches are applied in
-//! timestamp order (file order breaks ties) and folded like API patches. References to ids that
-//! do not exist in the workspace are dropped with a warning. Re-running adds nothing: existing
-//! ids count as duplicates. A malformed line is skipped with a warning naming file and line; it
-//! never aborts the import. Each workspace is imported in one transaction.
+//! Ids and timestamps are kept: a memory's `createdAt` is its `ts`, a patch's time its `ts`.
+//! Patches are applied in `ts` order whatever their order in the file (the store folds patches by
+//! time, see `memories::refold`); a patch whose target is not a memory of the same file is
+//! skipped. A visibility is private when the file or the line says so (never leaked to public).
+//! Reminder patches are folded into their reminder in `ts` order before it is inserted; a
+//! disabled reminder is cancelled, so never delivered. References to ids that are not memories of
+//! the workspace are dropped with a warning. Re-running adds nothing: existing ids count as
+//! already present. A malformed line is skipped with a warning naming file and line; it never
+//! aborts the import. Each workspace is written in one job on the store's writer thread
+//! (`tests/store_import.rs` holds all of this).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -53,24 +52,42 @@ use serde_json::{Map, Value};
 
 use super::memories::{self, MemoryInsert};
 use super::reminders::{self, ReminderInsert};
-use super::types::{Importance, MAX_ID_LEN, MemoryPatch, ReminderState, Visibility, WorkspaceKey};
+use super::types::{
+    Importance, MAX_ID_LEN, MAX_REMINDER_CHARS, MemoryPatch, ReminderState, Visibility,
+    WorkspaceKey,
+};
 use super::{Store, StoreError};
 
-/// Imported / already-present counts for one kind of record.
+/// The folder inside the AIr-Friends data root that holds the per-user workspaces.
+pub const WORKSPACES_DIR: &str = "workspaces";
+
+/// New / already-present counts for one kind of record.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Newly written.
+    /// Newly written (in a dry run: found in the files, would be written unless already present).
     pub imported: usize,
-    /// Already in the store (same id), skipped.
+    /// Already in the store (same id), left as it is.
     pub duplicate: usize,
 }
 
-/// A problem found while importing: a skipped line, or a line imported with an adjustment.
+impl Counts {
+    fn add(&mut self, other: Counts) {
+        self.imported += other.imported;
+        self.duplicate += other.duplicate;
+    }
+
+    /// Records recognised in the files, new or not.
+    pub fn found(&self) -> usize {
+        self.imported + self.duplicate
+    }
+}
+
+/// A problem found while importing: a skipped line, an ignored field, a dropped reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportWarning {
-    /// The file (or directory) concerned.
+    /// The file (or folder) concerned.
     pub file: PathBuf,
-    /// 1-based line number; 0 for problems that concern the whole file or directory.
+    /// 1-based line number; 0 for problems that concern the whole file or folder.
     pub line: usize,
     /// What was wrong and what was done about it.
     pub message: String,
@@ -82,33 +99,116 @@ impl fmt::Display for ImportWarning {
     }
 }
 
-/// Outcome of [`import_tree`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImportReport {
-    /// Workspaces (user directories) visited.
-    pub workspaces: usize,
+/// What one workspace (user folder) contributed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceSummary {
+    /// `<platform>/<userId>`.
+    pub workspace: WorkspaceKey,
     /// Memory lines.
     pub memories: Counts,
-    /// Memory patch lines.
+    /// Memory patch lines applied.
     pub patches: Counts,
     /// Reminder lines.
     pub reminders: Counts,
-    /// Reminder patch lines.
+    /// Reminder patch lines (folded into their reminder).
     pub reminder_patches: Counts,
-    /// Lines skipped because they could not be imported.
-    pub malformed: usize,
+    /// Lines skipped with a warning.
+    pub skipped: usize,
+}
+
+impl fmt::Display for WorkspaceSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} memories, {} patches applied, {} reminders, {} reminder patches, \
+             {} lines skipped",
+            self.workspace,
+            self.memories.imported,
+            self.patches.imported,
+            self.reminders.imported,
+            self.reminder_patches.imported,
+            self.skipped
+        )?;
+        let present = self.memories.duplicate + self.patches.duplicate + self.reminders.duplicate;
+        if present > 0 {
+            write!(
+                f,
+                " (already present: {} memories, {} patches, {} reminders)",
+                self.memories.duplicate, self.patches.duplicate, self.reminders.duplicate
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Outcome of [`import_tree`] or [`dry_run`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    /// The folder the workspaces were read from (`<dir>/workspaces` or `<dir>`).
+    pub root: PathBuf,
+    /// True for [`dry_run`]: nothing was written and ids were not checked against the store.
+    pub dry_run: bool,
+    /// The root folder held no (non-hidden) entry at all.
+    pub tree_empty: bool,
+    /// One entry per workspace with data, in folder order.
+    pub workspaces: Vec<WorkspaceSummary>,
+    /// Memory lines, all workspaces.
+    pub memories: Counts,
+    /// Memory patch lines, all workspaces.
+    pub patches: Counts,
+    /// Reminder lines, all workspaces.
+    pub reminders: Counts,
+    /// Reminder patch lines, all workspaces.
+    pub reminder_patches: Counts,
+    /// Lines skipped because they could not be imported, all workspaces.
+    pub skipped: usize,
     /// Every warning, in the order found (also logged with `tracing::warn!`).
     pub warnings: Vec<ImportWarning>,
 }
 
+impl ImportReport {
+    fn new(root: PathBuf, dry_run: bool, tree_empty: bool) -> Self {
+        ImportReport {
+            root,
+            dry_run,
+            tree_empty,
+            workspaces: Vec::new(),
+            memories: Counts::default(),
+            patches: Counts::default(),
+            reminders: Counts::default(),
+            reminder_patches: Counts::default(),
+            skipped: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// True when the tree holds something but not one memory or reminder was recognised (new
+    /// or already present): the wrong folder, or files in a format this importer does not read.
+    /// The command exits non-zero then.
+    pub fn found_nothing(&self) -> bool {
+        !self.tree_empty && self.memories.found() == 0 && self.reminders.found() == 0
+    }
+}
+
 impl fmt::Display for ImportReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.dry_run {
+            writeln!(
+                f,
+                "dry run, nothing written; counts are what the files hold (ids already in the \
+                 database are not checked)"
+            )?;
+        }
+        for ws in &self.workspaces {
+            writeln!(f, "{ws}")?;
+        }
         write!(
             f,
-            "{} workspaces: imported {} memories, {} patches, {} reminders, {} reminder patches; \
-             skipped as duplicate {} memories, {} patches, {} reminders, {} reminder patches; \
-             {} malformed lines skipped; {} warnings",
-            self.workspaces,
+            "{} workspaces under {}: imported {} memories, {} patches, {} reminders, \
+             {} reminder patches; skipped as duplicate {} memories, {} patches, {} reminders, \
+             {} reminder patches; {} malformed lines skipped; {} warnings",
+            self.workspaces.len(),
+            self.root.display(),
             self.memories.imported,
             self.patches.imported,
             self.reminders.imported,
@@ -117,7 +217,7 @@ impl fmt::Display for ImportReport {
             self.patches.duplicate,
             self.reminders.duplicate,
             self.reminder_patches.duplicate,
-            self.malformed,
+            self.skipped,
             self.warnings.len()
         )
     }
@@ -146,14 +246,26 @@ pub enum ImportError {
 /// Imports the data tree under `dir` into `store` (see the module docs for the format). Safe to
 /// run again: nothing already imported is added twice.
 pub async fn import_tree(store: &Store, dir: &Path) -> Result<ImportReport, ImportError> {
+    run(Some(store), dir).await
+}
+
+/// Parses the data tree under `dir` and reports what [`import_tree`] would import, writing
+/// nothing (no store is opened).
+pub async fn dry_run(dir: &Path) -> Result<ImportReport, ImportError> {
+    run(None, dir).await
+}
+
+fn join_err(e: tokio::task::JoinError) -> ImportError {
+    ImportError::Store(StoreError::Internal(format!("import task: {e}")))
+}
+
+async fn run(store: Option<&Store>, dir: &Path) -> Result<ImportReport, ImportError> {
     let dir = dir.to_owned();
-    let workspaces = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || list_workspaces(&dir))
-            .await
-            .map_err(|e| ImportError::Store(StoreError::Internal(format!("import task: {e}"))))??
-    };
-    let mut report = ImportReport::default();
+    let (root, tree_empty, workspaces) = tokio::task::spawn_blocking(move || list_tree(&dir))
+        .await
+        .map_err(join_err)??;
+    let mut report = ImportReport::new(root, store.is_none(), tree_empty);
+    let mut ignored = IgnoredFields::default();
     for entry in workspaces {
         let (ws, user_dir) = match entry {
             Ok(found) => found,
@@ -162,32 +274,48 @@ pub async fn import_tree(store: &Store, dir: &Path) -> Result<ImportReport, Impo
                 continue;
             }
         };
-        report.workspaces += 1;
-        let parsed = tokio::task::spawn_blocking(move || parse_workspace(ws, &user_dir))
+        let mut parsed = tokio::task::spawn_blocking(move || parse_workspace(ws, &user_dir))
             .await
-            .map_err(|e| ImportError::Store(StoreError::Internal(format!("import task: {e}"))))??;
-        let outcome = store
-            .db()
-            .write(move |c| write_workspace(c, parsed))
-            .await?;
-        report.memories.imported += outcome.report.memories.imported;
-        report.memories.duplicate += outcome.report.memories.duplicate;
-        report.patches.imported += outcome.report.patches.imported;
-        report.patches.duplicate += outcome.report.patches.duplicate;
-        report.reminders.imported += outcome.report.reminders.imported;
-        report.reminders.duplicate += outcome.report.reminders.duplicate;
-        report.reminder_patches.imported += outcome.report.reminder_patches.imported;
-        report.reminder_patches.duplicate += outcome.report.reminder_patches.duplicate;
-        report.malformed += outcome.report.malformed;
-        report.warnings.extend(outcome.report.warnings);
+            .map_err(join_err)??;
+        ignored.merge(std::mem::take(&mut parsed.ignored));
+        let outcome = match store {
+            Some(store) => {
+                store
+                    .db()
+                    .write(move |c| write_workspace(c, parsed))
+                    .await?
+            }
+            None => count_only(parsed),
+        };
+        report.memories.add(outcome.summary.memories);
+        report.patches.add(outcome.summary.patches);
+        report.reminders.add(outcome.summary.reminders);
+        report
+            .reminder_patches
+            .add(outcome.summary.reminder_patches);
+        report.skipped += outcome.summary.skipped;
+        report.warnings.extend(outcome.warnings);
+        report.workspaces.push(outcome.summary);
     }
+    report.warnings.extend(ignored.into_warnings());
     for w in &report.warnings {
-        tracing::warn!(file = %w.file.display(), line = w.line, "import: {}", w.message);
+        tracing::warn!(file = %w.file.display(), line = w.line, problem = %w.message, "import warning");
     }
-    if report.reminders.imported > 0 {
+    if let Some(store) = store
+        && report.reminders.imported > 0
+    {
         store.notify_reminders_changed();
     }
-    tracing::info!(report = %report, "import finished");
+    tracing::info!(
+        root = %report.root.display(),
+        dry_run = report.dry_run,
+        workspaces = report.workspaces.len(),
+        memories = report.memories.imported,
+        patches = report.patches.imported,
+        reminders = report.reminders.imported,
+        skipped = report.skipped,
+        "import finished"
+    );
     Ok(report)
 }
 
@@ -200,38 +328,69 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
     }
 }
 
-fn sorted_dirs(dir: &Path) -> Result<Vec<(String, PathBuf)>, ImportError> {
+/// Non-hidden entries of `dir`, sorted by name, with whether each is a folder.
+fn sorted_entries(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>, ImportError> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let entry = entry.map_err(io_err(dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || !entry.file_type().map_err(io_err(dir))?.is_dir() {
+        if name.starts_with('.') {
             continue;
         }
-        out.push((name, entry.path()));
+        let is_dir = entry.file_type().map_err(io_err(dir))?.is_dir();
+        out.push((name, entry.path(), is_dir));
     }
     out.sort();
     Ok(out)
 }
 
-fn list_workspaces(dir: &Path) -> Result<Vec<WorkspaceEntry>, ImportError> {
+/// The three files a workspace folder may hold, with the kind of lines each holds.
+const FILES: [(&str, FileKind); 3] = [
+    (
+        "memory.public.jsonl",
+        FileKind::Memories(Visibility::Public),
+    ),
+    (
+        "memory.private.jsonl",
+        FileKind::Memories(Visibility::Private),
+    ),
+    ("reminders.jsonl", FileKind::Reminders),
+];
+
+/// Resolves the workspaces root (`<dir>/workspaces` when it exists, else `<dir>`) and lists the
+/// user folders under it that hold at least one data file.
+fn list_tree(dir: &Path) -> Result<(PathBuf, bool, Vec<WorkspaceEntry>), ImportError> {
     if !dir.is_dir() {
         return Err(ImportError::NotADirectory(dir.to_owned()));
     }
+    let nested = dir.join(WORKSPACES_DIR);
+    let root = if nested.is_dir() {
+        nested
+    } else {
+        dir.to_owned()
+    };
+    let platforms = sorted_entries(&root)?;
+    let tree_empty = platforms.is_empty();
     let mut out = Vec::new();
-    for (platform, platform_dir) in sorted_dirs(dir)? {
-        for (user, user_dir) in sorted_dirs(&platform_dir)? {
+    for (platform, platform_dir, is_dir) in platforms {
+        if !is_dir {
+            continue;
+        }
+        for (user, user_dir, is_dir) in sorted_entries(&platform_dir)? {
+            if !is_dir || !FILES.iter().any(|(name, _)| user_dir.join(name).is_file()) {
+                continue;
+            }
             out.push(match WorkspaceKey::new(&platform, &user) {
                 Ok(ws) => Ok((ws, user_dir)),
                 Err(e) => Err(ImportWarning {
                     file: user_dir,
                     line: 0,
-                    message: format!("skipped directory: {e}"),
+                    message: format!("skipped folder: {e}"),
                 }),
             });
         }
     }
-    Ok(out)
+    Ok((root, tree_empty, out))
 }
 
 /// Where a line came from.
@@ -251,6 +410,111 @@ impl Loc {
     }
 }
 
+/// Fields without an equivalent here: name → (lines that had it, first occurrence), so that each
+/// name is reported once for the whole run.
+#[derive(Default)]
+struct IgnoredFields(BTreeMap<String, (usize, Loc)>);
+
+impl IgnoredFields {
+    fn note(&mut self, name: String, loc: &Loc) {
+        self.0.entry(name).or_insert_with(|| (0, loc.clone())).0 += 1;
+    }
+
+    fn merge(&mut self, other: IgnoredFields) {
+        for (name, (n, loc)) in other.0 {
+            self.0.entry(name).or_insert((0, loc)).0 += n;
+        }
+    }
+
+    fn into_warnings(self) -> impl Iterator<Item = ImportWarning> {
+        self.0.into_iter().map(|(name, (n, loc))| {
+            loc.warn(format!(
+                "field `{name}` has no equivalent in air-friends and was ignored \
+                 ({n} lines; first here)"
+            ))
+        })
+    }
+}
+
+/// One JSON object being read: typed getters that remember which fields were used, so the rest
+/// can be reported as ignored.
+struct Obj<'a> {
+    map: &'a Map<String, Value>,
+    used: Vec<&'static str>,
+}
+
+impl<'a> Obj<'a> {
+    fn new(map: &'a Map<String, Value>) -> Self {
+        Obj {
+            map,
+            used: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, name: &'static str) -> Option<&'a Value> {
+        self.used.push(name);
+        self.map.get(name).filter(|v| !v.is_null())
+    }
+
+    fn str(&mut self, name: &'static str) -> Result<Option<&'a str>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("`{name}` must be a string, got {other}")),
+        }
+    }
+
+    fn required_str(&mut self, name: &'static str) -> Result<&'a str, String> {
+        self.str(name)?.ok_or_else(|| format!("missing `{name}`"))
+    }
+
+    fn bool(&mut self, name: &'static str) -> Result<Option<bool>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(format!("`{name}` must be true or false, got {other}")),
+        }
+    }
+
+    fn time(&mut self, name: &'static str) -> Result<i64, String> {
+        let s = self.required_str(name)?;
+        let ms = DateTime::parse_from_rfc3339(s)
+            .map_err(|e| format!("`{name}` is not an ISO 8601 time ({s:?}: {e})"))?
+            .timestamp_millis();
+        super::from_ms(ms).map_err(|_| format!("`{name}` is out of range"))?;
+        Ok(ms)
+    }
+
+    fn ids(&mut self, name: &'static str) -> Result<Option<Vec<String>>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(format!("`{name}` must list string ids, got {other}")),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(other) => Err(format!("`{name}` must be a list of ids, got {other}")),
+        }
+    }
+
+    /// Reports every field no getter asked for (`prefix` names the enclosing object).
+    fn note_ignored(&self, prefix: &str, loc: &Loc, ignored: &mut IgnoredFields) {
+        for key in self.map.keys() {
+            if !self.used.contains(&key.as_str()) {
+                ignored.note(format!("{prefix}{key}"), loc);
+            }
+        }
+    }
+}
+
+struct MemoryLine {
+    loc: Loc,
+    row: MemoryInsert,
+}
+
 struct PatchLine {
     loc: Loc,
     id: String,
@@ -265,13 +529,29 @@ struct ReminderLine {
     patches: usize,
 }
 
-/// Everything parsed from one user directory.
+struct ReminderPatchLine {
+    loc: Loc,
+    target: String,
+    enabled: Option<bool>,
+    at_ms: i64,
+}
+
+/// Everything parsed from one workspace folder.
 struct ParsedWorkspace {
     ws: WorkspaceKey,
-    memories: Vec<(Loc, MemoryInsert)>,
+    memories: Vec<MemoryLine>,
     patches: Vec<PatchLine>,
     reminders: Vec<ReminderLine>,
-    report: ImportReport,
+    skipped: usize,
+    warnings: Vec<ImportWarning>,
+    ignored: IgnoredFields,
+}
+
+impl ParsedWorkspace {
+    fn skip(&mut self, loc: &Loc, message: impl fmt::Display) {
+        self.skipped += 1;
+        self.warnings.push(loc.warn(format!("skipped: {message}")));
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -280,12 +560,19 @@ enum FileKind {
     Reminders,
 }
 
-/// Reads the lines of one file; calls `each` with (line number, parsed object) and reports
-/// unreadable or non-object lines as malformed.
+enum Line {
+    Memory(MemoryInsert),
+    Patch(PatchLine),
+    Reminder(ReminderInsert),
+    ReminderPatch(ReminderPatchLine),
+}
+
+/// Reads the lines of one file; calls `each` with the line's location and object, and reports
+/// unreadable or non-object lines as skipped. A missing file is no error.
 fn for_each_object(
     path: &Path,
-    report: &mut ImportReport,
-    mut each: impl FnMut(Loc, Map<String, Value>, &mut ImportReport),
+    parsed: &mut ParsedWorkspace,
+    mut each: impl FnMut(Loc, &Map<String, Value>, &mut ParsedWorkspace),
 ) -> Result<(), ImportError> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -305,29 +592,18 @@ fn for_each_object(
             file: path.to_owned(),
             line,
         };
-        let text = match std::str::from_utf8(&buf) {
-            Ok(t) => t.trim_start_matches('\u{feff}').trim(),
-            Err(_) => {
-                report.malformed += 1;
-                report.warnings.push(loc.warn("skipped: not valid UTF-8"));
-                continue;
-            }
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            parsed.skip(&loc, "not valid UTF-8");
+            continue;
         };
+        let text = text.trim_start_matches('\u{feff}').trim();
         if text.is_empty() {
             continue;
         }
         match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(obj)) => each(loc, obj, report),
-            Ok(_) => {
-                report.malformed += 1;
-                report.warnings.push(loc.warn("skipped: not a JSON object"));
-            }
-            Err(e) => {
-                report.malformed += 1;
-                report
-                    .warnings
-                    .push(loc.warn(format!("skipped: invalid JSON ({e})")));
-            }
+            Ok(Value::Object(obj)) => each(loc, &obj, parsed),
+            Ok(_) => parsed.skip(&loc, "not a JSON object"),
+            Err(e) => parsed.skip(&loc, format!("invalid JSON ({e})")),
         }
     }
 }
@@ -338,153 +614,102 @@ fn parse_workspace(ws: WorkspaceKey, dir: &Path) -> Result<ParsedWorkspace, Impo
         memories: Vec::new(),
         patches: Vec::new(),
         reminders: Vec::new(),
-        report: ImportReport::default(),
+        skipped: 0,
+        warnings: Vec::new(),
+        ignored: IgnoredFields::default(),
     };
-    let mut reminder_patches: Vec<(Loc, String, Map<String, Value>, i64)> = Vec::new();
-    let files = [
-        (
-            "memory.public.jsonl",
-            FileKind::Memories(Visibility::Public),
-        ),
-        (
-            "memory.private.jsonl",
-            FileKind::Memories(Visibility::Private),
-        ),
-        ("reminders.jsonl", FileKind::Reminders),
-    ];
-    for (name, kind) in files {
+    let mut reminder_patches = Vec::new();
+    for (name, kind) in FILES {
         let path = dir.join(name);
-        let mut report = std::mem::take(&mut parsed.report);
-        for_each_object(&path, &mut report, |loc, obj, report| {
-            let result = parse_line(&parsed.ws, kind, &loc, &obj, report);
-            match result {
-                Ok(Line::Memory(m)) => parsed.memories.push((loc, m)),
-                Ok(Line::Patch(mut p)) => {
-                    p.loc = loc;
-                    parsed.patches.push(p);
+        let mut file_memories = HashSet::new();
+        let mut file_patches = Vec::new();
+        for_each_object(&path, &mut parsed, |loc, obj, parsed| {
+            let mut obj = Obj::new(obj);
+            let ws = parsed.ws.clone();
+            match parse_line(&ws, kind, &loc, &mut obj, parsed) {
+                Ok(line) => {
+                    obj.note_ignored("", &loc, &mut parsed.ignored);
+                    match line {
+                        Line::Memory(row) => {
+                            if parsed.memories.iter().any(|m| m.row.id == row.id) {
+                                parsed.skip(&loc, format!("memory id {:?} appears twice", row.id));
+                            } else {
+                                file_memories.insert(row.id.clone());
+                                parsed.memories.push(MemoryLine { loc, row });
+                            }
+                        }
+                        Line::Patch(mut p) => {
+                            p.loc = loc;
+                            file_patches.push(p);
+                        }
+                        Line::Reminder(row) => {
+                            if parsed.reminders.iter().any(|r| r.row.id == row.id) {
+                                parsed
+                                    .skip(&loc, format!("reminder id {:?} appears twice", row.id));
+                            } else {
+                                parsed.reminders.push(ReminderLine {
+                                    loc,
+                                    row,
+                                    patches: 0,
+                                });
+                            }
+                        }
+                        Line::ReminderPatch(mut p) => {
+                            p.loc = loc;
+                            reminder_patches.push(p);
+                        }
+                    }
                 }
-                Ok(Line::Reminder(r)) => parsed.reminders.push(ReminderLine {
-                    loc,
-                    row: r,
-                    patches: 0,
-                }),
-                Ok(Line::ReminderPatch(target, changes, at)) => {
-                    reminder_patches.push((loc, target, changes, at))
-                }
-                Err(message) => {
-                    report.malformed += 1;
-                    report
-                        .warnings
-                        .push(loc.warn(format!("skipped: {message}")));
-                }
+                Err(message) => parsed.skip(&loc, message),
             }
         })?;
-        parsed.report = report;
+        // AIr-Friends writes a patch into its target's file; lines may be in any order.
+        for p in file_patches {
+            if file_memories.contains(&p.target) {
+                parsed.patches.push(p);
+            } else {
+                let message = format!(
+                    "patch for {:?}, which is not a memory of this file",
+                    p.target
+                );
+                parsed.skip(&p.loc, message);
+            }
+        }
     }
-    // Fold reminder patches (timestamp order, file order on ties) into their reminders.
-    reminder_patches.sort_by_key(|(_, _, _, at)| *at);
+    fold_reminder_patches(&mut parsed, reminder_patches);
+    Ok(parsed)
+}
+
+/// Applies reminder patches to their reminders in `ts` order (file order on equal times).
+fn fold_reminder_patches(parsed: &mut ParsedWorkspace, mut patches: Vec<ReminderPatchLine>) {
+    patches.sort_by_key(|p| p.at_ms);
     let index: HashMap<String, usize> = parsed
         .reminders
         .iter()
         .enumerate()
         .map(|(i, r)| (r.row.id.clone(), i))
         .collect();
-    for (loc, target, changes, at) in reminder_patches {
-        let Some(&i) = index.get(&target) else {
-            parsed.report.malformed += 1;
-            parsed.report.warnings.push(loc.warn(format!(
-                "skipped: reminder patch for unknown reminder {target:?}"
-            )));
+    for p in patches {
+        let Some(&i) = index.get(&p.target) else {
+            let message = format!("reminder patch for unknown reminder {:?}", p.target);
+            parsed.skip(&p.loc, message);
             continue;
         };
         let line = &mut parsed.reminders[i];
-        if let Err(message) = apply_reminder_changes(&mut line.row, &changes, at) {
-            parsed.report.malformed += 1;
-            parsed
-                .report
-                .warnings
-                .push(loc.warn(format!("skipped: {message}")));
-            continue;
+        if let Some(enabled) = p.enabled {
+            line.row.state = reminder_state(enabled);
         }
+        line.row.updated_at_ms = line.row.updated_at_ms.max(p.at_ms);
         line.patches += 1;
     }
-    Ok(parsed)
 }
 
-enum Line {
-    Memory(MemoryInsert),
-    Patch(PatchLine),
-    Reminder(ReminderInsert),
-    ReminderPatch(String, Map<String, Value>, i64),
-}
-
-fn field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
-    names
-        .iter()
-        .find_map(|n| obj.get(*n).filter(|v| !v.is_null()))
-}
-
-fn str_field<'a>(obj: &'a Map<String, Value>, names: &[&str]) -> Result<Option<&'a str>, String> {
-    match field(obj, names) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!("`{}` must be a string, got {other}", names[0])),
-    }
-}
-
-fn bool_field(obj: &Map<String, Value>, names: &[&str]) -> Result<Option<bool>, String> {
-    match field(obj, names) {
-        None => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(format!("`{}` must be true or false, got {other}", names[0])),
-    }
-}
-
-fn time_field(obj: &Map<String, Value>, names: &[&str]) -> Result<Option<i64>, String> {
-    let ms = match field(obj, names) {
-        None => return Ok(None),
-        Some(Value::String(s)) => DateTime::parse_from_rfc3339(s)
-            .map_err(|e| format!("`{}` is not an RFC 3339 time ({s:?}: {e})", names[0]))?
-            .timestamp_millis(),
-        Some(Value::Number(n)) => {
-            let v = n
-                .as_i64()
-                .or_else(|| n.as_f64().map(|f| f as i64))
-                .ok_or_else(|| format!("`{}` is not a valid time", names[0]))?;
-            if v.abs() < 100_000_000_000 {
-                v * 1000
-            } else {
-                v
-            }
-        }
-        Some(other) => return Err(format!("`{}` is not a time: {other}", names[0])),
-    };
-    if super::from_ms(ms).is_err() {
-        return Err(format!("`{}` is out of range", names[0]));
-    }
-    Ok(Some(ms))
-}
-
-fn id_list(obj: &Map<String, Value>, names: &[&str]) -> Result<Option<Vec<String>>, String> {
-    match field(obj, names) {
-        None => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| match v {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(format!("`{}` must list string ids, got {other}", names[0])),
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map(Some),
-        // "a,b" is accepted too (the skill's comma syntax).
-        Some(Value::String(s)) => Ok(Some(
-            s.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )),
-        Some(other) => Err(format!("`{}` must be a list of ids, got {other}", names[0])),
+/// AIr-Friends reminders are only enabled or not; a disabled one will never be delivered.
+fn reminder_state(enabled: bool) -> ReminderState {
+    if enabled {
+        ReminderState::Pending
+    } else {
+        ReminderState::Cancelled
     }
 }
 
@@ -499,63 +724,34 @@ fn check_id(id: &str, what: &str) -> Result<(), String> {
 }
 
 fn importance(value: &str) -> Result<Importance, String> {
-    match value.to_ascii_lowercase().as_str() {
+    match value {
         "high" => Ok(Importance::High),
-        "normal" | "low" | "medium" => Ok(Importance::Normal),
-        other => Err(format!("unknown importance {other:?}")),
+        "normal" => Ok(Importance::Normal),
+        other => Err(format!("unknown importance {other:?} (high or normal)")),
     }
 }
 
 fn visibility(value: &str) -> Result<Visibility, String> {
-    value
-        .to_ascii_lowercase()
-        .parse()
-        .map_err(|_| format!("unknown visibility {value:?}"))
+    match value {
+        "public" => Ok(Visibility::Public),
+        "private" => Ok(Visibility::Private),
+        other => Err(format!("unknown visibility {other:?} (public or private)")),
+    }
 }
-
-const TARGET_MEMORY: &[&str] = &["memoryId", "targetId", "memory_id", "target_id", "target"];
-const TARGET_REMINDER: &[&str] = &[
-    "reminderId",
-    "targetId",
-    "reminder_id",
-    "target_id",
-    "target",
-];
-const PATCH_TIME: &[&str] = &["timestamp", "createdAt", "created_at", "at", "updatedAt"];
 
 fn parse_line(
     ws: &WorkspaceKey,
     kind: FileKind,
     loc: &Loc,
-    obj: &Map<String, Value>,
-    report: &mut ImportReport,
+    obj: &mut Obj<'_>,
+    parsed: &mut ParsedWorkspace,
 ) -> Result<Line, String> {
-    let declared = str_field(obj, &["type", "kind"])?.map(str::to_ascii_lowercase);
-    let kind_name = match (declared.as_deref(), kind) {
-        (Some(t), _) => t.replace('_', "-"),
-        (None, FileKind::Reminders) if field(obj, TARGET_REMINDER).is_some() => {
-            "reminder-patch".into()
-        }
-        (None, FileKind::Reminders) => "reminder".into(),
-        (None, FileKind::Memories(_)) if field(obj, TARGET_MEMORY).is_some() => "patch".into(),
-        (None, FileKind::Memories(_)) => "memory".into(),
-    };
-    match (kind_name.as_str(), kind) {
-        ("memory", FileKind::Memories(vis)) => parse_memory(ws, vis, loc, obj, report),
-        ("patch" | "memory-patch", FileKind::Memories(_)) => parse_patch(ws, obj),
-        ("reminder", FileKind::Reminders) => parse_reminder(ws, obj),
-        ("reminder-patch", FileKind::Reminders) => {
-            let target = str_field(obj, TARGET_REMINDER)?
-                .or(str_field(obj, &["id"])?)
-                .ok_or("reminder patch without reminderId")?;
-            let at = time_field(obj, PATCH_TIME)?.ok_or("reminder patch without timestamp")?;
-            let changes = match field(obj, &["changes", "patch", "fields"]) {
-                Some(Value::Object(c)) => c.clone(),
-                Some(_) => return Err("`changes` must be an object".into()),
-                None => obj.clone(),
-            };
-            Ok(Line::ReminderPatch(target.to_owned(), changes, at))
-        }
+    let line_type = obj.required_str("type")?;
+    match (line_type, kind) {
+        ("memory", FileKind::Memories(vis)) => parse_memory(ws, vis, loc, obj, parsed),
+        ("patch", FileKind::Memories(_)) => parse_patch(obj),
+        ("reminder", FileKind::Reminders) => parse_reminder(ws, loc, obj, parsed),
+        ("reminder-patch", FileKind::Reminders) => parse_reminder_patch(loc, obj, parsed),
         (other, _) => Err(format!("line type {other:?} does not belong in this file")),
     }
 }
@@ -564,197 +760,187 @@ fn parse_memory(
     ws: &WorkspaceKey,
     file_visibility: Visibility,
     loc: &Loc,
-    obj: &Map<String, Value>,
-    report: &mut ImportReport,
+    obj: &mut Obj<'_>,
+    parsed: &mut ParsedWorkspace,
 ) -> Result<Line, String> {
-    let id = str_field(obj, &["id", "memoryId"])?.ok_or("memory without id")?;
+    let id = obj.required_str("id")?;
     check_id(id, "memory")?;
-    let content = str_field(obj, &["content", "text"])?.ok_or("memory without content")?;
+    let created = obj.time("ts")?;
+    let content = obj.required_str("content")?;
     memories::validate_content(content).map_err(|e| e.to_string())?;
-    if let Some(v) = str_field(obj, &["visibility"])?
-        && visibility(v)? != file_visibility
+    let mut vis = file_visibility;
+    if let Some(v) = obj.str("visibility")?.map(visibility).transpose()?
+        && v != file_visibility
     {
-        report.warnings.push(loc.warn(format!(
-            "visibility {v:?} disagrees with the file; imported as {file_visibility}"
+        vis = Visibility::Private;
+        parsed.warnings.push(loc.warn(format!(
+            "visibility {v} disagrees with the file ({file_visibility}); imported as private"
         )));
     }
-    let importance = match str_field(obj, &["importance"])? {
-        Some(v) => importance(v)?,
-        None => Importance::Normal,
-    };
-    let created = time_field(obj, &["createdAt", "created_at", "timestamp"])?
-        .ok_or("memory without createdAt")?;
+    let importance = obj
+        .str("importance")?
+        .map(importance)
+        .transpose()?
+        .unwrap_or(Importance::Normal);
     Ok(Line::Memory(MemoryInsert {
         id: id.to_owned(),
         workspace: ws.clone(),
         content: content.to_owned(),
-        visibility: file_visibility,
+        visibility: vis,
         importance,
-        enabled: bool_field(obj, &["enabled"])?.unwrap_or(true),
-        related_to: id_list(obj, &["relatedTo", "related_to", "related"])?.unwrap_or_default(),
-        supersedes: id_list(obj, &["supersedes"])?.unwrap_or_default(),
+        enabled: obj.bool("enabled")?.unwrap_or(true),
+        related_to: obj.ids("relatedTo")?.unwrap_or_default(),
+        supersedes: obj.ids("supersedes")?.unwrap_or_default(),
         created_at_ms: created,
     }))
 }
 
-fn parse_patch(ws: &WorkspaceKey, obj: &Map<String, Value>) -> Result<Line, String> {
-    let explicit_target = str_field(obj, TARGET_MEMORY)?;
-    let line_id = str_field(obj, &["id", "patchId"])?;
-    // `{"type":"patch","id":"mem_…",…}` without a target: the id names the memory.
-    let (target, patch_id) = match explicit_target {
-        Some(t) => (t, line_id),
-        None => (line_id.ok_or("patch without memoryId")?, None),
-    };
+fn parse_patch(obj: &mut Obj<'_>) -> Result<Line, String> {
+    let id = obj.required_str("id")?;
+    check_id(id, "patch")?;
+    let target = obj.required_str("targetId")?;
     check_id(target, "memory")?;
-    let at = time_field(obj, PATCH_TIME)?.ok_or("patch without timestamp")?;
-    let source = match field(obj, &["changes", "patch", "fields", "set"]) {
-        Some(Value::Object(c)) => c,
-        Some(_) => return Err("`changes` must be an object".into()),
-        None => obj,
-    };
+    let at_ms = obj.time("ts")?;
+    // A patch that only sets fields without an equivalent (`tier`, `decay`) is still recorded:
+    // it moves the memory's last-modified time, as in AIr-Friends.
     let changes = MemoryPatch {
-        enabled: bool_field(source, &["enabled"])?,
-        visibility: str_field(source, &["visibility"])?
-            .map(visibility)
-            .transpose()?,
-        importance: str_field(source, &["importance"])?
-            .map(importance)
-            .transpose()?,
-        related_to: id_list(source, &["relatedTo", "related_to", "related"])?,
-        supersedes: id_list(source, &["supersedes"])?,
-    };
-    if changes.is_empty() {
-        return Err("patch changes nothing".into());
-    }
-    let id = match patch_id {
-        Some(id) => {
-            check_id(id, "patch")?;
-            id.to_owned()
-        }
-        None => derived_patch_id(ws, target, at, &changes),
+        enabled: obj.bool("enabled")?,
+        visibility: obj.str("visibility")?.map(visibility).transpose()?,
+        importance: obj.str("importance")?.map(importance).transpose()?,
+        related_to: obj.ids("relatedTo")?,
+        supersedes: obj.ids("supersedes")?,
     };
     Ok(Line::Patch(PatchLine {
         loc: Loc {
             file: PathBuf::new(),
             line: 0,
         },
-        id,
+        id: id.to_owned(),
         target: target.to_owned(),
         changes,
-        at_ms: at,
+        at_ms,
     }))
 }
 
-/// A stable id for a patch line without one: FNV-1a over its workspace, target, time and changes.
-fn derived_patch_id(ws: &WorkspaceKey, target: &str, at: i64, changes: &MemoryPatch) -> String {
-    let json = serde_json::to_string(changes).unwrap_or_default();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [ws.to_string(), target.to_owned(), at.to_string(), json] {
-        for byte in part.bytes().chain(std::iter::once(0)) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("pat_imp_{hash:016x}")
-}
-
-fn reminder_state(value: &str) -> Result<ReminderState, String> {
-    match value.to_ascii_lowercase().as_str() {
-        "pending" | "scheduled" => Ok(ReminderState::Pending),
-        "delivered" | "sent" | "done" => Ok(ReminderState::Delivered),
-        "cancelled" | "canceled" => Ok(ReminderState::Cancelled),
-        "failed" => Ok(ReminderState::Failed),
-        other => Err(format!("unknown reminder state {other:?}")),
-    }
-}
-
-fn parse_reminder(ws: &WorkspaceKey, obj: &Map<String, Value>) -> Result<Line, String> {
-    let id = str_field(obj, &["id", "reminderId"])?.ok_or("reminder without id")?;
+fn parse_reminder(
+    ws: &WorkspaceKey,
+    loc: &Loc,
+    obj: &mut Obj<'_>,
+    parsed: &mut ParsedWorkspace,
+) -> Result<Line, String> {
+    let id = obj.required_str("id")?;
     check_id(id, "reminder")?;
-    let message = str_field(obj, &["message", "content", "text"])?
-        .filter(|m| !m.trim().is_empty())
-        .ok_or("reminder without message")?;
-    if message.chars().count() > super::types::MAX_REMINDER_CHARS {
-        return Err("reminder message too long".into());
+    let message = obj.required_str("message")?;
+    if message.trim().is_empty() || message.chars().count() > MAX_REMINDER_CHARS {
+        return Err(format!(
+            "reminder message must be 1..={MAX_REMINDER_CHARS} characters and not blank"
+        ));
     }
-    let scheduled = time_field(obj, &["scheduledAt", "scheduled_at", "dueAt", "remindAt"])?
-        .ok_or("reminder without scheduledAt")?;
-    let created = time_field(obj, &["createdAt", "created_at"])?.unwrap_or(scheduled);
-    let mut row = ReminderInsert {
+    let scheduled = obj.time("scheduledAt")?;
+    let created = obj.time("createdAt")?;
+    // The folder names the workspace; the line's own copy is only checked.
+    let (platform, user) = (obj.str("platform")?, obj.str("userId")?);
+    if platform.is_some_and(|p| p != ws.platform()) || user.is_some_and(|u| u != ws.user_id()) {
+        parsed.warnings.push(loc.warn(format!(
+            "reminder names {}/{}, imported into the folder's workspace {ws}",
+            platform.unwrap_or("?"),
+            user.unwrap_or("?")
+        )));
+    }
+    let enabled = obj.bool("enabled")?.unwrap_or(true);
+    Ok(Line::Reminder(ReminderInsert {
         id: id.to_owned(),
         workspace: ws.clone(),
         message: message.to_owned(),
         scheduled_at_ms: scheduled,
         created_at_ms: created,
-        state: ReminderState::Pending,
+        state: reminder_state(enabled),
         attempts: 0,
         delivered_at_ms: None,
         late: false,
         updated_at_ms: created,
+    }))
+}
+
+fn parse_reminder_patch(
+    loc: &Loc,
+    obj: &mut Obj<'_>,
+    parsed: &mut ParsedWorkspace,
+) -> Result<Line, String> {
+    let target = obj.required_str("targetId")?;
+    check_id(target, "reminder")?;
+    let at_ms = obj.time("ts")?;
+    let Some(Value::Object(changes)) = obj.get("changes") else {
+        return Err("`changes` must be an object".into());
     };
-    apply_reminder_changes(&mut row, obj, created)?;
-    Ok(Line::Reminder(row))
+    let mut changes = Obj::new(changes);
+    let enabled = changes.bool("enabled")?;
+    changes.note_ignored("changes.", loc, &mut parsed.ignored);
+    Ok(Line::ReminderPatch(ReminderPatchLine {
+        loc: loc.clone(),
+        target: target.to_owned(),
+        enabled,
+        at_ms,
+    }))
 }
 
-fn apply_reminder_changes(
-    row: &mut ReminderInsert,
-    obj: &Map<String, Value>,
-    at: i64,
-) -> Result<(), String> {
-    if let Some(s) = str_field(obj, &["state", "status"])? {
-        row.state = reminder_state(s)?;
-    }
-    if let Some(d) = time_field(obj, &["deliveredAt", "delivered_at", "sentAt"])? {
-        row.delivered_at_ms = Some(d);
-    }
-    if let Some(n) = field(obj, &["attempts"]) {
-        row.attempts = n
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .ok_or("`attempts` must be a non-negative integer")?;
-    }
-    if let Some(l) = bool_field(obj, &["late"])? {
-        row.late = l;
-    }
-    row.updated_at_ms = row.updated_at_ms.max(at);
-    Ok(())
-}
-
-/// What one workspace's write job produced.
+/// What one workspace's import produced.
 struct Outcome {
-    report: ImportReport,
+    summary: WorkspaceSummary,
+    warnings: Vec<ImportWarning>,
 }
 
+fn empty_summary(parsed: &ParsedWorkspace) -> WorkspaceSummary {
+    WorkspaceSummary {
+        workspace: parsed.ws.clone(),
+        memories: Counts::default(),
+        patches: Counts::default(),
+        reminders: Counts::default(),
+        reminder_patches: Counts::default(),
+        skipped: parsed.skipped,
+    }
+}
+
+/// The dry-run outcome: everything parsed counts as to be imported.
+fn count_only(parsed: ParsedWorkspace) -> Outcome {
+    let mut summary = empty_summary(&parsed);
+    summary.memories.imported = parsed.memories.len();
+    summary.patches.imported = parsed.patches.len();
+    summary.reminders.imported = parsed.reminders.len();
+    summary.reminder_patches.imported = parsed.reminders.iter().map(|r| r.patches).sum();
+    Outcome {
+        summary,
+        warnings: parsed.warnings,
+    }
+}
+
+/// Writes one workspace; runs as one job on the store's writer thread.
 fn write_workspace(
     conn: &rusqlite::Connection,
     mut parsed: ParsedWorkspace,
 ) -> Result<Outcome, StoreError> {
     let ws_text = parsed.ws.to_string();
-    let report = &mut parsed.report;
+    let mut summary = empty_summary(&parsed);
+    let mut warnings = std::mem::take(&mut parsed.warnings);
     // Ids a reference may point at: this workspace's memories, existing or being imported.
-    let mut known: HashSet<String> = parsed.memories.iter().map(|(_, m)| m.id.clone()).collect();
-    let mut exists = |conn: &rusqlite::Connection, id: &str| -> Result<bool, StoreError> {
-        if known.contains(id) {
-            return Ok(true);
-        }
-        let found = memories::seq_in_workspace(conn, &ws_text, id)?.is_some();
-        if found {
-            known.insert(id.to_owned());
-        }
-        Ok(found)
-    };
+    let mut known: HashSet<String> = parsed.memories.iter().map(|m| m.row.id.clone()).collect();
     let mut keep_known = |conn: &rusqlite::Connection,
                           loc: &Loc,
                           owner: &str,
                           ids: &mut Vec<String>,
-                          report: &mut ImportReport|
+                          warnings: &mut Vec<ImportWarning>|
      -> Result<(), StoreError> {
         let mut kept = Vec::with_capacity(ids.len());
         for id in ids.drain(..) {
-            if id != owner && exists(conn, &id)? && !kept.contains(&id) {
+            let exists =
+                known.contains(&id) || memories::seq_in_workspace(conn, &ws_text, &id)?.is_some();
+            if exists {
+                known.insert(id.clone());
+            }
+            if id != owner && exists && !kept.contains(&id) {
                 kept.push(id);
             } else {
-                report.warnings.push(loc.warn(format!(
+                warnings.push(loc.warn(format!(
                     "dropped reference to {id:?}: not another memory of this workspace"
                 )));
             }
@@ -763,36 +949,35 @@ fn write_workspace(
         Ok(())
     };
 
-    for (loc, mut m) in std::mem::take(&mut parsed.memories) {
-        match memories::workspace_of(conn, &m.id)? {
-            Some(owner) if owner == ws_text => report.memories.duplicate += 1,
+    for MemoryLine { loc, mut row } in std::mem::take(&mut parsed.memories) {
+        match memories::workspace_of(conn, &row.id)? {
+            Some(owner) if owner == ws_text => summary.memories.duplicate += 1,
             Some(_) => {
-                report.malformed += 1;
-                report.warnings.push(loc.warn(format!(
+                summary.skipped += 1;
+                warnings.push(loc.warn(format!(
                     "skipped: memory id {:?} already belongs to another workspace",
-                    m.id
+                    row.id
                 )));
             }
             None => {
-                let owner = m.id.clone();
-                keep_known(conn, &loc, &owner, &mut m.related_to, report)?;
-                keep_known(conn, &loc, &owner, &mut m.supersedes, report)?;
-                memories::insert(conn, &m)?;
-                report.memories.imported += 1;
+                let owner = row.id.clone();
+                keep_known(conn, &loc, &owner, &mut row.related_to, &mut warnings)?;
+                keep_known(conn, &loc, &owner, &mut row.supersedes, &mut warnings)?;
+                memories::insert(conn, &row)?;
+                summary.memories.imported += 1;
             }
         }
     }
 
-    let mut patches = std::mem::take(&mut parsed.patches);
-    patches.sort_by_key(|p| p.at_ms); // stable: file order on equal times
     let mut touched = HashSet::new();
-    for mut p in patches {
+    for mut p in std::mem::take(&mut parsed.patches) {
         let Some(seq) = memories::seq_in_workspace(conn, &ws_text, &p.target)? else {
-            report.malformed += 1;
-            report.warnings.push(
-                p.loc
-                    .warn(format!("skipped: patch for unknown memory {:?}", p.target)),
-            );
+            // Its memory was skipped above (owned by another workspace).
+            summary.skipped += 1;
+            warnings.push(p.loc.warn(format!(
+                "skipped: patch for memory {:?}, which was not imported",
+                p.target
+            )));
             continue;
         };
         let target = p.target.clone();
@@ -800,42 +985,150 @@ fn write_workspace(
             .into_iter()
             .flatten()
         {
-            keep_known(conn, &p.loc, &target, list, report)?;
+            keep_known(conn, &p.loc, &target, list, &mut warnings)?;
         }
         if memories::insert_patch(conn, seq, &p.id, &p.changes, p.at_ms, "import")? {
-            report.patches.imported += 1;
+            summary.patches.imported += 1;
             touched.insert(seq);
         } else {
-            report.patches.duplicate += 1;
+            summary.patches.duplicate += 1;
         }
     }
+    // The fold orders patches by time, so file order does not matter.
     for seq in touched {
         memories::refold(conn, seq)?;
     }
 
     for r in std::mem::take(&mut parsed.reminders) {
-        let existing: Option<String> =
-            reminders::get(conn, &r.row.id)?.map(|x| x.workspace.to_string());
+        let existing = reminders::get(conn, &r.row.id)?.map(|x| x.workspace.to_string());
         match existing {
             Some(owner) if owner == ws_text => {
-                report.reminders.duplicate += 1;
-                report.reminder_patches.duplicate += r.patches;
+                summary.reminders.duplicate += 1;
+                summary.reminder_patches.duplicate += r.patches;
             }
             Some(_) => {
-                report.malformed += 1;
-                report.warnings.push(r.loc.warn(format!(
+                summary.skipped += 1;
+                warnings.push(r.loc.warn(format!(
                     "skipped: reminder id {:?} already belongs to another workspace",
                     r.row.id
                 )));
             }
             None => {
                 reminders::insert(conn, &r.row)?;
-                report.reminders.imported += 1;
-                report.reminder_patches.imported += r.patches;
+                summary.reminders.imported += 1;
+                summary.reminder_patches.imported += r.patches;
             }
         }
     }
-    Ok(Outcome {
-        report: std::mem::take(report),
-    })
+    Ok(Outcome { summary, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(json: &str) -> Map<String, Value> {
+        match serde_json::from_str(json).unwrap() {
+            Value::Object(m) => m,
+            _ => unreachable!("test input is an object"),
+        }
+    }
+
+    fn workspace() -> ParsedWorkspace {
+        ParsedWorkspace {
+            ws: WorkspaceKey::new("discord", "1").unwrap(),
+            memories: Vec::new(),
+            patches: Vec::new(),
+            reminders: Vec::new(),
+            skipped: 0,
+            warnings: Vec::new(),
+            ignored: IgnoredFields::default(),
+        }
+    }
+
+    fn loc(line: usize) -> Loc {
+        Loc {
+            file: PathBuf::from("memory.public.jsonl"),
+            line,
+        }
+    }
+
+    #[test]
+    fn a_memory_line_keeps_its_ts_as_created_time_and_maps_related_ids() {
+        let mut parsed = workspace();
+        let ws = parsed.ws.clone();
+        let map = obj(
+            r#"{"id":"mem_1","ts":"2025-01-02T03:04:05.678Z","type":"memory","enabled":false,
+                "visibility":"public","importance":"high","content":"x","relatedTo":["mem_2"]}"#,
+        );
+        let mut o = Obj::new(&map);
+        let Ok(Line::Memory(m)) = parse_line(
+            &ws,
+            FileKind::Memories(Visibility::Public),
+            &loc(1),
+            &mut o,
+            &mut parsed,
+        ) else {
+            panic!("not parsed as a memory");
+        };
+        assert_eq!(m.created_at_ms, 1_735_787_045_678);
+        assert!(!m.enabled);
+        assert_eq!(m.importance, Importance::High);
+        assert_eq!(m.related_to, vec!["mem_2".to_string()]);
+    }
+
+    #[test]
+    fn a_private_line_in_the_public_file_stays_private() {
+        let mut parsed = workspace();
+        let ws = parsed.ws.clone();
+        let map = obj(
+            r#"{"id":"mem_1","ts":"2025-01-02T03:04:05Z","type":"memory","visibility":"private","content":"x"}"#,
+        );
+        let Ok(Line::Memory(m)) = parse_line(
+            &ws,
+            FileKind::Memories(Visibility::Public),
+            &loc(1),
+            &mut Obj::new(&map),
+            &mut parsed,
+        ) else {
+            panic!("not parsed as a memory");
+        };
+        assert_eq!(m.visibility, Visibility::Private);
+        assert_eq!(parsed.warnings.len(), 1);
+    }
+
+    #[test]
+    fn unused_fields_are_collected_once_per_name() {
+        let mut ignored = IgnoredFields::default();
+        for line in 1..=3 {
+            let map = obj(r#"{"type":"memory","tier":"core","decay":0.5}"#);
+            let mut o = Obj::new(&map);
+            o.get("type");
+            o.note_ignored("", &loc(line), &mut ignored);
+        }
+        let warnings: Vec<_> = ignored.into_warnings().collect();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].message.contains("`decay`") && warnings[0].message.contains("3 lines"));
+        assert_eq!(warnings[1].line, 1, "points at the first occurrence");
+    }
+
+    #[test]
+    fn invented_fields_of_the_old_importer_are_rejected() {
+        let mut parsed = workspace();
+        let ws = parsed.ws.clone();
+        // `createdAt` instead of `ts`: AIr-Friends never wrote it on memories.
+        let map = obj(
+            r#"{"type":"memory","id":"mem_1","content":"x","createdAt":"2025-01-01T00:00:00Z"}"#,
+        );
+        let err = parse_line(
+            &ws,
+            FileKind::Memories(Visibility::Public),
+            &loc(1),
+            &mut Obj::new(&map),
+            &mut parsed,
+        )
+        .err()
+        .unwrap();
+        assert!(err.contains("`ts`"), "{err}");
+    }
 }
