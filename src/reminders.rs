@@ -1,4 +1,4 @@
-//! The reminder scheduler (SPEC §10): sleeps until the next due reminder (woken early when
+//! The reminder scheduler: sleeps until the next due reminder (woken early when
 //! reminders are added, cancelled or rescheduled — no coarse polling), delivers each by DM
 //! through its platform adapter, retries failures with exponential back-off, then marks them
 //! failed. Reminders that fell due while the daemon was down are delivered at once on start and
@@ -31,8 +31,10 @@ struct EventLabels {
     event: String,
 }
 
-/// Reminder metrics (`air_friends_reminders_total{event}`: set is counted by the handler side
-/// through the same family).
+/// The `event` labels of `air_friends_reminders_total`, all at 0 from registration on.
+const EVENTS: [&str; 4] = ["delivered", "late", "retried", "failed"];
+
+/// Reminder metrics (`air_friends_reminders_total{event}`, events in [`EVENTS`]).
 #[derive(Clone, Debug, Default)]
 pub struct ReminderMetrics {
     events: Family<EventLabels, Counter>,
@@ -42,6 +44,11 @@ impl ReminderMetrics {
     /// Registers the family.
     pub fn new(metrics: &Metrics) -> Self {
         let m = Self::default();
+        for event in EVENTS {
+            drop(m.events.get_or_create(&EventLabels {
+                event: event.to_owned(),
+            }));
+        }
         metrics.register(|r| {
             r.register(
                 "reminders",
@@ -212,6 +219,19 @@ pub fn describe(at: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_label_sets_are_exported_at_zero() {
+        let metrics = Metrics::new();
+        ReminderMetrics::new(&metrics);
+        let text = metrics
+            .encode(crate::observability::Format::PrometheusText)
+            .unwrap();
+        for event in EVENTS {
+            let line = format!(r#"air_friends_reminders_total{{event="{event}"}} 0"#);
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_and_caps() {

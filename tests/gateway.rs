@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use air_friends::config::{AgentConfig, AuthHeader, BudgetConfig, ProviderConfig};
 use air_friends::gateway::{BudgetLimit, Gateway, GatewayMetrics, GatewaySettings};
-use air_friends::observability::Metrics;
+use air_friends::observability::{Format, Metrics};
 use air_friends::platform::PlatformKind;
 use air_friends::skill_api::auth::SocketSession;
 use air_friends::skill_api::{RegisteredSession, SessionContext, SessionRegistry};
@@ -142,7 +142,7 @@ impl Harness {
     }
 
     fn metrics_text(&self) -> String {
-        self.metrics.encode().unwrap()
+        self.metrics.encode(Format::OpenMetrics).unwrap()
     }
 
     async fn usage_today(&self, user: Option<&str>) -> LlmUsage {

@@ -134,6 +134,101 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
     }
 }
 
+/// `promtool` on `PATH` (Debian package `prometheus`; `.ci/run` installs it).
+fn promtool() -> std::path::PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("promtool"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "promtool is not on PATH: this test lints /metrics with it. Install it with \
+                 `apt-get install --no-install-recommends prometheus` (as .ci/run does)"
+            )
+        })
+}
+
+fn sample(body: &str, series: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{body}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn promtool_check_metrics_passes_on_a_live_daemon() {
+    use std::io::Write;
+    let promtool = promtool();
+    // Misskey enabled but unreachable: its platform series exist, disconnected.
+    let cfg = TestConfig::new(
+        "agent:\n  command: sh\nplatforms:\n  misskey:\n    enabled: true\n    host: 127.0.0.1:9\n    secure: false\n    token: x\n",
+    );
+    let mut daemon = Daemon::start(&cfg.path, &[]);
+    let addr = daemon.listener_addr("ops");
+    let (status, body) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+
+    let mut lint = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = lint.wait_with_output().unwrap();
+    let problems = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && problems.trim().is_empty(),
+        "promtool check metrics ({}):\n{problems}\n--- /metrics:\n{body}",
+        out.status
+    );
+
+    // What promtool saw is what operators need from the first scrape on.
+    assert_eq!(
+        sample(
+            &body,
+            r#"air_friends_platform_connected{platform="misskey"}"#
+        ),
+        0.0
+    );
+    for series in [
+        r#"air_friends_sessions_total{platform="misskey",outcome="replied"}"#,
+        r#"air_friends_messages_received_total{platform="misskey",decision="queued"}"#,
+        r#"air_friends_skill_calls_total{skill="send-reply",status="500"}"#,
+        r#"air_friends_platform_errors_total{platform="misskey",operation="send_message",kind="transport"}"#,
+        r#"air_friends_llm_budget_refusals_total{limit="user"}"#,
+    ] {
+        assert_eq!(sample(&body, series), 0.0, "{series}");
+    }
+    // The daemon is non-dumpable; its own /proc/self still reads.
+    assert!(sample(&body, "process_resident_memory_bytes") > 1e6);
+    assert!(sample(&body, "process_open_fds") >= 3.0);
+    assert!(sample(&body, "process_max_fds") >= sample(&body, "process_open_fds"));
+    assert!(sample(&body, "process_cpu_seconds_total") > 0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = sample(&body, "process_start_time_seconds");
+    assert!(
+        started <= now + 1.0 && started > now - 120.0,
+        "{started} vs {now}"
+    );
+
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(10)).success());
+}
+
 #[test]
 fn readyz_reports_a_missing_agent_command() {
     let cfg = TestConfig::new("agent:\n  command: no-such-agent-binary-xyz\n");

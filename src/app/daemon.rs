@@ -31,7 +31,8 @@ use crate::platform::discord::DiscordAdapter;
 use crate::platform::metered::PlatformMetrics;
 use crate::platform::misskey::MisskeyAdapter;
 use crate::platform::{
-    ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformRegistry, UserCommandSpec,
+    ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformKind, PlatformRegistry,
+    UserCommandSpec,
 };
 use crate::reminders::{ReminderMetrics, ReminderScheduler};
 use crate::shutdown::Shutdown;
@@ -120,7 +121,7 @@ pub async fn start(
             DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.clone())
                 .context("Discord set-up")?;
         platforms.insert(metered.wrap(adapter));
-        let state = connection_check(readiness, "discord");
+        let state = connection_check(readiness, &metered, PlatformKind::Discord);
         let (sink, draining) = (sink.clone(), shutdown.draining());
         shutdown.spawn("discord", runner.run(sink, state, draining));
     }
@@ -130,7 +131,7 @@ pub async fn start(
                 .context("Misskey set-up")?,
         );
         platforms.insert(metered.wrap(adapter.clone()));
-        let state = connection_check(readiness, "misskey");
+        let state = connection_check(readiness, &metered, PlatformKind::Misskey);
         let (sink, draining) = (sink.clone(), shutdown.draining());
         shutdown.spawn("misskey", adapter.run(sink, state, draining));
     }
@@ -153,7 +154,7 @@ pub async fn start(
     )
     .context("cannot register the skill handlers")?;
     let mut api_metrics = None;
-    metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r)));
+    metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r).with_skills(skills.names())));
     let api_metrics = api_metrics.context("skill API metrics were not registered")?;
     // The agent sandbox decides how agents reach the daemon (see below).
     let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
@@ -175,7 +176,12 @@ pub async fn start(
     // The model gateway: the providers' APIs on the Skill API's listener and every session
     // socket, with the keys read from this process's environment now.
     let mut gateway_metrics = None;
-    metrics.register(|r| gateway_metrics = Some(GatewayMetrics::new(r)));
+    metrics.register(|r| {
+        gateway_metrics = Some(
+            GatewayMetrics::new(r)
+                .with_providers(config.agent.providers.keys().map(String::as_str)),
+        )
+    });
     let gateway = Gateway::new(
         &config.agent,
         &ProcessEnv,
@@ -235,7 +241,7 @@ pub async fn start(
 
     // The agent runner (inside its sandbox) and the conversation pipeline.
     let sandboxed = sandbox.is_enabled();
-    let conversation_metrics = ConversationMetrics::new(metrics);
+    let conversation_metrics = ConversationMetrics::new(metrics, &platforms.kinds());
     let runner = AgentRunner::new(
         RunnerSettings {
             command: config.agent.command.clone(),
@@ -468,9 +474,16 @@ fn lock(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Registers a readiness check for a platform and returns its connection flag.
-fn connection_check(readiness: &Readiness, name: &'static str) -> ConnectionState {
+/// Registers a readiness check for a platform and returns its connection flag, which
+/// `platform_connected` reports too.
+fn connection_check(
+    readiness: &Readiness,
+    metered: &PlatformMetrics,
+    platform: PlatformKind,
+) -> ConnectionState {
     let state = ConnectionState::new();
+    metered.watch_connection(platform, state.clone());
+    let name = platform.as_str();
     let s = state.clone();
     readiness.register(name, move || {
         let connected = s.is_connected();

@@ -1,5 +1,9 @@
 //! Conversation metrics: messages received by decision, sessions by outcome, session duration,
 //! active sessions.
+//!
+//! The platforms are known at start-up and the decisions and outcomes are fixed sets
+//! ([`DECISIONS`], [`SESSION_OUTCOMES`]), so every `(platform, decision)` and
+//! `(platform, outcome)` counter exists at 0 from registration on.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -8,6 +12,32 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::observability::Metrics;
+use crate::platform::PlatformKind;
+
+/// Every `decision` label of `messages_received_total` (`router::Dispatch::label`).
+pub const DECISIONS: [&str; 6] = [
+    "ignored",
+    "duplicate",
+    "rate_limited",
+    "queued",
+    "busy",
+    "draining",
+];
+
+/// Every `outcome` label of `sessions_total`: the agent's outcomes (`agent::Outcome::label`),
+/// the interaction's own (`over_budget`, `failed`) and `aborted` for a session dropped before
+/// it recorded one.
+pub const SESSION_OUTCOMES: [&str; 9] = [
+    "replied",
+    "retried",
+    "no_response",
+    "failed",
+    "timed_out",
+    "terminated",
+    "cancelled",
+    "over_budget",
+    "aborted",
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MessageLabels {
@@ -31,9 +61,24 @@ pub struct ConversationMetrics {
 }
 
 impl ConversationMetrics {
-    /// Registers the families in `metrics`.
-    pub fn new(metrics: &Metrics) -> Self {
+    /// Registers the families in `metrics`, with every counter of `platforms` at 0.
+    pub fn new(metrics: &Metrics, platforms: &[PlatformKind]) -> Self {
         let m = Self::unregistered();
+        for platform in platforms {
+            let platform = platform.as_str();
+            for decision in DECISIONS {
+                drop(m.messages.get_or_create(&MessageLabels {
+                    platform: platform.to_owned(),
+                    decision: decision.to_owned(),
+                }));
+            }
+            for outcome in SESSION_OUTCOMES {
+                drop(m.sessions.get_or_create(&OutcomeLabels {
+                    platform: platform.to_owned(),
+                    outcome: outcome.to_owned(),
+                }));
+            }
+        }
         metrics.register(|r| {
             r.register(
                 "messages_received",
@@ -122,5 +167,79 @@ impl Drop for SessionTimer {
                 outcome: self.outcome.unwrap_or("aborted").to_owned(),
             })
             .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Outcome;
+    use crate::conversation::Dispatch;
+    use crate::conversation::policy::Ignore;
+    use crate::observability::Format;
+
+    #[test]
+    fn the_label_lists_hold_every_decision_and_outcome() {
+        // The matches fail to compile when a variant is added: add its label to the list too.
+        let dispatches = [
+            Dispatch::Ignored(Ignore::Bot),
+            Dispatch::Duplicate,
+            Dispatch::RateLimited,
+            Dispatch::Queued,
+            Dispatch::Busy,
+            Dispatch::Draining,
+        ];
+        for d in dispatches {
+            match d {
+                Dispatch::Ignored(_)
+                | Dispatch::Duplicate
+                | Dispatch::RateLimited
+                | Dispatch::Queued
+                | Dispatch::Busy
+                | Dispatch::Draining => assert!(DECISIONS.contains(&d.label()), "{d:?}"),
+            }
+        }
+        let outcomes = [
+            Outcome::Responded { retried: false },
+            Outcome::Responded { retried: true },
+            Outcome::NoResponse { retried: true },
+            Outcome::Failed { reason: "x".into() },
+            Outcome::TimedOut { phase: "idle" },
+            Outcome::Terminated,
+            Outcome::Cancelled,
+        ];
+        for o in outcomes {
+            match o {
+                Outcome::Responded { .. }
+                | Outcome::NoResponse { .. }
+                | Outcome::Failed { .. }
+                | Outcome::TimedOut { .. }
+                | Outcome::Terminated
+                | Outcome::Cancelled => {
+                    assert!(SESSION_OUTCOMES.contains(&o.label()), "{o:?}")
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn known_label_sets_are_exported_at_zero() {
+        let metrics = Metrics::new();
+        ConversationMetrics::new(&metrics, &[PlatformKind::Discord, PlatformKind::Misskey]);
+        let text = metrics.encode(Format::PrometheusText).unwrap();
+        for platform in ["discord", "misskey"] {
+            for decision in DECISIONS {
+                let line = format!(
+                    r#"air_friends_messages_received_total{{platform="{platform}",decision="{decision}"}} 0"#
+                );
+                assert!(text.contains(&line), "{line} missing in\n{text}");
+            }
+            for outcome in SESSION_OUTCOMES {
+                let line = format!(
+                    r#"air_friends_sessions_total{{platform="{platform}",outcome="{outcome}"}} 0"#
+                );
+                assert!(text.contains(&line), "{line} missing in\n{text}");
+            }
+        }
     }
 }

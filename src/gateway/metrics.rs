@@ -6,6 +6,11 @@
 //! kinds come from fixed enums, and models — named by the upstream, so not under the daemon's
 //! control — are cut to [`MAX_MODEL_LABEL_CHARS`] and, past [`MAX_MODEL_LABELS`] distinct values,
 //! recorded as [`OTHER_MODEL_LABEL`].
+//!
+//! Known label sets exist at 0 from start-up: both budget limits, and every outcome of every
+//! configured provider ([`GatewayMetrics::with_providers`]; a request naming no configured
+//! provider is `refused`). Token counters stay lazy: their `model` label is named by the
+//! upstream at run time.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -58,6 +63,22 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [Outcome; 12] = [
+        Outcome::Ok,
+        Outcome::Unmetered,
+        Outcome::KeyRejected,
+        Outcome::RateLimited,
+        Outcome::UpstreamError,
+        Outcome::Unreachable,
+        Outcome::TimedOut,
+        Outcome::StreamError,
+        Outcome::Aborted,
+        Outcome::Refused,
+        Outcome::OverBudget,
+        Outcome::NoKey,
+    ];
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -125,6 +146,13 @@ impl GatewayMetrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
         let budget_refusals = Family::<LimitLabels, Counter>::default();
+        for limit in ["user", "total"] {
+            drop(budget_refusals.get_or_create(&LimitLabels { limit }));
+        }
+        drop(requests.get_or_create(&RequestLabels {
+            provider: UNKNOWN_PROVIDER_LABEL.to_owned(),
+            outcome: Outcome::Refused.as_str(),
+        }));
         registry.register(
             "llm_tokens",
             "Model tokens metered by the gateway, by model and kind (input|output)",
@@ -152,6 +180,19 @@ impl GatewayMetrics {
             budget_refusals,
             models: Arc::default(),
         }
+    }
+
+    /// Creates the `llm_requests_total` counter of every outcome of `providers` at 0.
+    pub fn with_providers<'a>(self, providers: impl IntoIterator<Item = &'a str>) -> Self {
+        for provider in providers {
+            for outcome in Outcome::ALL {
+                drop(self.requests.get_or_create(&RequestLabels {
+                    provider: provider.to_owned(),
+                    outcome: outcome.as_str(),
+                }));
+            }
+        }
+        self
     }
 
     /// Counts one request's metered tokens.
@@ -239,6 +280,53 @@ mod tests {
             r#"air_friends_llm_budget_refusals_total{limit="user"} 1"#,
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+    }
+
+    #[test]
+    fn known_label_sets_are_exported_at_zero() {
+        let mut registry = Registry::with_prefix("air_friends");
+        GatewayMetrics::new(&mut registry).with_providers(["openrouter", "anthropic"]);
+        let text = encoded(&registry);
+        let mut lines = vec![
+            r#"air_friends_llm_budget_refusals_total{limit="user"} 0"#.to_owned(),
+            r#"air_friends_llm_budget_refusals_total{limit="total"} 0"#.to_owned(),
+            r#"air_friends_llm_requests_total{provider="unknown",outcome="refused"} 0"#.to_owned(),
+        ];
+        for provider in ["openrouter", "anthropic"] {
+            for outcome in Outcome::ALL {
+                lines.push(format!(
+                    r#"air_friends_llm_requests_total{{provider="{provider}",outcome="{}"}} 0"#,
+                    outcome.as_str()
+                ));
+            }
+        }
+        for line in lines {
+            assert!(text.contains(&line), "{line} missing in\n{text}");
+        }
+        // Tokens are per model, named only at run time.
+        assert!(!text.contains("llm_tokens_total{"), "{text}");
+    }
+
+    #[test]
+    fn every_outcome_is_listed_once() {
+        for (i, outcome) in Outcome::ALL.into_iter().enumerate() {
+            // Fails to compile when a variant is added: list it in `Outcome::ALL` too.
+            match outcome {
+                Outcome::Ok
+                | Outcome::Unmetered
+                | Outcome::KeyRejected
+                | Outcome::RateLimited
+                | Outcome::UpstreamError
+                | Outcome::Unreachable
+                | Outcome::TimedOut
+                | Outcome::StreamError
+                | Outcome::Aborted
+                | Outcome::Refused
+                | Outcome::OverBudget
+                | Outcome::NoKey => {}
+            }
+            assert!(!Outcome::ALL[..i].contains(&outcome), "{outcome:?} twice");
         }
     }
 

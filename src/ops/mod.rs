@@ -8,7 +8,7 @@ use std::future::Future;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use readiness::{CheckFuture, CheckReport, Readiness};
 
-use crate::observability::Metrics;
+use crate::observability::{Format, Metrics};
 
 /// What the ops endpoints read.
 #[derive(Clone, Debug)]
@@ -70,16 +70,12 @@ async fn readyz(State(state): State<OpsState>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-async fn metrics(State(state): State<OpsState>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
+/// The registry in the format the scraper asks for (see [`Format::negotiate`]).
+async fn metrics(State(state): State<OpsState>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    match state.metrics.encode(format) {
+        Ok(text) => ([(header::CONTENT_TYPE, format.content_type())], text).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "encoding metrics failed");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
@@ -145,9 +141,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn metrics_serves_the_registry() {
+    async fn metrics_serves_the_format_the_scraper_asks_for() {
         let (status, body) = get(router(state()), "/metrics").await;
         assert_eq!(status, StatusCode::OK);
-        assert!(body.contains("air_friends_start_time_seconds"));
+        assert!(
+            body.contains("# TYPE air_friends_build_info gauge"),
+            "{body}"
+        );
+        assert!(body.contains("process_start_time_seconds "), "{body}");
+
+        let resp = router(state())
+            .oneshot(
+                Request::get("/metrics")
+                    .header(header::ACCEPT, "application/openmetrics-text;version=1.0.0")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.headers()[header::CONTENT_TYPE],
+            Format::OpenMetrics.content_type()
+        );
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        assert!(String::from_utf8_lossy(&bytes).ends_with("# EOF\n"));
     }
 }

@@ -1,17 +1,25 @@
 //! A [`PlatformAdapter`] decorator that counts failed platform calls
 //! (`air_friends_platform_errors_total{platform, operation, kind}`), so operators see Discord or
-//! Misskey trouble whichever component made the call (handlers, router, scheduler).
+//! Misskey trouble whichever component made the call (handlers, router, scheduler); and
+//! `air_friends_platform_connected{platform}` (1 or 0), read at scrape time from the same
+//! [`ConnectionState`] `/readyz` reports.
+//!
+//! Wrapping an adapter creates its every `(operation, kind)` error counter at 0, so the first
+//! failure shows in `rate()`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{
-    ChatMessage, CustomEmoji, FileDelivery, OutgoingFile, PlatformAdapter, PlatformError,
-    PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserInfo,
+    ChatMessage, ConnectionState, CustomEmoji, FileDelivery, OutgoingFile, PlatformAdapter,
+    PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserInfo,
 };
 use crate::observability::Metrics;
 
@@ -22,14 +30,48 @@ struct ErrorLabels {
     kind: &'static str,
 }
 
-/// The error counter shared by all metered adapters.
+/// Every `operation` label: one per [`PlatformAdapter`] call.
+const OPERATIONS: [&str; 14] = [
+    "send_message",
+    "edit_message",
+    "delete_message",
+    "get_message",
+    "recent_messages",
+    "search_messages",
+    "user_info",
+    "add_reaction",
+    "remove_reaction",
+    "send_files",
+    "send_dm",
+    "send_dm_files",
+    "custom_emojis",
+    "start_typing",
+];
+
+/// Every `kind` label ([`PlatformError::kind`]).
+const ERROR_KINDS: [&str; 8] = [
+    "rate_limited",
+    "not_found",
+    "forbidden",
+    "invalid_id",
+    "invalid_input",
+    "transport",
+    "api",
+    "unsupported",
+];
+
+/// The platforms whose connection is reported, in registration order.
+type Connections = Arc<Mutex<Vec<(&'static str, ConnectionState)>>>;
+
+/// The error counter shared by all metered adapters, and the connection states.
 #[derive(Clone, Debug, Default)]
 pub struct PlatformMetrics {
     errors: Family<ErrorLabels, Counter>,
+    connections: Connections,
 }
 
 impl PlatformMetrics {
-    /// Registers the family.
+    /// Registers the families.
     pub fn new(metrics: &Metrics) -> Self {
         let m = Self::default();
         metrics.register(|r| {
@@ -37,13 +79,32 @@ impl PlatformMetrics {
                 "platform_errors",
                 "Failed platform calls by platform, operation and error kind",
                 m.errors.clone(),
-            )
+            );
+            r.register_collector(Box::new(ConnectedCollector(m.connections.clone())));
         });
         m
     }
 
-    /// Wraps `inner` so its failures are counted.
+    /// Reports `state` as `platform_connected{platform}` from now on.
+    pub fn watch_connection(&self, platform: PlatformKind, state: ConnectionState) {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((platform.as_str(), state));
+    }
+
+    /// Wraps `inner` so its failures are counted (each counter starting at 0).
     pub fn wrap(&self, inner: Arc<dyn PlatformAdapter>) -> Arc<dyn PlatformAdapter> {
+        let platform = inner.kind().as_str();
+        for operation in OPERATIONS {
+            for kind in ERROR_KINDS {
+                drop(self.errors.get_or_create(&ErrorLabels {
+                    platform,
+                    operation,
+                    kind,
+                }));
+            }
+        }
         Arc::new(Metered {
             inner,
             metrics: self.clone(),
@@ -64,6 +125,34 @@ impl PlatformMetrics {
                 kind,
             })
             .get()
+    }
+}
+
+/// Encodes `platform_connected` from the live connection states on every scrape.
+#[derive(Debug)]
+struct ConnectedCollector(Connections);
+
+impl Collector for ConnectedCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let connections = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if connections.is_empty() {
+            return Ok(());
+        }
+        let mut family = encoder.encode_descriptor(
+            "platform_connected",
+            "Whether the platform connection is up (1) or down (0), as /readyz reports it",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (platform, state) in connections {
+            let gauge = ConstGauge::new(i64::from(state.is_connected()));
+            gauge.encode(family.encode_family(&[("platform", platform)])?)?;
+        }
+        Ok(())
     }
 }
 
@@ -279,5 +368,57 @@ mod tests {
         assert_eq!(metrics.count("discord", "send_message", "transport"), 1);
         assert_eq!(fake.sent_texts(), vec!["y"]);
         assert_eq!(metered.kind(), PlatformKind::Discord);
+    }
+
+    fn scrape(metrics: &Metrics) -> String {
+        metrics
+            .encode(crate::observability::Format::PrometheusText)
+            .unwrap()
+    }
+
+    #[test]
+    fn known_label_sets_are_exported_at_zero() {
+        let metrics = Metrics::new();
+        let platform = PlatformMetrics::new(&metrics);
+        platform.wrap(Arc::new(FakePlatform::discord()));
+        let text = scrape(&metrics);
+        for operation in OPERATIONS {
+            for kind in ERROR_KINDS {
+                let line = format!(
+                    r#"air_friends_platform_errors_total{{platform="discord",operation="{operation}",kind="{kind}"}} 0"#
+                );
+                assert!(text.contains(&line), "{line} missing in\n{text}");
+            }
+        }
+        assert!(!text.contains(r#"platform="misskey""#), "{text}");
+    }
+
+    #[test]
+    fn connected_gauge_follows_the_connection_state() {
+        let metrics = Metrics::new();
+        let platform = PlatformMetrics::new(&metrics);
+        assert!(!scrape(&metrics).contains("platform_connected"));
+        let (discord, misskey) = (ConnectionState::new(), ConnectionState::new());
+        platform.watch_connection(PlatformKind::Discord, discord.clone());
+        platform.watch_connection(PlatformKind::Misskey, misskey.clone());
+        let expect = |d: u8, m: u8| {
+            let text = scrape(&metrics);
+            assert!(
+                text.contains("# TYPE air_friends_platform_connected gauge\n"),
+                "{text}"
+            );
+            for line in [
+                format!(r#"air_friends_platform_connected{{platform="discord"}} {d}"#),
+                format!(r#"air_friends_platform_connected{{platform="misskey"}} {m}"#),
+            ] {
+                assert!(text.contains(&line), "{line} missing in\n{text}");
+            }
+        };
+        expect(0, 0);
+        discord.set(true);
+        expect(1, 0);
+        discord.set(false);
+        misskey.set(true);
+        expect(0, 1);
     }
 }

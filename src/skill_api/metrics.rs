@@ -1,9 +1,11 @@
-//! Prometheus metrics of the Skill API (SPEC §12): calls by skill and status, and latency.
+//! Prometheus metrics of the Skill API: calls by skill and status, and latency.
 //!
 //! The integrator owns the shared `prometheus_client` registry and the `/metrics` endpoint;
 //! [`SkillApiMetrics::new`] only registers this module's families into it. Label values are
 //! bounded: skill names come from the skill registry (unknown names are recorded as
-//! [`UNKNOWN_SKILL_LABEL`]) and statuses from the fixed status table.
+//! [`UNKNOWN_SKILL_LABEL`]) and statuses from the fixed status table ([`KNOWN_STATUSES`]), so
+//! [`SkillApiMetrics::with_skills`] creates every `(skill, status)` counter at 0 at start-up.
+//! The latency histograms appear with a skill's first call.
 
 use std::time::Duration;
 
@@ -15,6 +17,9 @@ use prometheus_client::registry::Registry;
 
 /// The `skill` label used for names that are not registered skills.
 pub const UNKNOWN_SKILL_LABEL: &str = "unknown";
+
+/// Every status a skill call ends with: 200, and those of `SkillError::status_and_code`.
+pub const KNOWN_STATUSES: [u16; 11] = [200, 400, 401, 403, 404, 405, 413, 429, 500, 502, 503];
 
 /// Labels of `skill_calls_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -65,6 +70,20 @@ impl SkillApiMetrics {
         Self { calls, duration }
     }
 
+    /// Creates the `skill_calls_total` counter of every status of `skills` (and of
+    /// [`UNKNOWN_SKILL_LABEL`]) at 0.
+    pub fn with_skills<'a>(self, skills: impl IntoIterator<Item = &'a str>) -> Self {
+        for skill in skills.into_iter().chain([UNKNOWN_SKILL_LABEL]) {
+            for status in KNOWN_STATUSES {
+                drop(self.calls.get_or_create(&SkillStatusLabels {
+                    skill: skill.to_owned(),
+                    status: status.to_string(),
+                }));
+            }
+        }
+        self
+    }
+
     /// Records one finished call.
     pub fn record(&self, skill: &str, status: u16, elapsed: Duration) {
         self.calls
@@ -100,5 +119,19 @@ mod tests {
             text.contains(r#"skill_api_request_duration_seconds_count{skill="echo"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn known_label_sets_are_exported_at_zero() {
+        let mut registry = Registry::default();
+        SkillApiMetrics::new(&mut registry).with_skills(["echo", "send-reply"]);
+        let mut text = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).expect("encode");
+        for skill in ["echo", "send-reply", UNKNOWN_SKILL_LABEL] {
+            for status in KNOWN_STATUSES {
+                let line = format!(r#"skill_calls_total{{skill="{skill}",status="{status}"}} 0"#);
+                assert!(text.contains(&line), "{line} missing in\n{text}");
+            }
+        }
     }
 }
