@@ -9,6 +9,8 @@
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,
 //!   safe non-blocking opens of single-link regular files).
+//! * [`egress`] — the optional egress allow-list: a CONNECT proxy per sandboxed session that
+//!   reaches only listed hosts at public addresses.
 //! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
 //!   budgeted.
 //! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
@@ -30,6 +32,7 @@ pub mod cli;
 pub mod config;
 pub mod confine;
 pub mod conversation;
+pub mod egress;
 pub mod gateway;
 pub mod handlers;
 pub mod observability;

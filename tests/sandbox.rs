@@ -17,12 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use air_friends::agent::sandbox::{SANDBOX_API_PORT, sandbox_api_url};
+use air_friends::agent::sandbox::{SANDBOX_API_PORT, SANDBOX_PROXY_PORT, sandbox_api_url};
 use air_friends::agent::{
     AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
     SessionRun,
 };
 use air_friends::config::SandboxConfig;
+use air_friends::egress::{EgressProxy, Resolve};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -51,9 +52,14 @@ struct World {
 
 impl World {
     async fn new() -> World {
+        World::with_config(&SandboxConfig::default()).await
+    }
+
+    /// The same with `agent.sandbox` set to `config`.
+    async fn with_config(config: &SandboxConfig) -> World {
         let dir = tempfile::tempdir().unwrap();
         let agent = fake_agent();
-        let sandbox = World::sandbox_for(&agent, dir.path()).await;
+        let sandbox = World::sandbox_for(&agent, dir.path(), config).await;
         let runner = AgentRunner::new(
             RunnerSettings {
                 command: agent.display().to_string(),
@@ -78,13 +84,12 @@ impl World {
         World { dir, runner }
     }
 
-    /// The default sandbox for `agent`, as the daemon builds it, probed (the probe itself runs
-    /// `sandbox-init` without network).
-    async fn sandbox_for(agent: &Path, data: &Path) -> Sandbox {
-        let config = SandboxConfig::default();
+    /// The sandbox `config` describes for `agent`, as the daemon builds it, probed (the probe
+    /// itself runs `sandbox-init` without network).
+    async fn sandbox_for(agent: &Path, data: &Path, config: &SandboxConfig) -> Sandbox {
         let path_var = std::env::var("PATH").ok();
         let sandbox = Sandbox::from_config(&SandboxSetup {
-            config: &config,
+            config,
             agent_program: Some(agent),
             air_friends_bin: Path::new(env!("CARGO_BIN_EXE_air-friends")),
             skills_dir: &repo_skills(),
@@ -561,6 +566,93 @@ async fn a_sandboxed_agent_reaches_no_tcp_port_but_the_relay_to_its_socket() {
     );
 }
 
+/// Resolves every name to one loopback address (the egress proxy's test constructor).
+struct AllTo(std::net::SocketAddr);
+
+#[async_trait::async_trait]
+impl Resolve for AllTo {
+    async fn resolve(&self, _host: &str, _port: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+        Ok(vec![self.0])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_egress_hosts_the_agent_tunnels_to_listed_hosts_only_through_its_proxy() {
+    use std::os::unix::fs::PermissionsExt;
+    let config = SandboxConfig {
+        egress_allow_hosts: vec!["api.example.com".into()],
+        ..SandboxConfig::default()
+    };
+    let w = World::with_config(&config).await;
+    // The "host" is an echo server on the host's loopback, reached only through the proxy.
+    let echo = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let echo_addr = echo.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = echo.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut wr) = stream.split();
+                let _ = tokio::io::copy(&mut r, &mut wr).await;
+            });
+        }
+    });
+    let connect = |target: &str, read: &str| {
+        format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{SANDBOX_PROXY_PORT}\n\
+             printf 'CONNECT {target} HTTP/1.1\\r\\n\\r\\nping' >&3\n\
+             timeout 5 {read} <&3\n"
+        )
+    };
+    let ws = w.workspace("7");
+    std::fs::write(
+        ws.join("listed.sh"),
+        connect("api.example.com:443", "head -c 43"),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("unlisted.sh"),
+        connect("other.example.com:443", "cat"),
+    )
+    .unwrap();
+    let steps = json!([
+        {"run": "echo \"$HTTPS_PROXY $NO_PROXY\""},
+        {"run": "bash listed.sh"},
+        {"run": "bash unlisted.sh"},
+        tcp_connect("127.0.0.1", echo_addr.port()),
+    ]);
+    let run = w.session("7", false, steps, &[("HTTPS_PROXY", "http://corp:8080")]);
+    let dir = run.api_socket_dir.clone().unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let _api = SocketServer::start(&dir);
+    let proxy =
+        EgressProxy::unscreened_for_tests(&config.egress_allow_hosts, Arc::new(AllTo(echo_addr)))
+            .unwrap();
+    let egress = proxy.serve_session(&dir).unwrap();
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    egress.close().await;
+    let r = results(&ws, &id);
+    assert_eq!(r.len(), 4, "{r:?}");
+    assert_eq!(
+        stdout_of(&r[0]).trim(),
+        "http://127.0.0.1:3128 127.0.0.1,localhost",
+        "the daemon's proxy is replaced by the egress relay"
+    );
+    assert_eq!(
+        stdout_of(&r[1]),
+        "HTTP/1.1 200 Connection Established\r\n\r\nping",
+        "{r:?}"
+    );
+    assert!(
+        stdout_of(&r[2]).starts_with("HTTP/1.1 403 "),
+        "an unlisted host was not refused: {r:?}"
+    );
+    let direct = stdout_of(&r[3]);
+    assert!(
+        direct.contains("Connection refused") && !direct.contains("exit=0"),
+        "the host was reachable without the proxy: {direct}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_bodies_cross_the_relay_intact_and_a_stream_arrives_chunk_by_chunk() {
     let w = World::new().await;
@@ -649,7 +741,12 @@ async fn large_bodies_cross_the_relay_intact_and_a_stream_arrives_chunk_by_chunk
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandbox_init_passes_the_agents_stdio_and_exit_status_through() {
     let dir = tempfile::tempdir().unwrap();
-    let sandbox = World::sandbox_for(Path::new("/usr/bin/bash"), dir.path()).await;
+    let sandbox = World::sandbox_for(
+        Path::new("/usr/bin/bash"),
+        dir.path(),
+        &SandboxConfig::default(),
+    )
+    .await;
     let ws = dir.path().join("ws");
     let sockets = dir.path().join("sockets");
     std::fs::create_dir_all(&ws).unwrap();

@@ -15,7 +15,8 @@ const BASE_VARS: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TZ",
 ];
 
-/// Proxy variables, copied when set.
+/// Proxy variables, copied when set (the agent then shares the daemon's network); inside a
+/// sandbox without network [`sandbox_proxy_env`] replaces them.
 const PROXY_VARS: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -204,6 +205,30 @@ pub fn build_agent_env(
         !leaked
     });
     env
+}
+
+/// Where loopback stays direct when the agent has an HTTPS proxy: the Skill API and the model
+/// gateway on `127.0.0.1`.
+pub const SANDBOX_NO_PROXY: &str = "127.0.0.1,localhost";
+
+/// The proxy variables of an agent in a sandbox without network (see
+/// `Sandbox::adjust_network_env`): every one copied from the daemon or set in `agent.env` is
+/// removed, since it names an address the sandbox cannot reach; with `egress_proxy` (the
+/// egress relay's URL) `HTTPS_PROXY`/`https_proxy` point at it and `NO_PROXY`/`no_proxy`
+/// keep loopback direct. `HTTP_PROXY` stays unset: the egress proxy tunnels (CONNECT) only,
+/// and plain HTTP would not be forwarded.
+pub fn sandbox_proxy_env(env: &mut BTreeMap<String, String>, egress_proxy: Option<&str>) {
+    for name in PROXY_VARS {
+        env.remove(*name);
+    }
+    if let Some(url) = egress_proxy {
+        for name in ["HTTPS_PROXY", "https_proxy"] {
+            env.insert(name.to_owned(), url.to_owned());
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            env.insert(name.to_owned(), SANDBOX_NO_PROXY.to_owned());
+        }
+    }
 }
 
 /// OpenCode's inline configuration (`OPENCODE_CONFIG_CONTENT`, merged by OpenCode over

@@ -26,7 +26,10 @@
 //!   services, cloud metadata and the internet are unreachable, while OpenCode and the skill
 //!   scripts keep using [`sandbox_api_url`]. Without a socket folder the network stays shared:
 //!   only for callers that serve no Skill API to the agent (runner-level tests); the daemon
-//!   always passes one when sandboxed.
+//!   always passes one when sandboxed;
+//! * with `agent.sandbox.egressAllowHosts` set, a second relay `127.0.0.1:`[`SANDBOX_PROXY_PORT`]
+//!   to the folder's `proxy.sock`, where the daemon serves a CONNECT proxy for those hosts only
+//!   ([`crate::egress`]); the agent's `HTTPS_PROXY` points at it ([`Sandbox::adjust_network_env`]).
 //!
 //! A bind of a folder that would expose a protected path (the data folder with the database
 //! and workspaces, the prompts) is refused when the sandbox is built, so a mistaken
@@ -52,6 +55,15 @@ pub const API_SOCKET_NAME: &str = "api.sock";
 
 /// The loopback port inside the sandbox on which `sandbox-init` relays to the session's socket.
 pub const SANDBOX_API_PORT: u16 = 3001;
+
+/// The loopback port inside the sandbox on which `sandbox-init` relays to the session's
+/// `proxy.sock` (the egress proxy), when `agent.sandbox.egressAllowHosts` is set.
+pub const SANDBOX_PROXY_PORT: u16 = 3128;
+
+/// The egress proxy as the sandboxed agent reaches it (`HTTPS_PROXY`): `http://127.0.0.1:3128`.
+pub fn sandbox_proxy_url() -> String {
+    format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}")
+}
 
 /// The Skill API (and model gateway) as the sandboxed agent reaches it:
 /// `http://127.0.0.1:3001`.
@@ -174,6 +186,9 @@ struct Bwrap {
     /// This daemon's executable, canonical (bound read-only): runs `sandbox-init` in sandboxes
     /// without network.
     air_friends_bin: PathBuf,
+    /// `agent.sandbox.egressAllowHosts` is set: sandboxes without network also relay
+    /// [`SANDBOX_PROXY_PORT`] to the session folder's `proxy.sock` (the daemon serves it).
+    egress: bool,
 }
 
 /// The program and arguments that start one agent.
@@ -288,9 +303,16 @@ impl Sandbox {
                     "sandbox-init".as_ref(),
                     "--relay".as_ref(),
                     relay.as_ref(),
-                    "--".as_ref(),
                 ],
             );
+            if b.egress {
+                let proxy = format!(
+                    "127.0.0.1:{SANDBOX_PROXY_PORT}={SANDBOX_SOCKET_DIR}/{}",
+                    crate::egress::PROXY_SOCKET_NAME
+                );
+                extend(&mut out, &["--relay".as_ref(), proxy.as_ref()]);
+            }
+            out.push("--".into());
         }
         let agent = b.agent_program.as_deref().unwrap_or(program);
         out.push(agent.as_os_str().to_os_string());
@@ -326,6 +348,25 @@ impl Sandbox {
         ] {
             env.entry(var.into()).or_insert_with(|| "1".into());
         }
+    }
+
+    /// Sets the proxy variables of an agent started with [`wrap`](Self::wrap) and the same
+    /// `api_socket_dir`. In a sandbox without network the daemon's own proxy variables (and any
+    /// from `agent.env`) name addresses the agent cannot reach, so they are all removed; with
+    /// `agent.sandbox.egressAllowHosts` set, HTTPS goes to the egress relay instead
+    /// ([`env::sandbox_proxy_env`](super::env::sandbox_proxy_env)). Nothing changes without a
+    /// sandbox or without a socket folder (the network is then the host's).
+    pub fn adjust_network_env(
+        &self,
+        env: &mut std::collections::BTreeMap<String, String>,
+        api_socket_dir: Option<&Path>,
+    ) {
+        let Some(b) = &self.bwrap else { return };
+        if api_socket_dir.is_none() {
+            return;
+        }
+        let proxy = b.egress.then(sandbox_proxy_url);
+        super::env::sandbox_proxy_env(env, proxy.as_deref());
     }
 
     /// Makes the mount points inside `workspace` real folders before a sandboxed start:
@@ -373,6 +414,7 @@ impl Sandbox {
                 agent_program: Some(PathBuf::from("/usr/bin/true")),
                 skills_dir: b.skills_dir.clone(),
                 air_friends_bin: b.air_friends_bin.clone(),
+                egress: b.egress,
             })),
         };
         let wrapped = probe.wrap(
@@ -531,6 +573,7 @@ impl Bwrap {
             agent_program,
             skills_dir,
             air_friends_bin,
+            egress: !config.egress_allow_hosts.is_empty(),
         })
     }
 }
@@ -617,6 +660,7 @@ mod tests {
                 agent_program: Some("/usr/bin/true".into()),
                 skills_dir: "/opt/skills".into(),
                 air_friends_bin: "/opt/af/air-friends".into(),
+                egress: false,
             })),
         };
         sandbox.prepare_workspace(ws).unwrap();
@@ -648,15 +692,24 @@ mod tests {
 
     /// The bubblewrap arguments, space-joined, that start `/a/agent acp` in `/ws/u1`.
     fn wrapped_line(dm: bool, api_socket_dir: Option<&Path>) -> String {
-        let sandbox = Sandbox {
+        line_of(&test_sandbox(false), dm, api_socket_dir)
+    }
+
+    /// A bubblewrap sandbox starting `/a/agent`, with or without the egress relay.
+    fn test_sandbox(egress: bool) -> Sandbox {
+        Sandbox {
             bwrap: Some(Arc::new(Bwrap {
                 program: "/usr/bin/bwrap".into(),
                 base: vec!["--unshare-pid".into()],
                 agent_program: Some("/a/agent".into()),
                 skills_dir: "/opt/skills".into(),
                 air_friends_bin: "/opt/af/air-friends".into(),
+                egress,
             })),
-        };
+        }
+    }
+
+    fn line_of(sandbox: &Sandbox, dm: bool, api_socket_dir: Option<&Path>) -> String {
         let wrapped = sandbox.wrap(
             Path::new("agent"),
             &["acp".into()],
@@ -716,6 +769,65 @@ mod tests {
             shared.ends_with("--chdir /ws/u1 -- /a/agent acp"),
             "{shared}"
         );
+    }
+
+    #[test]
+    fn with_egress_hosts_the_relay_also_serves_the_proxy_and_https_goes_through_it() {
+        let dir = Some(Path::new("/data/sockets/s1"));
+        let line = line_of(&test_sandbox(true), true, dir);
+        assert!(
+            line.ends_with(
+                "-- /opt/af/air-friends sandbox-init \
+                 --relay 127.0.0.1:3001=/run/air-friends/api.sock \
+                 --relay 127.0.0.1:3128=/run/air-friends/proxy.sock -- /a/agent acp"
+            ),
+            "{line}"
+        );
+        assert!(
+            !wrapped_line(true, dir).contains("3128"),
+            "no egress relay unless hosts are listed"
+        );
+        assert!(
+            !line_of(&test_sandbox(true), true, None).contains("sandbox-init"),
+            "no relay at all on the host's network"
+        );
+
+        let daemon_env = || {
+            std::collections::BTreeMap::from([
+                (
+                    "HTTPS_PROXY".to_owned(),
+                    "http://corp-proxy:8080".to_owned(),
+                ),
+                ("http_proxy".to_owned(), "http://corp-proxy:8080".to_owned()),
+                (
+                    "ALL_PROXY".to_owned(),
+                    "socks5://corp-proxy:1080".to_owned(),
+                ),
+                ("PATH".to_owned(), "/usr/bin".to_owned()),
+            ])
+        };
+        let mut egress = daemon_env();
+        test_sandbox(true).adjust_network_env(&mut egress, dir);
+        assert_eq!(egress["HTTPS_PROXY"], "http://127.0.0.1:3128");
+        assert_eq!(egress["https_proxy"], "http://127.0.0.1:3128");
+        assert_eq!(egress["NO_PROXY"], "127.0.0.1,localhost");
+        assert_eq!(egress["no_proxy"], "127.0.0.1,localhost");
+        assert!(!egress.contains_key("http_proxy") && !egress.contains_key("ALL_PROXY"));
+        assert_eq!(egress["PATH"], "/usr/bin");
+
+        let mut closed = daemon_env();
+        test_sandbox(false).adjust_network_env(&mut closed, dir);
+        assert_eq!(
+            closed.keys().collect::<Vec<_>>(),
+            ["PATH"],
+            "without egress no proxy variable is left"
+        );
+
+        for (sandbox, socket_dir) in [(Sandbox::none(), dir), (test_sandbox(true), None)] {
+            let mut shared = daemon_env();
+            sandbox.adjust_network_env(&mut shared, socket_dir);
+            assert_eq!(shared, daemon_env(), "the host's network keeps its proxies");
+        }
     }
 
     #[test]

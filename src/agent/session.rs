@@ -196,6 +196,8 @@ impl AgentRunner {
         }
         let mut env = run.env.clone();
         self.sandbox.adjust_env(&mut env);
+        self.sandbox
+            .adjust_network_env(&mut env, run.api_socket_dir.as_deref());
         let command = self.sandbox.wrap(
             Path::new(&self.settings.command),
             &self.settings.args,

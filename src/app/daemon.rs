@@ -23,6 +23,7 @@ use crate::conversation::workspace::Workspaces;
 use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
 };
+use crate::egress::EgressProxy;
 use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::{LiveSecrets, Metrics};
@@ -271,10 +272,18 @@ pub async fn start(
         "sighup",
         reload_on_sighup(prompts.clone(), shutdown.draining()),
     );
+    // agent.sandbox.egressAllowHosts: a CONNECT proxy on each sandboxed session's folder.
+    let egress = match &config.agent.sandbox.egress_allow_hosts {
+        hosts if sandboxed && !hosts.is_empty() => {
+            Some(EgressProxy::new(hosts).context("agent.sandbox.egressAllowHosts is not usable")?)
+        }
+        _ => None,
+    };
     let interactions = Interactions {
         platforms: platforms.clone(),
         sessions: api.sessions().clone(),
         channels: sandboxed.then(|| api.clone()),
+        egress,
         budget: gateway.budget().clone(),
         runner,
         store: store.clone(),

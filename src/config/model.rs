@@ -465,6 +465,10 @@ pub struct SandboxConfig {
     pub tmp_size_mb: u64,
     /// Extra variables copied from the daemon's environment into the agent's.
     pub allowed_env_vars: Vec<String>,
+    /// Hosts a sandboxed agent may reach through the daemon's CONNECT proxy (`src/egress.rs`),
+    /// exactly as written: lowercase names, optional `:port` (443 when absent), no wildcards,
+    /// no IP literals. Empty (the default): no egress at all.
+    pub egress_allow_hosts: Vec<String>,
 }
 
 impl Default for SandboxConfig {
@@ -475,6 +479,7 @@ impl Default for SandboxConfig {
             read_only_paths: Vec::new(),
             tmp_size_mb: 512,
             allowed_env_vars: Vec::new(),
+            egress_allow_hosts: Vec::new(),
         }
     }
 }

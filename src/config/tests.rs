@@ -422,3 +422,27 @@ fn unknown_keys_inside_a_provider_entry_are_reported() {
         "{got:?}"
     );
 }
+
+#[test]
+fn egress_allow_hosts_default_to_none_and_bad_entries_are_named() {
+    assert!(
+        load_str("", &no_env())
+            .unwrap()
+            .agent
+            .sandbox
+            .egress_allow_hosts
+            .is_empty(),
+        "no egress unless the operator lists hosts"
+    );
+    let got = issues(
+        "agent:\n  sandbox:\n    egressAllowHosts: [api.github.com, \"*.npmjs.org\", 169.254.169.254, \"Example.com\", \"pypi.org:8443\", \"x.org:0\"]\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(!has("agent.sandbox.egressAllowHosts.0"), "{got:?}");
+    assert!(has("agent.sandbox.egressAllowHosts.1: "), "{got:?}");
+    assert!(has("agent.sandbox.egressAllowHosts.2: "), "{got:?}");
+    assert!(has("agent.sandbox.egressAllowHosts.3: "), "{got:?}");
+    assert!(!has("agent.sandbox.egressAllowHosts.4"), "{got:?}");
+    assert!(has("agent.sandbox.egressAllowHosts.5: "), "{got:?}");
+    assert_eq!(got.len(), 4, "{got:?}");
+}

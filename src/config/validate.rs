@@ -171,6 +171,14 @@ impl Config {
                 }
             }
         }
+        for (i, entry) in a.sandbox.egress_allow_hosts.iter().enumerate() {
+            if let Err(problem) = crate::egress::parse_allow_entry(entry) {
+                v.add(
+                    format!("agent.sandbox.egressAllowHosts.{i}"),
+                    problem.to_string(),
+                );
+            }
+        }
         for name in a.env.keys() {
             if !is_env_name(name) {
                 v.add(

@@ -19,6 +19,7 @@ use super::workspace::Workspaces;
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
 use crate::agent::{AgentRunner, SessionRun};
 use crate::config::{AgentConfig, ProcessEnv};
+use crate::egress::EgressProxy;
 use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
 use crate::skill_api::SkillApiState;
@@ -75,6 +76,9 @@ pub struct Interactions {
     /// With the sandbox on: the Skill API, to open each session's own socket (its only channel
     /// to the daemon). `None`: agents reach the Skill API over TCP (`agent.sandbox.mode: none`).
     pub channels: Option<SkillApiState>,
+    /// With the sandbox on and `agent.sandbox.egressAllowHosts` set: the CONNECT proxy served
+    /// on each session's socket folder (`proxy.sock`, relayed to the agent's `HTTPS_PROXY`).
+    pub egress: Option<EgressProxy>,
     /// Daily token budgets: checked before an agent is started.
     pub budget: Budget,
     /// The agent runner.
@@ -198,6 +202,21 @@ impl Interactions {
                 },
                 None => None,
             };
+            // Its egress proxy, next to the socket in the same private folder.
+            let egress = match (&self.egress, socket.as_ref()) {
+                (Some(proxy), Some(open)) => match proxy.serve_session(open.dir()) {
+                    Ok(egress) => Some(egress),
+                    Err(e) => {
+                        tracing::error!(session_id = %session_id, error = %e, "cannot open the session's egress proxy");
+                        if let Some(socket) = socket {
+                            socket.close().await;
+                        }
+                        self.workspaces.cleanup(&dirs).await;
+                        return None;
+                    }
+                },
+                _ => None,
+            };
             let identity = SessionIdentity {
                 session_id: session_id.clone(),
                 token: registered.caller_token.expose_secret().to_owned(),
@@ -257,6 +276,9 @@ impl Interactions {
             let _ = bridge.await;
             if let Some(t) = typing {
                 let _ = t.await;
+            }
+            if let Some(egress) = egress {
+                egress.close().await;
             }
             if let Some(socket) = socket {
                 socket.close().await;
