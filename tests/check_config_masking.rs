@@ -14,7 +14,7 @@ fn check_config_masks_secret_values_interpolated_into_other_keys() {
     std::fs::write(
         &path,
         "platforms:\n  discord:\n    enabled: true\n    token: ${DISCORD_TOKEN}\n\
-         agent:\n  args: [\"acp\", \"--tag=x-${DISCORD_TOKEN}-y\"]\n  env:\n    \
+         agent:\n  command: sh\n  args: [\"acp\", \"--tag=x-${DISCORD_TOKEN}-y\"]\n  env:\n    \
          OPENROUTER_API_KEY: ${OPENROUTER_API_KEY}\n    PROXY_URL: \"https://p/?key=${OPENROUTER_API_KEY}\"\n    \
          LANG_HINT: en\n",
     )

@@ -230,15 +230,28 @@ fn promtool_check_metrics_passes_on_a_live_daemon() {
 }
 
 #[test]
-fn readyz_reports_a_missing_agent_command() {
-    let cfg = TestConfig::new("agent:\n  command: no-such-agent-binary-xyz\n");
+fn readyz_reports_an_agent_command_removed_after_start() {
+    use std::os::unix::fs::PermissionsExt;
+    // `serve` refuses to start without its agent command (tests/check_config.rs); once running,
+    // /readyz is what notices the command going away (an upgrade, a deleted install).
+    let bin_dir = tempfile::tempdir().unwrap();
+    let agent = bin_dir.path().join("agent-xyz");
+    std::fs::write(&agent, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = TestConfig::new(&format!("agent:\n  command: {}\n", agent.display()));
     let mut daemon = Daemon::start(&cfg.path, &[]);
     let addr = daemon.listener_addr("ops");
+    let check = |body: &str| {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["checks"][1]["name"], "agent_command");
+        v["checks"][1]["ok"].as_bool().unwrap()
+    };
+    let (_, body) = http_get(&addr, "/readyz");
+    assert!(check(&body), "{body}");
+    std::fs::remove_file(&agent).unwrap();
     let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503);
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["checks"][1]["name"], "agent_command");
-    assert_eq!(v["checks"][1]["ok"], false);
+    assert!(!check(&body), "{body}");
     daemon.terminate();
     assert!(daemon.wait_exit(Duration::from_secs(10)).success());
 }
@@ -302,7 +315,7 @@ fn missing_config_file_says_how_to_create_one() {
 fn a_busy_port_is_a_startup_failure() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let cfg = TestConfig::new("");
+    let cfg = TestConfig::new("agent:\n  command: sh\n");
     let text = std::fs::read_to_string(&cfg.path)
         .unwrap()
         .replace("health:\n  port: 0", &format!("health:\n  port: {port}"));
@@ -320,7 +333,7 @@ fn a_busy_port_is_a_startup_failure() {
 #[test]
 fn check_config_masks_secrets_and_fails_on_errors() {
     let cfg = TestConfig::new(&format!(
-        "platforms:\n  discord:\n    enabled: true\n    token: {SECRET}\n"
+        "agent:\n  command: sh\nplatforms:\n  discord:\n    enabled: true\n    token: {SECRET}\n"
     ));
     let out = Command::new(bin())
         .args(["check-config", "--config"])
@@ -361,9 +374,23 @@ fn print_default_config_is_a_valid_config() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, &out.stdout).unwrap();
+    // The default agent command, `opencode`, must resolve: a stand-in leads PATH.
+    let fake_bin = dir.path().join("bin");
+    std::fs::create_dir(&fake_bin).unwrap();
+    std::fs::write(fake_bin.join("opencode"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        fake_bin.join("opencode"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path_var = std::env::join_paths(std::iter::once(fake_bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
     let check = Command::new(bin())
         .args(["check-config", "--config"])
         .arg(&path)
+        .env("PATH", path_var)
         .env_remove("SKILL_API_PORT")
         .env_remove("HEALTH_PORT")
         .output()
@@ -389,7 +416,7 @@ fn invalid_skill_packages_stop_serve_with_the_validator_message() {
     std::fs::write(
         &cfg.path,
         format!(
-            "{text}agent:\n  skillsDir: {}\n",
+            "{text}agent:\n  command: sh\n  skillsDir: {}\n",
             cfg.dir.path().join("skills").display()
         ),
     )

@@ -67,11 +67,20 @@ fn skill_client(name: &str, args: &[String]) -> ExitCode {
     ExitCode::from(out.exit_code)
 }
 
+/// `air-friends check-config`: every error and warning of [`config::check_file`] (the same
+/// check `serve` runs), each on its own line on stderr; the effective configuration, secrets
+/// masked, on stdout. Exit 1 on any error; warnings alone do not fail.
 fn check_config(path: &Path) -> ExitCode {
-    match config::load_file(path, &ProcessEnv) {
-        Ok(cfg) => match config::masked_yaml(&cfg, &ProcessEnv) {
+    let print_warnings = |warnings: &[config::ConfigIssue]| {
+        for w in warnings {
+            eprintln!("  warning: {}", indent_continuation(&w.to_string()));
+        }
+    };
+    match config::check_file(path, &ProcessEnv) {
+        Ok(checked) => match config::masked_yaml(&checked.config, &ProcessEnv) {
             Ok(yaml) => {
                 eprintln!("{}: configuration is valid", path.display());
+                print_warnings(&checked.warnings);
                 print!("{yaml}");
                 ExitCode::SUCCESS
             }
@@ -80,14 +89,20 @@ fn check_config(path: &Path) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Err(err) => {
+        Err(rejected) => {
             eprintln!("{}: configuration has errors:", path.display());
-            for issue in err.issues() {
-                eprintln!("  {issue}");
+            for issue in rejected.error.issues() {
+                eprintln!("  {}", indent_continuation(&issue));
             }
+            print_warnings(&rejected.warnings);
             ExitCode::FAILURE
         }
     }
+}
+
+/// A multi-line message (the skill validator's list) indented under its first line.
+fn indent_continuation(text: &str) -> String {
+    text.replace('\n', "\n    ")
 }
 
 /// `air-friends import jsonl [--dry-run] DIR`: imports an AIr-Friends data tree into the
@@ -143,17 +158,59 @@ where
     F: FnOnce(Config, LiveSecrets) -> Fut,
     Fut: Future<Output = anyhow::Result<()>>,
 {
-    let mut config = match config::load_file(path, &ProcessEnv) {
-        Ok(c) => c,
-        Err(err) => {
-            eprintln!(
-                "air-friends: invalid configuration {}: {}",
-                path.display(),
-                err.issues().join("; ")
-            );
-            return ExitCode::FAILURE;
-        }
+    match load_config(path, ConfigCheck::File) {
+        Ok((config, warnings)) => run_loaded(config, &warnings, target, adjust, main),
+        Err(code) => code,
+    }
+}
+
+/// How much of the configuration to check before a command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConfigCheck {
+    /// The file alone ([`config::load_file`]), as `chat` and `import jsonl` load it.
+    File,
+    /// Everything `check-config` checks ([`config::check_file`]), so the same errors stop
+    /// the command; its warnings come back to be logged once logging is up.
+    Strict,
+}
+
+/// The configuration at `path` and its warnings; on errors, they are printed as one line on
+/// stderr (tests/serve.rs `broken_config_exits_non_zero_with_the_key_path`) and the exit code
+/// is returned.
+fn load_config(
+    path: &Path,
+    check: ConfigCheck,
+) -> Result<(Config, Vec<config::ConfigIssue>), ExitCode> {
+    let loaded = match check {
+        ConfigCheck::File => config::load_file(path, &ProcessEnv).map(|c| (c, Vec::new())),
+        ConfigCheck::Strict => config::check_file(path, &ProcessEnv)
+            .map(|c| (c.config, c.warnings))
+            .map_err(|rejected| rejected.error),
     };
+    loaded.map_err(|err| {
+        eprintln!(
+            "air-friends: invalid configuration {}: {}",
+            path.display(),
+            err.issues().join("; ").replace('\n', " ")
+        );
+        ExitCode::FAILURE
+    })
+}
+
+/// [`run_with_config`]'s second half, for a configuration already loaded: logs `warnings`
+/// once logging is installed.
+fn run_loaded<A, F, Fut>(
+    mut config: Config,
+    warnings: &[config::ConfigIssue],
+    target: LogTarget,
+    adjust: A,
+    main: F,
+) -> ExitCode
+where
+    A: FnOnce(&mut Config),
+    F: FnOnce(Config, LiveSecrets) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
     adjust(&mut config);
     let redactor = Redactor::new(config::known_secret_values(&config, &ProcessEnv));
     let live_tokens = redactor.live_secrets();
@@ -169,6 +226,9 @@ where
             return ExitCode::FAILURE;
         }
     };
+    for w in warnings {
+        tracing::warn!(key = %w.path, problem = %w.message, "configuration warning");
+    }
     // Before any thread or secret-holding component exists: no process of our uid (an agent
     // left unconfined, a tool it started) may read our memory or /proc/<pid>/environ.
     if let Err(e) = crate::agent::sandbox::make_non_dumpable() {

@@ -17,9 +17,15 @@ use crate::ops::{self, OpsState, Readiness, checks};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
 
-/// `air-friends serve`: load the configuration, install logging, run the daemon.
+/// `air-friends serve`: check the configuration exactly as `check-config` does (its errors stop
+/// the daemon, its warnings are logged), install logging, run the daemon.
 pub fn serve_main(path: &Path) -> ExitCode {
-    super::run_with_config(path, LogTarget::Stdout, |_| {}, serve)
+    match super::load_config(path, super::ConfigCheck::Strict) {
+        Ok((config, warnings)) => {
+            super::run_loaded(config, &warnings, LogTarget::Stdout, |_| {}, serve)
+        }
+        Err(code) => code,
+    }
 }
 
 /// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully. `live_tokens` is the log

@@ -4,8 +4,10 @@
 //! The file is parsed to a YAML value first so that interpolation and overrides work on a tree,
 //! then deserialised with two wrappers: `serde_ignored` reports keys the schema does not know
 //! (each becomes an error with the closest valid key suggested) and `serde_path_to_error` names
-//! the exact key of a type error. The process environment is read through [`EnvSource`], so
-//! tests pass their own.
+//! the exact key of a type error. Every problem is reported in one run: a key that cannot be
+//! used (a type error, an unset variable) is dropped and the file read again, so the keys after
+//! it are still checked. The process environment is read through [`EnvSource`], so tests pass
+//! their own.
 
 use std::path::{Path, PathBuf};
 
@@ -65,7 +67,12 @@ pub const ENV_OVERRIDES: &[(&str, &str, EnvKind)] = &[
 
 /// Loads, overrides and validates the configuration file at `path`.
 pub fn load_file(path: &Path, env: &impl EnvSource) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| {
+    load_str(&read_file(path)?, env)
+}
+
+/// The text of the configuration file at `path`.
+pub(crate) fn read_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             ConfigError::NotFound {
                 path: path.to_path_buf(),
@@ -76,13 +83,51 @@ pub fn load_file(path: &Path, env: &impl EnvSource) -> Result<Config, ConfigErro
                 source,
             }
         }
-    })?;
-    load_str(&text, env)
+    })
 }
 
 /// Parses configuration text (the contents of a `config.yaml`), applies interpolation and
-/// environment overrides, and validates the result.
+/// environment overrides, and validates the result. The file-system checks `check-config` and
+/// `serve` add on top are in [`super::check_str`].
 pub fn load_str(text: &str, env: &impl EnvSource) -> Result<Config, ConfigError> {
+    let loaded = load_lenient(text, env)?;
+    if loaded.issues.is_empty() {
+        Ok(loaded.config)
+    } else {
+        Err(ConfigError::Problems(loaded.issues))
+    }
+}
+
+/// A configuration read as far as possible: every key that could not be used (a type error, an
+/// unset variable) is dropped so its default applies, and the rest is still checked.
+pub(crate) struct Loaded {
+    /// The configuration, with defaults at the dropped keys.
+    pub config: Config,
+    /// Every problem found: interpolation, unknown keys, type errors, then [`Config::validate`].
+    pub issues: Vec<ConfigIssue>,
+    /// Dotted paths of the dropped keys; later checks skip what lies under them, since they
+    /// would only be judging the stand-in default.
+    pub dropped: Vec<String>,
+}
+
+impl Loaded {
+    /// Whether a later check's `issue` would only be judging a dropped key's stand-in default:
+    /// it is at or under a dropped key, or its message names one (cross-field rules cite the
+    /// other key, e.g. "longer than agent.maxTurnMs").
+    pub fn hides(&self, issue: &ConfigIssue) -> bool {
+        self.dropped.iter().any(|d| {
+            let under = issue
+                .path
+                .strip_prefix(d.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
+            under || issue.message.contains(d.as_str())
+        })
+    }
+}
+
+/// Reads the whole file, collecting every problem instead of stopping at the first. Only YAML
+/// syntax errors and a non-mapping top level (nothing usable at all) are returned as errors.
+pub(crate) fn load_lenient(text: &str, env: &impl EnvSource) -> Result<Loaded, ConfigError> {
     let mut value: Value = serde_yaml::from_str(text).map_err(|e| ConfigError::Syntax {
         message: e.to_string(),
     })?;
@@ -97,24 +142,74 @@ pub fn load_str(text: &str, env: &impl EnvSource) -> Result<Config, ConfigError>
     }
 
     let mut issues = Vec::new();
-    interpolate(&mut value, &mut Vec::new(), env, &mut issues);
+    let mut unusable = Vec::new();
+    interpolate(&mut value, &mut Vec::new(), env, &mut issues, &mut unusable);
+    let mut dropped: Vec<String> = unusable
+        .iter()
+        .filter_map(|segments| drop_key(&mut value, segments))
+        .collect();
     apply_env_overrides(&mut value, env, &mut issues);
-    if !issues.is_empty() {
-        return Err(ConfigError::Problems(issues));
-    }
 
-    let config = deserialize(value)?;
-    config.validate()?;
-    Ok(config)
+    let (config, mut parse_issues, parse_dropped) = deserialize(value);
+    issues.append(&mut parse_issues);
+    dropped.extend(parse_dropped);
+    let Some(config) = config else {
+        return Err(ConfigError::Problems(issues));
+    };
+    let mut loaded = Loaded {
+        config,
+        issues,
+        dropped,
+    };
+    if let Err(ConfigError::Problems(found)) = loaded.config.validate() {
+        let kept: Vec<ConfigIssue> = found.into_iter().filter(|i| !loaded.hides(i)).collect();
+        loaded.issues.extend(kept);
+    }
+    Ok(loaded)
 }
 
-/// Deserialises the tree, collecting unknown keys and the first type error.
-fn deserialize(value: Value) -> Result<Config, ConfigError> {
+/// A type error drops at most this many keys before the file is given up on.
+const MAX_DROPPED_KEYS: usize = 64;
+
+/// Deserialises the tree, collecting unknown keys and every type error: serde stops at the
+/// first type error, so the offending key is dropped (its default applies) and the tree is read
+/// again, until it parses. Returns the configuration (None when a type error cannot be pinned
+/// to a key), the problems (unknown keys first, in file order, then type errors) and the dotted
+/// paths of the dropped keys.
+fn deserialize(mut value: Value) -> (Option<Config>, Vec<ConfigIssue>, Vec<String>) {
     let mut unknown: Vec<Vec<String>> = Vec::new();
-    let result = {
-        let mut on_unknown = |path: serde_ignored::Path<'_>| unknown.push(path_segments(&path));
-        let ignored = serde_ignored::Deserializer::new(value, &mut on_unknown);
-        serde_path_to_error::deserialize::<_, Config>(ignored)
+    let mut type_errors = Vec::new();
+    let mut dropped = Vec::new();
+    let config = loop {
+        let mut seen: Vec<Vec<String>> = Vec::new();
+        let result = {
+            let mut on_unknown = |path: serde_ignored::Path<'_>| seen.push(path_segments(&path));
+            let ignored = serde_ignored::Deserializer::new(value.clone(), &mut on_unknown);
+            serde_path_to_error::deserialize::<_, Config>(ignored)
+        };
+        for path in seen {
+            if !unknown.contains(&path) {
+                unknown.push(path);
+            }
+        }
+        let err = match result {
+            Ok(config) => break Some(config),
+            Err(err) => err,
+        };
+        let path = err.path().to_string();
+        let segments = error_segments(err.path());
+        type_errors.push(ConfigIssue::new(
+            if path == "." {
+                "(top level)".to_owned()
+            } else {
+                path
+            },
+            err.into_inner().to_string(),
+        ));
+        match segments.and_then(|s| drop_key(&mut value, &s)) {
+            Some(key) if dropped.len() < MAX_DROPPED_KEYS => dropped.push(key),
+            _ => break None,
+        }
     };
 
     let known = known_keys();
@@ -122,20 +217,46 @@ fn deserialize(value: Value) -> Result<Config, ConfigError> {
         .iter()
         .map(|segments| unknown_key_issue(segments, &known))
         .collect();
-    match result {
-        Ok(config) if issues.is_empty() => Ok(config),
-        Ok(_) => Err(ConfigError::Problems(issues)),
-        Err(err) => {
-            let path = err.path().to_string();
-            let path = if path == "." {
-                "(top level)".to_owned()
-            } else {
-                path
-            };
-            issues.push(ConfigIssue::new(path, err.into_inner().to_string()));
-            Err(ConfigError::Problems(issues))
-        }
+    issues.extend(type_errors);
+    (config, issues, dropped)
+}
+
+/// One step of a key path in the YAML tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// A type error's location as tree steps; None when it names no key (the top level, an enum
+/// variant).
+fn error_segments(path: &serde_path_to_error::Path) -> Option<Vec<Segment>> {
+    use serde_path_to_error::Segment as S;
+    path.iter()
+        .map(|s| match s {
+            S::Map { key } => Some(Segment::Key(key.clone())),
+            S::Seq { index } => Some(Segment::Index(*index)),
+            S::Enum { .. } | S::Unknown => None,
+        })
+        .collect()
+}
+
+/// Removes the innermost mapping key on `path` (a sequence item takes its whole list with it,
+/// so later items keep their indices meaningful) and returns its dotted path.
+fn drop_key(root: &mut Value, path: &[Segment]) -> Option<String> {
+    let last_key = path.iter().rposition(|s| matches!(s, Segment::Key(_)))?;
+    let mut cur = root;
+    for step in &path[..last_key] {
+        cur = match step {
+            Segment::Key(k) => cur.as_mapping_mut()?.get_mut(k.as_str())?,
+            Segment::Index(i) => cur.as_sequence_mut()?.get_mut(*i)?,
+        };
     }
+    let Segment::Key(key) = &path[last_key] else {
+        return None;
+    };
+    cur.as_mapping_mut()?.remove(key.as_str())?;
+    Some(dotted(&path[..=last_key]))
 }
 
 fn path_segments(path: &serde_ignored::Path<'_>) -> Vec<String> {
@@ -190,7 +311,7 @@ fn unknown_key_issue(segments: &[String], known: &Value) -> ConfigIssue {
 }
 
 /// The candidate closest to `key`, if any is close enough to be a plausible typo.
-fn closest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(super) fn closest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '-'], "");
     let key_n = norm(key);
     candidates
@@ -202,34 +323,50 @@ fn closest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
 }
 
 /// Replaces `${VAR}` and `${VAR:-default}` in every string scalar; `$$` is a literal `$`.
+/// The path of each value that cannot be expanded goes to `unusable`.
 fn interpolate(
     value: &mut Value,
-    path: &mut Vec<String>,
+    path: &mut Vec<Segment>,
     env: &impl EnvSource,
     issues: &mut Vec<ConfigIssue>,
+    unusable: &mut Vec<Vec<Segment>>,
 ) {
     match value {
         Value::String(s) if s.contains('$') => match expand(s, env) {
             Ok(expanded) => *s = expanded,
-            Err(message) => issues.push(ConfigIssue::new(path.join("."), message)),
+            Err(message) => {
+                issues.push(ConfigIssue::new(dotted(path), message));
+                unusable.push(path.clone());
+            }
         },
         Value::Mapping(map) => {
             for (k, v) in map.iter_mut() {
-                path.push(key_text(k));
-                interpolate(v, path, env, issues);
+                path.push(Segment::Key(key_text(k)));
+                interpolate(v, path, env, issues, unusable);
                 path.pop();
             }
         }
         Value::Sequence(seq) => {
             for (i, v) in seq.iter_mut().enumerate() {
-                path.push(i.to_string());
-                interpolate(v, path, env, issues);
+                path.push(Segment::Index(i));
+                interpolate(v, path, env, issues, unusable);
                 path.pop();
             }
         }
-        Value::Tagged(tagged) => interpolate(&mut tagged.value, path, env, issues),
+        Value::Tagged(tagged) => interpolate(&mut tagged.value, path, env, issues, unusable),
         _ => {}
     }
+}
+
+/// `a.b.0` from tree steps.
+fn dotted(path: &[Segment]) -> String {
+    path.iter()
+        .map(|s| match s {
+            Segment::Key(k) => k.clone(),
+            Segment::Index(i) => i.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 fn key_text(k: &Value) -> String {

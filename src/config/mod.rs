@@ -1,6 +1,9 @@
 //! Configuration: typed sections of `config.yaml`, loading with `${VAR}` interpolation and
-//! environment overrides, and validation that names the exact key of every problem.
+//! environment overrides, validation that names the exact key of every problem, and the strict
+//! check (`check`) that adds the machine's side (paths, skills, the agent command) and is shared
+//! by `check-config` and `serve`.
 
+mod check;
 mod load;
 mod model;
 mod secret;
@@ -9,6 +12,7 @@ mod validate;
 use std::fmt;
 use std::path::PathBuf;
 
+pub use check::{Checked, Rejected, check_file, check_str};
 pub use load::{ENV_OVERRIDES, EnvKind, EnvSource, ProcessEnv, default_path, load_file, load_str};
 pub use model::*;
 pub use secret::{MASK, Secret, known_secret_values, masked_yaml};
@@ -91,5 +95,7 @@ impl ConfigError {
     }
 }
 
+#[cfg(test)]
+mod check_tests;
 #[cfg(test)]
 mod tests;

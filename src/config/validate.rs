@@ -357,16 +357,49 @@ impl Config {
         if self.workspace.repo_path.as_os_str().is_empty() {
             v.add("workspace.repoPath", "must not be empty");
         }
-        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.logging.level) {
+        if let Err(problem) = check_log_filter(&self.logging.level) {
             v.add(
                 "logging.level",
                 format!(
-                    "{:?} is not a log level or filter ({e}); use error, warn, info, debug or trace",
-                    self.logging.level
+                    "{:?} {problem}; use one of {}, or directives such as `info,air_friends=debug`",
+                    self.logging.level,
+                    LOG_LEVELS.join(", ")
                 ),
             );
         }
     }
+}
+
+/// The levels `logging.level` accepts on its own or after `target=`.
+const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+
+/// `logging.level`: a tracing `EnvFilter` whose every directive is a level or ends in `=level`.
+/// `EnvFilter` alone would take a bare word such as `loud` as "everything from target `loud`",
+/// which silences the daemon's own logs.
+fn check_log_filter(filter: &str) -> Result<(), String> {
+    let is_level = |s: &str| LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(s.trim()));
+    let directives: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .collect();
+    if directives.is_empty() {
+        return Err("is empty".into());
+    }
+    for d in &directives {
+        let level_ok = match d.rsplit_once('=') {
+            Some((_, level)) => is_level(level),
+            None => is_level(d),
+        };
+        if !level_ok {
+            return Err(format!(
+                "is not a log level or filter (`{d}` names no level)"
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .map(drop)
+        .map_err(|e| format!("is not a log level or filter ({e})"))
 }
 
 /// Collected problems.

@@ -1,0 +1,200 @@
+//! The strict check behind both `check-config` and `serve`, so the two always agree: `serve`
+//! refuses to start on exactly the errors `check-config` prints.
+//!
+//! On top of loading and [`Config::validate`] (the file alone), it looks at the machine the
+//! daemon will run on. Relative paths are taken from the current folder, as the daemon takes
+//! them. Errors:
+//! * `prompts.dir` is a folder holding `system.md`;
+//! * `agent.skillsDir` is a folder whose packages pass the skill loader;
+//! * every name in a list of skills (`skills.disabled`, `agent.autoApproveSkills`) is a skill
+//!   found there, with the closest one suggested;
+//! * `agent.command` resolves to an executable (directly or on `PATH`, as the daemon finds it);
+//! * every `agent.sandbox.readOnlyPaths` entry exists.
+//!
+//! Warnings (printed by `check-config`, logged by `serve`, never fatal):
+//! * `agent.configDir` changed from its default but not a folder: the daemon then starts the
+//!   agent without the configuration shipped with air-friends, which works but is rarely meant;
+//! * no platform enabled: `serve` answers nobody, which is legitimate for a config only used by
+//!   `air-friends chat`.
+
+use std::path::Path;
+
+use super::load::{Loaded, closest, load_lenient, read_file};
+use super::{AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, is_skill_name};
+use crate::ops::checks::resolve_command;
+use crate::skills::load_skills;
+
+/// A configuration that passed every check, and what deserves a warning.
+#[derive(Debug)]
+pub struct Checked {
+    /// The effective configuration.
+    pub config: Config,
+    /// Problems that do not stop the daemon.
+    pub warnings: Vec<ConfigIssue>,
+}
+
+/// A configuration that failed the check.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Rejected {
+    /// Why: every error found (see [`ConfigError::issues`]).
+    pub error: ConfigError,
+    /// Warnings found on the way (empty when the file could not be read or parsed).
+    pub warnings: Vec<ConfigIssue>,
+}
+
+impl From<ConfigError> for Rejected {
+    fn from(error: ConfigError) -> Self {
+        Rejected {
+            error,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Reads the file at `path` and runs every check on it.
+pub fn check_file(path: &Path, env: &impl EnvSource) -> Result<Checked, Rejected> {
+    check_str(&read_file(path)?, env)
+}
+
+/// Runs every check on configuration text: the load, [`Config::validate`], and the checks of
+/// the machine in this module's header. `PATH` is read from `env`.
+pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> {
+    let mut loaded = load_lenient(text, env)?;
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    check_machine(
+        &loaded.config,
+        env.var("PATH").as_deref(),
+        &mut errors,
+        &mut warnings,
+    );
+    let kept = |loaded: &Loaded, issues: Vec<ConfigIssue>| -> Vec<ConfigIssue> {
+        issues.into_iter().filter(|i| !loaded.hides(i)).collect()
+    };
+    let errors = kept(&loaded, errors);
+    let warnings = kept(&loaded, warnings);
+    loaded.issues.extend(errors);
+    if loaded.issues.is_empty() {
+        Ok(Checked {
+            config: loaded.config,
+            warnings,
+        })
+    } else {
+        Err(Rejected {
+            error: ConfigError::Problems(loaded.issues),
+            warnings,
+        })
+    }
+}
+
+fn check_machine(
+    config: &Config,
+    path_var: Option<&str>,
+    errors: &mut Vec<ConfigIssue>,
+    warnings: &mut Vec<ConfigIssue>,
+) {
+    let prompts = &config.prompts.dir;
+    if !prompts.is_dir() {
+        errors.push(ConfigIssue::new(
+            "prompts.dir",
+            format!(
+                "{} is not a folder (it holds system.md and its fragments)",
+                prompts.display()
+            ),
+        ));
+    } else if !prompts.join("system.md").is_file() {
+        errors.push(ConfigIssue::new(
+            "prompts.dir",
+            format!("{} has no system.md", prompts.display()),
+        ));
+    }
+
+    check_skills(config, errors);
+
+    let agent = &config.agent;
+    let command = agent.command.trim();
+    // An empty command is reported by `validate`.
+    if !command.is_empty() && resolve_command(command, path_var).is_none() {
+        let message = if command.contains('/') {
+            format!("{command:?} is not an executable file")
+        } else {
+            format!(
+                "{command:?} was not found on PATH; install it or give the executable's full path"
+            )
+        };
+        errors.push(ConfigIssue::new("agent.command", message));
+    }
+
+    for (i, path) in agent.sandbox.read_only_paths.iter().enumerate() {
+        if !path.exists() {
+            errors.push(ConfigIssue::new(
+                format!("agent.sandbox.readOnlyPaths.{i}"),
+                format!("{} does not exist", path.display()),
+            ));
+        }
+    }
+
+    if agent.config_dir != AgentConfig::default().config_dir && !agent.config_dir.is_dir() {
+        warnings.push(ConfigIssue::new(
+            "agent.configDir",
+            format!(
+                "{} is not a folder; the agent starts without air-friends' agent configuration",
+                agent.config_dir.display()
+            ),
+        ));
+    }
+
+    let platforms = &config.platforms;
+    if !platforms.discord.enabled && !platforms.misskey.enabled {
+        warnings.push(ConfigIssue::new(
+            "platforms",
+            "no platform is enabled: serve answers nobody (fine for `air-friends chat`); \
+             set platforms.discord.enabled or platforms.misskey.enabled",
+        ));
+    }
+}
+
+/// `agent.skillsDir` loads, and every list naming skills names loaded ones.
+fn check_skills(config: &Config, errors: &mut Vec<ConfigIssue>) {
+    let dir = &config.agent.skills_dir;
+    if !dir.is_dir() {
+        errors.push(ConfigIssue::new(
+            "agent.skillsDir",
+            format!(
+                "{} is not a folder (it holds one <name>/SKILL.md package per skill)",
+                dir.display()
+            ),
+        ));
+        return;
+    }
+    let skills = match load_skills(dir) {
+        Ok(skills) => skills,
+        Err(e) => {
+            errors.push(ConfigIssue::new("agent.skillsDir", e.to_string()));
+            return;
+        }
+    };
+    let mut names: Vec<&str> = skills.names().collect();
+    names.sort_unstable();
+    for (key, list) in [
+        ("skills.disabled", &config.skills.disabled),
+        ("agent.autoApproveSkills", &config.agent.auto_approve_skills),
+    ] {
+        for (i, name) in list.iter().enumerate() {
+            // A malformed name is reported by `validate`.
+            if !is_skill_name(name) || skills.get(name).is_some() {
+                continue;
+            }
+            let hint = match closest(name, &names) {
+                Some(best) => format!("did you mean `{best}`?"),
+                None if names.is_empty() => "that folder has no skills".to_owned(),
+                None => format!("skills there: {}", names.join(", ")),
+            };
+            errors.push(ConfigIssue::new(
+                format!("{key}.{i}"),
+                format!("no skill {name:?} in {}; {hint}", dir.display()),
+            ));
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Tests of the strict check shared by `check-config` and `serve` (`check.rs`), and of the
+//! load rules it relies on: every problem in one run, log level syntax. One test per rule.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name: &str| map.get(name).cloned()
+}
+
+fn load_issues(text: &str) -> Vec<String> {
+    match load_str(text, &env(&[])) {
+        Ok(_) => panic!("expected errors for:\n{text}"),
+        Err(e) => e.issues(),
+    }
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A machine where everything the default base config names exists: a prompts folder with
+/// `system.md`, the repository's skills, `sh` on `PATH`, Discord enabled.
+struct Machine {
+    dir: tempfile::TempDir,
+    path_var: String,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("prompts")).unwrap();
+        std::fs::write(dir.path().join("prompts/system.md"), "You are a friend.").unwrap();
+        Machine {
+            dir,
+            path_var: "/usr/bin:/bin".into(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The base config with `agent` and `extra` keys appended (whole sections: `agent` is
+    /// written here, so pass agent keys through `agent`, indented by two spaces).
+    fn config(&self, agent: &str, extra: &str) -> String {
+        format!(
+            "prompts:\n  dir: {prompts}\nagent:\n  command: sh\n  skillsDir: {skills}\n{agent}\
+             platforms:\n  discord:\n    enabled: true\n    token: t0k3n\n{extra}",
+            prompts = self.path("prompts").display(),
+            skills = repo("skills").display(),
+        )
+    }
+
+    fn check(&self, text: &str) -> Result<Checked, Rejected> {
+        check_str(text, &env(&[("PATH", &self.path_var)]))
+    }
+
+    fn errors(&self, text: &str) -> Vec<String> {
+        match self.check(text) {
+            Ok(_) => panic!("expected errors for:\n{text}"),
+            Err(r) => r.error.issues(),
+        }
+    }
+
+    fn warnings(&self, text: &str) -> Vec<String> {
+        match self.check(text) {
+            Ok(c) => c.warnings.iter().map(ToString::to_string).collect(),
+            Err(r) => panic!("unexpected errors: {:?}", r.error.issues()),
+        }
+    }
+}
+
+#[test]
+fn type_errors_and_unknown_keys_are_reported_together() {
+    let got = load_issues(
+        "agent:\n  maxTurnMs: soon\n  maxConcurentSessions: 3\n  args: acp\n\
+         skillApi:\n  port: high\nlogging:\n  levle: debug\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(
+        has("agent.maxConcurentSessions: unknown key; did you mean `maxConcurrentSessions`?"),
+        "{got:?}"
+    );
+    assert!(
+        has("logging.levle: unknown key; did you mean `level`?"),
+        "{got:?}"
+    );
+    assert!(has("agent.maxTurnMs: invalid type"), "{got:?}");
+    assert!(has("agent.args: invalid type"), "{got:?}");
+    assert!(has("skillApi.port: invalid type"), "{got:?}");
+    assert_eq!(got.len(), 5, "{got:?}");
+}
+
+#[test]
+fn a_key_with_a_type_error_is_not_judged_again_through_its_default() {
+    // maxTurnMs falls back to its default (900000), shorter than this idleTimeoutMs: that
+    // cross-field complaint would be about a value the operator never wrote.
+    let got = load_issues("agent:\n  idleTimeoutMs: 1000000\n  maxTurnMs: soon\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("agent.maxTurnMs: invalid type"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn an_unset_variable_does_not_hide_the_other_problems() {
+    let got = load_issues(
+        "platforms:\n  discord:\n    token: \"${NOPE_TOKEN}\"\nagent:\n  maxConcurentSessions: 1\n  tokenLimit: lots\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(
+        has("platforms.discord.token: environment variable NOPE_TOKEN is not set"),
+        "{got:?}"
+    );
+    assert!(has("agent.maxConcurentSessions: unknown key"), "{got:?}");
+    assert!(has("agent.tokenLimit: invalid type"), "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+}
+
+#[test]
+fn log_level_must_be_a_level_or_filter_directives() {
+    for good in [
+        "info",
+        "WARN",
+        "off",
+        "info,air_friends=debug",
+        "air_friends=trace",
+    ] {
+        let text = format!("logging:\n  level: \"{good}\"\n");
+        assert!(
+            load_str(&text, &env(&[])).is_ok(),
+            "{good} should be accepted"
+        );
+    }
+    let got = load_issues("logging:\n  level: loud\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("logging.level: \"loud\""), "{got:?}");
+    assert!(
+        got[0].contains("off, error, warn, info, debug, trace"),
+        "names the accepted values: {got:?}"
+    );
+    for bad in ["info,loud", "air_friends=loud", ""] {
+        let text = format!("logging:\n  level: \"{bad}\"\n");
+        let got = load_issues(&text);
+        assert!(got[0].starts_with("logging.level: "), "{bad}: {got:?}");
+    }
+    // LOG_LEVEL overrides the file and is held to the same rule.
+    let err = load_str("", &env(&[("LOG_LEVEL", "loud")])).unwrap_err();
+    assert!(err.issues()[0].starts_with("logging.level: \"loud\""));
+}
+
+#[test]
+fn a_complete_setup_passes_with_no_warning() {
+    let m = Machine::new();
+    let checked = m.check(&m.config("", "")).expect("valid");
+    assert!(checked.warnings.is_empty(), "{:?}", checked.warnings);
+    assert_eq!(checked.config.agent.command, "sh");
+}
+
+#[test]
+fn prompts_dir_must_be_a_folder_holding_system_md() {
+    let m = Machine::new();
+    let text = m.config("", "").replace(
+        &m.path("prompts").display().to_string(),
+        "/nonexistent/prompts",
+    );
+    assert_eq!(
+        m.errors(&text),
+        vec![
+            "prompts.dir: /nonexistent/prompts is not a folder (it holds system.md and its fragments)"
+        ]
+    );
+    std::fs::remove_file(m.path("prompts/system.md")).unwrap();
+    let got = m.errors(&m.config("", ""));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("prompts.dir: ") && got[0].ends_with("has no system.md"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn skills_dir_must_be_a_folder_whose_packages_load() {
+    let m = Machine::new();
+    let text = m
+        .config("", "")
+        .replace(&repo("skills").display().to_string(), "/nonexistent/skills");
+    let got = m.errors(&text);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("agent.skillsDir: /nonexistent/skills is not a folder"),
+        "{got:?}"
+    );
+
+    let broken = m.path("skills/broken-skill");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("SKILL.md"),
+        "---\nname: broken-skill\ndescription: x\nversion: 2\n---\nbody\n",
+    )
+    .unwrap();
+    let text = m.config("", "").replace(
+        &repo("skills").display().to_string(),
+        &m.path("skills").display().to_string(),
+    );
+    let got = m.errors(&text);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("agent.skillsDir: ")
+            && got[0].contains("failed validation")
+            && got[0].contains("Unexpected fields in frontmatter: version"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn every_list_of_skill_names_names_skills_in_the_skills_dir() {
+    let m = Machine::new();
+    let got = m.errors(&m.config(
+        "  autoApproveSkills: [send-reply, memory-sav]\n",
+        "skills:\n  disabled: [send-replay, zzzz-qqqq-xxxx]\n",
+    ));
+    let skills = repo("skills").display().to_string();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(
+        got[0],
+        format!(
+            "skills.disabled.0: no skill \"send-replay\" in {skills}; did you mean `send-reply`?"
+        )
+    );
+    assert!(
+        got[1].starts_with("skills.disabled.1: no skill \"zzzz-qqqq-xxxx\"")
+            && got[1].contains("skills there: cancel-reminder, edit-reply,"),
+        "with nothing close, the skills are listed: {got:?}"
+    );
+    assert_eq!(
+        got[2],
+        format!(
+            "agent.autoApproveSkills.1: no skill \"memory-sav\" in {skills}; did you mean `memory-save`?"
+        )
+    );
+    // AGENT_AUTO_APPROVE_SKILLS is held to the same rule, at the key it overrides.
+    let err = check_str(
+        &m.config("", ""),
+        &env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("AGENT_AUTO_APPROVE_SKILLS", "memory-saev"),
+        ]),
+    )
+    .unwrap_err();
+    assert!(
+        err.error.issues()[0].starts_with("agent.autoApproveSkills.0: no skill \"memory-saev\""),
+        "{:?}",
+        err.error.issues()
+    );
+}
+
+#[test]
+fn agent_command_must_resolve_as_the_daemon_finds_it() {
+    let mut m = Machine::new();
+    let got = m.errors(
+        &m.config("", "")
+            .replace("command: sh", "command: no-such-agent-xyz"),
+    );
+    assert_eq!(
+        got,
+        vec![
+            "agent.command: \"no-such-agent-xyz\" was not found on PATH; install it or give the executable's full path"
+        ]
+    );
+    let got = m.errors(
+        &m.config("", "")
+            .replace("command: sh", "command: /nonexistent/agent"),
+    );
+    assert_eq!(
+        got,
+        vec!["agent.command: \"/nonexistent/agent\" is not an executable file"]
+    );
+    // The same `sh` is not found when PATH does not lead to it.
+    m.path_var = m.dir.path().display().to_string();
+    let got = m.errors(&m.config("", ""));
+    assert!(
+        got[0].starts_with("agent.command: \"sh\" was not found"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn sandbox_read_only_paths_must_exist() {
+    let m = Machine::new();
+    let got = m.errors(&m.config(
+        &format!(
+            "  sandbox:\n    readOnlyPaths: [{}, /nonexistent/opt]\n",
+            m.dir.path().display()
+        ),
+        "",
+    ));
+    assert_eq!(
+        got,
+        vec!["agent.sandbox.readOnlyPaths.1: /nonexistent/opt does not exist"]
+    );
+}
+
+#[test]
+fn an_agent_config_dir_set_to_a_missing_folder_is_a_warning() {
+    let m = Machine::new();
+    let got = m.warnings(&m.config("  configDir: /nonexistent/agent-config\n", ""));
+    assert_eq!(
+        got,
+        vec![
+            "agent.configDir: /nonexistent/agent-config is not a folder; the agent starts without air-friends' agent configuration"
+        ]
+    );
+    let existing = format!("  configDir: {}\n", m.dir.path().display());
+    assert!(m.warnings(&m.config(&existing, "")).is_empty());
+}
+
+#[test]
+fn no_enabled_platform_is_a_warning_not_an_error() {
+    let m = Machine::new();
+    let text = m.config("", "").replace("enabled: true", "enabled: false");
+    assert_eq!(
+        m.warnings(&text),
+        vec![
+            "platforms: no platform is enabled: serve answers nobody (fine for `air-friends chat`); \
+             set platforms.discord.enabled or platforms.misskey.enabled"
+        ]
+    );
+    // The warning comes with the errors, too.
+    let broken = text.replace("command: sh", "command: no-such-agent-xyz");
+    let rejected = m.check(&broken).unwrap_err();
+    assert_eq!(rejected.warnings.len(), 1);
+    assert_eq!(rejected.warnings[0].path, "platforms");
+}
+
+#[test]
+fn file_and_machine_problems_are_reported_in_one_run() {
+    let m = Machine::new();
+    let text = m
+        .config(
+            "  maxTurnMs: soon\n  maxConcurentSessions: 2\n",
+            "logging:\n  level: loud\nskills:\n  disabled: [send-replay]\n",
+        )
+        .replace("command: sh", "command: no-such-agent-xyz")
+        .replace(
+            &m.path("prompts").display().to_string(),
+            "/nonexistent/prompts",
+        );
+    let got = m.errors(&text);
+    let keys: Vec<&str> = got.iter().map(|g| g.split_once(": ").unwrap().0).collect();
+    assert_eq!(
+        keys,
+        [
+            "agent.maxConcurentSessions",
+            "agent.maxTurnMs",
+            "logging.level",
+            "prompts.dir",
+            "skills.disabled.0",
+            "agent.command",
+        ],
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_key_with_a_type_error_is_not_checked_on_the_machine_through_its_default() {
+    // The default command (`opencode`) is on no PATH here; only the type error is reported.
+    let mut m = Machine::new();
+    m.path_var = m.dir.path().display().to_string();
+    let got = m.errors(&m.config("", "").replace("command: sh", "command: [sh]"));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("agent.command: invalid type"), "{got:?}");
+}
