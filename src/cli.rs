@@ -5,9 +5,18 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+/// `--version`: the package version and the commit it was built from (`build.rs`; `unknown`
+/// without git, e.g. from a release tarball).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AIR_FRIENDS_COMMIT"),
+    ")"
+);
+
 /// air-friends: an ACP coding agent as a chat companion on Discord and Misskey.
 #[derive(Debug, Parser)]
-#[command(name = "air-friends", version, about, long_about = None)]
+#[command(name = "air-friends", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -42,12 +51,18 @@ pub enum Command {
     /// Print the documented default configuration (a starting point for config.yaml).
     PrintDefaultConfig,
     /// Client mode, run by skill scripts: call skill NAME on the daemon's Skill API.
-    /// Identity comes from SESSION_ID, SKILL_API_TOKEN and SKILL_API_URL; `--help` after
-    /// NAME lists the skill's flags.
+    /// Identity comes from SESSION_ID, SKILL_API_TOKEN and SKILL_API_URL; `--help` alone lists
+    /// the skills found, `--help` after NAME lists the skill's flags.
     #[command(disable_help_flag = true)]
     Skill {
+        /// Print the usage and the skills found (with NAME: the skill's flags). Declared here
+        /// because the flags after NAME belong to the skill: clap sets this only for a
+        /// `--help` before or right after NAME, and the client sees it again in front of the
+        /// skill's flags (`src/app/mod.rs`).
+        #[arg(long, short = 'h')]
+        help: bool,
         /// The skill to call (e.g. send-reply).
-        name: String,
+        name: Option<String>,
         /// The skill's flags, passed through unparsed (see `air-friends skill NAME --help`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
@@ -58,6 +73,28 @@ pub enum Command {
         #[command(subcommand)]
         command: ImportCommand,
     },
+    /// Copy the database to FILE while the daemon runs (SQLite online backup, a consistent
+    /// snapshot); prints the copy's size and schema version. Refuses an existing FILE
+    /// unless --force.
+    Backup {
+        /// Configuration (for the database path).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Replace FILE if it exists.
+        #[arg(long)]
+        force: bool,
+        /// Where to write the copy.
+        file: PathBuf,
+    },
+    /// Print a shell completion script to stdout (e.g. `air-friends completions bash >
+    /// ~/.local/share/bash-completion/completions/air-friends`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout (e.g. `air-friends man > air-friends.1`).
+    Man,
     /// Tools for skill packages.
     Skills {
         /// What to do.

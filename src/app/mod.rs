@@ -1,8 +1,10 @@
 //! What each subcommand does. `serve` (the daemon's composition root) lives in [`serve`]; the
 //! short one-shot commands are here.
 
+mod backup;
 mod chat;
 mod daemon;
+mod generate;
 mod serve;
 
 use std::future::Future;
@@ -27,7 +29,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::CheckConfig(c) => check_config(&c.config),
         Command::Serve(c) => serve_main(&c.config),
         Command::Chat(c) => chat::chat_main(&c.config),
-        Command::Skill { name, args } => skill_client(&name, &args),
+        Command::Skill { help, name, args } => skill_client(help, name.as_deref(), &args),
+        Command::Backup {
+            config,
+            force,
+            file,
+        } => backup::backup_main(&config.config, &file, force),
+        Command::Completions { shell } => generate::completions(shell),
+        Command::Man => generate::man_page(),
         Command::SandboxInit { .. } => crate::agent::relay::main_from_argv(),
         Command::Import {
             command:
@@ -58,10 +67,27 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// `air-friends skill NAME ...`: client mode (see [`crate::skills::client`]).
-fn skill_client(name: &str, args: &[String]) -> ExitCode {
+/// `air-friends skill NAME ...`: client mode (see [`crate::skills::client`]). Without NAME,
+/// the usage and the skills found ([`crate::skills::listing`]): on stdout with exit 0 for
+/// `--help`, else on stderr with exit 2 (a usage error, as the client's own).
+fn skill_client(help: bool, name: Option<&str>, args: &[String]) -> ExitCode {
     let env = crate::skills::client::ClientEnv::from_process();
-    let out = crate::skills::client::run(name, args, &env);
+    let Some(name) = name else {
+        let text = crate::skills::listing::skill_help(&env);
+        if help {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        eprint!("{text}");
+        return ExitCode::from(2);
+    };
+    // clap took a `--help` right after NAME (see `crate::cli::Command::Skill`); the skill's
+    // own parser answers it with the skill's flags.
+    let args: Vec<String> = std::iter::once("--help".to_owned())
+        .filter(|_| help)
+        .chain(args.iter().cloned())
+        .collect();
+    let out = crate::skills::client::run(name, &args, &env);
     print!("{}", out.stdout);
     eprint!("{}", out.stderr);
     ExitCode::from(out.exit_code)

@@ -11,6 +11,7 @@
 //! * [`args`] — the client's flag grammar.
 //! * [`payload`] — the payload-file contract.
 //! * [`client`] — client mode: identity, HTTP call, output and exit codes.
+//! * [`listing`] — `air-friends skill --help`: the skills the client would find.
 //! * [`autoapprove`] — `scriptPaths` / `commandPrefixes` for the permission gate.
 //!
 //! The daemon calls [`load_skills`] at start: every package is validated (the same checks as
@@ -22,6 +23,7 @@ pub mod builtin;
 pub mod client;
 pub mod docs;
 pub mod frontmatter;
+pub mod listing;
 pub mod manifest;
 pub mod payload;
 pub mod report;

@@ -10,10 +10,12 @@
 //! * `reminders`: reminder life cycle (pending → delivered | cancelled | failed).
 //! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
+//! * [`backup`]: `backup <file>`, a consistent copy of the database beside the running daemon.
 //!
 //! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
 //! Times are stored with millisecond precision (UTC).
 
+pub mod backup;
 mod db;
 pub mod import;
 mod llm_usage;
