@@ -486,3 +486,149 @@ async fn files_an_agent_left_in_its_workspace_cannot_instruct_or_reconfigure_ope
         "planted instructions reached the model"
     );
 }
+
+/// `air-friends chat` with the real OpenCode whose model provider (`fake`, key in
+/// `FAKE_LLM_KEY`) is at `base_url`; one message is typed and stdin kept open. Returns the
+/// actionable line the console printed, how long after the message it came, and all of
+/// stderr (read on after a SIGTERM until the exit).
+async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let inline = json!({
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "enabled_providers": ["fake"],
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
+            "options": {"baseURL": base_url, "apiKey": "unused"},
+            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
+                "limit": {"context": 128000, "output": 4096}}}}},
+        "skills": {"paths": [skills.display().to_string()]}
+    });
+    let config = json!({
+        "workspace": {"repoPath": dir.path().join("data")},
+        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+        "agent": {
+            "command": bin,
+            "args": ["acp"],
+            "model": "fake/fake-model",
+            "skillsDir": skills,
+            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+            "connectTimeoutMs": 60000,
+            "providers": {"fake": {"baseUrl": base_url, "apiKeyEnv": "FAKE_LLM_KEY",
+                "authHeader": "bearer"}},
+            "env": {
+                "OPENCODE_CONFIG_CONTENT": inline.to_string(),
+                "OPENCODE_DISABLE_MODELS_FETCH": "1",
+                "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                "OPENCODE_DISABLE_SHARE": "1",
+                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+                "npm_config_registry": "http://127.0.0.1:9/"
+            }
+        }
+    });
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let mut child = tokio::process::Command::new(common::bin())
+        .args(["chat", "--config"])
+        .arg(&config_path)
+        .env("HOME", &home)
+        .env("FAKE_LLM_KEY", "sk-wrong-key")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    // Ready once the console greets; the clock starts when the message is typed.
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(60), stderr.next_line())
+        .await
+        .expect("the console greets")
+        .unwrap()
+    {
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("Type a message") {
+            break;
+        }
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello?\n").await.unwrap();
+    let typed = std::time::Instant::now();
+    let actionable = loop {
+        let line = tokio::time::timeout(Duration::from_secs(10), stderr.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no actionable line within 10 s; stderr:\n{seen}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("chat ended; stderr:\n{seen}"));
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("air-friends: the model provider") {
+            break line;
+        }
+    };
+    let took = typed.elapsed();
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(15), stderr.next_line()).await
+    {
+        seen.push_str(&line);
+        seen.push('\n');
+    }
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("chat exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}; stderr:\n{seen}");
+    drop(stdin);
+    (actionable, took, seen)
+}
+
+/// The first conversation says exactly why it cannot work: the provider rejecting the key
+/// (the fake LLM answers 401) and a provider where nothing listens each give one line naming
+/// the cause and the fix within 10 s of the message, and the log has the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_says_in_one_line_why_the_model_provider_failed() {
+    let Some(bin) = require_opencode() else {
+        return;
+    };
+    let llm = FakeLlm::start_answering(401).await;
+    let (line, took, stderr) = provider_failure(&bin, &llm.base_url).await;
+    assert_eq!(
+        line,
+        "air-friends: the model provider \"fake\" rejected the key in FAKE_LLM_KEY; put a valid key in FAKE_LLM_KEY and start again"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(!llm.request_headers().is_empty(), "the provider was asked");
+    assert_eq!(
+        stderr.matches("air-friends: the model provider").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("key rejected"), "no log record:\n{stderr}");
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let (line, took, stderr) = provider_failure(&bin, &dead).await;
+    assert_eq!(
+        line,
+        format!(
+            "air-friends: the model provider \"fake\" is unreachable at {dead}; check agent.providers.fake.baseUrl and the network"
+        )
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(
+        stderr.matches("air-friends: the model provider").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("unreachable"), "no log record:\n{stderr}");
+}

@@ -1,5 +1,6 @@
 //! The agent runner: one ACP agent process per interaction (SPEC §7).
 //!
+//! * [`activity`] — what a running agent is doing, for a caller that shows progress.
 //! * [`rpc`] — newline-delimited JSON-RPC 2.0 over the child's stdio.
 //! * [`process`] — spawning in a process group with a clean environment; bounded stop.
 //! * [`env`] — the agent's environment, built from scratch, secrets excluded.
@@ -11,6 +12,7 @@
 //! * [`shell`] — the whitelist shell lexer the gate reads commands with.
 //! * [`session`] — the session flow, timeouts, retry prompt and outcome.
 
+pub mod activity;
 pub mod env;
 pub mod fs;
 pub mod gate;
@@ -21,6 +23,7 @@ pub mod sandbox;
 pub mod session;
 pub mod shell;
 
+pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};
 pub use sandbox::{Sandbox, SandboxError, SandboxSetup};
 pub use session::{AgentRunner, Outcome, ResponseProbe, RunnerSettings, SessionRun};

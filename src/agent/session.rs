@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::activity::{self, Activity, ActivityObserver, ActivityReporter};
 use super::fs;
 use super::gate::{self, PermissionGate};
 use super::process::{AgentProcess, Launch};
@@ -148,6 +149,8 @@ pub struct AgentRunner {
     settings: RunnerSettings,
     gate: PermissionGate,
     sandbox: Sandbox,
+    /// Told what each session's agent is doing (the chat console's status line).
+    activity: ActivityReporter,
 }
 
 /// How one prompt turn ended.
@@ -170,7 +173,14 @@ impl AgentRunner {
             settings,
             gate,
             sandbox: Sandbox::none(),
+            activity: ActivityReporter::default(),
         }
+    }
+
+    /// Reports every session's [`Activity`] to `observer`.
+    pub fn with_activity_observer(mut self, observer: Arc<dyn ActivityObserver>) -> Self {
+        self.activity = ActivityReporter::new(observer);
+        self
     }
 
     /// Runs every agent inside `sandbox`.
@@ -180,7 +190,15 @@ impl AgentRunner {
     }
 
     /// Runs one session to its end and stops the agent process.
-    pub async fn run(&self, mut run: SessionRun) -> Outcome {
+    pub async fn run(&self, run: SessionRun) -> Outcome {
+        let session_id = run.session_id.clone();
+        self.activity.report(&session_id, Activity::Started);
+        let outcome = self.run_session(run).await;
+        self.activity.report(&session_id, Activity::Ended);
+        outcome
+    }
+
+    async fn run_session(&self, mut run: SessionRun) -> Outcome {
         let workspace = match self.prepare_workspace(&run.workspace).await {
             Ok(w) => w,
             Err(e) => {
@@ -225,6 +243,7 @@ impl AgentRunner {
             incoming,
             gate: &self.gate,
             run: &run,
+            activity: &self.activity,
             fs_tasks: JoinSet::new(),
         };
         let outcome = self.drive(&mut conn).await;
@@ -288,8 +307,8 @@ impl AgentRunner {
                         reason: format!("session/prompt failed: {e}"),
                     };
                 }
+                // `turn` has sent `session/cancel` already.
                 other => {
-                    conn.cancel(&acp_session).await;
                     return match other {
                         TurnEnd::Idle => Outcome::TimedOut { phase: "idle" },
                         TurnEnd::MaxTurn => Outcome::TimedOut { phase: "max_turn" },
@@ -401,11 +420,12 @@ impl AgentRunner {
         let backstop = self.settings.max_turn + Duration::from_secs(60);
         // Marks the end of start-up for the first prompt (`benches/agent_startup.rs` times it).
         tracing::debug!(session_id = %conn.run.session_id, bytes = text.len(), "prompt sent");
+        conn.activity.report(&conn.run.session_id, Activity::Thinking);
         let prompt = client.request("session/prompt", params, backstop);
         tokio::pin!(prompt);
         let turn_deadline = Instant::now() + self.settings.max_turn;
         let mut idle_deadline = Instant::now() + self.settings.idle_timeout;
-        loop {
+        let end = loop {
             tokio::select! {
                 result = &mut prompt => {
                     return match result {
@@ -428,12 +448,14 @@ impl AgentRunner {
                         };
                     }
                 },
-                _ = tokio::time::sleep_until(idle_deadline) => return TurnEnd::Idle,
-                _ = tokio::time::sleep_until(turn_deadline) => return TurnEnd::MaxTurn,
-                _ = conn.run.terminate.cancelled() => return TurnEnd::Terminated,
-                _ = conn.run.shutdown.cancelled() => return TurnEnd::Shutdown,
+                _ = tokio::time::sleep_until(idle_deadline) => break TurnEnd::Idle,
+                _ = tokio::time::sleep_until(turn_deadline) => break TurnEnd::MaxTurn,
+                _ = conn.run.terminate.cancelled() => break TurnEnd::Terminated,
+                _ = conn.run.shutdown.cancelled() => break TurnEnd::Shutdown,
             }
-        }
+        };
+        conn.cancel(session, prompt).await;
+        end
     }
 }
 
@@ -443,6 +465,7 @@ struct Connection<'a> {
     incoming: mpsc::Receiver<Incoming>,
     gate: &'a PermissionGate,
     run: &'a SessionRun,
+    activity: &'a ActivityReporter,
     /// fs/* requests being served off the turn loop (see [`Connection::spawn_fs`]); dropping
     /// the connection at the session's end aborts those still waiting.
     fs_tasks: JoinSet<()>,
@@ -478,6 +501,9 @@ impl Connection<'_> {
             Incoming::Notification { method, params } => {
                 if method == "session/update" {
                     log_update(sid, &params);
+                    if let Some(now) = activity::of_update(&params) {
+                        self.activity.report(sid, now);
+                    }
                 } else {
                     tracing::debug!(session_id = %sid, method = %method, "agent notification ignored");
                 }
@@ -545,9 +571,14 @@ impl Connection<'_> {
         });
     }
 
-    /// `session/cancel`, then answer permission requests with `cancelled` and drain the turn's
-    /// end for a short grace period.
-    async fn cancel(&mut self, session: &str) {
+    /// `session/cancel`, then answer permission requests with `cancelled` until the agent
+    /// answers the turn's `prompt` (ACP: with `stopReason: cancelled`), for a short grace
+    /// period at most: an agent that honours the cancel lets the session end at once (the chat
+    /// console's Ctrl-C, `tests/chat_console.rs`).
+    async fn cancel<F>(&mut self, session: &str, mut prompt: std::pin::Pin<&mut F>)
+    where
+        F: std::future::Future<Output = Result<Value, RpcError>>,
+    {
         let sid = self.run.session_id.clone();
         if self
             .client
@@ -570,6 +601,7 @@ impl Connection<'_> {
                     Some(Incoming::Notification { params, .. }) => log_update(&sid, &params),
                     None => return,
                 },
+                _ = &mut prompt => return,
                 _ = tokio::time::sleep_until(deadline) => return,
             }
         }

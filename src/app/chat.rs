@@ -1,20 +1,38 @@
-//! `air-friends chat`: the whole pipeline (store, skills, Skill API, agent runner, router) with
-//! the console as the only platform: each line typed is a DM from the local user, every answer
-//! is printed. The quickest way to try a persona and an agent set-up.
+//! `air-friends chat`: the whole pipeline (store, skills, Skill API, model gateway, agent
+//! runner, router) with the console as the only platform: each line typed is a DM from the
+//! local user, every answer is printed. The quickest way to try a persona and an agent set-up.
+//!
+//! The console is honest about what happens (`tests/chat_console.rs`, through a
+//! pseudo-terminal): a status line while the agent works, one actionable line when the model
+//! provider fails (`tests/opencode_e2e.rs`), and ends as asked:
+//! * stdin EOF (Ctrl-D): every message typed so far is answered, then the daemon drains and
+//!   exits 0;
+//! * the first Ctrl-C or SIGTERM: the running turn is cancelled at once (the runner sends
+//!   `session/cancel` and stops the agent) and the process exits within [`EXIT_WITHIN`];
+//! * a second one: exits at once (status 130).
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::BufReader;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use super::daemon::Observers;
 use crate::config::{self, Config, ReplyTo};
 use crate::observability::{LiveSecrets, LogTarget, Metrics};
 use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
-use crate::platform::console::ConsoleAdapter;
-use crate::shutdown::{self, Shutdown};
+use crate::platform::console::{ConsoleAdapter, Diagnostics, stdin_lines};
+use crate::shutdown::Shutdown;
+
+/// After the first Ctrl-C, the longest the cancelled turn and the drain may take before the
+/// process exits anyway (sandboxed agents die with it: bubblewrap's `--die-with-parent`).
+const EXIT_WITHIN: Duration = Duration::from_millis(900);
+
+/// The exit status after a second Ctrl-C (128 + SIGINT, as shells report an interrupt).
+const INTERRUPTED: i32 = 130;
 
 /// Loads the configuration, adapts it for a local conversation, and runs it.
 pub fn chat_main(path: &Path) -> ExitCode {
@@ -35,16 +53,50 @@ fn for_console(config: &mut Config) {
     config.logging.format = config::LogFormat::Pretty;
 }
 
+/// SIGINT (Ctrl-C) and SIGTERM, installed before anything starts so none is lost.
+struct Interrupts {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupts {
+    fn install() -> std::io::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+        }
+    }
+}
+
 async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
+    let mut interrupts = Interrupts::install()?;
     let shutdown = Shutdown::new();
     let metrics = Metrics::new();
     let readiness = Readiness::new();
     let username = std::env::var("USER").unwrap_or_else(|_| "you".into());
-    let console = Arc::new(ConsoleAdapter::new(
-        Box::new(std::io::stdout()),
-        config.workspace.repo_path.join("console-downloads"),
-        &username,
-    ));
+    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
+        .unwrap_or_else(|_| config.agent.skills_dir.clone());
+    let console = Arc::new(
+        ConsoleAdapter::new(
+            Box::new(std::io::stdout()),
+            config.workspace.repo_path.join("console-downloads"),
+            &username,
+        )
+        .with_diagnostics(Diagnostics {
+            err: Box::new(std::io::stderr()),
+            status_line: std::io::stderr().is_terminal(),
+            skills_dir,
+            model: config.agent.model.clone(),
+        }),
+    );
     let started = super::daemon::start(
         &config,
         &shutdown,
@@ -52,27 +104,55 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
         &readiness,
         vec![console.clone() as Arc<dyn PlatformAdapter>],
         live_tokens,
+        Observers {
+            activity: Some(console.clone()),
+            provider: Some(console.clone()),
+        },
     )
     .await?;
     eprintln!(
         "air-friends chat: talking to `{}` as {username}. Type a message and press Enter; Ctrl-D ends.",
         config.agent.command
     );
+    shutdown.spawn(
+        "console_status",
+        console.clone().run_status(shutdown.draining()),
+    );
 
-    let signal = tokio::spawn(shutdown::wait_for_signal());
-    let stdin = BufReader::new(tokio::io::stdin());
-    let input_done = console.run(stdin, started.sink, shutdown.draining());
-    tokio::select! {
+    let input_done = console.run(stdin_lines()?, started.sink, shutdown.draining());
+    let interrupted = tokio::select! {
         r = input_done => {
             r?;
-            // End of input: let every message typed so far be answered.
-            started.events_done.cancelled().await;
+            // End of input: let every message typed so far be answered (unless interrupted).
+            tokio::select! {
+                _ = started.events_done.cancelled() => None,
+                signal = interrupts.next() => Some(signal),
+            }
         }
-        _ = signal => {}
+        signal = interrupts.next() => Some(signal),
+    };
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    let Some(signal) = interrupted else {
+        shutdown.drain(grace).await;
+        started.store.close().await?;
+        return Ok(());
+    };
+    tracing::info!(signal, "interrupted: cancelling the running turn");
+    // Cancel running work now rather than letting it finish (`drain` would wait for it).
+    shutdown.stop().cancel();
+    let finish = async {
+        shutdown.drain(grace).await;
+        started.store.close().await
+    };
+    tokio::select! {
+        closed = tokio::time::timeout(EXIT_WITHIN, finish) => match closed {
+            Ok(closed) => closed?,
+            Err(_) => tracing::warn!("the cancelled turn did not end in time; exiting anyway"),
+        },
+        signal = interrupts.next() => {
+            tracing::warn!(signal, "interrupted again: exiting at once");
+            std::process::exit(INTERRUPTED);
+        }
     }
-    shutdown
-        .drain(Duration::from_millis(config.shutdown_grace_ms))
-        .await;
-    started.store.close().await?;
     Ok(())
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::bind;
 use crate::agent::sandbox::sandbox_api_url;
 use crate::agent::{
-    AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
+    ActivityObserver, AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
 };
 use crate::config::{Config, ProcessEnv};
 use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
@@ -24,7 +24,7 @@ use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
 };
 use crate::egress::EgressProxy;
-use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings};
+use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings, ProviderObserver};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::{LiveSecrets, Metrics};
 use crate::ops::{Readiness, checks};
@@ -58,6 +58,26 @@ pub struct Started {
     pub events_done: CancellationToken,
 }
 
+/// Who is told what the running agents are doing and why a model provider failed: the chat
+/// console subscribes both (to show a status line and the actionable line); `serve` none (the
+/// daemon logs, its platforms' users get the generic error reply).
+#[derive(Clone, Default)]
+pub struct Observers {
+    /// Every session's activity (see `agent::activity`).
+    pub activity: Option<Arc<dyn ActivityObserver>>,
+    /// Every classified provider failure (see `gateway::observer`).
+    pub provider: Option<Arc<dyn ProviderObserver>>,
+}
+
+impl std::fmt::Debug for Observers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observers")
+            .field("activity", &self.activity.is_some())
+            .field("provider", &self.provider.is_some())
+            .finish()
+    }
+}
+
 /// Builds and starts everything. `extra` adapters (the console) are registered beside the
 /// configured platforms; their receive loops are the caller's. The Skill API publishes every
 /// live caller token into `live_tokens` (the log redactor's set).
@@ -68,6 +88,7 @@ pub async fn start(
     readiness: &Readiness,
     extra: Vec<Arc<dyn PlatformAdapter>>,
     live_tokens: LiveSecrets,
+    observers: Observers,
 ) -> anyhow::Result<Started> {
     let db_path = config.database_path();
     if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -192,6 +213,9 @@ pub async fn start(
         GatewaySettings::default(),
     )
     .context("cannot build the model gateway (agent.providers)")?;
+    if let Some(observer) = observers.provider {
+        gateway.observe_failures(observer);
+    }
     let api = api.with_extra_routes(gateway.router());
     // The Skill API (and the gateway) serve the agents of running sessions, so they stop after
     // them. Sandboxed agents reach them only through their session's own Unix socket (relayed
@@ -259,6 +283,10 @@ pub async fn start(
         ),
     )
     .with_sandbox(sandbox);
+    let runner = match observers.activity {
+        Some(observer) => runner.with_activity_observer(observer),
+        None => runner,
+    };
     if config.agent.yolo {
         tracing::warn!("agent.yolo is on: every permission the agent asks for is approved");
     }

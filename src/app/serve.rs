@@ -46,6 +46,7 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
         &readiness,
         Vec::new(),
         live_tokens,
+        super::daemon::Observers::default(),
     )
     .await?;
 

@@ -15,6 +15,8 @@
 //!   the store's per-user table when the response ends.
 //! * [`usage`] — the incremental SSE/JSON usage parser.
 //! * [`budget`] — daily token budgets ([`Budget::check`]), before a session and per request.
+//! * [`observer`] — classified provider failures for a caller that tells its user the fix
+//!   (the chat console).
 //! * [`metrics`] — `llm_tokens_total`, `llm_requests_total`, `llm_request_duration_seconds`,
 //!   `llm_budget_refusals_total`.
 //!
@@ -23,11 +25,12 @@
 pub mod budget;
 mod meter;
 pub mod metrics;
+pub mod observer;
 pub mod providers;
 pub mod proxy;
 pub mod usage;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -36,6 +39,7 @@ use tokio_util::task::TaskTracker;
 
 pub use budget::{Budget, BudgetExceeded, BudgetLimit};
 pub use metrics::{GatewayMetrics, Outcome};
+pub use observer::{ProblemKind, ProviderFailure, ProviderObserver};
 pub use providers::ProviderError;
 pub use proxy::GatewayError;
 pub use usage::{BodyKind, Usage, UsageParser};
@@ -95,6 +99,8 @@ pub(crate) struct Inner {
     pub(crate) settings: GatewaySettings,
     /// Usage writes still in flight (spawned when a response ends); see [`Gateway::drain`].
     pub(crate) tasks: TaskTracker,
+    /// Told of every classified provider failure; see [`Gateway::observe_failures`].
+    pub(crate) observer: OnceLock<Arc<dyn ProviderObserver>>,
 }
 
 /// The model gateway (axum state of its route). Cheap to clone (one `Arc`).
@@ -142,6 +148,7 @@ impl Gateway {
                 metrics,
                 settings,
                 tasks: TaskTracker::new(),
+                observer: OnceLock::new(),
             }),
         })
     }
@@ -152,6 +159,12 @@ impl Gateway {
         Router::new()
             .route(ROUTE, any(proxy::proxy))
             .with_state(self.clone())
+    }
+
+    /// Reports every classified provider failure to `observer` from now on. One observer per
+    /// gateway, set by the composition root: a second call is refused (returns false).
+    pub fn observe_failures(&self, observer: Arc<dyn ProviderObserver>) -> bool {
+        self.inner.observer.set(observer).is_ok()
     }
 
     /// The budgets, for the check before an agent starts.

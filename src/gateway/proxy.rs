@@ -20,7 +20,9 @@
 //!
 //! Upstream failures are mapped for the operator in one warn line (provider, status, cause:
 //! `key rejected` for 401/403, `rate limited` for 429, `unreachable`, `timed out`) and in
-//! `llm_requests_total{outcome}`; the client gets the upstream's status (502 when unreachable,
+//! `llm_requests_total{outcome}`, and those the user can act on (key unset or rejected, rate
+//! limited, model unknown, unreachable, timed out) are reported to the gateway's observer
+//! ([`observer`](super::observer)); the client gets the upstream's status (502 when unreachable,
 //! 504 on a timeout). An upstream error body is read (bounded) and the key scrubbed from it
 //! before it is relayed, in case a provider echoes the key back.
 
@@ -41,6 +43,7 @@ use tokio::time::Instant;
 use super::Gateway;
 use super::budget::BudgetExceeded;
 use super::meter::{Metered, Recording};
+use super::observer::{self, ProblemKind, ProviderFailure};
 use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
 use super::providers::{KeyHeader, Provider};
 use super::usage::{BodyKind, UsageParser};
@@ -205,6 +208,15 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
                 .inner
                 .metrics
                 .record_request(provider, error.outcome(), started.elapsed());
+            let kind = match error {
+                GatewayError::ProviderKeyNotSet { .. } => Some(ProblemKind::KeyNotSet),
+                GatewayError::Unreachable { .. } => Some(ProblemKind::Unreachable),
+                GatewayError::TimedOut { .. } => Some(ProblemKind::TimedOut),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                report(&gateway, session_id, provider, kind, None);
+            }
             match error {
                 // Logged (with the limit) by the budget check itself.
                 GatewayError::OverBudget(_) => {}
@@ -239,6 +251,29 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
             refusal.error.into_response()
         }
     }
+}
+
+/// Tells the gateway's observer, if any, of a classified failure of a configured provider.
+fn report(
+    gateway: &Gateway,
+    session_id: &str,
+    provider_id: &str,
+    kind: ProblemKind,
+    status: Option<u16>,
+) {
+    let inner = &gateway.inner;
+    let (Some(observer), Some(provider)) = (inner.observer.get(), inner.providers.get(provider_id))
+    else {
+        return;
+    };
+    observer.provider_failed(&ProviderFailure {
+        session_id: session_id.to_owned(),
+        provider: provider.id.clone(),
+        key_env: provider.key_env.clone(),
+        base_url: provider.base_url.to_string(),
+        kind,
+        status,
+    });
 }
 
 /// Splits a raw path into `(session id, provider, rest)`; `rest` stays percent-encoded.
@@ -400,6 +435,15 @@ async fn forward(
         inner
             .metrics
             .record_request(&provider.id, outcome, started.elapsed());
+        let kind = match status.as_u16() {
+            401 | 403 => Some(ProblemKind::KeyRejected),
+            429 => Some(ProblemKind::RateLimited),
+            code if observer::is_model_not_found(code, &body) => Some(ProblemKind::ModelNotFound),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            report(gateway, session_id, &provider.id, kind, Some(status.as_u16()));
+        }
         return Ok(build_response(status, response_headers, Body::from(body)));
     }
 

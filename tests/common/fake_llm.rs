@@ -1,14 +1,15 @@
 //! A fake OpenAI-compatible LLM server (`POST /v1/chat/completions`, streamed as SSE) that
 //! follows a script, for driving the real OpenCode offline. Step N of the script is chosen by
 //! the number of `role: "tool"` messages after the last user message; requests without tools
-//! are OpenCode's title generator and get a short title.
+//! are OpenCode's title generator and get a short title. [`FakeLlm::start_answering`] makes
+//! every request fail with one HTTP status instead (a provider rejecting the key).
 #![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
-use axum::http::{HeaderMap, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
@@ -49,6 +50,8 @@ struct LlmState {
     steps: Arc<Vec<Step>>,
     requests: Arc<Mutex<Vec<Value>>>,
     headers: Arc<Mutex<Vec<HeaderMap>>>,
+    /// Answer every request with this status and an OpenAI-style error body.
+    fail_with: Option<StatusCode>,
 }
 
 /// A running fake LLM.
@@ -63,12 +66,24 @@ pub struct FakeLlm {
 impl FakeLlm {
     /// Starts the server on 127.0.0.1:0.
     pub async fn start(steps: Vec<Step>) -> FakeLlm {
+        Self::serve(steps, None).await
+    }
+
+    /// Starts a server that answers every request with `status` (e.g. 401: the key is
+    /// rejected), as OpenAI does.
+    pub async fn start_answering(status: u16) -> FakeLlm {
+        let status = StatusCode::from_u16(status).expect("an HTTP status");
+        Self::serve(Vec::new(), Some(status)).await
+    }
+
+    async fn serve(steps: Vec<Step>, fail_with: Option<StatusCode>) -> FakeLlm {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let headers = Arc::new(Mutex::new(Vec::new()));
         let state = LlmState {
             steps: Arc::new(steps),
             requests: requests.clone(),
             headers: headers.clone(),
+            fail_with,
         };
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(complete))
@@ -108,8 +123,13 @@ async fn complete(
     State(state): State<LlmState>,
     headers: HeaderMap,
     body: axum::Json<Value>,
-) -> impl IntoResponse {
+) -> Response {
     state.headers.lock().unwrap().push(headers);
+    if let Some(status) = state.fail_with {
+        let body = json!({"error": {"message": "Incorrect API key provided",
+            "type": "invalid_request_error", "code": "invalid_api_key"}});
+        return (status, axum::Json(body)).into_response();
+    }
     let req = body.0;
     let mut out = chunk(json!({"role": "assistant", "content": ""}), None);
     let has_tools = req
@@ -165,5 +185,5 @@ async fn complete(
     let usage = json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
         "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
     out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
-    ([(header::CONTENT_TYPE, "text/event-stream")], out)
+    ([(header::CONTENT_TYPE, "text/event-stream")], out).into_response()
 }

@@ -6,16 +6,32 @@
 //! reactions, files) is printed as a line. Files the bot sends are saved into a downloads
 //! folder and their paths printed. The conversation history lives in memory for
 //! `recent_messages` / `search_messages`.
+//!
+//! The adapter also observes the agent runner and the model gateway (the composition root,
+//! `app::chat`, subscribes it to both): [`status`] shows what the agent is doing while a turn
+//! runs and prints one actionable line when the model provider fails.
+//!
+//! Input comes from [`stdin_lines`], read on a thread of its own so that Ctrl-C never waits
+//! for the next Enter.
 
-use std::io::Write;
+pub mod status;
+
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+pub use status::Diagnostics;
+use status::Screen;
+
+use crate::agent::{Activity, ActivityObserver};
+use crate::gateway::{ProviderFailure, ProviderObserver};
 
 use super::{
     ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, OutgoingFile,
@@ -30,9 +46,15 @@ pub const CHANNEL: &str = "console";
 /// The bot's id.
 pub const BOT_USER: &str = "air-friends";
 
+/// How often the status line's elapsed time is refreshed.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// Lines typed but not yet taken by [`ConsoleAdapter::run`].
+const INPUT_QUEUE: usize = 16;
+
 /// The console adapter.
 pub struct ConsoleAdapter {
-    out: Mutex<Box<dyn Write + Send>>,
+    screen: Mutex<Screen>,
     history: Mutex<Vec<ChatMessage>>,
     next_id: AtomicU64,
     downloads: PathBuf,
@@ -47,9 +69,10 @@ impl std::fmt::Debug for ConsoleAdapter {
 
 impl ConsoleAdapter {
     /// Prints to `out`; saves received files into `downloads`; the local user is `username`.
+    /// No status line, and provider failures are not shown (see [`Self::with_diagnostics`]).
     pub fn new(out: Box<dyn Write + Send>, downloads: PathBuf, username: &str) -> Self {
         Self {
-            out: Mutex::new(out),
+            screen: Mutex::new(Screen::new(out, Diagnostics::none())),
             history: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             downloads,
@@ -57,18 +80,49 @@ impl ConsoleAdapter {
         }
     }
 
+    /// Shows the status line and the actionable lines as `diagnostics` says.
+    pub fn with_diagnostics(self, diagnostics: Diagnostics) -> Self {
+        let out = self
+            .screen
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .into_out();
+        Self {
+            screen: Mutex::new(Screen::new(out, diagnostics)),
+            ..self
+        }
+    }
+
+    fn screen(&self) -> std::sync::MutexGuard<'_, Screen> {
+        self.screen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Redraws the status line every [`STATUS_EVERY`] until `stop`, then erases it. Returns at
+    /// once when there is no status line.
+    pub async fn run_status(self: Arc<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+        if !self.screen().has_status_line() {
+            return Ok(());
+        }
+        let mut every = tokio::time::interval(STATUS_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = every.tick() => self.screen().draw(),
+            }
+        }
+        self.screen().erase();
+        Ok(())
+    }
+
     fn id(&self) -> String {
         format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     fn print(&self, line: &str) {
-        let mut out = self
-            .out
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // A closed terminal leaves nobody to tell.
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
+        self.screen().line(line);
     }
 
     fn record(&self, user_id: &str, username: &str, content: &str, is_bot: bool) -> ChatMessage {
@@ -96,18 +150,18 @@ impl ConsoleAdapter {
         }
     }
 
-    /// Reads lines from `input` until EOF or `stop`, delivering each as a DM.
-    pub async fn run<R: AsyncBufRead + Unpin>(
+    /// Reads lines from `input` (see [`stdin_lines`]) until its end or `stop`, delivering each
+    /// as a DM.
+    pub async fn run(
         &self,
-        input: R,
+        mut input: mpsc::Receiver<std::io::Result<String>>,
         sink: EventSink,
         stop: CancellationToken,
     ) -> anyhow::Result<()> {
-        let mut lines = input.lines();
         loop {
             let line = tokio::select! {
                 _ = stop.cancelled() => break,
-                l = lines.next_line() => l?,
+                l = input.recv() => l.transpose()?,
             };
             let Some(line) = line else { break };
             let text = line.trim();
@@ -178,6 +232,37 @@ impl ConsoleAdapter {
             messages: vec![self.say(&text)],
             failed: Vec::new(),
         })
+    }
+}
+
+/// The terminal's input lines, for [`ConsoleAdapter::run`]. Read on a thread of its own that
+/// is never joined: a blocking read of stdin cannot be interrupted, and as a runtime blocking
+/// task it would hold the runtime's shutdown until the next Enter. The thread ends at EOF, at
+/// a read error, or at the first line after the receiver is gone (or with the process).
+pub fn stdin_lines() -> std::io::Result<mpsc::Receiver<std::io::Result<String>>> {
+    let (tx, rx) = mpsc::channel(INPUT_QUEUE);
+    std::thread::Builder::new()
+        .name("console-stdin".into())
+        .spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let failed = line.is_err();
+                if tx.blocking_send(line).is_err() || failed {
+                    break;
+                }
+            }
+        })?;
+    Ok(rx)
+}
+
+impl ActivityObserver for ConsoleAdapter {
+    fn activity(&self, session_id: &str, activity: &Activity) {
+        self.screen().activity(session_id, activity);
+    }
+}
+
+impl ProviderObserver for ConsoleAdapter {
+    fn provider_failed(&self, failure: &ProviderFailure) {
+        self.screen().failure(failure);
     }
 }
 
@@ -387,20 +472,8 @@ impl PlatformAdapter for ConsoleAdapter {
 
 #[cfg(test)]
 mod tests {
+    use super::status::tests::Buf;
     use super::*;
-    use std::sync::Arc;
-
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, d: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(d);
-            Ok(d.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     #[tokio::test]
     async fn lines_become_dms_and_replies_are_printed() {
@@ -408,7 +481,11 @@ mod tests {
         let buf = Buf::default();
         let console = ConsoleAdapter::new(Box::new(buf.clone()), dir.path().join("dl"), "me");
         let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-        let input: &[u8] = b"hello there\n\n  second  \n";
+        let (lines, input) = mpsc::channel(4);
+        for line in ["hello there", "", "  second  "] {
+            lines.send(Ok(line.to_owned())).await.unwrap();
+        }
+        drop(lines);
         console
             .run(input, tx, CancellationToken::new())
             .await

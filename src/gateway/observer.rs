@@ -1,0 +1,96 @@
+//! Model provider failures as the gateway classifies them, for a caller that can tell its
+//! user what to fix: the chat console prints one line naming the cause and the fix
+//! (`platform::console`, `tests/opencode_e2e.rs`
+//! `chat_says_in_one_line_why_the_model_provider_failed`). The daemon only logs them (one
+//! warn record per failed request, in [`proxy`](super::proxy)); Discord and Misskey users get
+//! the generic error reply. The observer is explicit: set once by the composition root
+//! ([`Gateway::observe_failures`](super::Gateway::observe_failures)); without one, nothing is
+//! reported.
+
+/// What went wrong with a provider, as far as the user can act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// The daemon has no key for the provider (its variable is unset or empty).
+    KeyNotSet,
+    /// The provider answered 401 or 403: the key is wrong, expired or lacks access.
+    KeyRejected,
+    /// The provider answered 429.
+    RateLimited,
+    /// The provider does not know the requested model (404, or a 400 that says so).
+    ModelNotFound,
+    /// The provider could not be connected to.
+    Unreachable,
+    /// The provider did not answer in time.
+    TimedOut,
+}
+
+/// One failed request to a provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderFailure {
+    /// Our session id (as in the logs).
+    pub session_id: String,
+    /// The provider's id in `agent.providers`.
+    pub provider: String,
+    /// The variable its key is read from.
+    pub key_env: String,
+    /// Its configured base URL.
+    pub base_url: String,
+    /// The cause.
+    pub kind: ProblemKind,
+    /// The upstream's HTTP status, when it answered.
+    pub status: Option<u16>,
+}
+
+/// Receives every classified provider failure. Called on the request's task: implementations
+/// only record and return.
+pub trait ProviderObserver: Send + Sync {
+    /// A request of `failure.session_id` failed for `failure.kind`.
+    fn provider_failed(&self, failure: &ProviderFailure);
+}
+
+/// Whether an upstream error answer (status and scrubbed body) says the model does not exist:
+/// a 404 on the provider's API, or a 400 whose message says so (OpenRouter: "is not a valid
+/// model ID").
+pub(crate) fn is_model_not_found(status: u16, body: &[u8]) -> bool {
+    if status == 404 {
+        return true;
+    }
+    if status != 400 {
+        return false;
+    }
+    let text = String::from_utf8_lossy(body).to_lowercase();
+    text.contains("model_not_found")
+        || (text.contains("model")
+            && [
+                "not a valid model",
+                "does not exist",
+                "not found",
+                "unknown model",
+                "no such model",
+            ]
+            .iter()
+            .any(|phrase| text.contains(phrase)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_model_is_told_from_other_bad_requests() {
+        assert!(is_model_not_found(404, b""));
+        assert!(is_model_not_found(
+            400,
+            br#"{"error":{"message":"foo/bar is not a valid model ID"}}"#
+        ));
+        assert!(is_model_not_found(
+            400,
+            br#"{"error":{"code":"model_not_found"}}"#
+        ));
+        assert!(!is_model_not_found(
+            400,
+            br#"{"error":{"message":"max_tokens is too large"}}"#
+        ));
+        assert!(!is_model_not_found(500, b"model not found"));
+    }
+}
