@@ -491,14 +491,25 @@ impl std::io::Write for Logs {
 }
 
 impl Logs {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let logs = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_writer(move || logs.clone())
-            .finish();
-        tracing::subscriber::set_default(subscriber)
+    /// Every log line of this test binary, from the first call on. A process-wide subscriber,
+    /// not a thread-scoped one: a callsite first hit by another test thread while a scoped
+    /// subscriber is being installed can end up cached as "never enabled", losing events at
+    /// random under parallel tests.
+    fn global() -> Logs {
+        static LOGS: std::sync::OnceLock<Logs> = std::sync::OnceLock::new();
+        LOGS.get_or_init(|| {
+            let logs = Logs::default();
+            let writer = logs.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .with_max_level(tracing::Level::DEBUG)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other global subscriber in this test binary");
+            logs
+        })
+        .clone()
     }
 
     fn lines(&self) -> Vec<Value> {
@@ -512,8 +523,7 @@ impl Logs {
 
 #[tokio::test]
 async fn upstream_401_429_and_unreachable_are_mapped_for_the_operator() {
-    let logs = Logs::default();
-    let _guard = logs.capture();
+    let logs = Logs::global();
     let (base, _upstream) = start_scripted().await;
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let closed_url = format!("http://{}/v1", closed.local_addr().unwrap());
