@@ -5,8 +5,9 @@
 //! * The scripted fake ACP agent (`examples/fake_acp_agent.rs`) answers at once, so its numbers
 //!   are the daemon's own overhead (process spawn, JSON-RPC, pipes): many sequential runs, p50/p99.
 //! * The real OpenCode (`opencode acp`) driven by the fake LLM of the tests
-//!   (`tests/common/fake_llm.rs`, loopback): a few runs. Skipped with a notice when OpenCode is
-//!   not installed (`OPENCODE_BIN`, else `~/.cache/air-friends/opencode/...`).
+//!   (`tests/common/fake_llm.rs`, loopback): a few runs. OpenCode is found as the daemon finds
+//!   it (`tests/common/opencode.rs`: `OPENCODE_BIN`, else `PATH`, else the folder
+//!   `air-friends setup` installs it into); without it the benchmark stops before it starts.
 //! * Memory: N sessions held open at once mid-turn (the fake agent hangs in its turn; OpenCode
 //!   runs an approved skill script that sleeps), then the resident set (`VmRSS` in
 //!   `/proc/<pid>/status`) of every agent process and of its whole process group is read.
@@ -30,6 +31,8 @@
 
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;
+#[path = "../tests/common/opencode.rs"]
+mod opencode;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -125,16 +128,6 @@ fn fake_agent() -> PathBuf {
         std::process::exit(2);
     }
     path
-}
-
-fn opencode_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("OPENCODE_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let home = std::env::var("HOME").ok()?;
-    let p = Path::new(&home)
-        .join(".cache/air-friends/opencode/node_modules/opencode-linux-x64/bin/opencode");
-    p.exists().then_some(p)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -542,18 +535,11 @@ fn opencode_runner(bin: &Path, skills: &Path) -> AgentRunner {
     )
 }
 
-async fn bench_opencode(dir: &Path, runs: usize) {
-    let Some(bin) = opencode_bin() else {
-        println!(
-            "\n## OpenCode: SKIPPED (not installed; set OPENCODE_BIN or run `npm install \
-             opencode-ai` in ~/.cache/air-friends/opencode)"
-        );
-        return;
-    };
+async fn bench_opencode(dir: &Path, bin: &Path, runs: usize) {
     println!("\n## OpenCode ({})", bin.display());
     let w = opencode_world(dir);
     let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
-    let runner = opencode_runner(&bin, &w.skills);
+    let runner = opencode_runner(bin, &w.skills);
     let load_before = loadavg();
     let mut startup = Vec::new();
     let mut whole = Vec::new();
@@ -611,7 +597,7 @@ async fn bench_opencode(dir: &Path, runs: usize) {
                 opencode_env(&w, &llm, &id),
                 terminate.clone(),
             );
-            let runner = opencode_runner(&bin, &w.skills);
+            let runner = opencode_runner(bin, &w.skills);
             tokens.push(terminate);
             handles.push(tokio::spawn(async move { runner.run(run).await }));
         }
@@ -751,7 +737,7 @@ fn relayed(mut run: SessionRun, sockets: &Path) -> SessionRun {
     run
 }
 
-async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
+async fn bench_sandbox(dir: &Path, bin: &Path, runs: usize, oc_runs: usize) {
     println!(
         "\n## Sandbox cost at session start (bwrap, and bwrap without network under the relay, \
          against none, interleaved)"
@@ -807,10 +793,6 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
     )
     .await;
 
-    let Some(bin) = opencode_bin() else {
-        println!("  OpenCode: not installed, not measured");
-        return;
-    };
     let w = opencode_world(dir);
     let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
     let upstream: std::net::SocketAddr = llm
@@ -821,9 +803,8 @@ async fn bench_sandbox(dir: &Path, runs: usize, oc_runs: usize) {
         .expect("the fake LLM listens on IP:PORT");
     forward_socket(&sockets, upstream);
     let relayed_url = format!("{}/v1", air_friends::agent::sandbox::sandbox_api_url());
-    let none = opencode_runner(&bin, &w.skills);
-    let bwrap =
-        opencode_runner(&bin, &w.skills).with_sandbox(default_sandbox(&bin, &w.skills).await);
+    let none = opencode_runner(bin, &w.skills);
+    let bwrap = opencode_runner(bin, &w.skills).with_sandbox(default_sandbox(bin, &w.skills).await);
     let sides = [("none", &none), ("bwrap", &bwrap), ("bwrap+relay", &bwrap)];
     // The relay side: no network, the fake LLM reached through the relay and the socket.
     let relayed_session = |id: &str| {
@@ -906,6 +887,9 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
     );
+    // OpenCode as the daemon finds it; missing stops the benchmark before anything runs, with
+    // the command that installs it.
+    let bin = opencode::opencode();
     let dir = tempfile::tempdir().expect("temp dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -916,9 +900,9 @@ fn main() {
         // AGENT_BENCH_ONLY=sandbox measures only the sandbox's cost.
         if std::env::var("AGENT_BENCH_ONLY").as_deref() != Ok("sandbox") {
             bench_fake(dir.path(), runs).await;
-            bench_opencode(dir.path(), oc_runs).await;
+            bench_opencode(dir.path(), &bin, oc_runs).await;
         }
-        bench_sandbox(dir.path(), runs, oc_runs).await;
+        bench_sandbox(dir.path(), &bin, runs, oc_runs).await;
     });
     println!("\nload average at end: {}", loadavg());
 }

@@ -50,6 +50,10 @@ pub enum Command {
     CheckConfig(ConfigArg),
     /// Print the documented default configuration (a starting point for config.yaml).
     PrintDefaultConfig,
+    /// Install what the daemon needs: OpenCode (the tested version, with npm, into
+    /// ~/.local/share/air-friends/opencode), ripgrep and bubblewrap (apt-get, through sudo
+    /// unless root), and the default configuration when there is none. Keeps what is in place.
+    Setup(SetupArgs),
     /// Client mode, run by skill scripts: call skill NAME on the daemon's Skill API.
     /// Identity comes from SESSION_ID, SKILL_API_TOKEN and SKILL_API_URL; `--help` alone lists
     /// the skills found, `--help` after NAME lists the skill's flags.
@@ -112,6 +116,23 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<OsString>,
     },
+}
+
+/// `air-friends setup` options (see `src/setup.rs`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SetupArgs {
+    /// Where to write the default configuration if it does not exist.
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// Print what is in place and what would be done; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also install what only the tests need (promtool, from the Debian package `prometheus`).
+    #[arg(long)]
+    pub test_tools: bool,
+    /// Print the OpenCode version setup installs (the tested one) and exit.
+    #[arg(long, exclusive = true)]
+    pub print_opencode_version: bool,
 }
 
 /// `air-friends skills` subcommands.

@@ -18,6 +18,8 @@
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
 //! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
+//! * [`setup`] — `air-friends setup`: installs the pinned OpenCode, ripgrep, bubblewrap and the
+//!   default configuration.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
@@ -39,6 +41,7 @@ pub mod observability;
 pub mod ops;
 pub mod platform;
 pub mod reminders;
+pub mod setup;
 pub mod shutdown;
 pub mod skill_api;
 pub mod skills;

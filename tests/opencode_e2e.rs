@@ -3,9 +3,9 @@
 //! gate decide what OpenCode's bash tool may run, with OpenCode inside the agent sandbox (as the
 //! daemon runs it by default).
 //!
-//! The OpenCode binary is found through `OPENCODE_BIN` or in the cache folder `.ci/run`
-//! installs it to. Outside CI a missing binary skips these tests with a notice; under CI
-//! (`CI=true`) it is a failure.
+//! OpenCode is found as the daemon finds it (`PATH`, then the folder `air-friends setup`
+//! installs it into; `OPENCODE_BIN` overrides), by `tests/common/opencode.rs`. A missing
+//! OpenCode fails these tests with the command that installs it, in CI and out of it.
 
 mod common;
 
@@ -23,31 +23,6 @@ use air_friends::config::SandboxConfig;
 use common::fake_llm::{FakeLlm, Step};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-fn opencode_bin() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("OPENCODE_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    let home = std::env::var("HOME").ok()?;
-    let p = Path::new(&home)
-        .join(".cache/air-friends/opencode/node_modules/opencode-linux-x64/bin/opencode");
-    p.exists().then_some(p)
-}
-
-fn require_opencode() -> Option<PathBuf> {
-    match opencode_bin() {
-        Some(p) => Some(p),
-        None if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("OpenCode is not installed; .ci/run must install it (npm install opencode-ai)")
-        }
-        None => {
-            eprintln!(
-                "SKIPPED: OpenCode not found (set OPENCODE_BIN or run `npm install opencode-ai` in ~/.cache/air-friends/opencode)"
-            );
-            None
-        }
-    }
-}
 
 struct World {
     dir: tempfile::TempDir,
@@ -205,9 +180,7 @@ fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_runs_an_approved_skill_script() {
-    let Some(bin) = require_opencode() else {
-        return;
-    };
+    let bin = common::opencode::opencode();
     let w = world();
     let script = w.skills.join("send-reply/scripts/send-reply");
     let llm = FakeLlm::start(vec![
@@ -248,9 +221,7 @@ async fn opencode_runs_an_approved_skill_script() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_cannot_run_commands_the_gate_rejects() {
-    let Some(bin) = require_opencode() else {
-        return;
-    };
+    let bin = common::opencode::opencode();
     let w = world();
     // In the workspace, the one place the sandbox would let a command that slipped through write.
     let pwned = w.workspace.join("pwned");
@@ -280,9 +251,7 @@ async fn opencode_cannot_run_commands_the_gate_rejects() {
 /// that it has used up makes the next message a polite refusal without an agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
-    let Some(bin) = require_opencode() else {
-        return;
-    };
+    let bin = common::opencode::opencode();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let home = dir.path().join("home");
@@ -441,9 +410,7 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
 /// (`opencode.json`, `.opencode/`) that could lift the `bash: ask` rule. None may take effect.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_an_agent_left_in_its_workspace_cannot_instruct_or_reconfigure_opencode() {
-    let Some(bin) = require_opencode() else {
-        return;
-    };
+    let bin = common::opencode::opencode();
     let w = world();
     let marker = "PLANTED-INSTRUCTIONS-7d1f";
     for name in ["AGENTS.md", "CLAUDE.md"] {
@@ -596,9 +563,7 @@ async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, Stri
 /// the cause and the fix within 10 s of the message, and the log has the cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_says_in_one_line_why_the_model_provider_failed() {
-    let Some(bin) = require_opencode() else {
-        return;
-    };
+    let bin = common::opencode::opencode();
     let llm = FakeLlm::start_answering(401).await;
     let (line, took, stderr) = provider_failure(&bin, &llm.base_url).await;
     assert_eq!(

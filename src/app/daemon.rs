@@ -269,7 +269,7 @@ pub async fn start(
     let conversation_metrics = ConversationMetrics::new(metrics, &platforms.kinds());
     let runner = AgentRunner::new(
         RunnerSettings {
-            command: config.agent.command.clone(),
+            command: agent_command(config),
             args: config.agent.args.clone(),
             model: config.agent.model.clone(),
             connect_timeout: Duration::from_millis(config.agent.connect_timeout_ms),
@@ -439,6 +439,16 @@ async fn reload_on_sighup(
     }
 }
 
+/// The program the runner starts: `agent.command` as [`checks::AgentLookup`] resolves it (so
+/// the default `opencode` also runs from the folder `air-friends setup` installs it to), else
+/// as configured (the spawn then reports it missing).
+fn agent_command(config: &Config) -> String {
+    checks::AgentLookup::from_env(&ProcessEnv)
+        .resolve(&config.agent.command)
+        .and_then(|p| p.to_str().map(str::to_owned))
+        .unwrap_or_else(|| config.agent.command.clone())
+}
+
 /// The agent sandbox the configuration asks for, checked by running a sandboxed command:
 /// fail-closed, so a sandbox that cannot start stops the daemon with the reason and the fix.
 async fn agent_sandbox(
@@ -448,7 +458,7 @@ async fn agent_sandbox(
     workspaces_root: &Path,
 ) -> anyhow::Result<Sandbox> {
     let path_var = std::env::var("PATH").ok();
-    let agent_program = checks::resolve_command(&config.agent.command, path_var.as_deref());
+    let agent_program = checks::AgentLookup::from_env(&ProcessEnv).resolve(&config.agent.command);
     let db = config.database_path();
     let protected: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
         .iter()

@@ -27,6 +27,15 @@ pub fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::CheckConfig(c) => check_config(&c.config),
+        Command::Setup(args) if args.print_opencode_version => {
+            println!("{}", crate::setup::OPENCODE_VERSION);
+            ExitCode::SUCCESS
+        }
+        Command::Setup(args) => crate::setup::run_cli(&crate::setup::Options {
+            config: args.config.config,
+            dry_run: args.dry_run,
+            test_tools: args.test_tools,
+        }),
         Command::Serve(c) => serve_main(&c.config),
         Command::Chat(c) => chat::chat_main(&c.config),
         Command::Skill { help, name, args } => skill_client(help, name.as_deref(), &args),

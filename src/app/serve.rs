@@ -116,9 +116,9 @@ fn register_builtin_checks(readiness: &Readiness, config: &Config) {
         checks::database_writable(db_path.clone())
     });
     let command = config.agent.command.clone();
-    let path_var = std::env::var("PATH").ok();
+    let lookup = checks::AgentLookup::from_env(&config::ProcessEnv);
     readiness.register("agent_command", move || {
-        checks::command_resolves(command.clone(), path_var.clone())
+        checks::command_resolves(command.clone(), lookup.clone())
     });
 }
 

@@ -8,7 +8,8 @@
 //! * `agent.skillsDir` is a folder whose packages pass the skill loader;
 //! * every name in a list of skills (`skills.disabled`, `agent.autoApproveSkills`) is a skill
 //!   found there, with the closest one suggested;
-//! * `agent.command` resolves to an executable (directly or on `PATH`, as the daemon finds it);
+//! * `agent.command` resolves to an executable as the daemon finds it ([`AgentLookup`]: directly,
+//!   on `PATH`, or for the default `opencode` in the folder `air-friends setup` installs it to);
 //! * every `agent.sandbox.readOnlyPaths` entry exists.
 //!
 //! Warnings (printed by `check-config`, logged by `serve`, never fatal):
@@ -21,7 +22,7 @@ use std::path::Path;
 
 use super::load::{Loaded, closest, load_lenient, read_file};
 use super::{AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, is_skill_name};
-use crate::ops::checks::resolve_command;
+use crate::ops::checks::AgentLookup;
 use crate::skills::load_skills;
 
 /// A configuration that passed every check, and what deserves a warning.
@@ -58,14 +59,14 @@ pub fn check_file(path: &Path, env: &impl EnvSource) -> Result<Checked, Rejected
 }
 
 /// Runs every check on configuration text: the load, [`Config::validate`], and the checks of
-/// the machine in this module's header. `PATH` is read from `env`.
+/// the machine in this module's header. `PATH`, `XDG_DATA_HOME` and `HOME` are read from `env`.
 pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> {
     let mut loaded = load_lenient(text, env)?;
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     check_machine(
         &loaded.config,
-        env.var("PATH").as_deref(),
+        &AgentLookup::from_env(env),
         &mut errors,
         &mut warnings,
     );
@@ -90,7 +91,7 @@ pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> 
 
 fn check_machine(
     config: &Config,
-    path_var: Option<&str>,
+    agent_lookup: &AgentLookup,
     errors: &mut Vec<ConfigIssue>,
     warnings: &mut Vec<ConfigIssue>,
 ) {
@@ -115,15 +116,11 @@ fn check_machine(
     let agent = &config.agent;
     let command = agent.command.trim();
     // An empty command is reported by `validate`.
-    if !command.is_empty() && resolve_command(command, path_var).is_none() {
-        let message = if command.contains('/') {
-            format!("{command:?} is not an executable file")
-        } else {
-            format!(
-                "{command:?} was not found on PATH; install it or give the executable's full path"
-            )
-        };
-        errors.push(ConfigIssue::new("agent.command", message));
+    if !command.is_empty() && agent_lookup.resolve(command).is_none() {
+        errors.push(ConfigIssue::new(
+            "agent.command",
+            agent_lookup.not_found(command),
+        ));
     }
 
     for (i, path) in agent.sandbox.read_only_paths.iter().enumerate() {

@@ -5,6 +5,7 @@ pub mod fake_discord;
 pub mod fake_llm;
 pub mod fake_misskey;
 pub mod misskey_serve;
+pub mod opencode;
 pub mod serve_discord_support;
 
 use std::io::{BufRead, BufReader};
