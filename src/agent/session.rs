@@ -420,7 +420,8 @@ impl AgentRunner {
         let backstop = self.settings.max_turn + Duration::from_secs(60);
         // Marks the end of start-up for the first prompt (`benches/agent_startup.rs` times it).
         tracing::debug!(session_id = %conn.run.session_id, bytes = text.len(), "prompt sent");
-        conn.activity.report(&conn.run.session_id, Activity::Thinking);
+        conn.activity
+            .report(&conn.run.session_id, Activity::Thinking);
         let prompt = client.request("session/prompt", params, backstop);
         tokio::pin!(prompt);
         let turn_deadline = Instant::now() + self.settings.max_turn;

@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::bind;
 use crate::agent::sandbox::sandbox_api_url;
 use crate::agent::{
-    ActivityObserver, AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
+    ActivityObserver, AgentRunner, ApprovalRules, PermissionGate, RunnerSettings, Sandbox,
+    SandboxSetup,
 };
 use crate::config::{Config, ProcessEnv};
 use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};

@@ -43,8 +43,8 @@ use tokio::time::Instant;
 use super::Gateway;
 use super::budget::BudgetExceeded;
 use super::meter::{Metered, Recording};
-use super::observer::{self, ProblemKind, ProviderFailure};
 use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
+use super::observer::{self, ProblemKind, ProviderFailure};
 use super::providers::{KeyHeader, Provider};
 use super::usage::{BodyKind, UsageParser};
 use crate::skill_api::auth::socket_session_matches;
@@ -442,7 +442,13 @@ async fn forward(
             _ => None,
         };
         if let Some(kind) = kind {
-            report(gateway, session_id, &provider.id, kind, Some(status.as_u16()));
+            report(
+                gateway,
+                session_id,
+                &provider.id,
+                kind,
+                Some(status.as_u16()),
+            );
         }
         return Ok(build_response(status, response_headers, Body::from(body)));
     }
