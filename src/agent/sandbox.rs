@@ -118,8 +118,9 @@ pub enum SandboxError {
     #[error(
         "the agent sandbox does not start: {detail}. Fix: allow unprivileged user namespaces \
          (`sysctl -w kernel.unprivileged_userns_clone=1` and `user.max_user_namespaces` > 0; under \
-         systemd do not set PrivateUsers= or RestrictNamespaces= that forbid \
-         user/pid/ipc/uts/mount/net namespaces, see contrib/systemd/air-friends.service), or set \
+         systemd do not set PrivateUsers=, ProtectKernelTunables=, ProtectKernelLogs=, \
+         ProcSubset=pid or RestrictNamespaces= that forbid user/pid/ipc/uts/mount/net namespaces, \
+         see contrib/systemd/air-friends.service), or set \
          agent.sandbox.mode: none \
          (not recommended)"
     )]
