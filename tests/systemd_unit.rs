@@ -19,7 +19,7 @@ fn unit() -> String {
 fn setting(unit: &str, key: &str) -> Option<String> {
     unit.lines()
         .filter_map(|l| l.trim().strip_prefix(&format!("{key}=")))
-        .last()
+        .next_back()
         .map(str::to_owned)
 }
 
