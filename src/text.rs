@@ -1,10 +1,11 @@
 //! Text utilities shared by the skill handlers, the prompt builder and the platform adapters.
 //!
 //! * The content pipeline every agent-written text goes through before it reaches a platform
-//!   (SPEC §5): [`strip_xml_tags`], then [`unescape_newlines`]; [`process_outgoing`] does both.
+//!   (send-reply, edit-reply, captions, reminders): [`strip_xml_tags`], then
+//!   [`unescape_newlines`]; [`process_outgoing`] does both.
 //! * Platform length limits ([`TextLimits`], [`LengthUnit`]) and [`split_message`], which cuts a
 //!   long reply into several messages at natural boundaries and never truncates.
-//! * [`estimate_tokens`], the token estimate of the prompt budget (SPEC §8).
+//! * [`estimate_tokens`], the token estimate of the prompt budget.
 //!
 //! Everything here is a pure function over `&str`; nothing allocates more than a copy of its input
 //! and every scan is linear or near-linear, so hostile input cannot make it hang.
@@ -326,7 +327,7 @@ fn unescape_in(text: &str) -> String {
     out
 }
 
-/// The content pipeline of SPEC §5: [`strip_xml_tags`], then [`unescape_newlines`], then trims
+/// The content pipeline: [`strip_xml_tags`], then [`unescape_newlines`], then trims
 /// leading and trailing whitespace (removing a wrapping `<reply>…</reply>` leaves line breaks
 /// behind). An empty result means there is nothing to send; handlers reject it.
 pub fn process_outgoing(text: &str) -> String {
@@ -350,7 +351,7 @@ pub fn is_cjk(c: char) -> bool {
     )
 }
 
-/// Estimated token count of `text` (SPEC §8): a CJK character counts 1, any other non-ASCII
+/// Estimated token count of `text`: a CJK character counts 1, any other non-ASCII
 /// character 0.5, an ASCII character 0.25; the total is rounded up.
 pub fn estimate_tokens(text: &str) -> usize {
     let quarters: usize = text

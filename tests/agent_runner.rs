@@ -687,7 +687,7 @@ fn own_memory_kb(field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
 
-/// SPEC §13.8: a 20 MB line on the agent's stdout (over the 8 MiB cap) is skipped, the session
+/// A 20 MB line on the agent's stdout (over the 8 MiB cap) is skipped, the session
 /// carries on to the approved skill call after it, and the line is never held in memory whole.
 /// The memory peak is measured in a fresh process running only this test, so other tests'
 /// allocations cannot blur it.
@@ -798,8 +798,8 @@ fn unix_us_now() -> u64 {
         .as_micros() as u64
 }
 
-/// SPEC §4.3 through the whole pipeline: the agent calls the real `send-reply` skill four times
-/// in quick succession (a fresh payload file each time). The user gets exactly one reply; calls 2
+/// Doom-loop protection through the whole pipeline: the agent calls the real `send-reply`
+/// skill four times in quick succession (a fresh payload file each time). The user gets exactly one reply; calls 2
 /// and 3 are refused (429 `QUOTA_EXCEEDED`); the 4th is refused by the manifest's burst limit
 /// (429 `RATE_LIMITED`) and still counts: it is answered, telling the agent it is being ended,
 /// and then the runner kills the agent — which would otherwise sit silent for ten minutes,

@@ -1,6 +1,6 @@
 //! memory-save / -search / -patch / -stats / -export through the real Skill API router, with the
-//! visibility rules of SPEC §13.5 (private memories never returned, counted, patched or exported
-//! outside DMs), and the user-command path for humans (SPEC §3.6).
+//! visibility rules (private memories never returned, counted, patched or exported
+//! outside DMs), and the user-command path for humans.
 
 mod handlers_support;
 

@@ -1,5 +1,5 @@
 //! send-reply, edit-reply and get-message through the real Skill API router: threading, splitting,
-//! content processing, the per-session quotas and doom-loop terminations of SPEC §4.3, and how
+//! content processing, the per-session quotas and doom-loop terminations, and how
 //! platform failures reach the agent.
 
 mod handlers_support;

@@ -179,7 +179,7 @@ async fn cancelled_reminders_are_not_delivered() {
     );
 }
 
-/// SPEC §10: reminders pending across a restart are delivered (the overdue one marked late),
+/// Reminders pending across a restart are delivered (the overdue one marked late),
 /// and nothing is delivered twice by the next run.
 #[tokio::test]
 async fn pending_reminders_survive_a_restart_and_are_not_delivered_twice() {

@@ -1,5 +1,5 @@
 //! The audit trail: exactly one `skill_call` event per call with the documented fields, and no
-//! caller token or message content in any log line (SPEC §3.7, §13.1).
+//! caller token or message content in any log line.
 
 mod skill_api_support;
 

@@ -1,5 +1,5 @@
-//! Router-level tests of the Skill API (`oneshot`): every row of SPEC §4.1's status table and
-//! the pipeline order of SPEC §4.2 (auth before de-duplication, caching rules, rate limits,
+//! Router-level tests of the Skill API (`oneshot`): every row of the status table and
+//! the pipeline order (auth before de-duplication, caching rules, rate limits,
 //! termination after the response).
 
 mod skill_api_support;

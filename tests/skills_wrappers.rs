@@ -10,10 +10,10 @@
 //! cwd = the workspace; nothing else inherited but `PATH`).
 //!
 //! Per skill: one happy path (payload files written first; exit 0, the JSON on stdout with the
-//! `data` fields of SPEC §5, the effect on the fake platform or the store, the payload file gone)
+//! `data` fields, the effect on the fake platform or the store, the payload file gone)
 //! and at least one error path (the documented code and exit status, the JSON error on stderr;
 //! client-side errors also carry a corrected invocation of the skill's script). Calls within a
-//! session are ordered so the per-session quotas of SPEC §4.3 make sense.
+//! session are ordered so the per-session quotas make sense.
 
 mod handlers_support;
 

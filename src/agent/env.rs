@@ -1,4 +1,4 @@
-//! The agent's environment, built from scratch for every session (SPEC §7).
+//! The agent's environment, built from scratch for every session.
 //!
 //! Nothing is inherited wholesale. The agent gets a fixed list of basic variables, the
 //! session's identity for the skill client, provider keys and skill credentials that are

@@ -1,4 +1,4 @@
-//! The agent runner: one ACP agent process per interaction (SPEC §7).
+//! The agent runner: one ACP agent process per interaction.
 //!
 //! * [`activity`] — what a running agent is doing, for a caller that shows progress.
 //! * [`rpc`] — newline-delimited JSON-RPC 2.0 over the child's stdio.

@@ -1,4 +1,4 @@
-//! Prompt assembly (SPEC §8): the sections the agent sees, within a token budget.
+//! Prompt assembly: the sections the agent sees, within a token budget.
 //!
 //! Sections, in order: the system prompt, session information (how to call skills and the
 //! payload-file pattern), important memories, recent conversation, related messages (guilds
@@ -434,7 +434,7 @@ mod tests {
         assert!(tiny.contains("What did we talk about?") && !tiny.contains("message number"));
     }
 
-    /// SPEC §13.5: private memories never reach a prompt outside a DM.
+    /// Private memories never reach a prompt outside a DM.
     #[tokio::test]
     async fn private_memories_reach_only_dm_prompts() {
         use crate::store::{Importance, NewMemory, Visibility};

@@ -1,4 +1,4 @@
-//! One interaction end to end (SPEC §2 steps 4–9): workspace and staging folder, session
+//! One interaction end to end: workspace and staging folder, session
 //! registration with a caller token, prompt assembly, the agent run with the typing indicator,
 //! and the finish — a short error reply when the user got nothing, never on top of a real
 //! answer — then unregistration and clean-up.

@@ -1,4 +1,4 @@
-//! Whether to answer a message at all (SPEC §2 step 2): trigger rules per platform and access
+//! Whether to answer a message at all: trigger rules per platform and access
 //! control. Pure functions over the configuration, so every rule is unit-tested.
 
 use crate::config::{AccessControlConfig, PlatformsConfig, ReplyTo};

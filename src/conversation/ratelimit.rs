@@ -1,4 +1,4 @@
-//! Per-user sliding-window rate limit with a cooldown (SPEC §2 step 2).
+//! Per-user sliding-window rate limit with a cooldown.
 //!
 //! A user may send `max_messages` answered messages per `window`; the message that would exceed
 //! it starts a cooldown during which everything from that user is dropped. The first rejection

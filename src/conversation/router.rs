@@ -1,4 +1,4 @@
-//! The conversation router (SPEC §2 steps 2–3): decides whether to answer, drops duplicates,
+//! The conversation router: decides whether to answer, drops duplicates,
 //! applies the per-user rate limit, and queues each message on its conversation's FIFO.
 //!
 //! One worker task per conversation (`platform:channelId`) answers that conversation's

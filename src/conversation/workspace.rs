@@ -1,5 +1,5 @@
 //! User workspaces: `{repoPath}/{workspacesDir}/{platform}/{userId}/` with a per-session
-//! staging folder `tmp/{sessionId}/` that is removed when the session ends (SPEC §2 step 4).
+//! staging folder `tmp/{sessionId}/` that is removed when the session ends.
 //!
 //! Path parts come from platform ids, which are attacker-controlled text as far as the file
 //! system is concerned: a part is accepted only if it is a plain name (letters, digits, `_`,

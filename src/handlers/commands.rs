@@ -1,4 +1,4 @@
-//! User commands (SPEC §3.6): a human runs a skill with `user_command: true` directly (Discord
+//! User commands: a human runs a skill with `user_command: true` directly (Discord
 //! slash command, Misskey `/memory-stats` text). The same handler runs, without an agent, in a
 //! temporary session built from the invoking user; the JSON result is rendered as short text.
 //!

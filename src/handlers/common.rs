@@ -1,6 +1,6 @@
 //! Plumbing shared by the handlers: the shared dependencies, typed parameters, the mapping of
 //! platform and store failures to Skill API errors (with messages written for the agent), and the
-//! outgoing-text pipeline (SPEC §5: strip XML-like tags, unescape `\n`, reject empty text).
+//! outgoing-text pipeline (strip XML-like tags, unescape `\n`, reject empty text).
 
 use std::sync::Arc;
 
@@ -75,7 +75,7 @@ pub(crate) fn workspace_key(session: &SessionContext) -> Result<WorkspaceKey, Sk
     WorkspaceKey::new(session.platform.as_str(), &session.user_id).map_err(SkillError::internal)
 }
 
-/// Which memories the session may see: private ones only in a DM (SPEC §13.5).
+/// Which memories the session may see: private ones only in a DM.
 pub(crate) fn scope(session: &SessionContext) -> Scope {
     Scope::for_dm(session.is_dm)
 }

@@ -1,4 +1,4 @@
-//! fetch-context (SPEC §5): recent messages of the conversation, a keyword search of it, or the
+//! fetch-context: recent messages of the conversation, a keyword search of it, or the
 //! session user's profile. Messages are returned oldest first.
 
 use async_trait::async_trait;

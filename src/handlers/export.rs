@@ -1,4 +1,4 @@
-//! memory-export (SPEC §5): the user's memories as a Markdown or JSON file, always delivered **by
+//! memory-export: the user's memories as a Markdown or JSON file, always delivered **by
 //! direct message** to the invoking user, even when asked in a public channel. Private memories
 //! are included only when the export was asked for from a DM.
 

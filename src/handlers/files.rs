@@ -1,4 +1,4 @@
-//! send-file (SPEC §4.3, §5): files from the workspace, threaded to the trigger.
+//! send-file: files from the workspace, threaded to the trigger.
 //!
 //! Needs a trigger message (403 otherwise). One successful call per session; further calls are
 //! 429 and the 4th call in total also terminates the agent. The [`preflight`](super::preflight)

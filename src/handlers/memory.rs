@@ -1,4 +1,4 @@
-//! memory-save, memory-search, memory-patch and memory-stats (SPEC §5).
+//! memory-save, memory-search, memory-patch and memory-stats.
 //!
 //! Memories belong to the session user's workspace (`platform/userId`). Private memories exist
 //! only in direct messages: saving one elsewhere is 403, and outside DMs they are never returned,

@@ -1,4 +1,4 @@
-//! The 14 built-in skill handlers (SPEC §5) and the registry that builds them from the loaded
+//! The 14 built-in skill handlers and the registry that builds them from the loaded
 //! skill manifests.
 //!
 //! * [`HandlerDeps`] — what the handlers act on: the [`Store`], the [`PlatformRegistry`], the
@@ -11,7 +11,7 @@
 //!   `reaction` (react-message), `reminder` (set / cancel / list).
 //! * `common` — shared plumbing: typed parameters, error mapping ([`PlatformError`] and
 //!   [`StoreError`] → [`SkillError`]), the outgoing-text pipeline.
-//! * [`commands`] (+ `render`) — the user-command entry point for humans (SPEC §3.6): the same
+//! * [`commands`] (+ `render`) — the user-command entry point for humans: the same
 //!   handlers, run without an agent, answered as short readable text.
 //!
 //! Per-session quotas live in the handlers and use the session's

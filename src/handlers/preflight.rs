@@ -1,4 +1,4 @@
-//! send-file preflight (SPEC §5, §13.3): every requested path is checked — and every limit
+//! send-file preflight: every requested path is checked — and every limit
 //! applied — before a single byte of any file is read, so a call either sends all its files or
 //! none.
 //!

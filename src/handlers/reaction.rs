@@ -1,4 +1,4 @@
-//! react-message (SPEC §4.3, §5): one reaction per session, on the trigger message only (the
+//! react-message: one reaction per session, on the trigger message only (the
 //! user's message the session answers, never a bot's). A second call replaces the first: the old
 //! reaction is removed, then the new one added (Misskey allows one reaction per note and user).
 //! If adding the new one fails, the old one is put back so the user keeps seeing a response.

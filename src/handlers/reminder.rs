@@ -1,4 +1,4 @@
-//! set-reminder, cancel-reminder and list-reminders (SPEC §5, §10, §13.6). All three work only in
+//! set-reminder, cancel-reminder and list-reminders. All three work only in
 //! direct messages and only on the session user's own reminders.
 //!
 //! set-reminder: one per session; `scheduledAt` at least `reminders.minIntervalMs` and at most

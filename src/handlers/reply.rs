@@ -1,4 +1,4 @@
-//! send-reply, edit-reply and get-message (SPEC §4.3, §5).
+//! send-reply, edit-reply and get-message.
 //!
 //! * send-reply: one successful reply per session, threaded to the reply anchor
 //!   (`lastFileMessageId ?? triggerMessageId`; a new message without a trigger). Further calls are

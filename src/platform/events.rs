@@ -25,7 +25,7 @@ pub enum PlatformEvent {
     Command(CommandInvocation),
 }
 
-/// A human running a skill directly (SPEC §3.6).
+/// A human running a skill directly.
 #[derive(Debug)]
 pub struct CommandInvocation {
     /// Platform it came from.

@@ -88,7 +88,7 @@ pub trait PlatformAdapter: Send + Sync {
 
     /// Replaces the text of the bot's message `message_id`. Discord edits in place and returns the
     /// same id; Misskey cannot edit, so it deletes the note / chat message and re-creates it,
-    /// threaded to `reply_to` (the anchor the original was sent with, SPEC §4.3
+    /// threaded to `reply_to` (the anchor the original was sent with,
     /// `lastReplyAnchorMessageId`), and returns the **new** id. Discord ignores `reply_to`.
     ///
     /// Editing another user's message is [`PlatformError::Forbidden`].

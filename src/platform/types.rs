@@ -87,7 +87,7 @@ pub struct Attachment {
     pub size: u64,
 }
 
-/// A message an adapter received and hands to the conversation router (SPEC §2 step 1).
+/// A message an adapter received and hands to the conversation router.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IncomingMessage {
@@ -125,12 +125,12 @@ pub struct IncomingMessage {
 
 impl IncomingMessage {
     /// The conversation this message belongs to, `platform:channelId`: the key of the
-    /// per-conversation FIFO (SPEC §2 step 3).
+    /// per-conversation FIFO.
     pub fn conversation_key(&self) -> String {
         format!("{}:{}", self.platform, self.channel_id)
     }
 
-    /// The duplicate-guard key, `platform:messageId` (SPEC §2 step 2).
+    /// The duplicate-guard key, `platform:messageId`.
     pub fn dedup_key(&self) -> String {
         format!("{}:{}", self.platform, self.message_id)
     }
@@ -406,7 +406,7 @@ impl FileDelivery {
         self.messages.iter().map(|m| m.message_id.clone()).collect()
     }
 
-    /// The last delivered message: the reply anchor (`lastFileMessageId`, SPEC §4.3).
+    /// The last delivered message: the reply anchor (`lastFileMessageId`).
     pub fn last_message(&self) -> Option<&SentMessage> {
         self.messages.last()
     }

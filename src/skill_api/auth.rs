@@ -1,7 +1,7 @@
 //! Authentication of a skill call: the axum extractor [`AuthenticatedCall`].
 //!
 //! The session id travels in the JSON body, so authentication is done by a body-consuming
-//! extractor that runs the first pipeline steps of SPEC §4.2 in order: read and parse the body
+//! extractor that runs the first pipeline steps in order: read and parse the body
 //! (`Content-Type` JSON, size limit, a body that has not fully arrived within `body_read_timeout`
 //! is `INVALID_JSON`, `{sessionId, parameters}` shape) → look the session up (401)
 //! → compare the bearer token with the session's caller token in constant time (403) → touch the

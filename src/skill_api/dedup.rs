@@ -1,4 +1,4 @@
-//! Request de-duplication (SPEC §4.2): agents retry, and a retried `send-reply` must not post
+//! Request de-duplication: agents retry, and a retried `send-reply` must not post
 //! twice.
 //!
 //! The key is skill + session + canonical JSON of the parameters (object keys sorted). The first

@@ -1,6 +1,6 @@
 //! Skill API errors and the one place they become HTTP responses.
 //!
-//! [`SkillError`] has one variant per row of the status table in SPEC §4.1. Handlers and the
+//! [`SkillError`] has one variant per row of the Skill API's status table. Handlers and the
 //! request pipeline return it; [`SkillError::to_http`] is the only mapping from a variant to an
 //! HTTP status, an error code and the JSON body. Messages are written for the reader that actually
 //! sees them — an LLM agent — and say what went wrong and what to do next. Internal causes never
@@ -22,7 +22,7 @@ pub struct ParamProblem {
     pub problem: String,
 }
 
-/// Everything a skill call can fail with (SPEC §4.1).
+/// Everything a skill call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum SkillError {
     /// 400: the body is not JSON, not of the `{sessionId, parameters}` shape, or not sent as JSON.
@@ -70,7 +70,7 @@ pub enum SkillError {
         /// The limit in bytes.
         limit: usize,
     },
-    /// 429: a per-session quota of SPEC §4.3 is used up.
+    /// 429: a per-session quota is used up.
     #[error("quota exceeded: {message}")]
     QuotaExceeded {
         /// What the agent should do instead (e.g. "use edit-reply").

@@ -135,7 +135,7 @@ impl CallContext {
     }
 }
 
-/// Per-(skill, user) rate limit from a manifest's `rate_limit` (SPEC §3.3, §3.7).
+/// Per-(skill, user) rate limit from a manifest's `rate_limit`.
 ///
 /// Semantics: at most `max_requests` calls in any sliding `window_ms`, and calls are paced by a
 /// token bucket of capacity `burst` (default `max_requests`) refilled at
@@ -453,7 +453,7 @@ impl SkillRegistry {
     }
 }
 
-/// SPEC §3.2 name rule: 1–64 of `[a-z0-9-]`, no leading, trailing or double hyphen.
+/// The skill-name rule: 1–64 of `[a-z0-9-]`, no leading, trailing or double hyphen.
 fn valid_skill_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name

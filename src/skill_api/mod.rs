@@ -1,4 +1,4 @@
-//! The Skill API: the authenticated HTTP server the agent's skill scripts call (SPEC §4).
+//! The Skill API: the authenticated HTTP server the agent's skill scripts call.
 //!
 //! * [`server`] — `POST /api/skill/{name}`, the request pipeline, audit events; [`router`] and
 //!   [`serve`].

@@ -1,4 +1,4 @@
-//! Per-(skill, user) rate limiting from a manifest's `rate_limit` (SPEC §3.3, §3.7).
+//! Per-(skill, user) rate limiting from a manifest's `rate_limit`.
 //!
 //! Each key has a sliding-window log (at most `max_requests` calls in any `window_ms`) and a
 //! token bucket (capacity `burst`, default `max_requests`, refilled at `max_requests` per window)

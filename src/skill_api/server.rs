@@ -1,4 +1,4 @@
-//! The HTTP server: routes, the request pipeline of SPEC §4.2, audit events and metrics.
+//! The HTTP server: routes, the request pipeline, audit events and metrics.
 //!
 //! `POST /api/skill/{name}` runs, in this order: parse + on a session socket the channel check
 //! (403) + session lookup (401) + constant-time token check (403) + touch (all in the

@@ -4,7 +4,7 @@
 //! session id (128 random bits), a distinct caller token (256 random bits, both from the OS RNG),
 //! a [`SessionHandle`] to read the per-session state at the end of the run, and a
 //! [`TerminationSignal`] it must await alongside the agent: the Skill API fires it (doom-loop
-//! protection, SPEC §4.3) after the offending call's response went out.
+//! protection) after the offending call's response went out.
 //!
 //! Sessions expire after `session_timeout` without an authenticated call; [`lookup`] treats an
 //! idle-expired session as absent and [`run_reaper`] removes them in the background. All locks are
@@ -208,7 +208,7 @@ pub struct Reaction {
     pub message_id: String,
 }
 
-/// Mutable per-session counters and anchors (SPEC §4.3). Handlers update it through
+/// Mutable per-session counters and anchors. Handlers update it through
 /// [`SessionHandle::with_state`]; the agent runner reads it when the run ends.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionState {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::StoreError;
 
-/// Longest memory content accepted, in characters (SPEC §5, memory-save).
+/// Longest memory content accepted, in characters (memory-save).
 pub const MAX_CONTENT_CHARS: usize = 4000;
 /// Longest reminder message accepted, in characters.
 pub const MAX_REMINDER_CHARS: usize = 4000;
@@ -91,7 +91,7 @@ impl Serialize for WorkspaceKey {
 }
 
 /// Which memories a caller may see. DM contexts include private memories; everything else sees
-/// only public ones (SPEC §13.5).
+/// only public ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     /// Guild channels, public notes, slash commands outside DMs.

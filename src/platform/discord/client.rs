@@ -95,7 +95,7 @@ impl Shared {
     }
 }
 
-/// Gateway intents the adapter needs (SPEC §9). MESSAGE_CONTENT is privileged.
+/// Gateway intents the adapter needs. MESSAGE_CONTENT is privileged.
 pub(crate) fn intents() -> GatewayIntents {
     GatewayIntents::GUILDS
         | GatewayIntents::GUILD_MESSAGES

@@ -1,4 +1,4 @@
-//! Slash commands for user-command skills (SPEC §3.6): generation of Discord application commands
+//! Slash commands for user-command skills: generation of Discord application commands
 //! from [`UserCommandSpec`]s, the registration body, and the answer to an INTERACTION_CREATE.
 //!
 //! * Options come from the skill's `input_schema`: `string` / `integer` / `number` / `boolean`

@@ -2,8 +2,9 @@
 //!
 //! serenity's own HTTP client cannot be used for the adapter's calls when `apiBaseUrl` points it
 //! at a proxy or a fake Discord: the proxy only applies with serenity's ratelimiter disabled, and
-//! then serenity neither retries a 429 nor exposes Discord's `retry_after` (see
-//! `reference/platforms.md` §3). So every call the adapter makes goes through [`Rest`], which:
+//! then serenity neither retries a 429 nor exposes Discord's `retry_after`
+//! (`tests/discord_adapter.rs` drives the 429 path against the fake Discord). So every call
+//! the adapter makes goes through [`Rest`], which:
 //! * authenticates with `Authorization: Bot …` (a sensitive header value; the token never appears
 //!   in a URL, an error or a log line);
 //! * on 429 reads `retry_after` from the JSON body (or the `Retry-After` header, or falls back to a

@@ -9,10 +9,10 @@
 //!   changes → [`ConnectionState`](crate::platform::ConnectionState), interactions).
 //! * `commands.rs`: slash commands generated from user-command skills, ephemeral answers.
 //! * `http.rs`: REST calls with Discord 429 handling (serenity cannot see `retry_after` when
-//!   pointed at `apiBaseUrl`, see `reference/platforms.md` §3) and error mapping.
+//!   pointed at `apiBaseUrl`) and error mapping.
 //! * `convert.rs`: snowflakes, serenity / REST shapes ↔ neutral types, emoji path segments.
 //!
-//! Behaviour (SPEC §9): replies reference the anchor without pinging anyone but mentioned users
+//! Behaviour: replies reference the anchor without pinging anyone but mentioned users
 //! (`allowed_mentions {parse: [users], replied_user: false}`, `fail_if_not_exists: false`, so a
 //! reply to a deleted message still arrives); edits are in place; `:name:` custom emojis are
 //! resolved against the channel's guild; history is fetched newest-first and returned oldest-first;

@@ -1,4 +1,4 @@
-//! Text commands (SPEC §3.6): a note or chat message to the bot that starts with `/name`, where
+//! Text commands: a note or chat message to the bot that starts with `/name`, where
 //! `name` is a skill offered to humans ([`UserCommandSpec`]), runs that skill instead of going to
 //! the agent.
 //!
