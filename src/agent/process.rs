@@ -27,6 +27,12 @@ use super::rpc::{self, Incoming, RpcClient};
 /// Longest agent stderr line logged (longer lines are cut).
 const MAX_STDERR_LINE: usize = 16 * 1024;
 
+/// Agent stderr lines that follow each other this closely are one log record.
+const STDERR_BURST: Duration = Duration::from_millis(30);
+
+/// Most lines in one agent stderr record.
+const MAX_STDERR_RECORD_LINES: usize = 64;
+
 /// Why the agent could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
@@ -249,28 +255,61 @@ async fn wait_for(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
     }
 }
 
+/// Logs the agent's stderr. Lines that follow each other within [`STDERR_BURST`] (a stack
+/// trace, a multi-line error report) become one record — the cause in one place — of at most
+/// [`MAX_STDERR_RECORD_LINES`] lines; a record mentioning an error, panic or fatal condition is
+/// a warning, anything else debug.
 async fn drain_stderr<R: tokio::io::AsyncBufRead + Unpin>(mut reader: R, label: String) {
-    let mut buf = Vec::new();
-    loop {
-        match rpc::read_bounded_line(&mut reader, &mut buf, MAX_STDERR_LINE).await {
-            Ok(rpc::LineRead::Eof) | Err(_) => break,
-            Ok(rpc::LineRead::TooLong(n)) => {
-                tracing::debug!(session_id = %label, bytes = n, "agent stderr line too long; skipped");
-            }
-            Ok(rpc::LineRead::Line) => {
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end();
-                if line.is_empty() {
-                    continue;
+    let (tx, rx) = mpsc::channel::<String>(MAX_STDERR_RECORD_LINES);
+    let record_label = label.clone();
+    let read = async move {
+        let mut buf = Vec::new();
+        loop {
+            match rpc::read_bounded_line(&mut reader, &mut buf, MAX_STDERR_LINE).await {
+                Ok(rpc::LineRead::Eof) | Err(_) => break,
+                Ok(rpc::LineRead::TooLong(n)) => {
+                    tracing::debug!(session_id = %label, bytes = n, "agent stderr line too long; skipped");
                 }
-                let lower = line.to_ascii_lowercase();
-                if lower.contains("error") || lower.contains("panic") || lower.contains("fatal") {
-                    tracing::warn!(session_id = %label, line = %line, "agent stderr");
-                } else {
-                    tracing::debug!(session_id = %label, line = %line, "agent stderr");
+                Ok(rpc::LineRead::Line) => {
+                    let line = String::from_utf8_lossy(&buf).trim_end().to_owned();
+                    if !line.is_empty() && tx.send(line).await.is_err() {
+                        break;
+                    }
                 }
             }
         }
+        // `tx` drops here: the grouping below flushes its last record and ends.
+    };
+    let log = group_lines(rx, STDERR_BURST, MAX_STDERR_RECORD_LINES, |record| {
+        let lines = record.len();
+        let text = record.join("\n");
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("error") || lower.contains("panic") || lower.contains("fatal") {
+            tracing::warn!(session_id = %record_label, lines, line = %text, "agent stderr");
+        } else {
+            tracing::debug!(session_id = %record_label, lines, line = %text, "agent stderr");
+        }
+    });
+    tokio::join!(read, log);
+}
+
+/// Groups the lines arriving on `rx` into records: a record ends when no line follows within
+/// `burst`, at `max` lines, or when the channel closes; `emit` gets each record.
+async fn group_lines(
+    mut rx: mpsc::Receiver<String>,
+    burst: Duration,
+    max: usize,
+    mut emit: impl FnMut(Vec<String>),
+) {
+    while let Some(first) = rx.recv().await {
+        let mut record = vec![first];
+        while record.len() < max {
+            match tokio::time::timeout(burst, rx.recv()).await {
+                Ok(Some(line)) => record.push(line),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        emit(record);
     }
 }
 
@@ -420,6 +459,41 @@ mod tests {
         assert!(
             !running(tool),
             "the tool in its own group survived the agent"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stderr_lines_in_a_burst_become_one_record_and_a_pause_ends_it() {
+        let (tx, rx) = mpsc::channel(16);
+        let feed = tokio::spawn(async move {
+            for line in [
+                "Error: provider failed",
+                "  at call (x.js:1)",
+                "  at main (x.js:9)",
+            ] {
+                tx.send(line.to_owned()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            tx.send("later, on its own".to_owned()).await.unwrap();
+            for i in 0..5 {
+                tx.send(format!("flood {i}")).await.unwrap();
+            }
+        });
+        let mut records = Vec::new();
+        group_lines(rx, STDERR_BURST, 3, |r| records.push(r)).await;
+        feed.await.unwrap();
+        assert_eq!(
+            records,
+            vec![
+                vec![
+                    "Error: provider failed",
+                    "  at call (x.js:1)",
+                    "  at main (x.js:9)"
+                ],
+                vec!["later, on its own", "flood 0", "flood 1"],
+                vec!["flood 2", "flood 3", "flood 4"],
+            ]
         );
     }
 
