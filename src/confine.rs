@@ -87,6 +87,9 @@ pub struct Confine {
     root: PathBuf,
     /// Refused subtrees: each as written under the root and, when it exists, canonicalised.
     hidden: Vec<PathBuf>,
+    /// Subtrees inside a hidden one that stay visible (a session's own staging folder in the
+    /// otherwise hidden `tmp/`), in both spellings as well.
+    shown: Vec<PathBuf>,
 }
 
 impl Confine {
@@ -103,6 +106,7 @@ impl Confine {
         Ok(Self {
             root,
             hidden: Vec::new(),
+            shown: Vec::new(),
         })
     }
 
@@ -118,15 +122,31 @@ impl Confine {
 
     /// Also refuses everything under `relative` (a subtree of the root).
     pub fn hiding(mut self, relative: impl AsRef<Path>) -> Self {
+        let spellings = self.spellings(relative.as_ref());
+        self.hidden.extend(spellings);
+        self
+    }
+
+    /// Keeps `relative` visible although a hidden subtree contains it: only paths inside
+    /// `relative` are let through that subtree; other hidden subtrees stay hidden.
+    pub fn showing(mut self, relative: impl AsRef<Path>) -> Self {
+        let spellings = self.spellings(relative.as_ref());
+        self.shown.extend(spellings);
+        self
+    }
+
+    /// `relative` under the root as written and, when it exists elsewhere, canonicalised.
+    fn spellings(&self, relative: &Path) -> Vec<PathBuf> {
         let lexical = self.root.join(relative);
+        let mut out = Vec::new();
         if let Ok(real) = std::fs::canonicalize(&lexical)
             && real != lexical
             && real != self.root
         {
-            self.hidden.push(real);
+            out.push(real);
         }
-        self.hidden.push(lexical);
-        self
+        out.push(lexical);
+        out
     }
 
     /// The canonical root.
@@ -141,7 +161,16 @@ impl Confine {
         if has_parent_dir(path) || path == self.root || !path.starts_with(&self.root) {
             return Err(ConfineError::Outside);
         }
-        if self.hidden.iter().any(|h| path.starts_with(h)) {
+        let shown_in = |h: &PathBuf| {
+            self.shown
+                .iter()
+                .any(|s| s.starts_with(h) && s != h && path.starts_with(s))
+        };
+        if self
+            .hidden
+            .iter()
+            .any(|h| path.starts_with(h) && !shown_in(h))
+        {
             return Err(ConfineError::Hidden);
         }
         Ok(())
@@ -689,6 +718,48 @@ mod tests {
             Err(ConfineError::Hidden)
         );
         assert!(!t.ws.join("private/new.md").exists());
+    }
+
+    #[test]
+    fn other_sessions_staging_is_hidden_and_the_own_one_is_not() {
+        let t = tree();
+        for s in ["tmp/mine", "tmp/theirs"] {
+            std::fs::create_dir_all(t.ws.join(s)).unwrap();
+            std::fs::write(t.ws.join(s).join("reply.md"), "x").unwrap();
+        }
+        std::fs::write(t.ws.join("tmp/loose.txt"), "x").unwrap();
+        let c = Confine::workspace(&t.ws, true)
+            .unwrap()
+            .hiding("tmp")
+            .showing("tmp/mine");
+        assert!(c.resolve_existing(Path::new("tmp/mine/reply.md")).is_ok());
+        for p in [
+            "tmp/theirs/reply.md",
+            "tmp/loose.txt",
+            "tmp/mine/../theirs/reply.md",
+        ] {
+            assert!(c.resolve_existing(Path::new(p)).is_err(), "{p}");
+        }
+        // A link in the own folder pointing at another session's staging is refused too.
+        std::os::unix::fs::symlink(t.ws.join("tmp/theirs"), t.ws.join("tmp/mine/peek")).unwrap();
+        assert_eq!(
+            c.resolve_existing(Path::new("tmp/mine/peek/reply.md")),
+            Err(ConfineError::Hidden)
+        );
+        // Showing the own folder leaves `private/` hidden in a public session.
+        let public = Confine::workspace(&t.ws, false)
+            .unwrap()
+            .hiding("tmp")
+            .showing("tmp/mine");
+        assert_eq!(
+            public.resolve_existing(Path::new("private/p.txt")),
+            Err(ConfineError::Hidden)
+        );
+        assert!(
+            public
+                .resolve_existing(Path::new("tmp/mine/reply.md"))
+                .is_ok()
+        );
     }
 
     #[test]

@@ -769,6 +769,7 @@ async fn sandbox_init_passes_the_agents_stdio_and_exit_status_through() {
             &ws,
             false,
             Some(&sockets),
+            None,
         );
         assert!(
             wrapped.args.iter().any(|a| a == "sandbox-init"),
@@ -878,4 +879,56 @@ async fn sandbox_init_refuses_bad_relays_and_busy_ports_with_one_line_and_exit_1
         assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
         assert!(stderr.contains(want), "{flags:?}: {stderr}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_sees_only_its_own_staging_folder_not_another_sessions_payloads() {
+    let w = World::new().await;
+    let ws = w.workspace("8");
+    let tmp = ws.join("tmp");
+    // A live DM session of the same user staged a reply made from private memories.
+    let theirs = tmp.join("sess-8-true");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::write(theirs.join("reply.md"), "your diagnosis, privately").unwrap();
+    let mine = tmp.join("sess-8-false");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("own.md"), "mine").unwrap();
+    let peek = theirs.join("reply.md");
+    let run = w.session(
+        "8",
+        false,
+        json!([
+            {"run": format!("cat '{}'", peek.display())},
+            {"run": "ls -A tmp"},
+            {"run": "cat \"$TMPDIR/$SESSION_ID/own.md\""},
+            {"run": "echo made > \"$TMPDIR/$SESSION_ID/new.md\" && echo ok"},
+            {"fsRead": peek.display().to_string()},
+            {"fsRead": mine.join("own.md").display().to_string()}
+        ]),
+        &[("TMPDIR", &tmp.display().to_string())],
+    );
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let r = results(&ws, &id);
+    assert_ne!(r[0]["exit"], 0, "read another session's payload: {r:?}");
+    assert_eq!(stdout_of(&r[1]).trim(), "sess-8-false", "{r:?}");
+    assert_eq!(stdout_of(&r[2]), "mine", "{r:?}");
+    assert_eq!(stdout_of(&r[3]).trim(), "ok", "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(mine.join("new.md")).unwrap(),
+        "made\n",
+        "the own staging folder is the host's, where the daemon reads payloads"
+    );
+    let fs_reads: Vec<Value> = std::fs::read_to_string(ws.join(format!("{id}.log.jsonl")))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "fsRead")
+        .map(|v| v["answer"].clone())
+        .collect();
+    assert!(
+        fs_reads[0].get("error").is_some(),
+        "fs/read reached another session's payload: {fs_reads:?}"
+    );
+    assert_eq!(fs_reads[1]["result"]["content"], "mine", "{fs_reads:?}");
 }

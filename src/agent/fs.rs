@@ -70,12 +70,18 @@ pub async fn serve(
     method: &str,
     workspace: PathBuf,
     dm: bool,
+    staging: Option<PathBuf>,
     params: Value,
 ) -> Result<Value, FsError> {
+    let scope = Scope {
+        workspace,
+        dm,
+        staging,
+    };
     let work = async {
         match method {
-            "fs/read_text_file" => read_text_file(workspace, dm, params).await,
-            "fs/write_text_file" => write_text_file(workspace, dm, params).await,
+            "fs/read_text_file" => read_scoped(scope, params).await,
+            "fs/write_text_file" => write_scoped(scope, params).await,
             other => Err(FsError::InvalidParams(format!("not an fs method: {other}"))),
         }
     };
@@ -84,13 +90,53 @@ pub async fn serve(
         .map_err(|_| FsError::TimedOut(FS_REQUEST_TIMEOUT))?
 }
 
+/// What one session's fs requests may reach: its workspace (`private/` only in a DM) and, of
+/// the workspace's temporary folder, only its own staging folder (`$TMPDIR/$SESSION_ID`) —
+/// another live session of the same user stages its payloads (a DM reply made from private
+/// memories, say) there too.
+#[derive(Debug, Clone)]
+struct Scope {
+    workspace: PathBuf,
+    dm: bool,
+    staging: Option<PathBuf>,
+}
+
+impl Scope {
+    fn confine(&self) -> Result<Confine, FsError> {
+        let confine = Confine::workspace(&self.workspace, self.dm)?;
+        let staging = self
+            .staging
+            .as_deref()
+            .and_then(|s| Some((s.parent()?.strip_prefix(&self.workspace).ok()?, s)));
+        Ok(match staging {
+            Some((tmp, own)) if !tmp.as_os_str().is_empty() => {
+                let own = own
+                    .strip_prefix(&self.workspace)
+                    .unwrap_or(own)
+                    .to_path_buf();
+                confine.hiding(tmp).showing(own)
+            }
+            _ => confine,
+        })
+    }
+}
+
 /// Serves `fs/read_text_file` (`path`, optional 1-based `line` and `limit`).
 pub async fn read_text_file(workspace: PathBuf, dm: bool, params: Value) -> Result<Value, FsError> {
+    let scope = Scope {
+        workspace,
+        dm,
+        staging: None,
+    };
+    read_scoped(scope, params).await
+}
+
+async fn read_scoped(scope: Scope, params: Value) -> Result<Value, FsError> {
     let path = required(&params, "path")?;
     let line = params.get("line").and_then(Value::as_u64);
     let limit = params.get("limit").and_then(Value::as_u64);
     blocking(move || {
-        let confine = Confine::workspace(&workspace, dm)?;
+        let confine = scope.confine()?;
         let bytes = confine
             .open_read(Path::new(&path), MAX_READ_BYTES)?
             .read_all()?;
@@ -115,10 +161,21 @@ pub async fn write_text_file(
     dm: bool,
     params: Value,
 ) -> Result<Value, FsError> {
+    let scope = Scope {
+        workspace,
+        dm,
+        staging: None,
+    };
+    write_scoped(scope, params).await
+}
+
+async fn write_scoped(scope: Scope, params: Value) -> Result<Value, FsError> {
     let path = required(&params, "path")?;
     let content = required(&params, "content")?;
     blocking(move || {
-        Confine::workspace(&workspace, dm)?.write(Path::new(&path), content.as_bytes())?;
+        scope
+            .confine()?
+            .write(Path::new(&path), content.as_bytes())?;
         Ok(Value::Null)
     })
     .await
@@ -300,7 +357,7 @@ mod tests {
                 rpc::INTERNAL_ERROR,
             ),
         ] {
-            let got = serve(method, t.ws.clone(), false, params)
+            let got = serve(method, t.ws.clone(), false, None, params)
                 .await
                 .unwrap_err();
             assert_eq!(got, error, "{method}");

@@ -251,6 +251,7 @@ impl Sandbox {
         workspace: &Path,
         dm: bool,
         api_socket_dir: Option<&Path>,
+        staging: Option<&Path>,
     ) -> Wrapped {
         let Some(b) = &self.bwrap else {
             return Wrapped {
@@ -280,6 +281,25 @@ impl Sandbox {
                 ],
             );
             extend(&mut out, &["--remount-ro".as_ref(), private.as_os_str()]);
+        }
+        // The session's own staging folder (`$TMPDIR/$SESSION_ID`, payload files) on an empty
+        // private `$TMPDIR`: another session of the same user (a DM one, say, staging a reply
+        // made from private memories) shares the workspace, but not its staging folder.
+        if let Some(staging) = staging
+            && let Some(tmp) = staging.parent().filter(|t| t.starts_with(workspace))
+        {
+            extend(
+                &mut out,
+                &[
+                    "--perms".as_ref(),
+                    "0700".as_ref(),
+                    "--tmpfs".as_ref(),
+                    tmp.as_os_str(),
+                    "--bind".as_ref(),
+                    staging.as_os_str(),
+                    staging.as_os_str(),
+                ],
+            );
         }
         if let Some(dir) = api_socket_dir {
             // bubblewrap brings up `lo` in the new network namespace; nothing else exists there.
@@ -424,6 +444,7 @@ impl Sandbox {
             &workspace,
             false,
             Some(&sockets),
+            None,
         );
         let run = tokio::process::Command::new(&wrapped.program)
             .args(&wrapped.args)
@@ -683,6 +704,7 @@ mod tests {
             Path::new("/ws"),
             false,
             Some(Path::new("/sockets/s1")),
+            None,
         );
         assert_eq!(w.program, PathBuf::from("opencode"));
         assert_eq!(w.args, vec![OsString::from("acp")]);
@@ -717,6 +739,7 @@ mod tests {
             Path::new("/ws/u1"),
             dm,
             api_socket_dir,
+            Some(Path::new("/ws/u1/tmp/s1")),
         );
         let args: Vec<String> = wrapped
             .args

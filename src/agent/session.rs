@@ -90,6 +90,25 @@ pub struct SessionRun {
     pub probe: Arc<dyn ResponseProbe>,
 }
 
+impl SessionRun {
+    /// The session's staging folder, `$TMPDIR/$SESSION_ID` of its environment (the payload
+    /// files the skills read), when that lies inside the workspace.
+    pub fn staging_dir(&self) -> Option<PathBuf> {
+        staging_of(&self.env, &self.workspace)
+    }
+}
+
+/// `$TMPDIR/$SESSION_ID` of `env` when it lies inside `workspace` and the id is a plain name.
+fn staging_of(env: &BTreeMap<String, String>, workspace: &Path) -> Option<PathBuf> {
+    let tmp = Path::new(env.get("TMPDIR")?);
+    let id = env.get("SESSION_ID")?;
+    let plain = !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (plain && tmp.is_absolute() && tmp.starts_with(workspace)).then(|| tmp.join(id))
+}
+
 impl std::fmt::Debug for SessionRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionRun")
@@ -199,7 +218,7 @@ impl AgentRunner {
     }
 
     async fn run_session(&self, mut run: SessionRun) -> Outcome {
-        let workspace = match self.prepare_workspace(&run.workspace).await {
+        let (workspace, staging) = match self.prepare_workspace(&run).await {
             Ok(w) => w,
             Err(e) => {
                 return Outcome::Failed {
@@ -222,6 +241,7 @@ impl AgentRunner {
             &workspace,
             run.dm,
             run.api_socket_dir.as_deref(),
+            staging.as_deref(),
         );
         let launch = Launch {
             program: &command.program,
@@ -257,13 +277,22 @@ impl AgentRunner {
 
     /// The canonical workspace with the sandbox's mount points in place (blocking file-system
     /// work, so on the blocking pool).
-    async fn prepare_workspace(&self, workspace: &Path) -> std::io::Result<PathBuf> {
+    /// Also returns the session's staging folder when it exists as a real folder (only then can
+    /// the sandbox bind it over the otherwise private `$TMPDIR`).
+    async fn prepare_workspace(
+        &self,
+        run: &SessionRun,
+    ) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
         let sandbox = self.sandbox.clone();
-        let workspace = workspace.to_path_buf();
+        let workspace = run.workspace.clone();
+        let env = run.env.clone();
         tokio::task::spawn_blocking(move || {
             let canonical = workspace.canonicalize()?;
             sandbox.prepare_workspace(&canonical)?;
-            Ok(canonical)
+            let staging = staging_of(&env, &workspace)
+                .and_then(|s| Some(canonical.join(s.strip_prefix(&workspace).ok()?)))
+                .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()));
+            Ok((canonical, staging))
         })
         .await
         .map_err(std::io::Error::other)?
@@ -553,11 +582,12 @@ impl Connection<'_> {
         let sid = self.run.session_id.clone();
         let workspace = self.run.workspace.clone();
         let dm = self.run.dm;
+        let staging = self.run.staging_dir();
         self.fs_tasks.spawn(async move {
             let reply = if busy {
                 Err(fs::FsError::Busy)
             } else {
-                fs::serve(&method, workspace, dm, params).await
+                fs::serve(&method, workspace, dm, staging, params).await
             };
             let sent = match reply {
                 Ok(result) => client.respond(id, result).await,
