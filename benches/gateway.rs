@@ -173,6 +173,7 @@ fn main() {
             api_key_env: KEY_ENV.into(),
             auth_header: AuthHeader::Bearer,
             pass_headers: Vec::new(),
+            anonymous_key: None,
         };
         let agent = AgentConfig {
             providers: BTreeMap::from([

@@ -246,6 +246,13 @@ fn the_first_ctrl_c_cancels_the_running_turn_and_exits_within_a_second() {
         console.agent_received("session/cancel"),
         "the turn was not cancelled through ACP"
     );
+    // Whatever the exiting process still printed has reached the terminal by now.
+    std::thread::sleep(Duration::from_millis(200));
+    let screen = console.screen();
+    assert!(
+        !screen.contains("ran into a problem"),
+        "the turn the user cancelled got the generic error reply:\n{screen:?}"
+    );
 }
 
 #[test]

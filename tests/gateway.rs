@@ -47,6 +47,7 @@ fn provider(base_url: &str, auth: AuthHeader, pass: &[&str]) -> ProviderConfig {
         api_key_env: "TEST_PROVIDER_KEY".into(),
         auth_header: auth,
         pass_headers: pass.iter().map(|h| (*h).to_owned()).collect(),
+        anonymous_key: None,
     }
 }
 

@@ -259,25 +259,7 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
     let workspace = data.join("workspaces/console/local");
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let reply = "Hello from OpenCode! It costs $5, `really`.";
-    let ws = workspace.clone();
-    let send_reply = skills.join("send-reply/scripts/send-reply");
-    let llm = FakeLlm::start(vec![
-        Step::Dynamic(Arc::new(move |req| {
-            let session = common::fake_llm::find_in_request(req, "Session id: ")
-                .expect("the prompt names the session");
-            (
-                "write",
-                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
-            )
-        })),
-        Step::Tool(
-            "bash",
-            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
-                   "description": "Send the reply"}),
-        ),
-        Step::Text("Replied.".into()),
-    ])
-    .await;
+    let llm = FakeLlm::start(reply_steps(&workspace, &skills, reply)).await;
     let real_key = "sk-fake-provider-key-only-the-daemon-holds";
     // The operator's own OpenCode configuration names the fake upstream directly; the daemon
     // repoints it at the gateway.
@@ -317,40 +299,9 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
             }
         })
     };
+    let key_env = [("FAKE_LLM_KEY", real_key)];
     let chat = |config: serde_json::Value, line: &'static str| {
-        let config_path = dir.path().join("config.yaml");
-        std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
-        let mut child = tokio::process::Command::new(common::bin())
-            .args(["chat", "--config"])
-            .arg(&config_path)
-            .env("HOME", &home)
-            .env("FAKE_LLM_KEY", real_key)
-            .env_remove("RUST_LOG")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        async move {
-            use tokio::io::AsyncWriteExt;
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(line.as_bytes()).await.unwrap();
-            drop(stdin);
-            let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-                .await
-                .expect("chat finished")
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            (
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        }
+        chat_once(dir.path(), &home, config, &key_env, line)
     };
     let (stdout, stderr) = chat(config(None), "hi, what does it cost?\n").await;
     assert!(
@@ -596,4 +547,138 @@ async fn chat_says_in_one_line_why_the_model_provider_failed() {
         "{stderr}"
     );
     assert!(stderr.contains("unreachable"), "no log record:\n{stderr}");
+}
+
+/// The fake model's answer to the first message: write `reply` into the session's staging
+/// folder, run the real `send-reply` skill on it, end the turn.
+fn reply_steps(workspace: &Path, skills: &Path, reply: &'static str) -> Vec<Step> {
+    let ws = workspace.to_path_buf();
+    let send_reply = skills.join("send-reply/scripts/send-reply");
+    vec![
+        Step::Dynamic(Arc::new(move |req| {
+            let session = common::fake_llm::find_in_request(req, "Session id: ")
+                .expect("the prompt names the session");
+            (
+                "write",
+                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
+            )
+        })),
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ]
+}
+
+/// `agent.env` that keeps OpenCode off the network: no catalogue fetch, updates, sharing, LSP
+/// or plugin downloads.
+fn offline_opencode_env() -> serde_json::Value {
+    json!({
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "npm_config_registry": "http://127.0.0.1:9/"
+    })
+}
+
+/// Runs `air-friends chat` once on `config` (written into `dir`) with `HOME` at `home`, no
+/// provider key or `AGENT_MODEL` from the test's own environment but `env`, and `line` typed;
+/// returns its stdout and stderr once it exited successfully.
+async fn chat_once(
+    dir: &Path,
+    home: &Path,
+    config: serde_json::Value,
+    env: &[(&str, &str)],
+    line: &str,
+) -> (String, String) {
+    use tokio::io::AsyncWriteExt;
+    let config_path = dir.join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let mut command = tokio::process::Command::new(common::bin());
+    command
+        .args(["chat", "--config"])
+        .arg(&config_path)
+        .env("HOME", home)
+        .env_remove("RUST_LOG")
+        .env_remove("AGENT_MODEL");
+    for key in [
+        "OPENROUTER_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENCODE_API_KEY",
+    ] {
+        command.env_remove(key);
+    }
+    let mut child = command
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(line.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("chat finished")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "stderr:\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The first conversation works without any account: with no provider key and no model
+/// configured, chat says it uses OpenCode Zen's free model, and the real OpenCode reaches it
+/// through the gateway (pointed here at the fake LLM) with the anonymous key `public`. The
+/// agent never sees a key of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_provider_key_chat_uses_the_free_model_through_the_gateway() {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let reply = "Hi! I run on a free model.";
+    let llm = FakeLlm::start(reply_steps(&workspace, &skills, reply)).await;
+    let config = json!({
+        "workspace": {"repoPath": data},
+        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+        "agent": {
+            "command": bin,
+            "args": ["acp"],
+            "skillsDir": skills,
+            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+            "connectTimeoutMs": 60000,
+            // Only where OpenCode Zen is: the fake LLM stands in for opencode.ai.
+            "providers": {"opencode": {"baseUrl": llm.base_url}},
+            "env": offline_opencode_env(),
+        }
+    });
+    let (stdout, stderr) = chat_once(dir.path(), &home, config, &[], "hello, who are you?\n").await;
+    assert!(
+        stdout.contains(&format!("air-friends> {reply}")),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("(model opencode/big-pickle)") && stderr.contains("free model"),
+        "the console does not say which model it uses:\n{stderr}"
+    );
+    let requests = llm.requests();
+    assert!(!requests.is_empty(), "the model was never asked");
+    for r in &requests {
+        assert_eq!(r["model"], "big-pickle", "{r}");
+    }
+    for h in llm.request_headers() {
+        let auth = h.get("authorization").and_then(|v| v.to_str().ok());
+        assert_eq!(auth, Some("Bearer public"), "the anonymous key upstream");
+    }
 }

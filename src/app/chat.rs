@@ -34,10 +34,21 @@ const EXIT_WITHIN: Duration = Duration::from_millis(900);
 /// The exit status after a second Ctrl-C (128 + SIGINT, as shells report an interrupt).
 const INTERRUPTED: i32 = 130;
 
-/// Loads the configuration, adapts it for a local conversation, and runs it.
+/// Checks the configuration as `check-config` and `serve` do (the same errors stop the
+/// conversation before anything starts), adapts it for a local conversation, and runs it. The
+/// warning that no platform is enabled is dropped: the console is this command's platform.
 pub fn chat_main(path: &Path) -> ExitCode {
-    super::run_with_config(path, LogTarget::Stderr, for_console, chat)
+    match super::load_config(path, super::ConfigCheck::Strict) {
+        Ok((config, mut warnings)) => {
+            warnings.retain(|w| w.path != NO_PLATFORM_WARNING_PATH);
+            super::run_loaded(config, &warnings, LogTarget::Stderr, for_console, chat)
+        }
+        Err(code) => code,
+    }
 }
+
+/// The key the "no platform is enabled" warning of the strict check names.
+const NO_PLATFORM_WARNING_PATH: &str = "platforms";
 
 /// The console is a private conversation with the machine's own user: no platforms, no access
 /// control or rate limit, an ephemeral Skill API port, quiet logs on stderr.
@@ -111,8 +122,12 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     )
     .await?;
     eprintln!(
-        "air-friends chat: talking to `{}` as {username}. Type a message and press Enter; Ctrl-D ends.",
-        config.agent.command
+        "air-friends chat: talking to `{}` ({}) as {username}. Type a message and press Enter; Ctrl-D ends.",
+        config.agent.command,
+        config.agent.model.as_deref().map_or_else(
+            || "the agent's default model".to_owned(),
+            |m| format!("model {m}")
+        ),
     );
     shutdown.spawn(
         "console_status",

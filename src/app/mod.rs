@@ -202,7 +202,8 @@ where
 /// How much of the configuration to check before a command runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConfigCheck {
-    /// The file alone ([`config::load_file`]), as `chat` and `import jsonl` load it.
+    /// The file alone ([`config::load_file`]), as `import jsonl` loads it: it needs the
+    /// database path, not an agent, prompts or skills.
     File,
     /// Everything `check-config` checks ([`config::check_file`]), so the same errors stop
     /// the command; its warnings come back to be logged once logging is up.
@@ -263,6 +264,13 @@ where
     };
     for w in warnings {
         tracing::warn!(key = %w.path, problem = %w.message, "configuration warning");
+    }
+    if let Some(model) = config.agent.keyless_default_model(&ProcessEnv) {
+        tracing::info!(
+            model,
+            "no model provider key is set: using OpenCode Zen's free model"
+        );
+        config.agent.model = Some(model.to_owned());
     }
     // Before any thread or secret-holding component exists: no process of our uid (an agent
     // left unconfined, a tool it started) may read our memory or /proc/<pid>/environ.

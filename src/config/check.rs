@@ -70,6 +70,16 @@ pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> 
         &mut errors,
         &mut warnings,
     );
+    if let Some(model) = loaded.config.agent.keyless_default_model(env) {
+        warnings.push(ConfigIssue::new(
+            "agent.model",
+            format!(
+                "no model provider key is set: the agent uses OpenCode Zen's free model {model} \
+                 (what users write goes to opencode.ai); set a provider's key (e.g. \
+                 OPENROUTER_API_KEY) and agent.model to choose another"
+            ),
+        ));
+    }
     let kept = |loaded: &Loaded, issues: Vec<ConfigIssue>| -> Vec<ConfigIssue> {
         issues.into_iter().filter(|i| !loaded.hides(i)).collect()
     };

@@ -59,7 +59,10 @@ impl Machine {
     }
 
     fn check(&self, text: &str) -> Result<Checked, Rejected> {
-        check_str(text, &env(&[("PATH", &self.path_var)]))
+        check_str(
+            text,
+            &env(&[("PATH", &self.path_var), ("OPENROUTER_API_KEY", "sk-or")]),
+        )
     }
 
     fn errors(&self, text: &str) -> Vec<String> {
@@ -163,6 +166,19 @@ fn a_complete_setup_passes_with_no_warning() {
     let checked = m.check(&m.config("", "")).expect("valid");
     assert!(checked.warnings.is_empty(), "{:?}", checked.warnings);
     assert_eq!(checked.config.agent.command, "sh");
+}
+
+#[test]
+fn with_no_provider_key_the_free_model_is_a_warning_that_names_it() {
+    let m = Machine::new();
+    let checked = check_str(&m.config("", ""), &env(&[("PATH", &m.path_var)])).expect("valid");
+    let got: Vec<String> = checked.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("agent.model: no model provider key is set")
+            && got[0].contains("opencode/big-pickle"),
+        "{got:?}"
+    );
 }
 
 #[test]

@@ -280,6 +280,35 @@ impl Default for AgentConfig {
     }
 }
 
+impl AgentConfig {
+    /// [`KEYLESS_DEFAULT_MODEL`] when nothing else chooses a model: `model` is unset, the
+    /// operator's own OpenCode configuration (`env.OPENCODE_CONFIG_CONTENT`) names none, no
+    /// provider has its key in `env` (or is a keyless local server), and the `opencode`
+    /// provider still offers its anonymous access. The first conversation then works without
+    /// an account; `None` leaves the choice to the configuration or the agent.
+    pub fn keyless_default_model(&self, env: &impl super::EnvSource) -> Option<&'static str> {
+        if self.model.is_some() {
+            return None;
+        }
+        let operator_model = self
+            .env
+            .get("OPENCODE_CONFIG_CONTENT")
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .is_some_and(|config| config.get("model").is_some());
+        let some_provider_usable = self.providers.values().any(|p| {
+            p.api_key_env.is_empty()
+                || env
+                    .var(&p.api_key_env)
+                    .is_some_and(|key| !key.trim().is_empty())
+        });
+        let anonymous = self
+            .providers
+            .get(KEYLESS_DEFAULT_MODEL.split('/').next().unwrap_or_default())
+            .is_some_and(|p| p.anonymous_key.is_some());
+        (!operator_model && !some_provider_usable && anonymous).then_some(KEYLESS_DEFAULT_MODEL)
+    }
+}
+
 /// How the gateway presents a provider's key upstream (`authHeader`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthHeader {
@@ -335,18 +364,41 @@ pub struct ProviderConfig {
     /// Request headers passed from the agent to the upstream besides `content-type` and
     /// `accept` (every other client header is dropped), e.g. `anthropic-version`.
     pub pass_headers: Vec<String>,
+    /// Sent as the key when `apiKeyEnv` is unset: the provider's anonymous access (OpenCode
+    /// Zen serves its free models for the key `public`). Absent, or `""` in the file: a
+    /// provider without its key answers 503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous_key: Option<String>,
 }
 
+/// The model used when `agent.model` is unset and no provider has a key: OpenCode's own
+/// default, served by OpenCode Zen without a key (see [`keyless_default_model`]).
+pub const KEYLESS_DEFAULT_MODEL: &str = "opencode/big-pickle";
+
 impl ProviderConfig {
-    /// The built-in providers: `openrouter`, `openai` and `anthropic`.
+    /// The built-in providers: `openrouter`, `openai`, `anthropic`, and `opencode` (OpenCode
+    /// Zen, whose free models need no key).
     pub fn builtins() -> BTreeMap<String, ProviderConfig> {
         let entry = |url: &str, env: &str, auth: AuthHeader, pass: &[&str]| ProviderConfig {
             base_url: url.into(),
             api_key_env: env.into(),
             auth_header: auth,
             pass_headers: pass.iter().map(|h| (*h).to_owned()).collect(),
+            anonymous_key: None,
         };
         BTreeMap::from([
+            (
+                "opencode".to_owned(),
+                ProviderConfig {
+                    anonymous_key: Some("public".into()),
+                    ..entry(
+                        "https://opencode.ai/zen/v1",
+                        "OPENCODE_API_KEY",
+                        AuthHeader::Bearer,
+                        &[],
+                    )
+                },
+            ),
             (
                 "openrouter".to_owned(),
                 entry(
@@ -387,6 +439,7 @@ struct ProviderOverride {
     api_key_env: Option<String>,
     auth_header: Option<AuthHeader>,
     pass_headers: Option<Vec<String>>,
+    anonymous_key: Option<String>,
 }
 
 /// `agent.providers`: the file's entries merged over [`ProviderConfig::builtins`]. A new id
@@ -402,6 +455,7 @@ fn deserialize_providers<'de, D: serde::Deserializer<'de>>(
             api_key_env: String::new(),
             auth_header: AuthHeader::Bearer,
             pass_headers: Vec::new(),
+            anonymous_key: None,
         });
         providers.insert(
             id,
@@ -410,6 +464,12 @@ fn deserialize_providers<'de, D: serde::Deserializer<'de>>(
                 api_key_env: o.api_key_env.unwrap_or(base.api_key_env),
                 auth_header: o.auth_header.unwrap_or(base.auth_header),
                 pass_headers: o.pass_headers.unwrap_or(base.pass_headers),
+                // `anonymousKey: ""` turns a built-in's anonymous access off.
+                anonymous_key: match o.anonymous_key {
+                    Some(k) if k.is_empty() => None,
+                    Some(k) => Some(k),
+                    None => base.anonymous_key,
+                },
             },
         );
     }

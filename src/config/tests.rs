@@ -366,7 +366,7 @@ fn provider_entries_merge_over_the_builtins_key_by_key() {
     assert_eq!(p["local"].api_key_env, "");
     assert_eq!(p["local"].auth_header, AuthHeader::Bearer);
     assert_eq!(p["azure"].auth_header, AuthHeader::Custom("api-key".into()));
-    assert_eq!(p.len(), 5);
+    assert_eq!(p.len(), 6);
 }
 
 #[test]
@@ -445,4 +445,43 @@ fn egress_allow_hosts_default_to_none_and_bad_entries_are_named() {
     assert!(!has("agent.sandbox.egressAllowHosts.4"), "{got:?}");
     assert!(has("agent.sandbox.egressAllowHosts.5: "), "{got:?}");
     assert_eq!(got.len(), 4, "{got:?}");
+}
+
+#[test]
+fn without_any_key_or_model_the_free_model_is_chosen_and_anything_else_wins() {
+    let keys = |set: &'static str| move |name: &str| (name == set).then(|| "sk-x".to_owned());
+    let agent = Config::default().agent;
+    assert_eq!(
+        agent.keyless_default_model(&no_env()),
+        Some(KEYLESS_DEFAULT_MODEL)
+    );
+    // A key for any provider, the Zen key included: that provider's models are the choice.
+    for set in [
+        "OPENROUTER_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "OPENCODE_API_KEY",
+    ] {
+        assert_eq!(agent.keyless_default_model(&keys(set)), None, "{set}");
+    }
+    // A blank key is no key.
+    assert_eq!(
+        agent.keyless_default_model(&|_: &str| Some("  ".to_owned())),
+        Some(KEYLESS_DEFAULT_MODEL)
+    );
+    let configured = |yaml: &str| load_str(yaml, &no_env()).unwrap().agent;
+    for yaml in [
+        "agent:\n  model: openrouter/x\n",
+        // A local server needs no key.
+        "agent:\n  providers:\n    local: {baseUrl: \"http://127.0.0.1:11434/v1\", apiKeyEnv: \"\"}\n",
+        // The operator's own OpenCode configuration picks the model.
+        "agent:\n  env:\n    OPENCODE_CONFIG_CONTENT: '{\"model\": \"local/x\"}'\n",
+        // Anonymous access turned off.
+        "agent:\n  providers:\n    opencode: {anonymousKey: \"\"}\n",
+    ] {
+        assert_eq!(
+            configured(yaml).keyless_default_model(&no_env()),
+            None,
+            "{yaml}"
+        );
+    }
 }

@@ -17,11 +17,11 @@ use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
 use super::workspace::Workspaces;
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
-use crate::agent::{AgentRunner, SessionRun};
+use crate::agent::{AgentRunner, Outcome, SessionRun};
 use crate::config::{AgentConfig, ProcessEnv};
 use crate::egress::EgressProxy;
 use crate::gateway::Budget;
-use crate::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
 use crate::skill_api::SkillApiState;
 use crate::skill_api::sessions::{SessionContext, SessionRegistry};
 use crate::store::Store;
@@ -295,7 +295,7 @@ impl Interactions {
             Some(o) => o.label(),
             None => "failed",
         };
-        if !responded {
+        if !responded && !cancelled_by_the_user(msg, outcome.as_ref()) {
             self.error_reply(platform, msg).await;
         }
         tracing::info!(session_id = %session_id, outcome = label, responded, "interaction finished");
@@ -330,4 +330,11 @@ impl Interactions {
             tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
         }
     }
+}
+
+/// A turn the user stopped themselves: in the chat console, a cancelled session means Ctrl-C
+/// (the console said so), so no error reply follows it. On Discord and Misskey a cancelled
+/// session means the daemon stopped, and the user is told to try again.
+fn cancelled_by_the_user(msg: &IncomingMessage, outcome: Option<&Outcome>) -> bool {
+    msg.platform == PlatformKind::Console && outcome == Some(&Outcome::Cancelled)
 }

@@ -33,6 +33,8 @@ pub struct ProviderFailure {
     pub provider: String,
     /// The variable its key is read from.
     pub key_env: String,
+    /// The request went out with the provider's anonymous key (`key_env` unset).
+    pub anonymous: bool,
     /// Its configured base URL.
     pub base_url: String,
     /// The cause.

@@ -3,7 +3,8 @@
 //!
 //! Reading keys once means a key set or changed later takes a restart, and the key never has
 //! to be looked up (or copied around) per request. A provider whose key variable is unset stays
-//! listed: its requests answer 503 and the log says which variable to set.
+//! listed: its requests answer 503 and the log says which variable to set, unless it has an
+//! anonymous key (OpenCode Zen's `public`), which is sent instead.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +58,8 @@ pub(crate) struct Provider {
     pub(crate) key: Option<Secret>,
     /// Whether the provider is configured to send no key at all (`apiKeyEnv: ""`).
     pub(crate) keyless: bool,
+    /// Whether `key` is the provider's anonymous key (`anonymousKey`, `key_env` unset).
+    pub(crate) anonymous: bool,
     pub(crate) key_header: KeyHeader,
     /// Client headers forwarded besides `content-type` and `accept`.
     pub(crate) pass_headers: Vec<HeaderName>,
@@ -104,10 +107,13 @@ impl Providers {
                 .map(|h| header(h))
                 .collect::<Result<Vec<_>, _>>()?;
             let keyless = p.api_key_env.is_empty();
-            let key = (!keyless)
+            let own_key = (!keyless)
                 .then(|| env.var(&p.api_key_env))
                 .flatten()
-                .filter(|k| !k.trim().is_empty())
+                .filter(|k| !k.trim().is_empty());
+            let anonymous = own_key.is_none() && p.anonymous_key.is_some();
+            let key = own_key
+                .or_else(|| p.anonymous_key.clone())
                 .map(|k| Secret::new(k.trim()));
             out.insert(
                 id.clone(),
@@ -118,6 +124,7 @@ impl Providers {
                     key_env: p.api_key_env.clone(),
                     key,
                     keyless,
+                    anonymous,
                     key_header,
                     pass_headers,
                 },
@@ -172,6 +179,7 @@ mod tests {
                 api_key_env: "P_KEY".into(),
                 auth_header: AuthHeader::Bearer,
                 pass_headers: vec![],
+                anonymous_key: None,
             },
         )]);
         let env = |name: &str| (name == "P_KEY").then(|| " sk-real \n".to_owned());
@@ -184,6 +192,23 @@ mod tests {
         let p = provider("https://api.example/v1");
         assert_eq!(p.key.as_ref().map(Secret::expose), Some("sk-real"));
         assert!(!p.keyless);
+    }
+
+    #[test]
+    fn an_unset_key_falls_back_to_the_anonymous_key_and_a_set_one_wins() {
+        let config = ProviderConfig::builtins();
+        let none = |_: &str| None::<String>;
+        let providers = Providers::resolve(&config, &none).expect("resolves");
+        let zen = providers.get("opencode").expect("built in");
+        assert_eq!(zen.key.as_ref().map(Secret::expose), Some("public"));
+        assert!(zen.anonymous && !zen.keyless);
+        let openrouter = providers.get("openrouter").expect("built in");
+        assert!(openrouter.key.is_none(), "no anonymous access elsewhere");
+        let set = |name: &str| (name == "OPENCODE_API_KEY").then(|| "sk-zen".to_owned());
+        let providers = Providers::resolve(&config, &set).expect("resolves");
+        let zen = providers.get("opencode").expect("built in");
+        assert_eq!(zen.key.as_ref().map(Secret::expose), Some("sk-zen"));
+        assert!(!zen.anonymous);
     }
 
     #[test]

@@ -270,6 +270,7 @@ fn report(
         session_id: session_id.to_owned(),
         provider: provider.id.clone(),
         key_env: provider.key_env.clone(),
+        anonymous: provider.anonymous,
         base_url: provider.base_url.to_string(),
         kind,
         status,

@@ -227,6 +227,12 @@ fn failure_line(f: &ProviderFailure, model: Option<&str>) -> String {
     let env = &f.key_env;
     let url = &f.base_url;
     match f.kind {
+        ProblemKind::KeyRejected if f.anonymous => format!(
+            "air-friends: the model provider \"{p}\" refused its free access without a key; set {env} (or another provider's key) in air-friends' environment and start again"
+        ),
+        ProblemKind::RateLimited if f.anonymous => format!(
+            "air-friends: the model provider \"{p}\" is rate limiting its free access without a key; wait a little, or set {env} (or another provider's key)"
+        ),
         ProblemKind::KeyNotSet => format!(
             "air-friends: the model provider \"{p}\" has no key: {env} is not set; set it in air-friends' environment and start again"
         ),
@@ -324,6 +330,7 @@ pub(super) mod tests {
             session_id: "s1".into(),
             provider: "openrouter".into(),
             key_env: "OPENROUTER_API_KEY".into(),
+            anonymous: false,
             base_url: "https://openrouter.ai/api/v1".into(),
             kind: ProblemKind::KeyRejected,
             status: Some(401),
@@ -337,6 +344,24 @@ pub(super) mod tests {
         s.activity("s2", &Activity::Started);
         s.failure(&failure);
         assert_eq!(err.text().lines().count(), 2, "told again in the next turn");
+    }
+
+    #[test]
+    fn a_refused_free_access_says_which_key_to_set() {
+        let failure = ProviderFailure {
+            session_id: "s1".into(),
+            provider: "opencode".into(),
+            key_env: "OPENCODE_API_KEY".into(),
+            anonymous: true,
+            base_url: "https://opencode.ai/zen/v1".into(),
+            kind: ProblemKind::RateLimited,
+            status: Some(429),
+        };
+        let line = failure_line(&failure, Some("opencode/big-pickle"));
+        assert!(
+            line.contains("free access without a key") && line.contains("set OPENCODE_API_KEY"),
+            "{line}"
+        );
     }
 
     #[test]
