@@ -26,4 +26,6 @@ pub mod shell;
 pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};
 pub use sandbox::{Sandbox, SandboxError, SandboxSetup};
-pub use session::{AgentRunner, Outcome, ResponseProbe, RunnerSettings, SessionRun};
+pub use session::{
+    AgentRunner, AgentSpec, LiveAgent, Outcome, ResponseProbe, RunnerSettings, SessionRun, TurnSpec,
+};

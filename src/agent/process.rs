@@ -138,6 +138,11 @@ impl AgentProcess {
         self.pid
     }
 
+    /// Whether the process has exited (its status is collected then; never blocks).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Records the agent's current descendants (any process group), so [`shutdown`](Self::shutdown)
     /// can remove those that outlive it. Call while the agent still runs, just before stopping it.
     pub fn snapshot_descendants(&mut self) {

@@ -2,6 +2,11 @@
 //! → `session/prompt` (serving permission and fs requests meanwhile) → at most one retry prompt
 //! when the agent ended its turn without answering the user → stop the process.
 //!
+//! The three steps are also separate, for an agent kept warm across the turns of a
+//! conversation (`conversation::warm`): [`AgentRunner::start`] spawns and connects and returns a
+//! [`LiveAgent`], [`LiveAgent::prompt`] runs one turn on its ACP session (any number of times),
+//! and [`LiveAgent::stop`] stops the process. [`AgentRunner::run`] is the three in a row.
+//!
 //! Timeouts: `connect` covers initialize + session/new; per prompt, `idle` (no message from the
 //! agent) and `max_turn` (total). A timeout, a termination request from the Skill API
 //! (doom-loop protection) or daemon shutdown sends `session/cancel`, answers pending permission
@@ -96,6 +101,79 @@ impl SessionRun {
     pub fn staging_dir(&self) -> Option<PathBuf> {
         staging_of(&self.env, &self.workspace)
     }
+
+    /// The agent's fixed part and the turn's part.
+    pub fn split(self) -> (AgentSpec, TurnSpec) {
+        (
+            AgentSpec {
+                session_id: self.session_id,
+                workspace: self.workspace,
+                dm: self.dm,
+                api_socket_dir: self.api_socket_dir,
+                env: self.env,
+            },
+            TurnSpec {
+                prompt: self.prompt,
+                retry_prompt: self.retry_prompt,
+                terminate: self.terminate,
+                shutdown: self.shutdown,
+                probe: self.probe,
+                first_sign_within: None,
+            },
+        )
+    }
+}
+
+/// What an agent process is started with and keeps for its life (see [`SessionRun`] for the
+/// fields).
+#[derive(Clone)]
+pub struct AgentSpec {
+    /// Our session id (log correlation only).
+    pub session_id: String,
+    /// The user workspace: the agent's cwd and the fs/* boundary.
+    pub workspace: PathBuf,
+    /// A direct-message session.
+    pub dm: bool,
+    /// The folder holding this session's Skill API socket.
+    pub api_socket_dir: Option<PathBuf>,
+    /// The agent's complete environment.
+    pub env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSpec")
+            .field("session_id", &self.session_id)
+            .field("workspace", &self.workspace)
+            .field("dm", &self.dm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One prompt turn of a running agent.
+pub struct TurnSpec {
+    /// The prompt text.
+    pub prompt: String,
+    /// Sent once when the turn ends without a response; `None` disables the retry.
+    pub retry_prompt: Option<String>,
+    /// Fired by the Skill API to stop this agent (doom-loop protection).
+    pub terminate: CancellationToken,
+    /// Fired when the daemon stops.
+    pub shutdown: CancellationToken,
+    /// Whether the user got an answer in this turn.
+    pub probe: Arc<dyn ResponseProbe>,
+    /// A warm agent that sends nothing at all (no update, no request, no answer) this long
+    /// after the prompt is taken for hung: the turn ends [`Outcome::Failed`] at once, for the
+    /// caller to start a fresh agent. `None`: only the idle timeout applies.
+    pub first_sign_within: Option<Duration>,
+}
+
+impl std::fmt::Debug for TurnSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnSpec")
+            .field("prompt_bytes", &self.prompt.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// `$TMPDIR/$SESSION_ID` of `env` when it lies inside `workspace` and the id is a plain name.
@@ -181,6 +259,8 @@ enum TurnEnd {
     MaxTurn,
     Terminated,
     Shutdown,
+    /// Nothing at all from the agent within [`TurnSpec::first_sign_within`].
+    Unresponsive,
 }
 
 impl AgentRunner {
@@ -210,37 +290,89 @@ impl AgentRunner {
 
     /// Runs one session to its end and stops the agent process.
     pub async fn run(&self, run: SessionRun) -> Outcome {
-        let session_id = run.session_id.clone();
-        self.activity.report(&session_id, Activity::Started);
-        let outcome = self.run_session(run).await;
-        self.activity.report(&session_id, Activity::Ended);
+        let (spec, turn) = run.split();
+        let mut agent = match self.start(spec, &turn.terminate, &turn.shutdown).await {
+            Ok(agent) => agent,
+            Err(outcome) => return outcome,
+        };
+        let outcome = agent.prompt(&turn).await;
+        agent.stop().await;
         outcome
     }
 
-    async fn run_session(&self, mut run: SessionRun) -> Outcome {
-        let (workspace, staging) = match self.prepare_workspace(&run).await {
-            Ok(w) => w,
-            Err(e) => {
-                return Outcome::Failed {
-                    reason: format!("cannot prepare the workspace for the agent: {e}"),
-                };
-            }
+    /// Spawns the agent (inside the sandbox) and connects: initialize, session/new, model
+    /// selection, within the connect timeout. `terminate` and `shutdown` end the wait early.
+    /// On failure the process is already stopped and the outcome says why.
+    pub async fn start(
+        &self,
+        spec: AgentSpec,
+        terminate: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Result<LiveAgent, Outcome> {
+        let session_id = spec.session_id.clone();
+        self.activity.report(&session_id, Activity::Started);
+        let ended = |outcome: Outcome| {
+            self.activity.report(&session_id, Activity::Ended);
+            tracing::info!(session_id = %session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
+            Err(outcome)
         };
-        // Inside the sandbox only the canonical path exists; use it everywhere (cwd, fs/*).
-        run.workspace = workspace.clone();
-        if !self.sandbox.is_enabled() {
-            tracing::warn!(session_id = %run.session_id, "agent.sandbox.mode is none: this agent runs unconfined");
+        let (mut process, mut conn) = match self.spawn(spec).await {
+            Ok(p) => p,
+            Err(outcome) => return ended(outcome),
+        };
+        let connected = tokio::select! {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn)) => match r {
+                Ok(Ok(id)) => Ok(id),
+                Ok(Err(reason)) => Err(Outcome::Failed { reason }),
+                Err(_) => Err(Outcome::TimedOut { phase: "connect" }),
+            },
+            _ = terminate.cancelled() => Err(Outcome::Terminated),
+            _ = shutdown.cancelled() => Err(Outcome::Cancelled),
+        };
+        match connected {
+            Ok(acp_session) => Ok(LiveAgent {
+                process,
+                conn,
+                acp_session,
+                settings: self.settings.clone(),
+                turn_open: true,
+                turns: 0,
+            }),
+            Err(outcome) => {
+                process.snapshot_descendants();
+                let Connection { client, .. } = conn;
+                client.close();
+                process.shutdown(self.settings.kill_grace).await;
+                ended(outcome)
+            }
         }
-        let mut env = run.env.clone();
+    }
+
+    /// The sandboxed process and its connection.
+    async fn spawn(&self, mut spec: AgentSpec) -> Result<(AgentProcess, Connection), Outcome> {
+        let (workspace, staging) =
+            self.prepare_workspace(&spec)
+                .await
+                .map_err(|e| Outcome::Failed {
+                    reason: format!("cannot prepare the workspace for the agent: {e}"),
+                })?;
+        // Inside the sandbox only the canonical path exists; use it everywhere (cwd, fs/*).
+        let staging_in_env = staging_of(&spec.env, &spec.workspace)
+            .and_then(|s| Some(workspace.join(s.strip_prefix(&spec.workspace).ok()?)));
+        spec.workspace = workspace.clone();
+        if !self.sandbox.is_enabled() {
+            tracing::warn!(session_id = %spec.session_id, "agent.sandbox.mode is none: this agent runs unconfined");
+        }
+        let mut env = spec.env.clone();
         self.sandbox.adjust_env(&mut env);
         self.sandbox
-            .adjust_network_env(&mut env, run.api_socket_dir.as_deref());
+            .adjust_network_env(&mut env, spec.api_socket_dir.as_deref());
         let command = self.sandbox.wrap(
             Path::new(&self.settings.command),
             &self.settings.args,
             &workspace,
-            run.dm,
-            run.api_socket_dir.as_deref(),
+            spec.dm,
+            spec.api_socket_dir.as_deref(),
             staging.as_deref(),
         );
         let launch = Launch {
@@ -248,31 +380,26 @@ impl AgentRunner {
             args: &command.args,
             cwd: &workspace,
             env: &env,
-            label: &run.session_id,
+            label: &spec.session_id,
         };
-        let (mut process, client, incoming) = match AgentProcess::spawn(&launch) {
-            Ok(p) => p,
-            Err(e) => {
-                return Outcome::Failed {
-                    reason: e.to_string(),
-                };
-            }
-        };
-        let mut conn = Connection {
-            client,
-            incoming,
-            gate: &self.gate,
-            run: &run,
-            activity: &self.activity,
-            fs_tasks: JoinSet::new(),
-        };
-        let outcome = self.drive(&mut conn).await;
-        let Connection { client, .. } = conn;
-        process.snapshot_descendants();
-        client.close();
-        process.shutdown(self.settings.kill_grace).await;
-        tracing::info!(session_id = %run.session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
-        outcome
+        let (process, client, incoming) =
+            AgentProcess::spawn(&launch).map_err(|e| Outcome::Failed {
+                reason: e.to_string(),
+            })?;
+        Ok((
+            process,
+            Connection {
+                client,
+                incoming,
+                gate: self.gate.clone(),
+                session_id: spec.session_id,
+                workspace: spec.workspace,
+                dm: spec.dm,
+                staging: staging_in_env,
+                activity: self.activity.clone(),
+                fs_tasks: JoinSet::new(),
+            },
+        ))
     }
 
     /// The canonical workspace with the sandbox's mount points in place (blocking file-system
@@ -281,11 +408,11 @@ impl AgentRunner {
     /// the sandbox bind it over the otherwise private `$TMPDIR`).
     async fn prepare_workspace(
         &self,
-        run: &SessionRun,
+        spec: &AgentSpec,
     ) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
         let sandbox = self.sandbox.clone();
-        let workspace = run.workspace.clone();
-        let env = run.env.clone();
+        let workspace = spec.workspace.clone();
+        let env = spec.env.clone();
         tokio::task::spawn_blocking(move || {
             let canonical = workspace.canonicalize()?;
             sandbox.prepare_workspace(&canonical)?;
@@ -298,59 +425,8 @@ impl AgentRunner {
         .map_err(std::io::Error::other)?
     }
 
-    async fn drive(&self, conn: &mut Connection<'_>) -> Outcome {
-        let run = conn.run;
-        let acp_session = tokio::select! {
-            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(conn)) => match r {
-                Ok(Ok(id)) => id,
-                Ok(Err(reason)) => return Outcome::Failed { reason },
-                Err(_) => return Outcome::TimedOut { phase: "connect" },
-            },
-            _ = run.terminate.cancelled() => return Outcome::Terminated,
-            _ = run.shutdown.cancelled() => return Outcome::Cancelled,
-        };
-
-        let mut retried = false;
-        let mut prompt = run.prompt.clone();
-        loop {
-            let end = self.turn(conn, &acp_session, &prompt).await;
-            match end {
-                TurnEnd::Stop(reason) => {
-                    if run.probe.responded() {
-                        return Outcome::Responded { retried };
-                    }
-                    if reason != "end_turn" {
-                        tracing::warn!(session_id = %run.session_id, stop_reason = %reason, "turn ended without an answer");
-                    }
-                    match (&run.retry_prompt, retried, reason.as_str()) {
-                        (Some(retry), false, "end_turn") => {
-                            tracing::info!(session_id = %run.session_id, "no reply yet; sending the retry prompt");
-                            retried = true;
-                            prompt = retry.clone();
-                        }
-                        _ => return Outcome::NoResponse { retried },
-                    }
-                }
-                TurnEnd::Error(e) => {
-                    return Outcome::Failed {
-                        reason: format!("session/prompt failed: {e}"),
-                    };
-                }
-                // `turn` has sent `session/cancel` already.
-                other => {
-                    return match other {
-                        TurnEnd::Idle => Outcome::TimedOut { phase: "idle" },
-                        TurnEnd::MaxTurn => Outcome::TimedOut { phase: "max_turn" },
-                        TurnEnd::Terminated => Outcome::Terminated,
-                        _ => Outcome::Cancelled,
-                    };
-                }
-            }
-        }
-    }
-
     /// initialize + session/new (+ model selection). Returns the ACP session id.
-    async fn connect(&self, conn: &mut Connection<'_>) -> Result<String, String> {
+    async fn connect(&self, conn: &mut Connection) -> Result<String, String> {
         let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
         let init = conn
             .request_serving(
@@ -375,8 +451,7 @@ impl AgentRunner {
                 ));
             }
         }
-        let cwd =
-            std::path::absolute(&conn.run.workspace).unwrap_or_else(|_| conn.run.workspace.clone());
+        let cwd = std::path::absolute(&conn.workspace).unwrap_or_else(|_| conn.workspace.clone());
         let new = conn
             .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
             .await
@@ -393,13 +468,7 @@ impl AgentRunner {
         Ok(session)
     }
 
-    async fn select_model(
-        &self,
-        conn: &mut Connection<'_>,
-        session: &str,
-        new: &Value,
-        model: &str,
-    ) {
+    async fn select_model(&self, conn: &mut Connection, session: &str, new: &Value, model: &str) {
         let option = new
             .get("configOptions")
             .and_then(Value::as_array)
@@ -408,7 +477,7 @@ impl AgentRunner {
                     .find(|o| o.get("id").and_then(Value::as_str) == Some("model"))
             });
         let Some(option) = option else {
-            tracing::debug!(session_id = %conn.run.session_id, "agent offers no model option; using its default");
+            tracing::debug!(session_id = %conn.session_id, "agent offers no model option; using its default");
             return;
         };
         if option.get("currentValue").and_then(Value::as_str) == Some(model) {
@@ -422,7 +491,7 @@ impl AgentRunner {
                     .any(|v| v.get("value").and_then(Value::as_str) == Some(model))
             });
         if !offered {
-            tracing::warn!(session_id = %conn.run.session_id, model, "configured model is not offered by the agent; using its default");
+            tracing::warn!(session_id = %conn.session_id, model, "configured model is not offered by the agent; using its default");
             return;
         }
         let params = json!({"sessionId": session, "configId": "model", "value": model});
@@ -434,27 +503,147 @@ impl AgentRunner {
             )
             .await
         {
-            Ok(_) => tracing::debug!(session_id = %conn.run.session_id, model, "model selected"),
+            Ok(_) => tracing::debug!(session_id = %conn.session_id, model, "model selected"),
             Err(e) => {
-                tracing::warn!(session_id = %conn.run.session_id, model, error = %e, "model selection failed")
+                tracing::warn!(session_id = %conn.session_id, model, error = %e, "model selection failed")
+            }
+        }
+    }
+}
+
+/// A running agent connected to its ACP session, between turns or in one.
+pub struct LiveAgent {
+    process: AgentProcess,
+    conn: Connection,
+    acp_session: String,
+    settings: RunnerSettings,
+    /// The console's status: a turn is open from `start` (or the prompt) to its end.
+    turn_open: bool,
+    turns: u32,
+}
+
+impl std::fmt::Debug for LiveAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveAgent")
+            .field("session_id", &self.conn.session_id)
+            .field("pid", &self.process.pid())
+            .field("turns", &self.turns)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveAgent {
+    /// Our session id.
+    pub fn session_id(&self) -> &str {
+        &self.conn.session_id
+    }
+
+    /// The agent's OS process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Turns prompted so far.
+    pub fn turns(&self) -> u32 {
+        self.turns
+    }
+
+    /// Whether the process has exited: it can take no further turn.
+    pub fn has_exited(&mut self) -> bool {
+        self.process.has_exited()
+    }
+
+    /// Runs one turn on the agent's ACP session: the prompt, and the retry prompt once when
+    /// the turn ended without an answer for the user.
+    pub async fn prompt(&mut self, turn: &TurnSpec) -> Outcome {
+        let sid = self.conn.session_id.clone();
+        if !self.turn_open {
+            self.conn.activity.report(&sid, Activity::Started);
+        }
+        self.turn_open = false;
+        self.turns += 1;
+        let outcome = self.drive(turn).await;
+        self.conn.activity.report(&sid, Activity::Ended);
+        tracing::info!(session_id = %sid, outcome = outcome.label(), detail = ?outcome, turn = self.turns, "agent turn ended");
+        outcome
+    }
+
+    /// Stops the process (stdin EOF, then SIGTERM, then SIGKILL to its group, and whatever
+    /// it left behind).
+    pub async fn stop(self) {
+        let LiveAgent {
+            mut process,
+            conn,
+            settings,
+            ..
+        } = self;
+        let Connection { client, .. } = conn;
+        process.snapshot_descendants();
+        client.close();
+        process.shutdown(settings.kill_grace).await;
+    }
+
+    async fn drive(&mut self, run: &TurnSpec) -> Outcome {
+        let mut retried = false;
+        let mut prompt = run.prompt.clone();
+        loop {
+            let end = self.turn(&prompt, run).await;
+            match end {
+                TurnEnd::Stop(reason) => {
+                    if run.probe.responded() {
+                        return Outcome::Responded { retried };
+                    }
+                    if reason != "end_turn" {
+                        tracing::warn!(session_id = %self.conn.session_id, stop_reason = %reason, "turn ended without an answer");
+                    }
+                    match (&run.retry_prompt, retried, reason.as_str()) {
+                        (Some(retry), false, "end_turn") => {
+                            tracing::info!(session_id = %self.conn.session_id, "no reply yet; sending the retry prompt");
+                            retried = true;
+                            prompt = retry.clone();
+                        }
+                        _ => return Outcome::NoResponse { retried },
+                    }
+                }
+                TurnEnd::Error(e) => {
+                    return Outcome::Failed {
+                        reason: format!("session/prompt failed: {e}"),
+                    };
+                }
+                // `turn` has sent `session/cancel` already.
+                other => {
+                    return match other {
+                        TurnEnd::Idle => Outcome::TimedOut { phase: "idle" },
+                        TurnEnd::MaxTurn => Outcome::TimedOut { phase: "max_turn" },
+                        TurnEnd::Terminated => Outcome::Terminated,
+                        TurnEnd::Unresponsive => Outcome::Failed {
+                            reason: "the agent sent nothing after the prompt".into(),
+                        },
+                        _ => Outcome::Cancelled,
+                    };
+                }
             }
         }
     }
 
     /// Sends one prompt and serves the agent until the turn ends.
-    async fn turn(&self, conn: &mut Connection<'_>, session: &str, text: &str) -> TurnEnd {
+    async fn turn(&mut self, text: &str, run: &TurnSpec) -> TurnEnd {
+        let session = self.acp_session.clone();
+        let conn = &mut self.conn;
         let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
         let client = conn.client.clone();
         // The RPC timeout is a backstop; max_turn below is the real bound.
         let backstop = self.settings.max_turn + Duration::from_secs(60);
         // Marks the end of start-up for the first prompt (`benches/agent_startup.rs` times it).
-        tracing::debug!(session_id = %conn.run.session_id, bytes = text.len(), "prompt sent");
-        conn.activity
-            .report(&conn.run.session_id, Activity::Thinking);
+        tracing::debug!(session_id = %conn.session_id, bytes = text.len(), "prompt sent");
+        conn.activity.report(&conn.session_id, Activity::Thinking);
         let prompt = client.request("session/prompt", params, backstop);
         tokio::pin!(prompt);
         let turn_deadline = Instant::now() + self.settings.max_turn;
         let mut idle_deadline = Instant::now() + self.settings.idle_timeout;
+        // A warm agent must show a sign of life soon (see `TurnSpec::first_sign_within`).
+        let far = Instant::now() + Duration::from_secs(24 * 3600);
+        let mut first_sign_deadline = run.first_sign_within.map_or(far, |d| Instant::now() + d);
         let end = loop {
             tokio::select! {
                 result = &mut prompt => {
@@ -468,6 +657,7 @@ impl AgentRunner {
                 msg = conn.incoming.recv() => match msg {
                     Some(m) => {
                         idle_deadline = Instant::now() + self.settings.idle_timeout;
+                        first_sign_deadline = far;
                         conn.serve(m).await;
                     }
                     // stdout closed: the prompt future resolves with `Closed` next.
@@ -480,28 +670,36 @@ impl AgentRunner {
                 },
                 _ = tokio::time::sleep_until(idle_deadline) => break TurnEnd::Idle,
                 _ = tokio::time::sleep_until(turn_deadline) => break TurnEnd::MaxTurn,
-                _ = conn.run.terminate.cancelled() => break TurnEnd::Terminated,
-                _ = conn.run.shutdown.cancelled() => break TurnEnd::Shutdown,
+                _ = tokio::time::sleep_until(first_sign_deadline) => break TurnEnd::Unresponsive,
+                _ = run.terminate.cancelled() => break TurnEnd::Terminated,
+                _ = run.shutdown.cancelled() => break TurnEnd::Shutdown,
             }
         };
-        conn.cancel(session, prompt).await;
+        conn.cancel(&session, prompt).await;
         end
     }
 }
 
 /// The live connection of one session.
-struct Connection<'a> {
+struct Connection {
     client: RpcClient,
     incoming: mpsc::Receiver<Incoming>,
-    gate: &'a PermissionGate,
-    run: &'a SessionRun,
-    activity: &'a ActivityReporter,
+    gate: PermissionGate,
+    /// Our session id.
+    session_id: String,
+    /// The canonical workspace (the fs/* boundary).
+    workspace: PathBuf,
+    /// A direct-message session (`private/` visible).
+    dm: bool,
+    /// The session's staging folder (see [`SessionRun::staging_dir`]).
+    staging: Option<PathBuf>,
+    activity: ActivityReporter,
     /// fs/* requests being served off the turn loop (see [`Connection::spawn_fs`]); dropping
     /// the connection at the session's end aborts those still waiting.
     fs_tasks: JoinSet<()>,
 }
 
-impl Connection<'_> {
+impl Connection {
     /// A request whose wait also serves incoming agent messages (agents may ask things while
     /// we wait for them).
     async fn request_serving(
@@ -526,7 +724,7 @@ impl Connection<'_> {
 
     /// Handles one notification or request from the agent.
     async fn serve(&mut self, msg: Incoming) {
-        let sid = &self.run.session_id;
+        let sid = &self.session_id;
         match msg {
             Incoming::Notification { method, params } => {
                 if method == "session/update" {
@@ -542,7 +740,7 @@ impl Connection<'_> {
                 let reply = match method.as_str() {
                     "session/request_permission" => {
                         let tool_call = params.get("toolCall").cloned().unwrap_or(Value::Null);
-                        let decision = self.gate.decide(&tool_call, &self.run.workspace);
+                        let decision = self.gate.decide(&tool_call, &self.workspace);
                         let command = gate::command_of(&tool_call);
                         if decision.allow && self.gate.is_yolo() {
                             tracing::warn!(session_id = %sid, command = ?command, reason = %decision.reason, "permission approved (YOLO)");
@@ -579,10 +777,10 @@ impl Connection<'_> {
         while self.fs_tasks.try_join_next().is_some() {}
         let busy = self.fs_tasks.len() >= fs::MAX_FS_IN_FLIGHT;
         let client = self.client.clone();
-        let sid = self.run.session_id.clone();
-        let workspace = self.run.workspace.clone();
-        let dm = self.run.dm;
-        let staging = self.run.staging_dir();
+        let sid = self.session_id.clone();
+        let workspace = self.workspace.clone();
+        let dm = self.dm;
+        let staging = self.staging.clone();
         self.fs_tasks.spawn(async move {
             let reply = if busy {
                 Err(fs::FsError::Busy)
@@ -610,7 +808,7 @@ impl Connection<'_> {
     where
         F: std::future::Future<Output = Result<Value, RpcError>>,
     {
-        let sid = self.run.session_id.clone();
+        let sid = self.session_id.clone();
         if self
             .client
             .notify("session/cancel", json!({"sessionId": session}))
