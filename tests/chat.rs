@@ -11,17 +11,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-fn fake_agent() -> PathBuf {
-    let path = Path::new(common::bin())
-        .parent()
-        .unwrap()
-        .join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "build the examples first (`cargo test` does)"
-    );
-    path
-}
+use common::serve_discord_support::fake_agent;
 
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")

@@ -276,6 +276,11 @@ impl AgentRunner {
         }
     }
 
+    /// The runner's settings.
+    pub fn settings(&self) -> &RunnerSettings {
+        &self.settings
+    }
+
     /// Reports every session's [`Activity`] to `observer`.
     pub fn with_activity_observer(mut self, observer: Arc<dyn ActivityObserver>) -> Self {
         self.activity = ActivityReporter::new(observer);

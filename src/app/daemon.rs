@@ -20,6 +20,7 @@ use crate::agent::{
 use crate::config::{Config, ProcessEnv};
 use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
 use crate::conversation::prompts::PromptLibrary;
+use crate::conversation::warm::{WarmMetrics, WarmPool, WarmSettings};
 use crate::conversation::workspace::Workspaces;
 use crate::conversation::{
     ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
@@ -308,6 +309,14 @@ pub async fn start(
         }
         _ => None,
     };
+    // agent.warm: idle agents kept between a conversation's turns; stopped at shutdown once
+    // every running turn is over.
+    let warm = WarmSettings::from_config(&config.agent.warm)
+        .map(|settings| WarmPool::new(settings, WarmMetrics::new(metrics)));
+    if let Some(pool) = &warm {
+        let pool = pool.clone();
+        shutdown.spawn_service("warm_agents", move |stop| pool.run(stop));
+    }
     let interactions = Interactions {
         platforms: platforms.clone(),
         sessions: api.sessions().clone(),
@@ -340,6 +349,7 @@ pub async fn start(
         retry_prompt: retry_prompt(&skills),
         metrics: conversation_metrics.clone(),
         stop: shutdown.stop(),
+        warm: warm.clone(),
     };
     let router = Router::new(RouterParts {
         policy: Policy::new(&config.platforms, &config.access_control),

@@ -242,6 +242,40 @@ pub struct AgentConfig {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// Daily token budgets enforced by the gateway.
     pub budget: BudgetConfig,
+    /// Agents kept alive between the turns of a conversation.
+    pub warm: WarmConfig,
+}
+
+/// `agent.warm`: after a turn, the conversation's agent process and its ACP session stay alive
+/// for the next message of the same conversation (no spawn, no `initialize`, no `session/new`,
+/// and a prompt with only what is new).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WarmConfig {
+    /// `false`: every message starts a fresh agent that is stopped when its turn ends.
+    pub enabled: bool,
+    /// An idle warm agent is stopped after this long without a message. At most
+    /// `skillApi.sessionTimeoutMs` (its Skill API session must outlive the wait).
+    pub idle_ms: u64,
+    /// Idle warm agents kept at once; the least recently used is stopped to make room. `null`:
+    /// sized from the machine's memory (half of it, at about 0.6 GB per OpenCode process).
+    pub max_processes: Option<u32>,
+    /// A warm agent is retired after this many turns; the next message starts afresh.
+    pub max_turns: u32,
+    /// ... or when the prompts it was sent add up to more than this many estimated tokens.
+    pub max_context_tokens: u32,
+}
+
+impl Default for WarmConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_ms: 600_000,
+            max_processes: None,
+            max_turns: 20,
+            max_context_tokens: 64_000,
+        }
+    }
 }
 
 impl Default for AgentConfig {
@@ -276,6 +310,7 @@ impl Default for AgentConfig {
             sandbox: SandboxConfig::default(),
             providers: ProviderConfig::builtins(),
             budget: BudgetConfig::default(),
+            warm: WarmConfig::default(),
         }
     }
 }

@@ -136,6 +136,22 @@ impl Config {
                 ),
             );
         }
+        let w = &a.warm;
+        if w.enabled {
+            for (key, zero) in [
+                ("agent.warm.idleMs", w.idle_ms == 0),
+                ("agent.warm.maxProcesses", w.max_processes == Some(0)),
+                ("agent.warm.maxTurns", w.max_turns == 0),
+                ("agent.warm.maxContextTokens", w.max_context_tokens == 0),
+            ] {
+                if zero {
+                    v.add(
+                        key,
+                        "must be greater than 0 (agent.warm.enabled: false turns warm agents off)",
+                    );
+                }
+            }
+        }
         if a.token_limit < 1_000 {
             v.add(
                 "agent.tokenLimit",
@@ -256,6 +272,17 @@ impl Config {
         }
         if s.session_timeout_ms == 0 {
             v.add("skillApi.sessionTimeoutMs", "must be greater than 0");
+        }
+        let warm = &self.agent.warm;
+        if warm.enabled && warm.idle_ms > s.session_timeout_ms {
+            v.add(
+                "agent.warm.idleMs",
+                format!(
+                    "{} is longer than skillApi.sessionTimeoutMs ({}): a warm agent's Skill API \
+                     session would expire while it waits",
+                    warm.idle_ms, s.session_timeout_ms
+                ),
+            );
         }
         if s.header_read_timeout_ms == 0 {
             v.add("skillApi.headerReadTimeoutMs", "must be greater than 0");

@@ -225,6 +225,91 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
     sections.join("\n\n")
 }
 
+/// What a warm agent is told of a later message in its conversation: only what its earlier
+/// prompts did not show (`shown`: see [`shown_ids`]) — newer messages of the channel (its own
+/// replies left out, it wrote them), related messages and important memories — then the
+/// current message and a short reminder of the rules. The system prompt, the session section
+/// and the full instructions were sent with the first turn.
+pub fn assemble_followup(
+    p: &PromptParts,
+    shown: &std::collections::HashSet<String>,
+    budget: usize,
+) -> String {
+    let bot = p.bot_user_id.as_deref();
+    let current = current_section(p);
+    let mut left = budget.saturating_sub(estimate_tokens(&current) + estimate_tokens(FOLLOWUP) + 2);
+    let mut take = |lines: Vec<String>| -> Vec<String> {
+        let mut kept = Vec::new();
+        for line in lines.into_iter().rev() {
+            let cost = estimate_tokens(&line) + 1;
+            if cost > left {
+                break;
+            }
+            left -= cost;
+            kept.push(line);
+        }
+        kept.reverse();
+        kept
+    };
+    let memories = take(
+        p.memories
+            .iter()
+            .filter(|m| !shown.contains(&memory_key(&m.id)))
+            .map(|m| format!("- ({}, {}) {}", m.id, fmt_time(&m.created_at), m.content))
+            .collect(),
+    );
+    let new_messages = |list: &[ChatMessage]| -> Vec<String> {
+        list.iter()
+            .filter(|m| !shown.contains(&m.message_id) && bot != Some(m.user_id.as_str()))
+            .map(|m| message_line(m, bot))
+            .collect()
+    };
+    let recent = take(new_messages(&p.recent));
+    let related = take(new_messages(&p.related));
+    let mut sections = Vec::new();
+    if !memories.is_empty() {
+        sections.push(format!(
+            "## New important memories\n{}",
+            memories.join("\n")
+        ));
+    }
+    if !recent.is_empty() {
+        sections.push(format!(
+            "## New in the conversation since your last turn (oldest first)\n{}",
+            recent.join("\n")
+        ));
+    }
+    if !related.is_empty() {
+        sections.push(format!(
+            "## Related messages from this channel\n{}",
+            related.join("\n")
+        ));
+    }
+    sections.push(current);
+    sections.push(FOLLOWUP.to_owned());
+    sections.join("\n\n")
+}
+
+/// The reminder that ends a follow-up prompt.
+const FOLLOWUP: &str = "## Instructions\n\
+This is a new turn of the same conversation and session: same skills, same payload folder, and \
+a fresh reply quota. Answer the current message with the send-reply skill (one successful call), \
+or react with react-message. Your own text output is never shown.";
+
+/// The ids a prompt built from `p` shows: its messages and (as `memory:<id>`) memories.
+pub fn shown_ids(p: &PromptParts) -> impl Iterator<Item = String> + '_ {
+    p.recent
+        .iter()
+        .chain(&p.related)
+        .map(|m| m.message_id.clone())
+        .chain(p.current.iter().map(|m| m.message_id.clone()))
+        .chain(p.memories.iter().map(|m| memory_key(&m.id)))
+}
+
+fn memory_key(id: &str) -> String {
+    format!("memory:{id}")
+}
+
 /// The words of a message worth searching for (longest first, at most five).
 pub fn keywords(text: &str) -> Vec<String> {
     let mut words: Vec<String> = text

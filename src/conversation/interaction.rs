@@ -3,6 +3,7 @@
 //! and the finish — a short error reply when the user got nothing, never on top of a real
 //! answer — then unregistration and clean-up.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,21 +12,26 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::context::{assemble, gather};
+use super::context::{assemble, assemble_followup, gather, shown_ids};
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
+use super::warm::{ConversationKey, SessionResources, Take, WarmAgent, WarmPool};
 use super::workspace::Workspaces;
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
-use crate::agent::{AgentRunner, Outcome, SessionRun};
+use crate::agent::{AgentRunner, AgentSpec, Outcome, TurnSpec};
 use crate::config::{AgentConfig, ProcessEnv};
 use crate::egress::EgressProxy;
 use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
 use crate::skill_api::SkillApiState;
-use crate::skill_api::sessions::{SessionContext, SessionRegistry};
+use crate::skill_api::sessions::{
+    SessionContext, SessionHandle, SessionRegistry, TerminationSignal,
+};
 use crate::store::Store;
 use crate::store::WorkspaceKey;
+use crate::text::estimate_tokens;
+use tokio::time::Instant;
 
 /// Sent when the agent produced nothing for the user.
 pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
@@ -99,6 +105,8 @@ pub struct Interactions {
     pub metrics: ConversationMetrics,
     /// Cancelled when running sessions must stop (end of the shutdown grace period).
     pub stop: CancellationToken,
+    /// Agents kept between a conversation's turns (`agent.warm`); `None` when off.
+    pub warm: Option<WarmPool>,
 }
 
 impl std::fmt::Debug for Interactions {
@@ -122,6 +130,7 @@ impl MessageHandler for Interactions {
 
 impl Interactions {
     async fn run(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) -> &'static str {
+        let received = Instant::now();
         let workspace = match self.workspaces.path_for(msg.platform, &msg.user_id) {
             Ok(w) => w,
             Err(e) => {
@@ -143,6 +152,31 @@ impl Interactions {
             }
             return "over_budget";
         }
+        let fingerprint = match &self.warm {
+            Some(_) => self.fingerprint().await,
+            None => 0,
+        };
+        if let Some(pool) = &self.warm
+            && let Take::Hit(agent) = pool.take(&ConversationKey::of(msg), fingerprint)
+            && let Some(label) = self.warm_turn(platform, msg, *agent, received).await
+        {
+            return label;
+        }
+        self.cold_turn(platform, msg, workspace, fingerprint, received)
+            .await
+    }
+
+    /// A turn on a fresh agent: a new Skill API session, folders, socket and environment, the
+    /// whole prompt; afterwards the agent is kept warm (when that is on and the turn ended
+    /// normally) or stopped with everything it held.
+    async fn cold_turn(
+        &self,
+        platform: &dyn PlatformAdapter,
+        msg: &IncomingMessage,
+        workspace: PathBuf,
+        fingerprint: u64,
+        received: Instant,
+    ) -> &'static str {
         let registered = match self.sessions.register(SessionContext {
             platform: msg.platform,
             channel_id: msg.channel_id.clone(),
@@ -161,6 +195,7 @@ impl Interactions {
             }
         };
         let session_id = registered.session_id.as_str().to_owned();
+        let handle = registered.handle.clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
 
         let outcome = async {
@@ -168,6 +203,7 @@ impl Interactions {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::error!(session_id = %session_id, error = %e, "cannot prepare the workspace");
+                    self.sessions.unregister(&registered.session_id);
                     return None;
                 }
             };
@@ -190,36 +226,39 @@ impl Interactions {
             )
             .await;
             let prompt = assemble(&parts, self.prompt.token_limit);
+            let mut resources = SessionResources {
+                registered,
+                dirs,
+                socket: None,
+                egress: None,
+                sessions: self.sessions.clone(),
+                workspaces: self.workspaces.clone(),
+            };
             // A sandboxed agent's only way to the daemon: its session's own socket.
-            let socket = match &self.channels {
-                Some(api) => match api.open_session_socket(&registered.session_id).await {
-                    Ok(socket) => Some(socket),
+            if let Some(api) = &self.channels {
+                match api.open_session_socket(&resources.registered.session_id).await {
+                    Ok(socket) => resources.socket = Some(socket),
                     Err(e) => {
                         tracing::error!(session_id = %session_id, error = %e, "cannot open the session's Skill API socket");
-                        self.workspaces.cleanup(&dirs).await;
+                        resources.release().await;
                         return None;
                     }
-                },
-                None => None,
-            };
+                }
+            }
             // Its egress proxy, next to the socket in the same private folder.
-            let egress = match (&self.egress, socket.as_ref()) {
-                (Some(proxy), Some(open)) => match proxy.serve_session(open.dir()) {
-                    Ok(egress) => Some(egress),
+            if let (Some(proxy), Some(open)) = (&self.egress, resources.socket.as_ref()) {
+                match proxy.serve_session(open.dir()) {
+                    Ok(egress) => resources.egress = Some(egress),
                     Err(e) => {
                         tracing::error!(session_id = %session_id, error = %e, "cannot open the session's egress proxy");
-                        if let Some(socket) = socket {
-                            socket.close().await;
-                        }
-                        self.workspaces.cleanup(&dirs).await;
+                        resources.release().await;
                         return None;
                     }
-                },
-                _ => None,
-            };
+                }
+            }
             let identity = SessionIdentity {
                 session_id: session_id.clone(),
-                token: registered.caller_token.expose_secret().to_owned(),
+                token: resources.registered.caller_token.expose_secret().to_owned(),
                 api_url: self.env.api_url.clone(),
             };
             let gateway_route = format!("{}/llm/{session_id}", self.env.api_url);
@@ -227,7 +266,7 @@ impl Interactions {
                 &EnvInputs {
                     agent: &self.env.agent,
                     identity: &identity,
-                    workspace: &dirs.workspace,
+                    workspace: &resources.dirs.workspace,
                     air_friends_bin: &self.env.air_friends_bin,
                     skills_dir: &self.env.skills_dir,
                     skill_credentials: &self.env.skill_credentials,
@@ -239,67 +278,188 @@ impl Interactions {
                 },
                 &ProcessEnv,
             );
-
-            // Bridge the Skill API's termination request to the runner.
-            let terminate = CancellationToken::new();
-            let done = CancellationToken::new();
-            let signal = registered.termination.clone();
-            let (t, d) = (terminate.clone(), done.clone());
-            let bridge = tokio::spawn(async move {
-                tokio::select! {
-                    reason = signal.requested() => {
-                        tracing::warn!(reason = %reason, "Skill API asked to terminate the agent");
-                        t.cancel();
-                    }
-                    _ = d.cancelled() => {}
-                }
-            });
-            let typing = self.spawn_typing(msg, done.clone());
-
-            let handle = registered.handle.clone();
-            let outcome = self
+            let spec = AgentSpec {
+                session_id: session_id.clone(),
+                workspace: resources.dirs.workspace.clone(),
+                dm: msg.is_dm,
+                api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
+                env,
+            };
+            let context_tokens = estimate_tokens(&prompt);
+            let shown: HashSet<String> = shown_ids(&parts).collect();
+            let turn = self.turn_watch(msg, &resources.registered.termination);
+            let spec_turn = self.turn_spec(prompt, &turn, &handle, None);
+            let (outcome, live) = match self
                 .runner
-                .run(SessionRun {
-                    session_id: session_id.clone(),
-                    workspace: dirs.workspace.clone(),
-                    dm: msg.is_dm,
-                    api_socket_dir: socket.as_ref().map(|s| s.dir().to_path_buf()),
-                    env,
-                    prompt,
-                    retry_prompt: self.retry_prompt.clone(),
-                    terminate,
-                    shutdown: self.stop.clone(),
-                    probe: Arc::new(move || handle.responded()),
-                })
-                .await;
-            done.cancel();
-            let _ = bridge.await;
-            if let Some(t) = typing {
-                let _ = t.await;
+                .start(spec, &spec_turn.terminate, &spec_turn.shutdown)
+                .await
+            {
+                Ok(mut live) => {
+                    self.started("cold", received);
+                    (live.prompt(&spec_turn).await, Some(live))
+                }
+                Err(outcome) => (outcome, None),
+            };
+            turn.finish().await;
+            match (live, &self.warm) {
+                (Some(live), Some(pool)) if keeps_warm(&outcome) => pool.put(
+                    ConversationKey::of(msg),
+                    WarmAgent::new(live, resources, fingerprint, context_tokens, shown),
+                ),
+                (live, _) => {
+                    if let Some(live) = live {
+                        live.stop().await;
+                    }
+                    resources.release().await;
+                }
             }
-            if let Some(egress) = egress {
-                egress.close().await;
-            }
-            if let Some(socket) = socket {
-                socket.close().await;
-            }
-            self.workspaces.cleanup(&dirs).await;
             Some(outcome)
         }
         .instrument(span)
         .await;
+        self.finish(platform, msg, &session_id, &handle, outcome.as_ref())
+            .await
+    }
 
-        let responded = registered.handle.responded();
-        self.sessions.unregister(&registered.session_id);
-        let label = match &outcome {
-            Some(o) => o.label(),
-            None => "failed",
-        };
-        if !responded && !cancelled_by_the_user(msg, outcome.as_ref()) {
+    /// A turn on the conversation's warm agent: the same session with a fresh turn state, and
+    /// a prompt of only what is new. `None` when the agent turned out dead or hung before
+    /// anything reached the user: it is retired and the caller starts a fresh one for the
+    /// same message.
+    async fn warm_turn(
+        &self,
+        platform: &dyn PlatformAdapter,
+        msg: &IncomingMessage,
+        mut agent: WarmAgent,
+        received: Instant,
+    ) -> Option<&'static str> {
+        let pool = self.warm.as_ref()?;
+        let handle = agent.resources.registered.handle.clone();
+        let termination = handle.begin_turn(Some(msg.message_id.clone()));
+        let session_id = handle.id().as_str().to_owned();
+        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
+        let outcome = async {
+            let parts = gather(
+                platform,
+                &self.store,
+                msg,
+                String::new(),
+                &session_id,
+                &self.env.skills_dir,
+                self.prompt.recent_limit,
+                self.prompt.related_limit,
+            )
+            .await;
+            let prompt = assemble_followup(&parts, &agent.shown, self.prompt.token_limit);
+            agent.shown.extend(shown_ids(&parts));
+            agent.context_tokens += estimate_tokens(&prompt);
+            let turn = self.turn_watch(msg, &termination);
+            // A warm agent must show a sign of life as soon as a fresh one would have connected.
+            let first_sign = self.runner.settings().connect_timeout;
+            let spec = self.turn_spec(prompt, &turn, &handle, Some(first_sign));
+            self.started("warm", received);
+            let outcome = agent.live.prompt(&spec).await;
+            turn.finish().await;
+            outcome
+        }
+        .instrument(span)
+        .await;
+        if matches!(outcome, Outcome::Failed { .. }) && !handle.responded() {
+            tracing::warn!(session_id = %session_id, detail = ?outcome, "the warm agent failed before answering; starting a fresh one");
+            pool.retire(agent, "failed");
+            return None;
+        }
+        if keeps_warm(&outcome) {
+            pool.put(ConversationKey::of(msg), agent);
+        } else {
+            pool.retire(agent, "failed");
+        }
+        Some(
+            self.finish(platform, msg, &session_id, &handle, Some(&outcome))
+                .await,
+        )
+    }
+
+    /// The end of a turn: the generic error reply when nothing reached the user (never after
+    /// the user cancelled it), and the log line.
+    async fn finish(
+        &self,
+        platform: &dyn PlatformAdapter,
+        msg: &IncomingMessage,
+        session_id: &str,
+        handle: &SessionHandle,
+        outcome: Option<&Outcome>,
+    ) -> &'static str {
+        let responded = handle.responded();
+        let label = outcome.map_or("failed", Outcome::label);
+        if !responded && !cancelled_by_the_user(msg, outcome) {
             self.error_reply(platform, msg).await;
         }
         tracing::info!(session_id = %session_id, outcome = label, responded, "interaction finished");
         label
+    }
+
+    /// What the turn's agent run waits on: the Skill API's termination request bridged to a
+    /// token, and the typing indicator.
+    fn turn_watch(&self, msg: &IncomingMessage, signal: &TerminationSignal) -> TurnWatch {
+        let terminate = CancellationToken::new();
+        let done = CancellationToken::new();
+        let signal = signal.clone();
+        let (t, d) = (terminate.clone(), done.clone());
+        let bridge = tokio::spawn(async move {
+            tokio::select! {
+                reason = signal.requested() => {
+                    tracing::warn!(reason = %reason, "Skill API asked to terminate the agent");
+                    t.cancel();
+                }
+                _ = d.cancelled() => {}
+            }
+        });
+        let typing = self.spawn_typing(msg, done.clone());
+        TurnWatch {
+            terminate,
+            done,
+            bridge,
+            typing,
+        }
+    }
+
+    fn turn_spec(
+        &self,
+        prompt: String,
+        watch: &TurnWatch,
+        handle: &SessionHandle,
+        first_sign_within: Option<Duration>,
+    ) -> TurnSpec {
+        let handle = handle.clone();
+        TurnSpec {
+            prompt,
+            retry_prompt: self.retry_prompt.clone(),
+            terminate: watch.terminate.clone(),
+            shutdown: self.stop.clone(),
+            probe: Arc::new(move || handle.responded()),
+            first_sign_within,
+        }
+    }
+
+    fn started(&self, start: &str, received: Instant) {
+        if let Some(pool) = &self.warm {
+            pool.metrics().turn_started(start, received.elapsed());
+        }
+    }
+
+    /// What a warm agent was started with: the rendered system prompt and every file of the
+    /// skills folder (path, size, modification time). A different value retires it.
+    async fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let system = self.prompts.system_prompt().await.unwrap_or_default();
+        let skills = self.env.skills_dir.clone();
+        let tree = tokio::task::spawn_blocking(move || tree_fingerprint(&skills))
+            .await
+            .unwrap_or_default();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        system.hash(&mut h);
+        tree.hash(&mut h);
+        h.finish()
     }
 
     fn spawn_typing(
@@ -337,4 +497,59 @@ impl Interactions {
 /// session means the daemon stopped, and the user is told to try again.
 fn cancelled_by_the_user(msg: &IncomingMessage, outcome: Option<&Outcome>) -> bool {
     msg.platform == PlatformKind::Console && outcome == Some(&Outcome::Cancelled)
+}
+
+/// Whether a turn that ended this way leaves an agent worth keeping: it finished its turn
+/// (answered or not). Failures, timeouts, terminations and cancellations retire it.
+fn keeps_warm(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Responded { .. } | Outcome::NoResponse { .. }
+    )
+}
+
+/// A turn's termination bridge and typing indicator.
+struct TurnWatch {
+    terminate: CancellationToken,
+    done: CancellationToken,
+    bridge: tokio::task::JoinHandle<()>,
+    typing: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TurnWatch {
+    /// Stops both and waits for them.
+    async fn finish(self) {
+        self.done.cancel();
+        let _ = self.bridge.await;
+        if let Some(t) = self.typing {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Paths, sizes and modification times of every file under `dir` (sorted; unreadable
+/// entries skipped), hashed.
+fn tree_fingerprint(dir: &std::path::Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut stack = vec![dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                files.push((entry.path(), meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    files.sort();
+    files.hash(&mut h);
+    h.finish()
 }

@@ -1,5 +1,6 @@
 //! The conversation pipeline: which messages to answer and in what order (router, policy,
-//! rate limit), the user workspaces, prompt assembly, and one interaction end to end.
+//! rate limit), the user workspaces, prompt assembly, one interaction end to end, and the
+//! agents kept warm between a conversation's turns.
 
 pub mod context;
 pub mod interaction;
@@ -8,6 +9,7 @@ pub mod policy;
 pub mod prompts;
 pub mod ratelimit;
 pub mod router;
+pub mod warm;
 pub mod workspace;
 
 pub use metrics::ConversationMetrics;

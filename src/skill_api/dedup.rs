@@ -126,9 +126,10 @@ impl DedupCache {
         }
     }
 
-    /// The de-duplication key of a call.
-    pub fn key(skill: &str, session_id: &str, params: &Map<String, Value>) -> String {
-        let mut key = format!("{skill}\n{session_id}\n");
+    /// The de-duplication key of a call: the same call in another turn of a session whose
+    /// agent is kept across turns is a new call.
+    pub fn key(skill: &str, session_id: &str, turn: u64, params: &Map<String, Value>) -> String {
+        let mut key = format!("{skill}\n{session_id}\n{turn}\n");
         write_object(params, &mut key);
         key
     }
@@ -310,8 +311,13 @@ mod tests {
         );
         let empty = Map::new();
         assert_ne!(
-            DedupCache::key("s", "x", &empty),
-            DedupCache::key("s", "y", &empty)
+            DedupCache::key("s", "x", 1, &empty),
+            DedupCache::key("s", "y", 1, &empty)
+        );
+        assert_ne!(
+            DedupCache::key("s", "x", 1, &empty),
+            DedupCache::key("s", "x", 2, &empty),
+            "the same call in the next turn is a new call"
         );
     }
 

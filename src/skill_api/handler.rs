@@ -49,6 +49,8 @@ pub trait SkillHandler: Send + Sync + 'static {
 pub struct CallContext {
     skill: String,
     session: SessionHandle,
+    /// The session's context when the call began (a later turn does not change it mid-call).
+    context: Arc<SessionContext>,
     termination: Mutex<Option<String>>,
     attempt: Mutex<Option<Attempt>>,
 }
@@ -67,6 +69,7 @@ impl CallContext {
     pub fn new(skill: impl Into<String>, session: SessionHandle) -> Self {
         Self {
             skill: skill.into(),
+            context: session.context(),
             session,
             termination: Mutex::new(None),
             attempt: Mutex::new(None),
@@ -85,7 +88,7 @@ impl CallContext {
 
     /// The calling session's fixed context (platform, channel, user, DM flag, trigger, workspace).
     pub fn session(&self) -> &SessionContext {
-        self.session.context()
+        &self.context
     }
 
     /// The session handle itself (for code that needs to keep it).

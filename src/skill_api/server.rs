@@ -469,7 +469,12 @@ async fn dispatch(
         let (outcome, term) = execute(state, skill, call, None).await;
         return (outcome, term, DedupStatus::Bypass);
     }
-    let key = DedupCache::key(skill.name(), call.session.id().as_str(), &call.parameters);
+    let key = DedupCache::key(
+        skill.name(),
+        call.session.id().as_str(),
+        call.session.turn(),
+        &call.parameters,
+    );
     loop {
         match state.dedup().claim(key.clone()) {
             Claim::Cached(outcome) => return (outcome, None, DedupStatus::Hit),

@@ -326,10 +326,19 @@ pub struct RegisteredSession {
 
 struct SessionEntry {
     id: SessionId,
-    context: Arc<SessionContext>,
     token: CallerToken,
+    /// What changes from turn to turn: the context (its trigger message), the state, the
+    /// termination signal and the turn number, replaced together by
+    /// [`SessionHandle::begin_turn`].
+    turn: Mutex<TurnSlot>,
     state: Mutex<SessionState>,
     last_activity: Mutex<Instant>,
+}
+
+/// A session's current turn.
+struct TurnSlot {
+    number: u64,
+    context: Arc<SessionContext>,
     termination: TerminationSignal,
 }
 
@@ -344,7 +353,7 @@ impl fmt::Debug for SessionHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SessionHandle")
             .field("id", &self.entry.id)
-            .field("context", &self.entry.context)
+            .field("context", &self.context())
             .finish_non_exhaustive()
     }
 }
@@ -355,14 +364,36 @@ impl SessionHandle {
         &self.entry.id
     }
 
-    /// The fixed context (platform, channel, user, ...).
-    pub fn context(&self) -> &SessionContext {
-        &self.entry.context
+    /// The context of the current turn (platform, channel, user, trigger message, ...): a
+    /// cheap shared snapshot; a call keeps the one it started with.
+    pub fn context(&self) -> Arc<SessionContext> {
+        Arc::clone(&lock(&self.entry.turn).context)
     }
 
-    /// A cheap shared snapshot of the context.
-    pub fn context_arc(&self) -> Arc<SessionContext> {
-        Arc::clone(&self.entry.context)
+    /// The current turn: 1 for the first, increased by each [`begin_turn`](Self::begin_turn).
+    /// Part of the de-duplication key, so the same call in a later turn is a new call.
+    pub fn turn(&self) -> u64 {
+        lock(&self.entry.turn).number
+    }
+
+    /// Starts the next turn of a session whose agent is kept across turns: the trigger
+    /// message becomes `trigger_message_id`, the state (quotas, doom-loop counters, the
+    /// reaction, what was sent) starts afresh, and a new termination signal replaces the
+    /// previous one, which is returned for the runner to await. Counts as activity (the
+    /// session does not expire between turns while its agent is kept).
+    pub fn begin_turn(&self, trigger_message_id: Option<String>) -> TerminationSignal {
+        let termination = TerminationSignal::default();
+        {
+            let mut turn = lock(&self.entry.turn);
+            let mut context = SessionContext::clone(&turn.context);
+            context.trigger_message_id = trigger_message_id;
+            turn.number += 1;
+            turn.context = Arc::new(context);
+            turn.termination = termination.clone();
+        }
+        *lock(&self.entry.state) = SessionState::default();
+        self.mark_active();
+        termination
     }
 
     /// Runs `f` with the session state locked. Keep `f` short and synchronous: the lock is a
@@ -381,15 +412,15 @@ impl SessionHandle {
         lock(&self.entry.state).responded()
     }
 
-    /// This session's termination signal.
+    /// This session's termination signal (of the current turn).
     pub fn termination_signal(&self) -> TerminationSignal {
-        self.entry.termination.clone()
+        lock(&self.entry.turn).termination.clone()
     }
 
     /// Asks the agent runner to stop this session's agent now. The Skill API itself defers this
     /// until the response of the triggering call has been sent (see `CallContext`).
     pub fn request_termination(&self, reason: &str) -> bool {
-        let fired = self.entry.termination.fire(reason);
+        let fired = self.termination_signal().fire(reason);
         if fired {
             tracing::warn!(session_id = %self.entry.id, reason, "session termination requested");
         }
@@ -481,11 +512,14 @@ impl SessionRegistry {
         let handle = SessionHandle {
             entry: Arc::new(SessionEntry {
                 id: session_id.clone(),
-                context: Arc::new(context),
                 token: caller_token.clone(),
+                turn: Mutex::new(TurnSlot {
+                    number: 1,
+                    context: Arc::new(context),
+                    termination: termination.clone(),
+                }),
                 state: Mutex::new(SessionState::default()),
                 last_activity: Mutex::new(Instant::now()),
-                termination: termination.clone(),
             }),
         };
         sessions.insert(session_id.clone(), handle.clone());
@@ -648,6 +682,29 @@ mod tests {
             trigger_message_id: Some("m1".into()),
             workspace: PathBuf::from("/tmp/ws"),
         }
+    }
+
+    #[test]
+    fn a_new_turn_resets_quotas_and_the_trigger_and_arms_a_new_termination() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let r = registry.register(context()).unwrap();
+        r.handle.with_state(|s| {
+            s.reply_successes = 1;
+            s.record_attempt(CountedSkill::SendReply);
+        });
+        assert!(r.handle.request_termination("quota"));
+        assert!(r.termination.is_requested());
+        let next = r.handle.begin_turn(Some("m2".into()));
+        assert_eq!(r.handle.turn(), 2);
+        assert_eq!(r.handle.context().trigger_message_id.as_deref(), Some("m2"));
+        assert_eq!(r.handle.state(), SessionState::default(), "quotas reset");
+        assert!(!next.is_requested(), "the new turn is not terminated");
+        assert!(registry.request_termination(r.session_id.as_str(), "again"));
+        assert!(
+            next.is_requested(),
+            "the registry fires the current turn's signal"
+        );
+        assert_eq!(r.handle.context().channel_id, "c1", "the rest is kept");
     }
 
     #[test]

@@ -1,0 +1,247 @@
+//! Warm agents through the whole `air-friends chat` pipeline with the scripted fake ACP agent
+//! (in the real sandbox): the second message of a conversation is prompted on the same agent
+//! process and ACP session with only what is new, the per-turn reply quota starts afresh, a
+//! warm agent that died is replaced by a fresh one without the user noticing, and
+//! `agent.warm.enabled: false` starts a fresh agent for every message.
+//!
+//! The pool's own rules (eviction at the cap, idle expiry, shutdown, one agent per
+//! conversation) are tested on real agent processes in `warm_pool.rs`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const AGENT_LOG: &str = "agent-log.jsonl";
+
+fn skills_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
+}
+
+/// A turn that writes `text` to the session's payload folder and sends it with the real
+/// send-reply skill, after `extra` steps.
+fn replying(text: &str, extra: Vec<Value>) -> Value {
+    let send_reply = skills_dir().join("send-reply/scripts/send-reply");
+    let mut steps = extra;
+    steps.push(json!({"run": format!("printf '%s' '{text}' > \"$TMPDIR/$SESSION_ID/reply.md\"")}));
+    steps.push(json!({"permission": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display())}));
+    json!({"steps": steps})
+}
+
+/// A running `air-friends chat`, typed into line by line.
+struct Chat {
+    dir: tempfile::TempDir,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Chat {
+    fn start(turns: Vec<Value>, warm: &str) -> Chat {
+        let dir = tempfile::tempdir().unwrap();
+        let agent_dir = dir.path().join("agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        let script_path = agent_dir.join("agent.json");
+        std::fs::write(
+            &script_path,
+            json!({"log": AGENT_LOG, "turns": turns}).to_string(),
+        )
+        .unwrap();
+        let config = format!(
+            "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
+            data = dir.path().join("data").display(),
+            agent = common::serve_discord_support::fake_agent().display(),
+            skills = skills_dir().display(),
+            script = script_path.display(),
+            agent_dir = agent_dir.display(),
+            prompts = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("prompts")
+                .display(),
+        );
+        let config_path = dir.path().join("config.yaml");
+        std::fs::write(&config_path, config).unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut child = Command::new(common::bin())
+            .args(["chat", "--config"])
+            .arg(&config_path)
+            .env_remove("RUST_LOG")
+            .env("HOME", &home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut stderr_pipe, &mut text);
+            text
+        });
+        Chat {
+            dir,
+            child,
+            stdin,
+            lines,
+            stderr,
+        }
+    }
+
+    /// Types `line` and returns the next line the console prints.
+    fn say(&mut self, line: &str) -> String {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("no answer to {line:?}"))
+    }
+
+    /// Ends the input, waits for the exit; returns stderr.
+    fn finish(mut self) -> (String, Chat) {
+        drop(self.stdin.take());
+        let status = wait(&mut self.child, Duration::from_secs(30));
+        let stderr = std::mem::replace(&mut self.stderr, std::thread::spawn(String::new))
+            .join()
+            .unwrap();
+        assert!(status.success(), "chat failed: {status:?}\n{stderr}");
+        (stderr, self)
+    }
+
+    /// Every message the fake agents received, in order, all processes together.
+    fn received(&self) -> Vec<Value> {
+        let users = std::fs::read_dir(self.dir.path().join("data/workspaces/console")).unwrap();
+        users
+            .flatten()
+            .filter_map(|user| std::fs::read_to_string(user.path().join(AGENT_LOG)).ok())
+            .collect::<String>()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect()
+    }
+
+    fn count(&self, method: &str) -> usize {
+        self.received()
+            .iter()
+            .filter(|v| v.to_string().contains(&format!("\"method\":\"{method}\"")))
+            .count()
+    }
+
+    /// The text of every `session/prompt` received.
+    fn prompts(&self) -> Vec<String> {
+        self.received()
+            .iter()
+            .filter_map(|v| {
+                let text = v.to_string();
+                text.contains("\"method\":\"session/prompt\"")
+                    .then(|| find_prompt_text(v).unwrap_or_default())
+            })
+            .collect()
+    }
+}
+
+fn find_prompt_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Object(map) => {
+            if let Some(prompt) = map.get("prompt").and_then(Value::as_array) {
+                return prompt
+                    .iter()
+                    .find_map(|b| b.get("text").and_then(Value::as_str))
+                    .map(str::to_owned);
+            }
+            map.values().find_map(find_prompt_text)
+        }
+        Value::Array(items) => items.iter().find_map(find_prompt_text),
+        _ => None,
+    }
+}
+
+fn wait(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chat did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_second_message_is_prompted_on_the_same_agent_with_only_what_is_new() {
+    let mut chat = Chat::start(
+        vec![
+            replying("first answer", vec![]),
+            replying("second answer", vec![]),
+        ],
+        "{}",
+    );
+    assert_eq!(chat.say("hello"), "air-friends> first answer");
+    // The reply quota (one send-reply per turn) starts afresh in the second turn.
+    assert_eq!(chat.say("and again"), "air-friends> second answer");
+    let (stderr, chat) = chat.finish();
+    assert!(!stderr.contains("ran into a problem"), "{stderr}");
+    assert_eq!(chat.count("initialize"), 1, "one process");
+    assert_eq!(chat.count("session/new"), 1, "one ACP session");
+    let prompts = chat.prompts();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(prompts[0].contains("## Session") && prompts[0].contains("hello"));
+    assert!(
+        prompts[1].contains("and again") && !prompts[1].contains("## Session"),
+        "the warm prompt repeats the first one:\n{}",
+        prompts[1]
+    );
+    assert!(
+        prompts[1].len() * 2 < prompts[0].len(),
+        "warm prompt {} bytes, cold {}",
+        prompts[1].len(),
+        prompts[0].len()
+    );
+}
+
+#[test]
+fn a_warm_agent_that_died_is_replaced_by_a_fresh_one_for_the_same_message() {
+    // Each agent process kills itself shortly after its first turn.
+    let suicide = json!({"run": "(sleep 0.2; kill -9 $PPID) >/dev/null 2>&1 &"});
+    let mut chat = Chat::start(vec![replying("answer", vec![suicide])], "{}");
+    assert_eq!(chat.say("hello"), "air-friends> answer");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(chat.say("are you there?"), "air-friends> answer");
+    let (stderr, chat) = chat.finish();
+    assert!(!stderr.contains("ran into a problem"), "{stderr}");
+    assert_eq!(chat.count("initialize"), 2, "a fresh agent for the second");
+    let prompts = chat.prompts();
+    assert!(
+        prompts[1].contains("## Session"),
+        "the fresh agent got the whole prompt"
+    );
+}
+
+#[test]
+fn with_warm_agents_off_every_message_starts_a_fresh_agent() {
+    let mut chat = Chat::start(vec![replying("answer", vec![])], "{enabled: false}");
+    assert_eq!(chat.say("one"), "air-friends> answer");
+    assert_eq!(chat.say("two"), "air-friends> answer");
+    let (_, chat) = chat.finish();
+    assert_eq!(chat.count("initialize"), 2);
+    assert_eq!(chat.count("session/new"), 2);
+}
