@@ -682,3 +682,103 @@ async fn with_no_provider_key_chat_uses_the_free_model_through_the_gateway() {
         assert_eq!(auth, Some("Bearer public"), "the anonymous key upstream");
     }
 }
+
+/// A conversation continues on the same OpenCode session: the second message of the chat is
+/// prompted on the warm agent (no new OpenCode process, no new ACP session), so the model's
+/// request for turn 2 carries turn 1 — the first message and the tool calls the agent made
+/// for it — while the daemon's prompt for turn 2 holds only what is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_message_continues_the_same_opencode_session() {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    // Steps restart with each user message; the answer depends on which one it is.
+    let mut steps = reply_steps(&workspace, &skills, "First answer.");
+    let ws = workspace.clone();
+    steps[0] = Step::Dynamic(Arc::new(move |req| {
+        let session = common::fake_llm::find_in_request(req, "Session id: ")
+            .expect("the conversation names the session");
+        let newest_user = req["messages"]
+            .as_array()
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let current = newest_user
+            .rsplit("Current message")
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let reply = if current.contains("what is my name?") {
+            "Second answer."
+        } else {
+            "First answer."
+        };
+        (
+            "write",
+            json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
+        )
+    }));
+    let llm = FakeLlm::start(steps).await;
+    let config = json!({
+        "workspace": {"repoPath": data},
+        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+        "agent": {
+            "command": bin,
+            "args": ["acp"],
+            "skillsDir": skills,
+            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+            "connectTimeoutMs": 60000,
+            "providers": {"opencode": {"baseUrl": llm.base_url}},
+            "env": offline_opencode_env(),
+        }
+    });
+    let (stdout, stderr) = chat_once(
+        dir.path(),
+        &home,
+        config,
+        &[("RUST_LOG", "air_friends=info")],
+        "my name is Ada\nwhat is my name?\n",
+    )
+    .await;
+    assert!(
+        stdout.contains("air-friends> First answer.")
+            && stdout.contains("air-friends> Second answer."),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("agent started").count(),
+        1,
+        "one OpenCode process for both messages:\n{stderr}"
+    );
+    let requests = llm.requests();
+    let last = requests.last().expect("the model was asked").to_string();
+    assert!(
+        last.contains("my name is Ada") && last.contains("what is my name?"),
+        "turn 2 lost turn 1: {last}"
+    );
+    assert!(
+        last.contains("First answer.") && last.matches("send-reply").count() >= 2,
+        "turn 1's tool calls are not in turn 2's context: {last}"
+    );
+    let user_texts: Vec<&str> = requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| {
+            m["content"]
+                .as_str()
+                .or_else(|| m["content"][0]["text"].as_str())
+        })
+        .collect();
+    let newest = user_texts.last().expect("a user message");
+    assert!(
+        newest.contains("what is my name?") && !newest.contains("## Session"),
+        "the warm prompt repeats the whole first prompt: {newest}"
+    );
+}

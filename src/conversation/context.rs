@@ -360,9 +360,11 @@ pub async fn gather(
             .recent_messages(&msg.channel_id, recent_limit + 1)
             .await
         {
+            // Only what came before the message being answered: a later message (typed
+            // while this one waited its turn) is answered in its own turn.
             Ok(list) => after_last_clear(
                 list.into_iter()
-                    .filter(|m| m.message_id != msg.message_id)
+                    .filter(|m| m.message_id != msg.message_id && m.timestamp <= msg.timestamp)
                     .collect(),
             ),
             Err(e) => {

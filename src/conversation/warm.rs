@@ -112,6 +112,15 @@ pub struct ConversationKey {
 }
 
 impl ConversationKey {
+    /// The conversation of `user_id` in `channel_id` on `platform`.
+    pub fn new(platform: PlatformKind, channel_id: &str, user_id: &str) -> Self {
+        Self {
+            platform,
+            channel_id: channel_id.to_owned(),
+            user_id: user_id.to_owned(),
+        }
+    }
+
     /// The conversation `msg` belongs to.
     pub fn of(msg: &IncomingMessage) -> Self {
         Self {

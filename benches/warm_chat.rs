@@ -1,0 +1,276 @@
+//! Warm agents against cold starts, through the whole pipeline: `air-friends chat` with the
+//! real OpenCode (`opencode acp`) and the fake LLM of the tests (`tests/common/fake_llm.rs`,
+//! loopback, answering each message by writing a reply file and running the real send-reply
+//! skill). Each round types five messages into one conversation, each after the previous
+//! answer arrived, with `agent.warm.enabled` on and off, rounds interleaved in one run.
+//!
+//! Per message (1–5): the start latency (the line typed → the daemon's `prompt sent` record,
+//! read from its log with its wall-clock timestamp), the whole reply time (typed → answer
+//! printed), and the prompt bytes sent. After a warm round, the resident memory (`VmRSS`) of the
+//! idle warm agent's processes (bubblewrap, the relay, OpenCode) and of the daemon.
+//!
+//! Run: `cargo bench --bench warm_chat`. Knobs: `WARM_BENCH_ROUNDS` (default 3 per side),
+//! `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Warm agents").
+
+#[path = "../tests/common/fake_llm.rs"]
+mod fake_llm;
+#[path = "../tests/common/opencode.rs"]
+mod opencode;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, SystemTime};
+
+use fake_llm::{FakeLlm, Step};
+use serde_json::json;
+
+const MESSAGES: usize = 5;
+
+/// One message's figures.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    start: Duration,
+    reply: Duration,
+    prompt_bytes: usize,
+}
+
+/// The fake model's script: write a reply naming the message, send it with the skill, stop.
+fn steps(workspace: &Path, skills: &Path) -> Vec<Step> {
+    let ws = workspace.to_path_buf();
+    let send_reply = skills.join("send-reply/scripts/send-reply");
+    vec![
+        Step::Dynamic(Arc::new(move |req| {
+            let session = fake_llm::find_in_request(req, "Session id: ").expect("session id");
+            (
+                "write",
+                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": "Noted."}),
+            )
+        })),
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ]
+}
+
+/// The wall-clock time of a pretty log line (`2026-12-01T10:56:40.694407Z  DEBUG ...`).
+fn log_time(line: &str) -> Option<SystemTime> {
+    let stamp = line.split_whitespace().next()?;
+    let t = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
+    let micros = u64::try_from(t.timestamp_micros()).ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_micros(micros))
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every descendant of `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok());
+        if let Some(ppid) = ppid {
+            parents.push((p, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (child, parent) in &parents {
+            if *parent == p {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
+/// One round: five messages in one conversation. Returns the samples and, for a warm round,
+/// (agent processes' RSS, daemon RSS) in KiB with the agent idle after the last answer.
+async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let skills = root.join("skills");
+    let llm = FakeLlm::start(steps(&workspace, &skills)).await;
+    let config = json!({
+        "workspace": {"repoPath": data},
+        "prompts": {"dir": root.join("prompts")},
+        "agent": {
+            "command": bin, "args": ["acp"], "skillsDir": skills,
+            "configDir": root.join("agent-config"), "connectTimeoutMs": 60000,
+            "providers": {"opencode": {"baseUrl": llm.base_url}},
+            "warm": {"enabled": warm},
+            "env": {
+                "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
+                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "npm_config_registry": "http://127.0.0.1:9/"
+            }
+        }
+    });
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_air-friends"))
+        .args(["chat", "--config"])
+        .arg(&config_path)
+        .env("HOME", &home)
+        .env("USER", "local")
+        .env("RUST_LOG", "warn,air_friends::agent::session=debug")
+        .env_remove("OPENROUTER_API_KEY")
+        .env_remove("OPENCODE_API_KEY")
+        .env_remove("AGENT_MODEL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out_tx, out_rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = out_tx.send(line);
+        }
+    });
+    let (err_tx, err_rx) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = err_tx.send(line);
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut samples = Vec::new();
+    for i in 0..MESSAGES {
+        let typed = SystemTime::now();
+        writeln!(stdin, "message number {i}").unwrap();
+        stdin.flush().unwrap();
+        let answer = out_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("an answer");
+        let answered = SystemTime::now();
+        assert!(answer.contains("Noted."), "{answer}");
+        let mut prompt = None;
+        while let Ok(line) = err_rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("prompt sent") && prompt.is_none() {
+                let bytes = line
+                    .split("bytes=")
+                    .nth(1)
+                    .and_then(|b| b.split_whitespace().next())
+                    .and_then(|b| b.parse().ok())
+                    .unwrap_or(0);
+                prompt = log_time(&line).map(|t| (t, bytes));
+            }
+        }
+        let (sent, prompt_bytes) = prompt.expect("a prompt sent record");
+        samples.push(Sample {
+            start: sent.duration_since(typed).unwrap_or_default(),
+            reply: answered.duration_since(typed).unwrap_or_default(),
+            prompt_bytes,
+        });
+    }
+    let memory = warm.then(|| {
+        let agents: u64 = descendants(child.id()).into_iter().map(rss_kb).sum();
+        (agents, rss_kb(child.id()))
+    });
+    drop(stdin);
+    let _ = child.wait();
+    (samples, memory)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let bin: PathBuf = opencode::opencode();
+    let rounds: usize = std::env::var("WARM_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut by_side: [Vec<Vec<Sample>>; 2] = [Vec::new(), Vec::new()];
+    let mut memory = Vec::new();
+    for r in 0..rounds {
+        for (side, warm) in [(0, true), (1, false)] {
+            // Alternate which side goes first, so drift on the shared machine hits both.
+            let warm = if r % 2 == 0 { warm } else { !warm };
+            let side = if r % 2 == 0 { side } else { 1 - side };
+            let (samples, mem) = rt.block_on(round(&bin, warm));
+            by_side[side].push(samples);
+            memory.extend(mem);
+        }
+    }
+    println!(
+        "warm agents vs cold starts, real OpenCode + fake LLM, {rounds} rounds per side, medians:"
+    );
+    println!(
+        "message | start warm | start cold | reply warm | reply cold | prompt bytes warm | cold"
+    );
+    for i in 0..MESSAGES {
+        let col = |side: usize, f: fn(&Sample) -> Duration| {
+            median(by_side[side].iter().map(|round| f(&round[i])).collect())
+        };
+        let bytes = |side: usize| {
+            by_side[side]
+                .iter()
+                .map(|round| round[i].prompt_bytes)
+                .max()
+                .unwrap_or(0)
+        };
+        println!(
+            "{} | {:.1} ms | {:.1} ms | {:.0} ms | {:.0} ms | {} | {}",
+            i + 1,
+            col(0, |s| s.start).as_secs_f64() * 1e3,
+            col(1, |s| s.start).as_secs_f64() * 1e3,
+            col(0, |s| s.reply).as_secs_f64() * 1e3,
+            col(1, |s| s.reply).as_secs_f64() * 1e3,
+            bytes(0),
+            bytes(1),
+        );
+    }
+    for (agents, daemon) in memory {
+        println!(
+            "idle warm agent: {:.0} MiB (all its processes), daemon {:.0} MiB",
+            agents as f64 / 1024.0,
+            daemon as f64 / 1024.0
+        );
+    }
+}
