@@ -2,7 +2,7 @@
 //! real OpenCode (`opencode acp`) and the fake LLM of the tests (`tests/common/fake_llm.rs`,
 //! loopback, answering each message by writing a reply file and running the real send-reply
 //! skill). Each round types five messages into one conversation, each after the previous
-//! answer arrived, with `agent.warm.enabled` on and off, rounds interleaved in one run.
+//! answer arrived and at most one every 6.5 s (send-reply's rate limit per user), with `agent.warm.enabled` on and off, rounds interleaved in one run.
 //!
 //! Per message (1–5): the start latency (the line typed → the daemon's `prompt sent` record,
 //! read from its log with its wall-clock timestamp), the whole reply time (typed → answer
@@ -27,6 +27,9 @@ use fake_llm::{FakeLlm, Step};
 use serde_json::json;
 
 const MESSAGES: usize = 5;
+
+/// Time between two typed messages (see `round`).
+const PACE: Duration = Duration::from_millis(6_500);
 
 /// One message's figures.
 #[derive(Debug, Clone, Copy)]
@@ -170,7 +173,14 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
     });
     let mut stdin = child.stdin.take().unwrap();
     let mut samples = Vec::new();
+    let mut last_typed: Option<std::time::Instant> = None;
     for i in 0..MESSAGES {
+        // send-reply's own rate limit (10 a minute per user, bursts of 3) would refuse a
+        // faster pace: a message at most every PACE.
+        if let Some(at) = last_typed {
+            std::thread::sleep(PACE.saturating_sub(at.elapsed()));
+        }
+        last_typed = Some(std::time::Instant::now());
         let typed = SystemTime::now();
         writeln!(stdin, "message number {i}").unwrap();
         stdin.flush().unwrap();
@@ -178,7 +188,10 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
             .recv_timeout(Duration::from_secs(120))
             .expect("an answer");
         let answered = SystemTime::now();
-        assert!(answer.contains("Noted."), "{answer}");
+        if !answer.contains("Noted.") {
+            let log: Vec<String> = err_rx.try_iter().collect();
+            panic!("{answer}\n{}", log.join("\n"));
+        }
         let mut prompt = None;
         while let Ok(line) = err_rx.recv_timeout(Duration::from_millis(200)) {
             if line.contains("prompt sent") && prompt.is_none() {
