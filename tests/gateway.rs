@@ -69,6 +69,15 @@ async fn harness_with(
     budget: BudgetConfig,
     settings: GatewaySettings,
 ) -> Harness {
+    let agent = AgentConfig {
+        providers,
+        budget,
+        ..AgentConfig::default()
+    };
+    harness_for(agent, settings).await
+}
+
+async fn harness_for(agent: AgentConfig, settings: GatewaySettings) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
     let metrics = Metrics::new();
@@ -76,11 +85,6 @@ async fn harness_with(
     metrics.register(|r| gateway_metrics = Some(GatewayMetrics::new(r)));
     let sessions = SessionRegistry::new(Duration::from_secs(600));
     let session = sessions.register(context("u1")).unwrap();
-    let agent = AgentConfig {
-        providers,
-        budget,
-        ..AgentConfig::default()
-    };
     let env = |name: &str| (name == "TEST_PROVIDER_KEY").then(|| REAL_KEY.to_owned());
     let gateway = Gateway::new(
         &agent,
@@ -681,6 +685,57 @@ async fn unknown_providers_escaping_paths_and_unset_keys_are_refused() {
     assert!(
         h.metrics_text()
             .contains(r#"air_friends_llm_requests_total{provider="nokey",outcome="no_key"} 1"#)
+    );
+}
+
+/// The attack: the operator chose another provider's model; a hijacked agent sends what it
+/// read through the route of a provider with anonymous access (OpenCode Zen's `public`), to a
+/// service nobody chose. Only when `agent.model` is that provider's does the anonymous key go
+/// out; otherwise the route answers like any provider without its key, and nothing leaves.
+#[tokio::test]
+async fn anonymous_access_serves_only_the_chosen_models_provider() {
+    let llm = fake_llm().await;
+    let mut anonymous = provider(&llm.base_url, AuthHeader::Bearer, &[]);
+    anonymous.api_key_env = "UNSET_PROVIDER_KEY".into();
+    anonymous.anonymous_key = Some("public".into());
+    let request = |h: &Harness| {
+        Request::builder()
+            .method("POST")
+            .uri(format!(
+                "/llm/{}/anon/chat/completions",
+                h.session.session_id
+            ))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, CHAT_BODY.len())
+            .header(header::AUTHORIZATION, format!("Bearer {}", h.token()))
+            .body(Body::from(CHAT_BODY))
+            .unwrap()
+    };
+    let agent = |model: &str| AgentConfig {
+        model: Some(model.into()),
+        providers: BTreeMap::from([("anon".to_owned(), anonymous.clone())]),
+        ..AgentConfig::default()
+    };
+
+    let h = harness_for(agent("openrouter/x"), GatewaySettings::default()).await;
+    let response = h.send(request(&h)).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(error_code(response).await, "PROVIDER_KEY_NOT_SET");
+    assert!(llm.request_headers().is_empty(), "a request left");
+
+    let h = harness_for(agent("anon/free-model"), GatewaySettings::default()).await;
+    let response = h.send(request(&h)).await;
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "{}",
+        body_text(response).await
+    );
+    let sent = llm.request_headers();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].get("authorization").and_then(|v| v.to_str().ok()),
+        Some("Bearer public")
     );
 }
 

@@ -399,8 +399,10 @@ pub struct ProviderConfig {
     /// Request headers passed from the agent to the upstream besides `content-type` and
     /// `accept` (every other client header is dropped), e.g. `anthropic-version`.
     pub pass_headers: Vec<String>,
-    /// Sent as the key when `apiKeyEnv` is unset: the provider's anonymous access (OpenCode
-    /// Zen serves its free models for the key `public`). Absent, or `""` in the file: a
+    /// Sent as the key when `apiKeyEnv` is unset and `agent.model` is one of this provider's
+    /// models: the provider's anonymous access (OpenCode Zen serves its free models for the key
+    /// `public`). Never for another model's requests: a hijacked agent must not reach a
+    /// service the operator did not choose. Absent, or `""` in the file: a
     /// provider without its key answers 503.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anonymous_key: Option<String>,

@@ -129,7 +129,7 @@ impl Gateway {
         metrics: GatewayMetrics,
         settings: GatewaySettings,
     ) -> Result<Self, GatewayBuildError> {
-        let providers = Providers::resolve(&agent.providers, env)?;
+        let providers = Providers::resolve(&agent.providers, agent.model.as_deref(), env)?;
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .read_timeout(settings.read_timeout)

@@ -70,11 +70,18 @@ pub(crate) struct Provider {
 pub(crate) struct Providers(BTreeMap<String, Provider>);
 
 impl Providers {
-    /// Resolves `config`, reading every key from `env` now.
+    /// Resolves `config`, reading every key from `env` now. A provider's anonymous key is used
+    /// only when `model` (`agent.model`, the keyless default included) is one of its models:
+    /// otherwise a hijacked agent could send what it read to a third party the operator never
+    /// chose, through a provider that needs no key.
     pub(crate) fn resolve(
         config: &BTreeMap<String, ProviderConfig>,
+        model: Option<&str>,
         env: &impl EnvSource,
     ) -> Result<Self, ProviderError> {
+        let chosen = model
+            .and_then(|m| m.split_once('/'))
+            .map(|(provider, _)| provider);
         let mut out = BTreeMap::new();
         for (id, p) in config {
             let base_url = Url::parse(&p.base_url).map_err(|_| ProviderError::BaseUrl {
@@ -111,10 +118,12 @@ impl Providers {
                 .then(|| env.var(&p.api_key_env))
                 .flatten()
                 .filter(|k| !k.trim().is_empty());
-            let anonymous = own_key.is_none() && p.anonymous_key.is_some();
-            let key = own_key
-                .or_else(|| p.anonymous_key.clone())
-                .map(|k| Secret::new(k.trim()));
+            let anonymous_key = p
+                .anonymous_key
+                .clone()
+                .filter(|_| chosen == Some(id.as_str()));
+            let anonymous = own_key.is_none() && anonymous_key.is_some();
+            let key = own_key.or(anonymous_key).map(|k| Secret::new(k.trim()));
             out.insert(
                 id.clone(),
                 Provider {
@@ -183,7 +192,7 @@ mod tests {
             },
         )]);
         let env = |name: &str| (name == "P_KEY").then(|| " sk-real \n".to_owned());
-        let mut providers = Providers::resolve(&config, &env).expect("resolves");
+        let mut providers = Providers::resolve(&config, None, &env).expect("resolves");
         providers.0.remove("p").expect("p")
     }
 
@@ -198,17 +207,33 @@ mod tests {
     fn an_unset_key_falls_back_to_the_anonymous_key_and_a_set_one_wins() {
         let config = ProviderConfig::builtins();
         let none = |_: &str| None::<String>;
-        let providers = Providers::resolve(&config, &none).expect("resolves");
+        let zen_model = Some("opencode/big-pickle");
+        let providers = Providers::resolve(&config, zen_model, &none).expect("resolves");
         let zen = providers.get("opencode").expect("built in");
         assert_eq!(zen.key.as_ref().map(Secret::expose), Some("public"));
         assert!(zen.anonymous && !zen.keyless);
         let openrouter = providers.get("openrouter").expect("built in");
         assert!(openrouter.key.is_none(), "no anonymous access elsewhere");
         let set = |name: &str| (name == "OPENCODE_API_KEY").then(|| "sk-zen".to_owned());
-        let providers = Providers::resolve(&config, &set).expect("resolves");
+        let providers = Providers::resolve(&config, zen_model, &set).expect("resolves");
         let zen = providers.get("opencode").expect("built in");
         assert_eq!(zen.key.as_ref().map(Secret::expose), Some("sk-zen"));
         assert!(!zen.anonymous);
+    }
+
+    /// The attack: the operator runs OpenRouter; a hijacked agent points a request at the
+    /// gateway's `opencode` route to hand what it read to opencode.ai, a service nobody chose.
+    /// Without the model naming it, the anonymous key is never sent (the request answers 503
+    /// like any provider without its key).
+    #[test]
+    fn anonymous_access_is_only_for_the_chosen_models_provider() {
+        let config = ProviderConfig::builtins();
+        let none = |_: &str| None::<String>;
+        for model in [Some("openrouter/anthropic/claude-sonnet-4"), None] {
+            let providers = Providers::resolve(&config, model, &none).expect("resolves");
+            let zen = providers.get("opencode").expect("built in");
+            assert!(zen.key.is_none() && !zen.anonymous, "{model:?}");
+        }
     }
 
     #[test]
