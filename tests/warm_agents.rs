@@ -1,7 +1,7 @@
 //! Warm agents through the whole `air-friends chat` pipeline with the scripted fake ACP agent
 //! (in the real sandbox): the second message of a conversation is prompted on the same agent
 //! process and ACP session with only what is new, the per-turn reply quota starts afresh, a
-//! warm agent that died is replaced by a fresh one without the user noticing, and
+//! warm agent that died or hangs is replaced by a fresh one without the user noticing, and
 //! `agent.warm.enabled: false` starts a fresh agent for every message.
 //!
 //! The pool's own rules (eviction at the cap, idle expiry, shutdown, one agent per
@@ -54,7 +54,7 @@ impl Chat {
         )
         .unwrap();
         let config = format!(
-            "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
+            "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  connectTimeoutMs: 3000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
             data = dir.path().join("data").display(),
             agent = common::serve_discord_support::fake_agent().display(),
             skills = skills_dir().display(),
@@ -233,6 +233,24 @@ fn a_warm_agent_that_died_is_replaced_by_a_fresh_one_for_the_same_message() {
     assert!(
         prompts[1].contains("## Session"),
         "the fresh agent got the whole prompt"
+    );
+}
+
+#[test]
+fn a_warm_agent_that_hangs_at_the_prompt_is_replaced_by_a_fresh_one() {
+    // The warm agent says nothing after its second prompt; a fresh agent answers instead once
+    // the connect timeout (3 s here) has passed, and the user sees no error.
+    let silent = json!({"steps": [{"silentMs": 20000}]});
+    let mut chat = Chat::start(vec![replying("answer", vec![]), silent], "{}");
+    assert_eq!(chat.say("hello"), "air-friends> answer");
+    assert_eq!(chat.say("still there?"), "air-friends> answer");
+    let (stderr, chat) = chat.finish();
+    assert!(!stderr.contains("ran into a problem"), "{stderr}");
+    assert_eq!(chat.count("initialize"), 2, "a fresh agent for the second");
+    assert_eq!(
+        chat.count("session/prompt"),
+        3,
+        "the hung prompt, then the fresh one"
     );
 }
 

@@ -162,8 +162,8 @@ pub struct TurnSpec {
     pub shutdown: CancellationToken,
     /// Whether the user got an answer in this turn.
     pub probe: Arc<dyn ResponseProbe>,
-    /// A warm agent that sends nothing at all (no update, no request, no answer) this long
-    /// after the prompt is taken for hung: the turn ends [`Outcome::Failed`] at once, for the
+    /// A warm agent that shows no work on the prompt (no request, no update about the turn,
+    /// no answer; see `works_on_the_turn`) this long after it is taken for hung: the turn ends [`Outcome::Failed`] at once, for the
     /// caller to start a fresh agent. `None`: only the idle timeout applies.
     pub first_sign_within: Option<Duration>,
 }
@@ -259,7 +259,7 @@ enum TurnEnd {
     MaxTurn,
     Terminated,
     Shutdown,
-    /// Nothing at all from the agent within [`TurnSpec::first_sign_within`].
+    /// No work on the prompt shown within [`TurnSpec::first_sign_within`].
     Unresponsive,
 }
 
@@ -622,7 +622,7 @@ impl LiveAgent {
                         TurnEnd::MaxTurn => Outcome::TimedOut { phase: "max_turn" },
                         TurnEnd::Terminated => Outcome::Terminated,
                         TurnEnd::Unresponsive => Outcome::Failed {
-                            reason: "the agent sent nothing after the prompt".into(),
+                            reason: "the agent showed no work on the prompt".into(),
                         },
                         _ => Outcome::Cancelled,
                     };
@@ -662,7 +662,9 @@ impl LiveAgent {
                 msg = conn.incoming.recv() => match msg {
                     Some(m) => {
                         idle_deadline = Instant::now() + self.settings.idle_timeout;
-                        first_sign_deadline = far;
+                        if works_on_the_turn(&m) {
+                            first_sign_deadline = far;
+                        }
                         conn.serve(m).await;
                     }
                     // stdout closed: the prompt future resolves with `Closed` next.
@@ -838,6 +840,30 @@ impl Connection {
                 _ = &mut prompt => return,
                 _ = tokio::time::sleep_until(deadline) => return,
             }
+        }
+    }
+}
+
+/// Whether an agent message shows it working on the prompt: any request (a permission, a
+/// file), or a session update about the turn (text, thoughts, a tool call, a plan). Updates of
+/// the session's metadata (its commands, mode, config options, title), which an agent sends
+/// whether or not it works, are not.
+fn works_on_the_turn(msg: &Incoming) -> bool {
+    match msg {
+        Incoming::Request { .. } => true,
+        Incoming::Notification { method, params } => {
+            let kind = params
+                .pointer("/update/sessionUpdate")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            method == "session/update"
+                && !matches!(
+                    kind,
+                    "available_commands_update"
+                        | "current_mode_update"
+                        | "config_option_update"
+                        | "session_info_update"
+                )
         }
     }
 }

@@ -152,8 +152,15 @@ impl Interactions {
             }
             return "over_budget";
         }
+        let system = match self.prompts.system_prompt().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(platform = %msg.platform, error = %e, "cannot render the system prompt");
+                String::new()
+            }
+        };
         let fingerprint = match &self.warm {
-            Some(_) => self.fingerprint().await,
+            Some(_) => self.fingerprint(&system).await,
             None => 0,
         };
         if let Some(pool) = &self.warm
@@ -162,7 +169,7 @@ impl Interactions {
         {
             return label;
         }
-        self.cold_turn(platform, msg, workspace, fingerprint, received)
+        self.cold_turn(platform, msg, workspace, system, fingerprint, received)
             .await
     }
 
@@ -174,6 +181,7 @@ impl Interactions {
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
         workspace: PathBuf,
+        system: String,
         fingerprint: u64,
         received: Instant,
     ) -> &'static str {
@@ -205,13 +213,6 @@ impl Interactions {
                     tracing::error!(session_id = %session_id, error = %e, "cannot prepare the workspace");
                     self.sessions.unregister(&registered.session_id);
                     return None;
-                }
-            };
-            let system = match self.prompts.system_prompt().await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::error!(session_id = %session_id, error = %e, "cannot render the system prompt");
-                    String::new()
                 }
             };
             let parts = gather(
@@ -449,9 +450,8 @@ impl Interactions {
 
     /// What a warm agent was started with: the rendered system prompt and every file of the
     /// skills folder (path, size, modification time). A different value retires it.
-    async fn fingerprint(&self) -> u64 {
+    async fn fingerprint(&self, system: &str) -> u64 {
         use std::hash::{Hash, Hasher};
-        let system = self.prompts.system_prompt().await.unwrap_or_default();
         let skills = self.env.skills_dir.clone();
         let tree = tokio::task::spawn_blocking(move || tree_fingerprint(&skills))
             .await

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -33,7 +33,7 @@ use crate::config::WarmConfig;
 use crate::egress::EgressSession;
 use crate::observability::Metrics;
 use crate::platform::{IncomingMessage, PlatformKind};
-use crate::skill_api::sessions::{RegisteredSession, SessionRegistry};
+use crate::skill_api::sessions::{RegisteredSession, SessionRegistry, lock};
 use crate::skill_api::socket::SessionSocket;
 
 /// Memory one OpenCode process takes, for the default `maxProcesses`.
@@ -342,12 +342,6 @@ impl std::fmt::Debug for WarmPool {
             .field("idle", &self.len())
             .finish()
     }
-}
-
-/// The pool's lock: a poisoned lock only means a panic elsewhere mid-update of a plain map,
-/// which stays usable.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl WarmPool {
