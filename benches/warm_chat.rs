@@ -20,10 +20,10 @@ mod opencode;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use fake_llm::{FakeLlm, Step};
+use fake_llm::FakeLlm;
 use serde_json::json;
 
 const MESSAGES: usize = 5;
@@ -37,27 +37,6 @@ struct Sample {
     start: Duration,
     reply: Duration,
     prompt_bytes: usize,
-}
-
-/// The fake model's script: write a reply naming the message, send it with the skill, stop.
-fn steps(workspace: &Path, skills: &Path) -> Vec<Step> {
-    let ws = workspace.to_path_buf();
-    let send_reply = skills.join("send-reply/scripts/send-reply");
-    vec![
-        Step::Dynamic(Arc::new(move |req| {
-            let session = fake_llm::find_in_request(req, "Session id: ").expect("session id");
-            (
-                "write",
-                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": "Noted."}),
-            )
-        })),
-        Step::Tool(
-            "bash",
-            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
-                   "description": "Send the reply"}),
-        ),
-        Step::Text("Replied.".into()),
-    ]
 }
 
 /// The wall-clock time of a pretty log line (`2026-12-01T10:56:40.694407Z  DEBUG ...`).
@@ -125,22 +104,9 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
     let workspace = data.join("workspaces/console/local");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let skills = root.join("skills");
-    let llm = FakeLlm::start(steps(&workspace, &skills)).await;
-    let config = json!({
-        "workspace": {"repoPath": data},
-        "prompts": {"dir": root.join("prompts")},
-        "agent": {
-            "command": bin, "args": ["acp"], "skillsDir": skills,
-            "configDir": root.join("agent-config"), "connectTimeoutMs": 60000,
-            "providers": {"opencode": {"baseUrl": llm.base_url}},
-            "warm": {"enabled": warm},
-            "env": {
-                "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                "OPENCODE_DISABLE_SHARE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "npm_config_registry": "http://127.0.0.1:9/"
-            }
-        }
-    });
+    let llm = FakeLlm::start(fake_llm::reply_steps(&workspace, &skills, "Noted.")).await;
+    let mut config = opencode::zen_chat_config(&data, bin, &llm.base_url);
+    config["agent"]["warm"] = json!({"enabled": warm});
     let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_air-friends"))

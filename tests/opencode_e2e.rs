@@ -259,7 +259,7 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
     let workspace = data.join("workspaces/console/local");
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let reply = "Hello from OpenCode! It costs $5, `really`.";
-    let llm = FakeLlm::start(reply_steps(&workspace, &skills, reply)).await;
+    let llm = FakeLlm::start(common::fake_llm::reply_steps(&workspace, &skills, reply)).await;
     let real_key = "sk-fake-provider-key-only-the-daemon-holds";
     // The operator's own OpenCode configuration names the fake upstream directly; the daemon
     // repoints it at the gateway.
@@ -549,42 +549,6 @@ async fn chat_says_in_one_line_why_the_model_provider_failed() {
     assert!(stderr.contains("unreachable"), "no log record:\n{stderr}");
 }
 
-/// The fake model's answer to the first message: write `reply` into the session's staging
-/// folder, run the real `send-reply` skill on it, end the turn.
-fn reply_steps(workspace: &Path, skills: &Path, reply: &'static str) -> Vec<Step> {
-    let ws = workspace.to_path_buf();
-    let send_reply = skills.join("send-reply/scripts/send-reply");
-    vec![
-        Step::Dynamic(Arc::new(move |req| {
-            let session = common::fake_llm::find_in_request(req, "Session id: ")
-                .expect("the prompt names the session");
-            (
-                "write",
-                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
-            )
-        })),
-        Step::Tool(
-            "bash",
-            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
-                   "description": "Send the reply"}),
-        ),
-        Step::Text("Replied.".into()),
-    ]
-}
-
-/// `agent.env` that keeps OpenCode off the network: no catalogue fetch, updates, sharing, LSP
-/// or plugin downloads.
-fn offline_opencode_env() -> serde_json::Value {
-    json!({
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_SHARE": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-        "npm_config_registry": "http://127.0.0.1:9/"
-    })
-}
-
 /// Runs `air-friends chat` once on `config` (written into `dir`) with `HOME` at `home`, no
 /// provider key or `AGENT_MODEL` from the test's own environment but `env`, and `line` typed;
 /// returns its stdout and stderr once it exited successfully.
@@ -648,21 +612,9 @@ async fn with_no_provider_key_chat_uses_the_free_model_through_the_gateway() {
     let workspace = data.join("workspaces/console/local");
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let reply = "Hi! I run on a free model.";
-    let llm = FakeLlm::start(reply_steps(&workspace, &skills, reply)).await;
-    let config = json!({
-        "workspace": {"repoPath": data},
-        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
-        "agent": {
-            "command": bin,
-            "args": ["acp"],
-            "skillsDir": skills,
-            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
-            "connectTimeoutMs": 60000,
-            // Only where OpenCode Zen is: the fake LLM stands in for opencode.ai.
-            "providers": {"opencode": {"baseUrl": llm.base_url}},
-            "env": offline_opencode_env(),
-        }
-    });
+    let llm = FakeLlm::start(common::fake_llm::reply_steps(&workspace, &skills, reply)).await;
+    // Only where OpenCode Zen is: the fake LLM stands in for opencode.ai.
+    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
     let (stdout, stderr) = chat_once(dir.path(), &home, config, &[], "hello, who are you?\n").await;
     assert!(
         stdout.contains(&format!("air-friends> {reply}")),
@@ -697,7 +649,7 @@ async fn the_second_message_continues_the_same_opencode_session() {
     let workspace = data.join("workspaces/console/local");
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     // Steps restart with each user message; the answer depends on which one it is.
-    let mut steps = reply_steps(&workspace, &skills, "First answer.");
+    let mut steps = common::fake_llm::reply_steps(&workspace, &skills, "First answer.");
     let ws = workspace.clone();
     steps[0] = Step::Dynamic(Arc::new(move |req| {
         let session = common::fake_llm::find_in_request(req, "Session id: ")
@@ -723,19 +675,7 @@ async fn the_second_message_continues_the_same_opencode_session() {
         )
     }));
     let llm = FakeLlm::start(steps).await;
-    let config = json!({
-        "workspace": {"repoPath": data},
-        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
-        "agent": {
-            "command": bin,
-            "args": ["acp"],
-            "skillsDir": skills,
-            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
-            "connectTimeoutMs": 60000,
-            "providers": {"opencode": {"baseUrl": llm.base_url}},
-            "env": offline_opencode_env(),
-        }
-    });
+    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
     let (stdout, stderr) = chat_once(
         dir.path(),
         &home,

@@ -5,6 +5,7 @@
 //! every request fail with one HTTP status instead (a provider rejecting the key).
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
@@ -186,4 +187,28 @@ async fn complete(
         "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
     out.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
     ([(header::CONTENT_TYPE, "text/event-stream")], out).into_response()
+}
+
+/// The model's answer to a message: write `reply` into the session's staging folder under
+/// `workspace` (the session id read from the prompt), run the real `send-reply` skill of
+/// `skills` on it, end the turn.
+pub fn reply_steps(workspace: &Path, skills: &Path, reply: &'static str) -> Vec<Step> {
+    let ws = workspace.to_path_buf();
+    let send_reply = skills.join("send-reply/scripts/send-reply");
+    vec![
+        Step::Dynamic(Arc::new(move |req| {
+            let session =
+                find_in_request(req, "Session id: ").expect("the prompt names the session");
+            (
+                "write",
+                json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
+            )
+        })),
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ]
 }
