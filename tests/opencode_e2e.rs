@@ -287,15 +287,7 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
                 "providers": {"fake": {"baseUrl": llm.base_url, "apiKeyEnv": "FAKE_LLM_KEY",
                     "authHeader": "bearer"}},
                 "budget": {"tokensPerUserPerDay": budget},
-                "env": {
-                    "OPENCODE_CONFIG_CONTENT": inline.to_string(),
-                    "OPENCODE_DISABLE_MODELS_FETCH": "1",
-                    "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                    "OPENCODE_DISABLE_SHARE": "1",
-                    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-                    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-                    "npm_config_registry": "http://127.0.0.1:9/"
-                }
+                "env": with_inline_config(&inline)
             }
         })
     };
@@ -437,15 +429,7 @@ async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, Stri
             "connectTimeoutMs": 60000,
             "providers": {"fake": {"baseUrl": base_url, "apiKeyEnv": "FAKE_LLM_KEY",
                 "authHeader": "bearer"}},
-            "env": {
-                "OPENCODE_CONFIG_CONTENT": inline.to_string(),
-                "OPENCODE_DISABLE_MODELS_FETCH": "1",
-                "OPENCODE_DISABLE_AUTOUPDATE": "1",
-                "OPENCODE_DISABLE_SHARE": "1",
-                "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-                "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-                "npm_config_registry": "http://127.0.0.1:9/"
-            }
+            "env": with_inline_config(&inline)
         }
     });
     let config_path = dir.path().join("config.yaml");
@@ -547,6 +531,13 @@ async fn chat_says_in_one_line_why_the_model_provider_failed() {
         "{stderr}"
     );
     assert!(stderr.contains("unreachable"), "no log record:\n{stderr}");
+}
+
+/// [`common::opencode::offline_env`] with the operator's own inline OpenCode configuration.
+fn with_inline_config(inline: &serde_json::Value) -> serde_json::Value {
+    let mut env = common::opencode::offline_env();
+    env["OPENCODE_CONFIG_CONTENT"] = json!(inline.to_string());
+    env
 }
 
 /// Runs `air-friends chat` once on `config` (written into `dir`) with `HOME` at `home`, no
