@@ -917,3 +917,42 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
         running_in_group(pgid)
     );
 }
+
+/// A turn ends with every message the agent wrote before its answer served as that turn's.
+/// Turn 1 floods updates and answers at once; turn 2 shows no work at all. Its hang must be
+/// seen within `first_sign_within`: turn 1's last updates, still queued when its answer came,
+/// must not pass for turn 2's work (which would leave a hung warm agent waiting for the idle
+/// timeout instead of being replaced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_leftover_updates_do_not_count_as_the_next_turns_work() {
+    let f = Fixture::new();
+    let updates: Vec<Value> = (0..200)
+        .map(|i| {
+            json!({"update": {"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": format!("chunk {i}")}}})
+        })
+        .collect();
+    let run = f.run(json!({"turns": [
+        {"steps": updates},
+        {"steps": [{"silentMs": 8000}]}
+    ]}));
+    let (spec, mut turn) = run.split();
+    turn.retry_prompt = None;
+    let runner = f.runner(f.settings());
+    let mut agent = runner
+        .start(spec, &turn.terminate, &turn.shutdown)
+        .await
+        .expect("starts");
+    assert_eq!(
+        agent.prompt(&turn).await,
+        Outcome::NoResponse { retried: false }
+    );
+    turn.first_sign_within = Some(Duration::from_millis(300));
+    let asked = std::time::Instant::now();
+    let outcome = agent.prompt(&turn).await;
+    let took = asked.elapsed();
+    agent.stop().await;
+    assert!(matches!(outcome, Outcome::Failed { .. }), "{outcome:?}");
+    // 300 ms, then the cancel's grace (2 s) that a silent agent uses up; never the 8 s.
+    assert!(took < Duration::from_secs(4), "{took:?}");
+}

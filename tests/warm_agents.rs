@@ -247,10 +247,15 @@ fn a_warm_agent_that_hangs_at_the_prompt_is_replaced_by_a_fresh_one() {
     let (stderr, chat) = chat.finish();
     assert!(!stderr.contains("ran into a problem"), "{stderr}");
     assert_eq!(chat.count("initialize"), 2, "a fresh agent for the second");
+    let methods: Vec<String> = chat
+        .received()
+        .iter()
+        .map(|v| format!("{} {}", v["atUs"], v["received"]["method"]))
+        .collect();
     assert_eq!(
         chat.count("session/prompt"),
         3,
-        "the hung prompt, then the fresh one"
+        "the hung prompt, then the fresh one: {methods:#?}\n{stderr}"
     );
 }
 

@@ -652,6 +652,12 @@ impl LiveAgent {
         let end = loop {
             tokio::select! {
                 result = &mut prompt => {
+                    // The agent's messages written before its answer are queued by now (the
+                    // reader delivers in order): serve them as this turn's, or a warm agent's
+                    // next turn would take this one's last updates for its own.
+                    while let Ok(m) = conn.incoming.try_recv() {
+                        conn.serve(m).await;
+                    }
                     return match result {
                         Ok(v) => TurnEnd::Stop(
                             v.get("stopReason").and_then(Value::as_str).unwrap_or("unknown").to_owned(),
