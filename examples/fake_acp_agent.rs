@@ -8,7 +8,8 @@
 //! {
 //!   "log": "/tmp/x/agent-log.jsonl",          // optional: every received message + events
 //!   "initialize": {"delayMs": 0, "protocolVersion": 1, "hang": false, "error": null,
-//!                  "run": null},                // "run": a shell command run first (as below)
+//!                  "run": null,                 // "run": a shell command run first (as below)
+//!                  "promptCapabilities": {"image": true}},  // advertised as is (default {})
 //!   "sessionNew": {"configOptions": [], "hang": false},
 //!   "ignoreStdinEof": false,                 // keep running after stdin closes (kill tests)
 //!   "ignoreTerm": false,                     // ignore SIGTERM
@@ -373,7 +374,7 @@ async fn main() {
                 agent.respond(
                     &id,
                     json!({"protocolVersion": version,
-                    "agentCapabilities": {"loadSession": false}, "authMethods": [],
+                    "agentCapabilities": {"loadSession": false, "promptCapabilities": init.get("promptCapabilities").cloned().unwrap_or(json!({}))}, "authMethods": [],
                     "agentInfo": {"name": "fake-acp-agent", "version": "0.0.0"}}),
                 );
             }

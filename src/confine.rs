@@ -75,6 +75,9 @@ pub enum ConfineError {
         /// The cap.
         max: u64,
     },
+    /// Something exists at a path that must be new ([`Confine::create_new`]).
+    #[error("the file exists already")]
+    Exists,
     /// Any other I/O failure (only the kind is kept: an OS message can carry a path).
     #[error("{0}")]
     Io(io::ErrorKind),
@@ -268,6 +271,45 @@ impl Confine {
         regular_single_link(&file.metadata().map_err(io_error)?)?;
         self.check_descriptor(&file)?;
         file.set_len(0).map_err(io_error)?;
+        file.write_all(bytes).map_err(io_error)?;
+        Ok(path)
+    }
+
+    /// Creates `requested` (with its missing parent folders) holding `bytes`, with permission
+    /// `mode`; fails with [`ConfineError::Exists`] when anything is at that path already (a
+    /// symlink the agent planted included: the create does not follow it). The descriptor is
+    /// checked like every other open before a byte is written. Returns the canonical path.
+    pub fn create_new(
+        &self,
+        requested: &Path,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<PathBuf, ConfineError> {
+        let path = self.resolve_for_create(requested)?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_error)?;
+        }
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(OPEN_FLAGS)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => ConfineError::Exists,
+                _ => open_error(e),
+            })?;
+        if let Err(e) = self.check_descriptor(&file) {
+            // Created somewhere it must not be (a folder swapped after resolution): remove it
+            // while the path still names the file just created, and write nothing.
+            let ours = file.metadata().map_err(io_error)?;
+            if std::fs::metadata(&path)
+                .is_ok_and(|m| m.dev() == ours.dev() && m.ino() == ours.ino())
+            {
+                let _ = std::fs::remove_file(&path);
+            }
+            return Err(e);
+        }
         file.write_all(bytes).map_err(io_error)?;
         Ok(path)
     }

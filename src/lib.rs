@@ -3,6 +3,8 @@
 //!
 //! Map of the crate:
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
+//! * [`attachments`] — files users attach: fetched by the daemon from the platform's own
+//!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
 //! * [`cli`] — command-line definitions (clap).
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
@@ -30,6 +32,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod attachments;
 pub mod cli;
 pub mod config;
 pub mod confine;

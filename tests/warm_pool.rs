@@ -251,6 +251,7 @@ async fn changed_prompts_or_skills_and_old_agents_are_retired() {
     let pid = b.live.pid().unwrap();
     let turn = TurnSpec {
         prompt: "hi".into(),
+        images: Vec::new(),
         retry_prompt: None,
         terminate: CancellationToken::new(),
         shutdown: CancellationToken::new(),

@@ -114,6 +114,7 @@ impl SessionRun {
             },
             TurnSpec {
                 prompt: self.prompt,
+                images: Vec::new(),
                 retry_prompt: self.retry_prompt,
                 terminate: self.terminate,
                 shutdown: self.shutdown,
@@ -150,10 +151,32 @@ impl std::fmt::Debug for AgentSpec {
     }
 }
 
+/// A picture sent with a prompt as an ACP `image` content block (only to an agent whose
+/// `initialize` answer advertised `promptCapabilities.image`, see [`LiveAgent::accepts_images`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PromptImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime: String,
+    /// The image bytes, base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+impl std::fmt::Debug for PromptImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptImage")
+            .field("mime", &self.mime)
+            .field("base64_bytes", &self.data.len())
+            .finish()
+    }
+}
+
 /// One prompt turn of a running agent.
 pub struct TurnSpec {
     /// The prompt text.
     pub prompt: String,
+    /// Pictures sent after the text, in order (the text names them "image 1", "image 2", ...).
+    /// Dropped for an agent that cannot take images.
+    pub images: Vec<PromptImage>,
     /// Sent once when the turn ends without a response; `None` disables the retry.
     pub retry_prompt: Option<String>,
     /// Fired by the Skill API to stop this agent (doom-loop protection).
@@ -172,6 +195,7 @@ impl std::fmt::Debug for TurnSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnSpec")
             .field("prompt_bytes", &self.prompt.len())
+            .field("images", &self.images.len())
             .finish_non_exhaustive()
     }
 }
@@ -335,10 +359,11 @@ impl AgentRunner {
             _ = shutdown.cancelled() => Err(Outcome::Cancelled),
         };
         match connected {
-            Ok(acp_session) => Ok(LiveAgent {
+            Ok((acp_session, accepts_images)) => Ok(LiveAgent {
                 process,
                 conn,
                 acp_session,
+                accepts_images,
                 settings: self.settings.clone(),
                 turn_open: true,
                 turns: 0,
@@ -430,8 +455,9 @@ impl AgentRunner {
         .map_err(std::io::Error::other)?
     }
 
-    /// initialize + session/new (+ model selection). Returns the ACP session id.
-    async fn connect(&self, conn: &mut Connection) -> Result<String, String> {
+    /// initialize + session/new (+ model selection). Returns the ACP session id and whether
+    /// the agent takes image content blocks.
+    async fn connect(&self, conn: &mut Connection) -> Result<(String, bool), String> {
         let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
         let init = conn
             .request_serving(
@@ -456,6 +482,10 @@ impl AgentRunner {
                 ));
             }
         }
+        let images = init
+            .pointer("/agentCapabilities/promptCapabilities/image")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let cwd = std::path::absolute(&conn.workspace).unwrap_or_else(|_| conn.workspace.clone());
         let new = conn
             .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
@@ -470,7 +500,7 @@ impl AgentRunner {
         if let Some(model) = &self.settings.model {
             self.select_model(conn, &session, &new, model).await;
         }
-        Ok(session)
+        Ok((session, images))
     }
 
     async fn select_model(&self, conn: &mut Connection, session: &str, new: &Value, model: &str) {
@@ -521,6 +551,8 @@ pub struct LiveAgent {
     process: AgentProcess,
     conn: Connection,
     acp_session: String,
+    /// `promptCapabilities.image` of the agent's `initialize` answer.
+    accepts_images: bool,
     settings: RunnerSettings,
     /// The console's status: a turn is open from `start` (or the prompt) to its end.
     turn_open: bool,
@@ -546,6 +578,12 @@ impl LiveAgent {
     /// The agent's OS process id.
     pub fn pid(&self) -> Option<u32> {
         self.process.pid()
+    }
+
+    /// Whether the agent takes pictures in a prompt (`promptCapabilities.image`); without it,
+    /// [`TurnSpec::images`] are not sent.
+    pub fn accepts_images(&self) -> bool {
+        self.accepts_images
     }
 
     /// Turns prompted so far.
@@ -591,8 +629,16 @@ impl LiveAgent {
     async fn drive(&mut self, run: &TurnSpec) -> Outcome {
         let mut retried = false;
         let mut prompt = run.prompt.clone();
+        let images: &[PromptImage] = if self.accepts_images {
+            &run.images
+        } else {
+            &[]
+        };
         loop {
-            let end = self.turn(&prompt, run).await;
+            // The retry prompt is text alone: the pictures are in the session already.
+            let end = self
+                .turn(&prompt, if retried { &[] } else { images }, run)
+                .await;
             match end {
                 TurnEnd::Stop(reason) => {
                     if run.probe.responded() {
@@ -632,15 +678,21 @@ impl LiveAgent {
     }
 
     /// Sends one prompt and serves the agent until the turn ends.
-    async fn turn(&mut self, text: &str, run: &TurnSpec) -> TurnEnd {
+    async fn turn(&mut self, text: &str, images: &[PromptImage], run: &TurnSpec) -> TurnEnd {
         let session = self.acp_session.clone();
         let conn = &mut self.conn;
-        let params = json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]});
+        let mut blocks = vec![json!({"type": "text", "text": text})];
+        blocks.extend(
+            images
+                .iter()
+                .map(|i| json!({"type": "image", "mimeType": i.mime, "data": i.data})),
+        );
+        let params = json!({"sessionId": session, "prompt": blocks});
         let client = conn.client.clone();
         // The RPC timeout is a backstop; max_turn below is the real bound.
         let backstop = self.settings.max_turn + Duration::from_secs(60);
         // Marks the end of start-up for the first prompt (`benches/agent_startup.rs` times it).
-        tracing::debug!(session_id = %conn.session_id, bytes = text.len(), "prompt sent");
+        tracing::debug!(session_id = %conn.session_id, bytes = text.len(), images = images.len(), "prompt sent");
         conn.activity.report(&conn.session_id, Activity::Thinking);
         let prompt = client.request("session/prompt", params, backstop);
         tokio::pin!(prompt);

@@ -3,6 +3,7 @@
 //! conversation router and the reminder scheduler. Every task runs under the [`Shutdown`]
 //! tracker; every component gets its dependencies passed in.
 
+use crate::attachments::{AttachmentMetrics, Attachments};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -317,7 +318,10 @@ pub async fn start(
         let pool = pool.clone();
         shutdown.spawn_service("warm_agents", move |stop| pool.run(stop));
     }
+    // attachments: the daemon downloads what users attach, from the platforms' own servers.
+    let attachments = Attachments::from_config(config, AttachmentMetrics::new(metrics))?;
     let interactions = Interactions {
+        attachments,
         platforms: platforms.clone(),
         sessions: api.sessions().clone(),
         channels: sandboxed.then(|| api.clone()),

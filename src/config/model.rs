@@ -33,6 +33,8 @@ pub struct Config {
     pub reminders: RemindersConfig,
     /// Conversation context fed to the agent.
     pub memory: MemoryConfig,
+    /// Files and pictures users attach: fetched by the daemon, read by the agent.
+    pub attachments: AttachmentsConfig,
     /// Where user workspaces live.
     pub workspace: WorkspaceConfig,
     /// The SQLite database.
@@ -58,6 +60,7 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             reminders: RemindersConfig::default(),
             memory: MemoryConfig::default(),
+            attachments: AttachmentsConfig::default(),
             workspace: WorkspaceConfig::default(),
             storage: StorageConfig::default(),
             prompts: PromptsConfig::default(),
@@ -707,6 +710,46 @@ impl Default for MemoryConfig {
             recent_message_limit: 20,
             related_message_limit: 5,
             max_content_chars: 4_000,
+        }
+    }
+}
+
+/// `attachments`: the files of the message being answered are downloaded by the daemon (never
+/// by the agent, which has no network), saved read-only in the session's staging folder under
+/// `in/`, listed in the prompt; pictures also go to the model as images, short text files
+/// inline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AttachmentsConfig {
+    /// `false`: attachments are only listed by name, type and size, never downloaded.
+    pub enabled: bool,
+    /// Largest file downloaded, in MB; a larger one is listed as skipped.
+    pub max_file_mb: u32,
+    /// Most bytes downloaded for one turn, in MB (files past it are listed as skipped).
+    pub max_total_mb: u32,
+    /// Longest download of one file (redirects included).
+    pub timeout_ms: u64,
+    /// Pictures with more pixels than this are downscaled (aspect kept) before they are sent
+    /// to the model as images; the saved file keeps the original.
+    pub max_image_pixels: u64,
+    /// Text files up to this many KB are shown in the prompt inline (within the token budget).
+    pub max_inline_kb: u32,
+    /// Extra hosts attachments may come from, besides the platform's own (the Discord API host
+    /// and CDN, the Misskey instance), e.g. a Misskey instance's object storage or media proxy.
+    /// `https` only, and only when the name resolves to public addresses.
+    pub allow_hosts: Vec<String>,
+}
+
+impl Default for AttachmentsConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_file_mb: 20,
+            max_total_mb: 50,
+            timeout_ms: 20_000,
+            max_image_pixels: 1_200_000,
+            max_inline_kb: 32,
+            allow_hosts: Vec::new(),
         }
     }
 }

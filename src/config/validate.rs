@@ -19,11 +19,57 @@ impl Config {
         self.check_listeners(&mut v);
         self.check_skills(&mut v);
         self.check_reminders_and_memory(&mut v);
+        self.check_attachments(&mut v);
         self.check_paths_and_logging(&mut v);
         if v.0.is_empty() {
             Ok(())
         } else {
             Err(ConfigError::Problems(v.0))
+        }
+    }
+
+    fn check_attachments(&self, v: &mut Problems) {
+        let a = &self.attachments;
+        if !a.enabled {
+            return;
+        }
+        for (key, zero) in [
+            ("attachments.maxFileMb", a.max_file_mb == 0),
+            ("attachments.maxTotalMb", a.max_total_mb == 0),
+            ("attachments.timeoutMs", a.timeout_ms == 0),
+            ("attachments.maxImagePixels", a.max_image_pixels == 0),
+        ] {
+            if zero {
+                v.add(
+                    key,
+                    "must be greater than 0 (attachments.enabled: false stops downloads)",
+                );
+            }
+        }
+        if a.max_total_mb < a.max_file_mb {
+            v.add(
+                "attachments.maxTotalMb",
+                format!(
+                    "{} is less than attachments.maxFileMb ({}): a file of the largest size could never be fetched",
+                    a.max_total_mb, a.max_file_mb
+                ),
+            );
+        }
+        if a.max_file_mb > 1_024 {
+            v.add(
+                "attachments.maxFileMb",
+                "must be at most 1024 (files are held in memory while they are checked)",
+            );
+        }
+        for (i, host) in a.allow_hosts.iter().enumerate() {
+            if crate::egress::parse_allow_entry(host).is_err() {
+                v.add(
+                    format!("attachments.allowHosts.{i}"),
+                    format!(
+                        "{host:?} is not a host name (lowercase, no scheme or path, optional :port)"
+                    ),
+                );
+            }
         }
     }
 

@@ -11,6 +11,8 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use crate::attachments::Received;
+use crate::attachments::listing::size;
 use crate::platform::{ChatMessage, CustomEmoji, IncomingMessage, PlatformAdapter};
 use crate::store::{Memory, Scope, Store, WorkspaceKey};
 use crate::text::estimate_tokens;
@@ -43,6 +45,11 @@ pub struct PromptParts {
     pub current: Option<IncomingMessage>,
     /// Bot's own id, to label its messages.
     pub bot_user_id: Option<String>,
+    /// The current message's attachments as fetched (`None`: not fetched, `attachments` off;
+    /// they are then only named in the current message).
+    pub files: Option<Received>,
+    /// The agent sees the pictures of `files` (they go with the prompt as image blocks).
+    pub vision: bool,
 }
 
 /// Drops everything up to and including the last message starting with `/clear`.
@@ -131,16 +138,25 @@ fn current_section(p: &PromptParts) -> String {
         fmt_time(&m.timestamp),
         m.content
     );
-    for a in &m.attachments {
-        s.push_str(&format!(
-            "\n[attachment: {} ({}, {} bytes) {}]",
-            a.filename,
-            a.mime.as_deref().unwrap_or("unknown type"),
-            a.size,
-            a.url
-        ));
+    // Fetched attachments have their own section; otherwise they are only named.
+    if p.files.is_none() {
+        for a in &m.attachments {
+            s.push_str(&format!(
+                "\n[attachment, not downloaded: {} ({}, {})]",
+                a.filename.replace(['\n', '\r', ']'], " "),
+                a.mime.as_deref().unwrap_or("unknown type"),
+                size(a.size)
+            ));
+        }
     }
     s
+}
+
+/// The attachments section, charged to `left`.
+fn files_section(p: &PromptParts, left: &mut usize) -> String {
+    p.files
+        .as_ref()
+        .map_or_else(String::new, |files| files.section(p.vision, left))
 }
 
 const INSTRUCTIONS: &str = "## Instructions\n\
@@ -157,13 +173,15 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
         memories_section(p),
     ];
     let current = current_section(p);
-    let tail = [current, INSTRUCTIONS.to_owned()];
     let used: usize = mandatory_head
         .iter()
-        .chain(tail.iter())
+        .chain([&current, &INSTRUCTIONS.to_owned()])
         .map(|s| estimate_tokens(s) + 1)
         .sum();
     let mut left = budget.saturating_sub(used);
+    // The current message's files come before older conversation.
+    let files = files_section(p, &mut left);
+    let tail = [current, files, INSTRUCTIONS.to_owned()];
 
     let bot = p.bot_user_id.as_deref();
     // Conversation: newest first into the budget, then restored to oldest-first.
@@ -221,7 +239,7 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
             emojis.join(" ")
         ));
     }
-    sections.extend(tail);
+    sections.extend(tail.into_iter().filter(|s| !s.is_empty()));
     sections.join("\n\n")
 }
 
@@ -238,6 +256,7 @@ pub fn assemble_followup(
     let bot = p.bot_user_id.as_deref();
     let current = current_section(p);
     let mut left = budget.saturating_sub(estimate_tokens(&current) + estimate_tokens(FOLLOWUP) + 2);
+    let files = files_section(p, &mut left);
     let mut take = |lines: Vec<String>| -> Vec<String> {
         let mut kept = Vec::new();
         for line in lines.into_iter().rev() {
@@ -286,6 +305,9 @@ pub fn assemble_followup(
         ));
     }
     sections.push(current);
+    if !files.is_empty() {
+        sections.push(files);
+    }
     sections.push(FOLLOWUP.to_owned());
     sections.join("\n\n")
 }
@@ -418,6 +440,8 @@ pub async fn gather(
         emojis,
         current: Some(msg.clone()),
         bot_user_id: platform.bot_user_id(),
+        files: None,
+        vision: false,
     }
 }
 

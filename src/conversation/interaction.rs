@@ -17,9 +17,10 @@ use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, SessionResources, Take, WarmAgent, WarmPool};
-use super::workspace::Workspaces;
+use super::workspace::{SessionDirs, Workspaces};
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
-use crate::agent::{AgentRunner, AgentSpec, Outcome, TurnSpec};
+use crate::agent::{AgentRunner, AgentSpec, Outcome, PromptImage, TurnSpec};
+use crate::attachments::{Attachments, Received};
 use crate::config::{AgentConfig, ProcessEnv};
 use crate::egress::EgressProxy;
 use crate::gateway::Budget;
@@ -107,6 +108,8 @@ pub struct Interactions {
     pub stop: CancellationToken,
     /// Agents kept between a conversation's turns (`agent.warm`); `None` when off.
     pub warm: Option<WarmPool>,
+    /// Fetches the current message's attachments (`attachments`); `None` when off.
+    pub attachments: Option<Attachments>,
 }
 
 impl std::fmt::Debug for Interactions {
@@ -215,7 +218,7 @@ impl Interactions {
                     return None;
                 }
             };
-            let parts = gather(
+            let mut parts = gather(
                 platform,
                 &self.store,
                 msg,
@@ -226,7 +229,6 @@ impl Interactions {
                 self.prompt.related_limit,
             )
             .await;
-            let prompt = assemble(&parts, self.prompt.token_limit);
             let mut resources = SessionResources {
                 registered,
                 dirs,
@@ -286,16 +288,22 @@ impl Interactions {
                 api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
                 env,
             };
-            let context_tokens = estimate_tokens(&prompt);
             let shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
-            let spec_turn = self.turn_spec(prompt, &turn, &handle, None);
-            let (outcome, live) = match self
-                .runner
-                .start(spec, &spec_turn.terminate, &spec_turn.shutdown)
-                .await
-            {
+            // The downloads overlap the agent's start-up; the prompt is built once both are
+            // done, knowing whether the agent takes pictures.
+            let (started, files) = tokio::join!(
+                self.runner.start(spec, &turn.terminate, &self.stop),
+                self.receive(msg, &resources.dirs),
+            );
+            let mut context_tokens = 0;
+            let (outcome, live) = match started {
                 Ok(mut live) => {
+                    parts.vision = live.accepts_images();
+                    parts.files = files;
+                    let prompt = assemble(&parts, self.prompt.token_limit);
+                    context_tokens = estimate_tokens(&prompt) + picture_tokens(&parts);
+                    let spec_turn = self.turn_spec(prompt, images(&parts), &turn, &handle, None);
                     self.started("cold", received);
                     (live.prompt(&spec_turn).await, Some(live))
                 }
@@ -339,7 +347,7 @@ impl Interactions {
         let session_id = handle.id().as_str().to_owned();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
         let outcome = async {
-            let parts = gather(
+            let mut parts = gather(
                 platform,
                 &self.store,
                 msg,
@@ -350,13 +358,15 @@ impl Interactions {
                 self.prompt.related_limit,
             )
             .await;
+            parts.files = self.receive(msg, &agent.resources.dirs).await;
+            parts.vision = agent.live.accepts_images();
             let prompt = assemble_followup(&parts, &agent.shown, self.prompt.token_limit);
             agent.shown.extend(shown_ids(&parts));
-            agent.context_tokens += estimate_tokens(&prompt);
+            agent.context_tokens += estimate_tokens(&prompt) + picture_tokens(&parts);
             let turn = self.turn_watch(msg, &termination);
             // A warm agent must show a sign of life as soon as a fresh one would have connected.
             let first_sign = self.runner.settings().connect_timeout;
-            let spec = self.turn_spec(prompt, &turn, &handle, Some(first_sign));
+            let spec = self.turn_spec(prompt, images(&parts), &turn, &handle, Some(first_sign));
             self.started("warm", received);
             let outcome = agent.live.prompt(&spec).await;
             turn.finish().await;
@@ -424,9 +434,26 @@ impl Interactions {
         }
     }
 
+    /// The current message's attachments, fetched into the session's staging folder
+    /// (`None` when attachments are off).
+    async fn receive(&self, msg: &IncomingMessage, dirs: &SessionDirs) -> Option<Received> {
+        let fetcher = self.attachments.as_ref()?;
+        Some(
+            fetcher
+                .receive(
+                    msg.platform,
+                    &msg.attachments,
+                    &dirs.staging,
+                    &dirs.workspace,
+                )
+                .await,
+        )
+    }
+
     fn turn_spec(
         &self,
         prompt: String,
+        images: Vec<PromptImage>,
         watch: &TurnWatch,
         handle: &SessionHandle,
         first_sign_within: Option<Duration>,
@@ -434,6 +461,7 @@ impl Interactions {
         let handle = handle.clone();
         TurnSpec {
             prompt,
+            images,
             retry_prompt: self.retry_prompt.clone(),
             terminate: watch.terminate.clone(),
             shutdown: self.stop.clone(),
@@ -489,6 +517,28 @@ impl Interactions {
         {
             tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
         }
+    }
+}
+
+/// The pictures the prompt built from `parts` names, when the agent can see them.
+fn images(parts: &super::context::PromptParts) -> Vec<PromptImage> {
+    match (&parts.files, parts.vision) {
+        (Some(files), true) => files
+            .pictures()
+            .map(|p| PromptImage {
+                mime: p.mime.to_owned(),
+                data: p.base64.clone(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// What the pictures of `parts` cost the model, when they are sent.
+fn picture_tokens(parts: &super::context::PromptParts) -> usize {
+    match (&parts.files, parts.vision) {
+        (Some(files), true) => files.picture_tokens(),
+        _ => 0,
     }
 }
 

@@ -310,6 +310,11 @@ fn refusal(path: &str, error: ConfineError) -> PreflightError {
             path,
             message: kind.to_string(),
         },
+        // Only a create reports it; send-file reads.
+        ConfineError::Exists => PreflightError::Io {
+            path,
+            message: ConfineError::Exists.to_string(),
+        },
     }
 }
 

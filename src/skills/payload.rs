@@ -112,6 +112,7 @@ pub fn read_payload(
             ));
         }
         Err(ConfineError::Io(kind)) => return Err(not_found(kind.to_string())),
+        Err(e @ ConfineError::Exists) => return Err(not_found(e.to_string())),
     };
     let text = String::from_utf8(bytes).map_err(|_| {
         err(

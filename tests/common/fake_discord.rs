@@ -9,6 +9,8 @@
 //! /applications/{app}[/guilds/{id}]/commands`, `POST /interactions/{id}/{token}/callback` (204),
 //! `PATCH /webhooks/{app}/{token}/messages/@original`, `POST /webhooks/{app}/{token}`. Every
 //! request is recorded ([`Recorded`]); 429s can be scripted per path ([`FakeDiscord::rate_limit`]).
+//! Attachment downloads: `GET /files/{name}` serves what [`FakeDiscord::serve_file`] put there
+//! (bytes, a redirect, a slow body) and records the request ([`FakeDiscord::file_hits`]).
 //!
 //! Gateway: HELLO → IDENTIFY → READY (every field serenity requires) → GUILD_CREATE (the bot
 //! member with a role granting every permission, one text channel, one custom emoji); RESUME →
@@ -101,6 +103,21 @@ struct Inner {
     resumes: usize,
     identify_payloads: Vec<Value>,
     refusing: bool,
+    /// Downloads served under `/files/` (see [`FakeDiscord::serve_file`]).
+    files: HashMap<String, Served>,
+    /// Paths of every `/files/` request, in order.
+    file_hits: Vec<String>,
+}
+
+/// What a `/files/{name}` request gets.
+#[derive(Clone)]
+pub enum Served {
+    /// 200 with this content type and body.
+    Bytes(&'static str, Vec<u8>),
+    /// 302 to this location.
+    Redirect(String),
+    /// 200 after this long (a slow download).
+    Slow(Duration, Vec<u8>),
 }
 
 #[derive(Clone)]
@@ -155,6 +172,18 @@ impl FakeDiscord {
     /// What `platforms.discord.apiBaseUrl` should be.
     pub fn api_base_url(&self) -> String {
         format!("http://{}", self.shared.addr)
+    }
+
+    /// Serves `what` at `/files/{name}` (outside `/api/v10`, as attachments are served from
+    /// the CDN); returns its URL.
+    pub fn serve_file(&self, name: &str, what: Served) -> String {
+        self.shared.lock().files.insert(name.to_owned(), what);
+        format!("http://{}/files/{name}", self.shared.addr)
+    }
+
+    /// The `/files/` names requested so far, in order.
+    pub fn file_hits(&self) -> Vec<String> {
+        self.shared.lock().file_hits.clone()
     }
 
     /// What `platforms.discord.gatewayUrl` should be (also what `GET /gateway` announces).
@@ -633,6 +662,27 @@ fn multipart_parts(content_type: &str, body: &[u8]) -> Vec<(String, Option<Strin
     parts
 }
 
+async fn serve_download(shared: &Shared, name: &str) -> Response {
+    let served = {
+        let mut inner = shared.lock();
+        inner.file_hits.push(name.to_owned());
+        inner.files.get(name).cloned()
+    };
+    match served {
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+        Some(Served::Bytes(content_type, bytes)) => {
+            ([("content-type", content_type)], bytes).into_response()
+        }
+        Some(Served::Redirect(location)) => {
+            (StatusCode::FOUND, [("location", location)]).into_response()
+        }
+        Some(Served::Slow(wait, bytes)) => {
+            tokio::time::sleep(wait).await;
+            bytes.into_response()
+        }
+    }
+}
+
 async fn rest(
     State(shared): State<Shared>,
     method: Method,
@@ -645,6 +695,9 @@ async fn rest(
         .map(|p| p.as_str())
         .unwrap_or("/")
         .to_owned();
+    if let Some(name) = full.strip_prefix("/files/") {
+        return serve_download(&shared, name).await;
+    }
     let Some(path) = full.strip_prefix("/api/v10") else {
         return error(StatusCode::NOT_FOUND, 0, "404: Not Found");
     };

@@ -5,6 +5,8 @@
 //!   shapes follow Misskey's packed entities (camelCase `Note`, `UserLite`, `ChatMessageLite`,
 //!   `DriveFile`); `notes/create` enforces the 2024.3 rule that a reply to a `specified` note is
 //!   `specified`, text limits (note 3000, chat 2000) and ownership on deletion.
+//! * Drive files made by tests ([`FakeMisskey::upload_file`]) are downloadable at their `url`
+//!   (`GET /files/{id}`, recorded in [`FakeMisskey::file_hits`]), as an instance serves them.
 //! * Every REST call is recorded (endpoint + JSON body without `i`, multipart fields as JSON) —
 //!   including calls that failed — for assertions.
 //! * `i` is checked on every call (`CREDENTIAL_REQUIRED` / `AUTHENTICATION_FAILED`) and on the
@@ -126,6 +128,10 @@ struct Inner {
     streaming_attempts: u64,
     refuse_streaming: bool,
     client_frames: Vec<Value>,
+    /// Drive file id → (content type, bytes), served at `GET /files/{id}`.
+    file_bytes: BTreeMap<String, (String, Vec<u8>)>,
+    /// Ids of every `GET /files/{id}`, in order.
+    file_hits: Vec<String>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -180,11 +186,14 @@ impl FakeMisskey {
             streaming_attempts: 0,
             refuse_streaming: false,
             client_frames: Vec::new(),
+            file_bytes: BTreeMap::new(),
+            file_hits: Vec::new(),
         };
         let shared: Shared = Arc::new(Mutex::new(inner));
         let app = Router::new()
             .route("/api/{*endpoint}", post(api))
             .route("/streaming", get(streaming))
+            .route("/files/{id}", get(download))
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -284,6 +293,36 @@ impl FakeMisskey {
     /// Every stored chat message (lite form), oldest first.
     pub fn chat_messages(&self) -> Vec<Value> {
         self.inner().chats.values().cloned().collect()
+    }
+
+    /// Stores a drive file of `user_id` holding `bytes` (served at its `url`); returns it.
+    pub fn upload_file(&self, user_id: &str, name: &str, mime: &str, bytes: Vec<u8>) -> Value {
+        let mut inner = self.inner();
+        let size = bytes.len() as u64;
+        let file = insert_drive_file(&mut inner, user_id, name, mime, None, size);
+        let id = file["id"].as_str().unwrap_or_default().to_owned();
+        inner.file_bytes.insert(id, (mime.to_owned(), bytes));
+        file
+    }
+
+    /// Stores a drive file whose `url` is `url` (nothing served); returns it.
+    pub fn link_file(&self, user_id: &str, name: &str, mime: &str, url: &str, size: u64) -> Value {
+        insert_drive_file(&mut self.inner(), user_id, name, mime, Some(url), size)
+    }
+
+    /// The ids of the `GET /files/{id}` requests so far.
+    pub fn file_hits(&self) -> Vec<String> {
+        self.inner().file_hits.clone()
+    }
+
+    /// Stores a chat message with a file from `from` to the bot and pushes it as `main`'s
+    /// `newChatMessage`.
+    pub fn chat_file_to_bot(&self, from: &str, text: &str, file_id: &str) -> Value {
+        let message = insert_chat(&mut self.inner(), from, BOT_ID, Some(text), Some(file_id));
+        let id = message["id"].as_str().unwrap_or_default().to_owned();
+        let detailed = pack_chat_detailed(&self.inner(), &id);
+        self.push_main("newChatMessage", detailed);
+        message
     }
 
     /// Every drive file, oldest first.
@@ -618,6 +657,35 @@ fn pack_note(inner: &Inner, id: &str, with_reply: bool) -> Value {
         note["reply"] = pack_note(inner, &reply_id, false);
     }
     note
+}
+
+fn insert_drive_file(
+    inner: &mut Inner,
+    user_id: &str,
+    name: &str,
+    mime: &str,
+    url: Option<&str>,
+    size: u64,
+) -> Value {
+    let (id, created_at) = next_id(inner);
+    let url = url.map_or_else(|| format!("{}/files/{id}", inner.base_url), str::to_owned);
+    let drive = json!({
+        "id": id, "createdAt": created_at, "name": name, "type": mime,
+        "md5": format!("{size:032x}"), "size": size, "isSensitive": false, "blurhash": null,
+        "properties": {}, "url": url, "thumbnailUrl": null, "comment": null,
+        "folderId": null, "folder": null, "userId": user_id, "user": null
+    });
+    inner.files.insert(id, drive.clone());
+    drive
+}
+
+async fn download(State(shared): State<Shared>, Path(id): Path<String>) -> Response {
+    let mut inner = lock(&shared);
+    inner.file_hits.push(id.clone());
+    match inner.file_bytes.get(&id) {
+        Some((mime, bytes)) => ([("content-type", mime.clone())], bytes.clone()).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such file").into_response(),
+    }
 }
 
 fn insert_chat(

@@ -185,17 +185,7 @@ pub(crate) fn incoming(
         .or_else(|| message.author.global_name.clone())
         .filter(|n| !n.trim().is_empty())
         .unwrap_or_else(|| message.author.name.clone());
-    let attachments = message
-        .attachments
-        .iter()
-        .map(|a| Attachment {
-            id: a.id.to_string(),
-            url: a.url.clone(),
-            mime: a.content_type.clone(),
-            filename: a.filename.clone(),
-            size: u64::from(a.size),
-        })
-        .collect();
+    let attachments = attachments(message);
     let timestamp = message
         .timestamp
         .to_rfc3339()
@@ -220,6 +210,52 @@ pub(crate) fn incoming(
         is_bot: message.author.bot,
         mentions_bot,
     })
+}
+
+/// A message's files: its attachments, then the images of its embeds (a link to a picture
+/// unfurls into an `image` embed whose picture is the thumbnail). Embed pictures are fetched
+/// through Discord's media proxy (`proxy_url`) when there is one, never from the site the
+/// link names. Stickers and custom emoji are not attachments.
+fn attachments(message: &Message) -> Vec<Attachment> {
+    let mut list: Vec<Attachment> = message
+        .attachments
+        .iter()
+        .map(|a| Attachment {
+            id: a.id.to_string(),
+            url: a.url.clone(),
+            mime: a.content_type.clone(),
+            filename: a.filename.clone(),
+            size: u64::from(a.size),
+        })
+        .collect();
+    for (i, embed) in message.embeds.iter().enumerate() {
+        let picture = embed
+            .image
+            .as_ref()
+            .map(|p| (&p.url, &p.proxy_url))
+            .or_else(|| {
+                (embed.kind.as_deref() == Some("image"))
+                    .then_some(embed.thumbnail.as_ref())
+                    .flatten()
+                    .map(|p| (&p.url, &p.proxy_url))
+            });
+        if let Some((url, proxy)) = picture {
+            let name = url
+                .split(['?', '#'])
+                .next()
+                .and_then(|u| u.rsplit('/').next())
+                .filter(|n| !n.is_empty())
+                .unwrap_or("embed-image");
+            list.push(Attachment {
+                id: format!("embed-{i}"),
+                url: proxy.clone().unwrap_or_else(|| url.clone()),
+                mime: None,
+                filename: name.to_owned(),
+                size: 0,
+            });
+        }
+    }
+    list
 }
 
 /// Removes every `<@bot>` / `<@!bot>` from `content`, joining the pieces with single spaces and
@@ -426,6 +462,37 @@ mod tests {
     }
 
     #[test]
+    fn embed_pictures_are_attachments_fetched_through_discords_proxy() {
+        let mut m = base_message();
+        m["embeds"] = json!([
+            {"type": "image", "url": "https://example.org/cat.jpg",
+             "thumbnail": {"url": "https://example.org/cat.jpg?x=1",
+                           "proxy_url": "https://media.discordapp.net/external/abc/cat.jpg"}},
+            {"type": "rich", "title": "card", "image": {"url": "https://example.org/big.png"}},
+            {"type": "rich", "title": "text only"},
+            {"type": "article", "thumbnail": {"url": "https://example.org/logo.png"}}
+        ]);
+        let kept = incoming(&gateway_message(m), 42, &[100]).expect("kept");
+        let urls: Vec<(&str, &str, &str)> = kept
+            .attachments
+            .iter()
+            .map(|a| (a.id.as_str(), a.filename.as_str(), a.url.as_str()))
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                ("9", "a.png", "https://x/a.png"),
+                (
+                    "embed-0",
+                    "cat.jpg",
+                    "https://media.discordapp.net/external/abc/cat.jpg"
+                ),
+                ("embed-1", "big.png", "https://example.org/big.png"),
+            ]
+        );
+    }
+
+    #[test]
     fn a_guild_mention_becomes_an_incoming_message() {
         let message = gateway_message(base_message());
         let kept = incoming(&message, 42, &[100]).expect("kept");
@@ -435,6 +502,7 @@ mod tests {
         assert_eq!(kept.guild_id.as_deref(), Some("100"));
         assert_eq!(kept.attachments[0].mime.as_deref(), Some("image/png"));
         assert_eq!(kept.attachments[0].size, 12);
+        assert_eq!(kept.attachments.len(), 1);
         assert_eq!(kept.timestamp.to_rfc3339(), "2025-01-01T00:00:05+00:00");
         assert_eq!(incoming(&message, 42, &[101]), Err(Skip::OtherGuild));
     }

@@ -1,0 +1,412 @@
+//! Attachments in: the daemon downloads the files of the message being answered, the agent
+//! reads them. The agent has no network (and must not: a prompt injection could make it fetch
+//! anything), so the daemon fetches — only from the platform's own servers
+//! ([`origin`]), within a size cap per file and per turn and a time-out ([`download`]) — and
+//! decides from the bytes what each file is ([`kind`]). Pictures are decoded and downscaled
+//! for the model ([`picture`]) and sent as ACP image blocks when the agent takes them; short
+//! text files are shown in the prompt inline; every file is saved read-only in the session's
+//! staging folder under `in/` ([`save`]) and listed in the prompt ([`listing`]). A file that
+//! cannot be used is listed as skipped with the reason; the turn always goes on.
+//!
+//! Documented for operators in `docs/ATTACHMENTS.md`.
+
+pub mod download;
+pub mod kind;
+pub mod listing;
+pub mod metrics;
+pub mod origin;
+pub mod picture;
+pub mod save;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{AttachmentsConfig, Config};
+use crate::platform::{Attachment, PlatformKind};
+
+pub use download::{DownloadError, Downloader};
+pub use kind::{ImageType, Kind};
+pub use listing::Received;
+pub use metrics::AttachmentMetrics;
+pub use origin::{Lookup, Origins, PublicResolver, SystemLookup};
+pub use picture::Picture;
+
+/// `attachments.*` in working units.
+#[derive(Debug, Clone)]
+pub struct AttachmentSettings {
+    /// Largest file, bytes.
+    pub max_file_bytes: u64,
+    /// Most bytes per turn.
+    pub max_total_bytes: u64,
+    /// Longest download of one file.
+    pub timeout: Duration,
+    /// Pictures above this many pixels are downscaled.
+    pub max_image_pixels: u64,
+    /// Text files up to this many bytes are shown inline.
+    pub max_inline_bytes: u64,
+}
+
+impl From<&AttachmentsConfig> for AttachmentSettings {
+    fn from(c: &AttachmentsConfig) -> Self {
+        const MB: u64 = 1024 * 1024;
+        AttachmentSettings {
+            max_file_bytes: u64::from(c.max_file_mb) * MB,
+            max_total_bytes: u64::from(c.max_total_mb) * MB,
+            timeout: Duration::from_millis(c.timeout_ms),
+            max_image_pixels: c.max_image_pixels,
+            max_inline_bytes: u64::from(c.max_inline_kb) * 1024,
+        }
+    }
+}
+
+/// Why one attachment was not given to the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    /// Larger than `maxFileMb` (declared or while downloading).
+    TooBig {
+        /// The cap, bytes.
+        limit: u64,
+    },
+    /// The turn's `maxTotalMb` is used up.
+    TurnLimit {
+        /// The cap, bytes.
+        limit: u64,
+    },
+    /// Not from the platform's own servers (or a redirect left them).
+    NotAllowed(String),
+    /// The download took longer than `timeoutMs`.
+    Timeout,
+    /// The server answered with an error status.
+    Http(u16),
+    /// It claims a picture format its bytes are not.
+    Mislabelled {
+        /// What it claimed.
+        claimed: String,
+    },
+    /// A picture whose bytes cannot be decoded.
+    BadImage,
+    /// Anything else (connection failure, saving failed).
+    Failed(String),
+    /// The platform gave no URL.
+    NoUrl,
+}
+
+impl Skip {
+    /// The metric label ([`metrics::SKIP_REASONS`]).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Skip::TooBig { .. } => "too_big",
+            Skip::TurnLimit { .. } => "turn_limit",
+            Skip::NotAllowed(_) => "not_allowed",
+            Skip::Timeout => "timeout",
+            Skip::Http(_) => "http_error",
+            Skip::Mislabelled { .. } => "mislabelled",
+            Skip::BadImage => "bad_image",
+            Skip::Failed(_) => "failed",
+            Skip::NoUrl => "no_url",
+        }
+    }
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Skip::TooBig { limit } => write!(f, "larger than the {} limit", listing::size(*limit)),
+            Skip::TurnLimit { limit } => write!(
+                f,
+                "the {} of attachments one message may bring is used up",
+                listing::size(*limit)
+            ),
+            Skip::NotAllowed(why) => write!(f, "not downloaded: {why}"),
+            Skip::Timeout => f.write_str("the download took too long"),
+            Skip::Http(status) => write!(f, "the server answered HTTP {status}"),
+            Skip::Mislabelled { claimed } => {
+                write!(f, "it says it is {claimed} but its bytes are not a picture")
+            }
+            Skip::BadImage => f.write_str("the picture is damaged and could not be read"),
+            Skip::Failed(why) => f.write_str(why),
+            Skip::NoUrl => f.write_str("the platform gave no download link"),
+        }
+    }
+}
+
+/// A saved attachment.
+#[derive(Debug, Clone)]
+pub struct SavedFile {
+    /// Path relative to the workspace (the agent's working directory), `/`-separated.
+    pub path: String,
+    /// MIME type: sniffed for pictures, else as declared (`text/plain` / `application/octet-stream`
+    /// when nothing was).
+    pub mime: String,
+    /// Bytes.
+    pub size: u64,
+    /// What the agent gets besides the file.
+    pub content: Content,
+}
+
+/// What an attachment becomes in the prompt.
+#[derive(Debug, Clone)]
+pub enum Content {
+    /// A picture, ready for an image block.
+    Picture(Picture),
+    /// Text short enough to show inline.
+    Text(String),
+    /// A file only (text too long to show, or any other type).
+    File,
+}
+
+/// One attachment, saved or skipped.
+#[derive(Debug, Clone)]
+pub struct IncomingFile {
+    /// The sender's file name.
+    pub name: String,
+    /// The MIME type the platform reported.
+    pub declared_mime: Option<String>,
+    /// The declared size (0 when unknown).
+    pub declared_size: u64,
+    /// The file, or why there is none.
+    pub result: Result<SavedFile, Skip>,
+}
+
+/// Fetches and prepares attachments; one per daemon.
+#[derive(Debug, Clone)]
+pub struct Attachments {
+    downloader: Downloader,
+    origins: Arc<HashMap<PlatformKind, Origins>>,
+    settings: AttachmentSettings,
+    metrics: AttachmentMetrics,
+}
+
+/// Why [`Attachments`] could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the attachment downloader: {0}")]
+pub struct BuildError(#[from] reqwest::Error);
+
+impl Attachments {
+    /// A fetcher for the platforms of `origins`; names resolve through `lookup`.
+    pub fn new(
+        settings: AttachmentSettings,
+        origins: HashMap<PlatformKind, Origins>,
+        lookup: Arc<dyn Lookup>,
+        metrics: AttachmentMetrics,
+    ) -> Result<Self, BuildError> {
+        let resolver = PublicResolver::new(origins.values(), lookup);
+        Ok(Attachments {
+            downloader: Downloader::new(resolver, settings.timeout)?,
+            origins: Arc::new(origins),
+            settings,
+            metrics,
+        })
+    }
+
+    /// The fetcher `config` describes (`None` when `attachments.enabled` is false), for the
+    /// enabled platforms.
+    pub fn from_config(
+        config: &Config,
+        metrics: AttachmentMetrics,
+    ) -> Result<Option<Self>, BuildError> {
+        let a = &config.attachments;
+        if !a.enabled {
+            return Ok(None);
+        }
+        let extra: Vec<_> = a
+            .allow_hosts
+            .iter()
+            .filter_map(|h| crate::egress::parse_allow_entry(h).ok())
+            .collect();
+        let mut origins = HashMap::new();
+        let d = &config.platforms.discord;
+        if d.enabled {
+            origins.insert(
+                PlatformKind::Discord,
+                Origins::discord(d.api_base_url.as_deref(), &extra),
+            );
+        }
+        let m = &config.platforms.misskey;
+        if m.enabled {
+            origins.insert(
+                PlatformKind::Misskey,
+                Origins::misskey(&m.host, m.secure, &extra),
+            );
+        }
+        Self::new(a.into(), origins, Arc::new(SystemLookup), metrics).map(Some)
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &AttachmentSettings {
+        &self.settings
+    }
+
+    /// Downloads and prepares `files` of a `platform` message into `staging/in/`, in order,
+    /// within the per-turn cap. `workspace` is what listed paths are relative to. Never fails:
+    /// what cannot be used is in the result as skipped.
+    pub async fn receive(
+        &self,
+        platform: PlatformKind,
+        files: &[Attachment],
+        staging: &Path,
+        workspace: &Path,
+    ) -> Received {
+        let started = std::time::Instant::now();
+        let mut used = 0u64;
+        let mut out = Vec::with_capacity(files.len());
+        for file in files {
+            let result = self
+                .one(platform, file, staging, workspace, &mut used)
+                .await;
+            match &result {
+                Ok(saved) => {
+                    self.metrics.fetched(saved.size);
+                    if matches!(saved.content, Content::Picture(_)) {
+                        self.metrics.image_sent();
+                    }
+                    tracing::info!(platform = %platform, name = %file.filename, mime = %saved.mime, bytes = saved.size, "attachment saved");
+                }
+                Err(skip) => {
+                    self.metrics.skipped(skip.label());
+                    tracing::info!(platform = %platform, name = %file.filename, reason = skip.label(), detail = %skip, "attachment skipped");
+                }
+            }
+            out.push(IncomingFile {
+                name: file.filename.clone(),
+                declared_mime: file.mime.clone(),
+                declared_size: file.size,
+                result,
+            });
+        }
+        if !files.is_empty() {
+            self.metrics.step(started.elapsed().as_secs_f64());
+        }
+        Received {
+            folder: relative(workspace, &staging.join(save::INCOMING_DIR)),
+            files: out,
+        }
+    }
+
+    async fn one(
+        &self,
+        platform: PlatformKind,
+        file: &Attachment,
+        staging: &Path,
+        workspace: &Path,
+        used: &mut u64,
+    ) -> Result<SavedFile, Skip> {
+        let s = &self.settings;
+        if file.url.trim().is_empty() {
+            return Err(Skip::NoUrl);
+        }
+        if file.size > s.max_file_bytes {
+            return Err(Skip::TooBig {
+                limit: s.max_file_bytes,
+            });
+        }
+        let left = s.max_total_bytes.saturating_sub(*used);
+        if file.size > left || left == 0 {
+            return Err(Skip::TurnLimit {
+                limit: s.max_total_bytes,
+            });
+        }
+        let Some(origins) = self.origins.get(&platform) else {
+            return Err(Skip::NotAllowed(
+                "this platform's files are not fetched".into(),
+            ));
+        };
+        let limit = s.max_file_bytes.min(left);
+        let bytes = match self.downloader.get(origins, &file.url, limit).await {
+            Ok(b) => b,
+            Err(DownloadError::TooBig { .. }) if limit < s.max_file_bytes => {
+                return Err(Skip::TurnLimit {
+                    limit: s.max_total_bytes,
+                });
+            }
+            Err(e) => return Err(skip_of(e, s.max_file_bytes)),
+        };
+        *used += bytes.len() as u64;
+        let (name, mime, max_pixels, max_inline) = (
+            file.filename.clone(),
+            file.mime.clone(),
+            s.max_image_pixels,
+            s.max_inline_bytes,
+        );
+        let (staging, workspace) = (staging.to_path_buf(), workspace.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            prepare(
+                &bytes,
+                &name,
+                mime.as_deref(),
+                max_pixels,
+                max_inline,
+                &staging,
+                &workspace,
+            )
+        })
+        .await
+        .unwrap_or_else(|_| Err(Skip::Failed("preparing the file failed".into())))
+    }
+}
+
+fn skip_of(e: DownloadError, max_file: u64) -> Skip {
+    match e {
+        DownloadError::NotAllowed(n) => Skip::NotAllowed(n.to_string()),
+        DownloadError::PrivateAddress | DownloadError::Redirects => Skip::NotAllowed(e.to_string()),
+        DownloadError::TooBig { .. } => Skip::TooBig { limit: max_file },
+        DownloadError::Timeout => Skip::Timeout,
+        DownloadError::Status(s) => Skip::Http(s.as_u16()),
+        DownloadError::Failed => Skip::Failed("the download failed".into()),
+    }
+}
+
+/// Classifies, prepares and saves one downloaded file (blocking).
+fn prepare(
+    bytes: &[u8],
+    name: &str,
+    declared: Option<&str>,
+    max_pixels: u64,
+    max_inline: u64,
+    staging: &Path,
+    workspace: &Path,
+) -> Result<SavedFile, Skip> {
+    let declared = declared.map(kind::essence).filter(|m| !m.is_empty());
+    let (mime, content) = match kind::classify(bytes, declared.as_deref(), name) {
+        Kind::Image(t) => {
+            let picture = picture::prepare(bytes, t, max_pixels).map_err(|_| Skip::BadImage)?;
+            (t.mime().to_owned(), Content::Picture(picture))
+        }
+        Kind::Mislabelled { claimed } => return Err(Skip::Mislabelled { claimed }),
+        Kind::Text(text) => (
+            declared.unwrap_or_else(|| "text/plain".into()),
+            if bytes.len() as u64 <= max_inline {
+                Content::Text(text)
+            } else {
+                Content::File
+            },
+        ),
+        Kind::Other => (
+            declared.unwrap_or_else(|| "application/octet-stream".into()),
+            Content::File,
+        ),
+    };
+    let path = save::save(staging, name, bytes)
+        .map_err(|e| Skip::Failed(format!("the file could not be saved: {e}")))?;
+    let workspace = workspace
+        .canonicalize()
+        .unwrap_or_else(|_| workspace.to_path_buf());
+    Ok(SavedFile {
+        path: relative(&workspace, &path),
+        mime,
+        size: bytes.len() as u64,
+        content,
+    })
+}
+
+/// `path` relative to `base` when inside it (else as is), `/`-separated.
+fn relative(base: &Path, path: &Path) -> String {
+    let base_canon = base.canonicalize().unwrap_or_else(|_| base.to_path_buf());
+    path.strip_prefix(&base_canon)
+        .or_else(|_| path.strip_prefix(base))
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
