@@ -404,3 +404,31 @@ async fn misskey_note_pictures_and_chat_files_reach_the_agent() {
     );
     assert_eq!(serve.fake.file_hits().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_agents_next_turn_gets_the_new_messages_files() {
+    let bot = Bot::start(answering(true)).await;
+    mention_with(&bot, "hi!", Vec::new());
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    let picture = png(40, 30);
+    let url = bot.fake.serve_file("dot.png", Served::Bytes("image/png", picture.clone()));
+    let second = vec![attachment("95", "dot.png", "image/png", picture.len(), &url)];
+    mention_with(&bot, "and now this", second.clone());
+    bot.wait_bot_messages(CHANNEL_ID, 2).await;
+    assert_eq!(bot.agents_started(), 1, "the second turn ran on the warm agent");
+    let prompts = prompt_blocks(&bot.agent_log_lines());
+    assert_eq!(prompts[0].len(), 1, "{:?}", prompts[0]);
+    let turn2 = &prompts[1];
+    assert_eq!(turn2.len(), 2, "{turn2:?}");
+    assert_eq!(turn2[1]["mimeType"], "image/png");
+    let text = turn2[0]["text"].as_str().unwrap();
+    assert!(!text.contains("## Session"), "a follow-up prompt: {text}");
+    assert!(text.contains("/in/dot.png`"), "{text}");
+    // The same name again in a later turn gets a name of its own.
+    mention_with(&bot, "once more", second);
+    bot.wait_bot_messages(CHANNEL_ID, 3).await;
+    let prompts = prompt_blocks(&bot.agent_log_lines());
+    let text = prompts[2][0]["text"].as_str().unwrap();
+    assert!(text.contains("/in/dot-2.png`"), "{text}");
+    bot.stop();
+}

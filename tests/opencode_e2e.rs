@@ -16,10 +16,14 @@ use std::time::Duration;
 
 use air_friends::agent::env::AGENT_POLICY_ENV;
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
-    SessionRun,
+    AgentRunner, ApprovalRules, Outcome, PermissionGate, PromptImage, RunnerSettings, Sandbox,
+    SandboxSetup, SessionRun,
+};
+use air_friends::attachments::{
+    AttachmentMetrics, AttachmentSettings, Attachments, Origins, SystemLookup,
 };
 use air_friends::config::SandboxConfig;
+use air_friends::platform::{Attachment, PlatformKind};
 use common::fake_llm::{FakeLlm, Step};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -77,7 +81,8 @@ fn env_for(w: &World, llm: &FakeLlm) -> BTreeMap<String, String> {
             "npm": "@ai-sdk/openai-compatible",
             "name": "Fake LLM",
             "options": {"baseURL": llm.base_url, "apiKey": "sk-fake"},
-            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
+            "models": {"fake-model": {"name": "Fake Model", "tool_call": true, "attachment": true,
+                "modalities": {"input": ["text", "image"], "output": ["text"]},
                 "limit": {"context": 128000, "output": 4096}}}
         }},
         "skills": {"paths": [w.skills.display().to_string()]}
@@ -712,4 +717,156 @@ async fn the_second_message_continues_the_same_opencode_session() {
         newest.contains("what is my name?") && !newest.contains("## Session"),
         "the warm prompt repeats the whole first prompt: {newest}"
     );
+}
+
+/// Attachments with the real OpenCode in the sandbox: the daemon's fetcher downloads a picture
+/// and a text file from a loopback "instance" into the session's `in/` folder; the picture goes
+/// with the prompt as an ACP image block, which OpenCode forwards to the model as an image
+/// part, and OpenCode's own read tool opens the text file inside the sandbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_sees_an_attached_picture_and_reads_an_attached_file_in_the_sandbox() {
+    use base64::Engine;
+    let bin = common::opencode::opencode();
+    let w = world();
+    let mut picture = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(
+        48,
+        32,
+        image::Rgb([9, 99, 199]),
+    ))
+    .write_to(
+        &mut std::io::Cursor::new(&mut picture),
+        image::ImageFormat::Png,
+    )
+    .unwrap();
+    let notes = "The secret word is pineapple.\n";
+    let instance = serve_files(vec![
+        ("cat.png", "image/png", picture.clone()),
+        ("notes.txt", "text/plain", notes.as_bytes().to_vec()),
+    ])
+    .await;
+    let fetcher = Attachments::new(
+        AttachmentSettings {
+            max_file_bytes: 1 << 20,
+            max_total_bytes: 1 << 21,
+            timeout: Duration::from_secs(5),
+            max_image_pixels: 1_000_000,
+            // Not inline: the model must open the file itself.
+            max_inline_bytes: 0,
+        },
+        [(
+            PlatformKind::Misskey,
+            Origins::misskey(&instance, false, &[]),
+        )]
+        .into(),
+        Arc::new(SystemLookup),
+        AttachmentMetrics::unregistered(),
+    )
+    .unwrap();
+    let file = |id: &str, name: &str, mime: &str, size: usize| Attachment {
+        id: id.into(),
+        url: format!("http://{instance}/files/{name}"),
+        mime: Some(mime.into()),
+        filename: name.into(),
+        size: size as u64,
+    };
+    let staging = w.workspace.join("tmp/sess-e2e");
+    std::fs::create_dir_all(&staging).unwrap();
+    let received = fetcher
+        .receive(
+            PlatformKind::Misskey,
+            &[
+                file("1", "cat.png", "image/png", picture.len()),
+                file("2", "notes.txt", "text/plain", notes.len()),
+            ],
+            &staging,
+            &w.workspace,
+        )
+        .await;
+    let notes_path = w.workspace.join("tmp/sess-e2e/in/notes.txt");
+    assert!(notes_path.is_file(), "{received:?}");
+
+    let script = w.skills.join("send-reply/scripts/send-reply");
+    let llm = FakeLlm::start(vec![
+        Step::Tool("read", json!({"filePath": notes_path.display().to_string()})),
+        Step::Tool(
+            "bash",
+            json!({"command": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", script.display()),
+                   "description": "Send the reply"}),
+        ),
+        Step::Text("Replied.".into()),
+    ])
+    .await;
+    let runner = runner(&bin, &w).await;
+    let (spec, mut turn) = session(&w, env_for(&w, &llm)).split();
+    turn.prompt = format!(
+        "The user sent you files. Read notes.txt, then answer with send-reply.\n\n{}",
+        received.section(true, &mut 10_000)
+    );
+    turn.images = received
+        .pictures()
+        .map(|p| PromptImage {
+            mime: p.mime.to_owned(),
+            data: p.base64.clone(),
+        })
+        .collect();
+    assert_eq!(turn.images.len(), 1);
+    let mut live = runner
+        .start(spec, &turn.terminate, &turn.shutdown)
+        .await
+        .expect("OpenCode starts");
+    assert!(
+        live.accepts_images(),
+        "OpenCode advertises promptCapabilities.image"
+    );
+    let outcome = live.prompt(&turn).await;
+    live.stop().await;
+    assert_eq!(outcome, Outcome::Responded { retried: false });
+
+    let requests = llm.requests();
+    let turn_requests: Vec<String> = requests
+        .iter()
+        .filter(|r| r["tools"].is_array())
+        .map(|r| r.to_string())
+        .collect();
+    let data = base64::engine::general_purpose::STANDARD.encode(&picture);
+    assert!(
+        turn_requests[0].contains(&format!("data:image/png;base64,{data}")),
+        "the picture is not an image part of the model request: {}",
+        turn_requests[0]
+    );
+    assert!(
+        turn_requests[1..]
+            .iter()
+            .any(|r| r.contains("The secret word is pineapple.")),
+        "the read tool's result (the attached file) never reached the model: {turn_requests:?}"
+    );
+}
+
+/// A loopback HTTP server answering `GET /files/{name}` with the given files; returns its
+/// `127.0.0.1:PORT`.
+async fn serve_files(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
+    use axum::extract::Path as UrlPath;
+    use axum::response::IntoResponse;
+    let files = Arc::new(files);
+    let app = axum::Router::new().route(
+        "/files/{name}",
+        axum::routing::get(move |UrlPath(name): UrlPath<String>| {
+            let files = files.clone();
+            async move {
+                match files.iter().find(|(n, _, _)| *n == name) {
+                    Some((_, mime, bytes)) => {
+                        ([("content-type", *mime)], bytes.clone()).into_response()
+                    }
+                    None => axum::http::StatusCode::NOT_FOUND.into_response(),
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
 }

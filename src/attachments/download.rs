@@ -34,9 +34,12 @@ pub enum DownloadError {
     /// The server answered with an error status.
     #[error("the server answered {0}")]
     Status(StatusCode),
-    /// Redirected more than [`MAX_REDIRECTS`] times (or without a target).
+    /// Redirected more than [`MAX_REDIRECTS`] times.
     #[error("too many redirects")]
     Redirects,
+    /// A redirect without a usable `Location`.
+    #[error("the server redirected nowhere")]
+    BadRedirect,
     /// Connection or protocol failure.
     #[error("the download failed")]
     Failed,
@@ -96,7 +99,7 @@ impl Downloader {
                     .get(header::LOCATION)
                     .and_then(|l| l.to_str().ok())
                     .and_then(|l| url.join(l).ok())
-                    .ok_or(DownloadError::Redirects)?;
+                    .ok_or(DownloadError::BadRedirect)?;
                 url = next;
                 continue;
             }

@@ -42,8 +42,8 @@ impl Received {
         let mut lines = vec![format!(
             "## Files attached to the current message\n\
              Saved read-only in `{}/` of your working directory. Open them with your file \
-             tools. To send a file back, changed or as it is, use the send-file skill (write \
-             a changed copy elsewhere in your workspace first).",
+             tools. To send a file back, changed or as it is, use the send-file skill when it \
+             is available (write a changed copy elsewhere in your workspace first).",
             self.folder
         )];
         let mut inline = Vec::new();

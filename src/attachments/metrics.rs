@@ -87,8 +87,12 @@ impl AttachmentMetrics {
         }
     }
 
-    pub(super) fn fetched(&self, bytes: u64) {
+    pub(super) fn fetched(&self) {
         self.fetched.inc();
+    }
+
+    /// Bytes downloaded, whether the file was then kept or not.
+    pub(super) fn downloaded(&self, bytes: u64) {
         self.bytes.inc_by(bytes);
     }
 
@@ -100,8 +104,8 @@ impl AttachmentMetrics {
             .inc();
     }
 
-    pub(super) fn image_sent(&self) {
-        self.images.inc();
+    pub(super) fn images_sent(&self, n: u64) {
+        self.images.inc_by(n);
     }
 
     pub(super) fn step(&self, seconds: f64) {

@@ -239,6 +239,11 @@ impl Attachments {
         &self.settings
     }
 
+    /// Counts `n` pictures that went to the model as image blocks.
+    pub fn pictures_sent(&self, n: usize) {
+        self.metrics.images_sent(n as u64);
+    }
+
     /// Downloads and prepares `files` of a `platform` message into `staging/in/`, in order,
     /// within the per-turn cap. `workspace` is what listed paths are relative to. Never fails:
     /// what cannot be used is in the result as skipped.
@@ -258,10 +263,7 @@ impl Attachments {
                 .await;
             match &result {
                 Ok(saved) => {
-                    self.metrics.fetched(saved.size);
-                    if matches!(saved.content, Content::Picture(_)) {
-                        self.metrics.image_sent();
-                    }
+                    self.metrics.fetched();
                     tracing::info!(platform = %platform, name = %file.filename, mime = %saved.mime, bytes = saved.size, "attachment saved");
                 }
                 Err(skip) => {
@@ -324,6 +326,7 @@ impl Attachments {
             Err(e) => return Err(skip_of(e, s.max_file_bytes)),
         };
         *used += bytes.len() as u64;
+        self.metrics.downloaded(bytes.len() as u64);
         let (name, mime, max_pixels, max_inline) = (
             file.filename.clone(),
             file.mime.clone(),
@@ -351,6 +354,7 @@ fn skip_of(e: DownloadError, max_file: u64) -> Skip {
     match e {
         DownloadError::NotAllowed(n) => Skip::NotAllowed(n.to_string()),
         DownloadError::PrivateAddress | DownloadError::Redirects => Skip::NotAllowed(e.to_string()),
+        DownloadError::BadRedirect => Skip::Failed(e.to_string()),
         DownloadError::TooBig { .. } => Skip::TooBig { limit: max_file },
         DownloadError::Timeout => Skip::Timeout,
         DownloadError::Status(s) => Skip::Http(s.as_u16()),

@@ -23,8 +23,14 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::egress::{AllowedHost, is_public};
 
-/// Discord's attachment CDN and media proxy (embed images).
-pub const DISCORD_CDN_HOSTS: [&str; 2] = ["cdn.discordapp.com", "media.discordapp.net"];
+/// Discord's attachment CDN, its media proxy, and the proxy that serves the pictures of
+/// embeds made from external links (`proxy_url` of an embed image).
+pub const DISCORD_CDN_HOSTS: [&str; 4] = [
+    "cdn.discordapp.com",
+    "media.discordapp.net",
+    "images-ext-1.discordapp.net",
+    "images-ext-2.discordapp.net",
+];
 
 /// Discord's REST host when `platforms.discord.apiBaseUrl` is unset.
 pub const DISCORD_API: &str = "https://discord.com/api";
@@ -236,6 +242,12 @@ mod tests {
             .is_ok()
         );
         assert!(o.check(&url("https://media.discordapp.net/x.png")).is_ok());
+        assert!(
+            o.check(&url(
+                "https://images-ext-1.discordapp.net/external/abc/https/example.org/cat.jpg"
+            ))
+            .is_ok()
+        );
         for refused in [
             "http://127.0.0.1:4001/files/a.png",  // another loopback port
             "http://localhost:4000/files/a.png",  // the same port under another name

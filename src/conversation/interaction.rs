@@ -301,9 +301,11 @@ impl Interactions {
                 Ok(mut live) => {
                     parts.vision = live.accepts_images();
                     parts.files = files;
-                    let prompt = assemble(&parts, self.prompt.token_limit);
-                    context_tokens = estimate_tokens(&prompt) + picture_tokens(&parts);
-                    let spec_turn = self.turn_spec(prompt, images(&parts), &turn, &handle, None);
+                    let pictures = picture_tokens(&parts);
+                    let prompt =
+                        assemble(&parts, self.prompt.token_limit.saturating_sub(pictures));
+                    context_tokens = estimate_tokens(&prompt) + pictures;
+                    let spec_turn = self.turn_spec(prompt, self.images(&parts), &turn, &handle, None);
                     self.started("cold", received);
                     (live.prompt(&spec_turn).await, Some(live))
                 }
@@ -360,13 +362,24 @@ impl Interactions {
             .await;
             parts.files = self.receive(msg, &agent.resources.dirs).await;
             parts.vision = agent.live.accepts_images();
-            let prompt = assemble_followup(&parts, &agent.shown, self.prompt.token_limit);
+            let pictures = picture_tokens(&parts);
+            let prompt = assemble_followup(
+                &parts,
+                &agent.shown,
+                self.prompt.token_limit.saturating_sub(pictures),
+            );
             agent.shown.extend(shown_ids(&parts));
-            agent.context_tokens += estimate_tokens(&prompt) + picture_tokens(&parts);
+            agent.context_tokens += estimate_tokens(&prompt) + pictures;
             let turn = self.turn_watch(msg, &termination);
             // A warm agent must show a sign of life as soon as a fresh one would have connected.
             let first_sign = self.runner.settings().connect_timeout;
-            let spec = self.turn_spec(prompt, images(&parts), &turn, &handle, Some(first_sign));
+            let spec = self.turn_spec(
+                prompt,
+                self.images(&parts),
+                &turn,
+                &handle,
+                Some(first_sign),
+            );
             self.started("warm", received);
             let outcome = agent.live.prompt(&spec).await;
             turn.finish().await;
@@ -450,6 +463,24 @@ impl Interactions {
         )
     }
 
+    /// The pictures the prompt built from `parts` names, when the agent can see them
+    /// (counted as sent).
+    fn images(&self, parts: &super::context::PromptParts) -> Vec<PromptImage> {
+        let (Some(files), true, Some(fetcher)) = (&parts.files, parts.vision, &self.attachments)
+        else {
+            return Vec::new();
+        };
+        let images: Vec<PromptImage> = files
+            .pictures()
+            .map(|p| PromptImage {
+                mime: p.mime.to_owned(),
+                data: p.base64.clone(),
+            })
+            .collect();
+        fetcher.pictures_sent(images.len());
+        images
+    }
+
     fn turn_spec(
         &self,
         prompt: String,
@@ -517,20 +548,6 @@ impl Interactions {
         {
             tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
         }
-    }
-}
-
-/// The pictures the prompt built from `parts` names, when the agent can see them.
-fn images(parts: &super::context::PromptParts) -> Vec<PromptImage> {
-    match (&parts.files, parts.vision) {
-        (Some(files), true) => files
-            .pictures()
-            .map(|p| PromptImage {
-                mime: p.mime.to_owned(),
-                data: p.base64.clone(),
-            })
-            .collect(),
-        _ => Vec::new(),
     }
 }
 

@@ -90,8 +90,9 @@ impl SendFile {
         let workspace = session.workspace.clone();
         let dm = session.is_dm;
         let requested = p.file_paths.clone();
+        let own = ctx.session_id().as_str().to_owned();
         let files = tokio::task::spawn_blocking(move || {
-            preflight::load(preflight::check(&workspace, dm, &requested, &limits)?)
+            preflight::load(preflight::check(&workspace, dm, &own, &requested, &limits)?)
         })
         .await
         .map_err(SkillError::internal)?

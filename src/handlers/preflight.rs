@@ -206,11 +206,17 @@ impl PreflightError {
     }
 }
 
+/// The folder under the workspace holding one staging folder per session.
+const STAGING_ROOT: &str = "tmp";
+
 /// Checks every requested path and limit without reading any file content. `dm`: the session
-/// is a direct message, so `private/` may be sent.
+/// is a direct message, so `private/` may be sent. `session`: the caller's session id; the
+/// staging folders of the user's other sessions (`tmp/<other>/`, which hold their payloads
+/// and the files attached to their messages, a DM's included) are hidden, its own is not.
 pub fn check(
     workspace: &Path,
     dm: bool,
+    session: &str,
     requested: &[String],
     limits: &FileLimits,
 ) -> Result<Vec<CheckedFile>, PreflightError> {
@@ -223,10 +229,13 @@ pub fn check(
     for path in requested {
         check_lexically(path)?;
     }
-    let confine = Confine::workspace(workspace, dm).map_err(|e| PreflightError::Io {
-        path: workspace.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let confine = Confine::workspace(workspace, dm)
+        .map_err(|e| PreflightError::Io {
+            path: workspace.display().to_string(),
+            message: e.to_string(),
+        })?
+        .hiding(STAGING_ROOT)
+        .showing(Path::new(STAGING_ROOT).join(session));
     let mut checked = Vec::with_capacity(requested.len());
     let mut total: u64 = 0;
     for path in requested {
@@ -399,7 +408,7 @@ mod tests {
             ("out/../../outside.txt", "traversal"),
             ("", "empty"),
         ] {
-            let err = check(&f.ws, false, &paths(&[path]), &l).expect_err(path);
+            let err = check(&f.ws, false, "s1", &paths(&[path]), &l).expect_err(path);
             let kind = match err {
                 PreflightError::Absolute { .. } => "absolute",
                 PreflightError::Traversal { .. } => "traversal",
@@ -420,7 +429,7 @@ mod tests {
         for path in ["link.txt", "sib.txt", "sibdir/secret.txt"] {
             assert!(
                 matches!(
-                    check(&f.ws, false, &paths(&[path]), &limits()),
+                    check(&f.ws, false, "s1", &paths(&[path]), &limits()),
                     Err(PreflightError::Escapes { .. })
                 ),
                 "{path}"
@@ -428,7 +437,53 @@ mod tests {
         }
         // A symlink that stays inside is fine.
         symlink(f.ws.join("out/a.png"), f.ws.join("inside.png")).expect("symlink");
-        assert!(check(&f.ws, false, &paths(&["inside.png"]), &limits()).is_ok());
+        assert!(check(&f.ws, false, "s1", &paths(&["inside.png"]), &limits()).is_ok());
+    }
+
+    #[test]
+    fn another_sessions_staging_folder_is_hidden_its_own_is_not() {
+        let f = fixture();
+        for sid in ["s1", "dm-session"] {
+            let dir = f.ws.join("tmp").join(sid).join("in");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("photo.png"), b"x").unwrap();
+        }
+        assert!(
+            check(
+                &f.ws,
+                false,
+                "s1",
+                &paths(&["tmp/s1/in/photo.png"]),
+                &limits()
+            )
+            .is_ok()
+        );
+        for path in [
+            "tmp/dm-session/in/photo.png",
+            "./tmp/dm-session/in/photo.png",
+            "tmp/s1/../dm-session/in/photo.png",
+        ] {
+            assert!(
+                check(&f.ws, false, "s1", &paths(&[path]), &limits()).is_err(),
+                "{path}"
+            );
+        }
+        // Through a link the agent made in its own folder.
+        std::os::unix::fs::symlink(
+            f.ws.join("tmp/dm-session/in/photo.png"),
+            f.ws.join("tmp/s1/in/link.png"),
+        )
+        .unwrap();
+        assert!(matches!(
+            check(
+                &f.ws,
+                false,
+                "s1",
+                &paths(&["tmp/s1/in/link.png"]),
+                &limits()
+            ),
+            Err(PreflightError::Hidden { .. })
+        ));
     }
 
     #[test]
@@ -437,6 +492,7 @@ mod tests {
         let ok = check(
             &f.ws,
             false,
+            "s1",
             &paths(&["out/a.png", "./out/b.txt"]),
             &limits(),
         )
@@ -444,42 +500,49 @@ mod tests {
         assert_eq!(ok.len(), 2);
         assert_eq!(ok[1].filename, "b.txt");
         assert!(matches!(
-            check(&f.ws, false, &paths(&["big.bin"]), &limits()),
+            check(&f.ws, false, "s1", &paths(&["big.bin"]), &limits()),
             Err(PreflightError::TooLarge { size: 101, .. })
         ));
         assert!(matches!(
             check(
                 &f.ws,
                 false,
+                "s1",
                 &paths(&["out/a.png", "out/b.txt", "out/a.png"]),
                 &limits()
             ),
             Err(PreflightError::TotalTooLarge { total: 180, .. })
         ));
         assert!(matches!(
-            check(&f.ws, false, &paths(&["a", "b", "c", "d"]), &limits()),
+            check(&f.ws, false, "s1", &paths(&["a", "b", "c", "d"]), &limits()),
             Err(PreflightError::TooManyFiles { count: 4, max: 3 })
         ));
         assert!(matches!(
-            check(&f.ws, false, &paths(&["out"]), &limits()),
+            check(&f.ws, false, "s1", &paths(&["out"]), &limits()),
             Err(PreflightError::NotAFile { .. })
         ));
         assert!(matches!(
-            check(&f.ws, false, &paths(&["nope.txt"]), &limits()),
+            check(&f.ws, false, "s1", &paths(&["nope.txt"]), &limits()),
             Err(PreflightError::NotFound { .. })
         ));
         let only_png = FileLimits {
             allowed_extensions: vec!["png".into()],
             ..limits()
         };
-        assert!(check(&f.ws, false, &paths(&["out/a.png"]), &only_png).is_ok());
-        let err = check(&f.ws, false, &paths(&["out/a.png", "out/b.txt"]), &only_png)
-            .expect_err("txt refused");
+        assert!(check(&f.ws, false, "s1", &paths(&["out/a.png"]), &only_png).is_ok());
+        let err = check(
+            &f.ws,
+            false,
+            "s1",
+            &paths(&["out/a.png", "out/b.txt"]),
+            &only_png,
+        )
+        .expect_err("txt refused");
         assert_eq!(err.index_in(&paths(&["out/a.png", "out/b.txt"])), Some(1));
         // A .png symlink to a .txt file does not get around the allow-list.
         symlink(f.ws.join("out/b.txt"), f.ws.join("fake.png")).expect("symlink");
         assert!(matches!(
-            check(&f.ws, false, &paths(&["fake.png"]), &only_png),
+            check(&f.ws, false, "s1", &paths(&["fake.png"]), &only_png),
             Err(PreflightError::Extension { .. })
         ));
     }
@@ -487,10 +550,10 @@ mod tests {
     #[test]
     fn load_reads_checked_files_and_refuses_swapped_ones() {
         let f = fixture();
-        let checked = check(&f.ws, false, &paths(&["out/a.png"]), &limits()).expect("ok");
+        let checked = check(&f.ws, false, "s1", &paths(&["out/a.png"]), &limits()).expect("ok");
         let files = load(checked).expect("load");
         assert_eq!(files[0].filename, "a.png");
-        let checked = check(&f.ws, false, &paths(&["out/a.png"]), &limits()).expect("ok");
+        let checked = check(&f.ws, false, "s1", &paths(&["out/a.png"]), &limits()).expect("ok");
         std::fs::remove_file(f.ws.join("out/a.png")).expect("rm");
         symlink(f.base.join("outside.txt"), f.ws.join("out/a.png")).expect("symlink");
         assert!(matches!(load(checked), Err(PreflightError::Changed { .. })));
@@ -516,7 +579,7 @@ mod tests {
         std::fs::hard_link(f.base.join("user10/secret.txt"), f.ws.join("h.txt")).expect("link");
         let ws = f.ws.clone();
         let results = within_5s(move || {
-            ["pipe.txt", "sock", "h.txt"].map(|p| check(&ws, false, &paths(&[p]), &limits()))
+            ["pipe.txt", "sock", "h.txt"].map(|p| check(&ws, false, "s1", &paths(&[p]), &limits()))
         });
         assert!(
             matches!(&results[0], Err(PreflightError::NotAFile { kind, .. }) if kind.contains("FIFO"))
@@ -541,13 +604,13 @@ mod tests {
         std::fs::write(f.ws.join("private/notes.txt"), b"p").expect("write");
         symlink(f.ws.join("private/notes.txt"), f.ws.join("out/n.txt")).expect("symlink");
         for path in ["private/notes.txt", "out/n.txt"] {
-            let err = check(&f.ws, false, &paths(&[path]), &limits()).expect_err(path);
+            let err = check(&f.ws, false, "s1", &paths(&[path]), &limits()).expect_err(path);
             assert!(
                 matches!(err, PreflightError::Hidden { .. }),
                 "{path}: {err:?}"
             );
             assert!(
-                check(&f.ws, true, &paths(&[path]), &limits()).is_ok(),
+                check(&f.ws, true, "s1", &paths(&[path]), &limits()).is_ok(),
                 "{path}"
             );
         }
