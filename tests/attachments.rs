@@ -411,11 +411,23 @@ async fn a_warm_agents_next_turn_gets_the_new_messages_files() {
     mention_with(&bot, "hi!", Vec::new());
     bot.wait_bot_messages(CHANNEL_ID, 1).await;
     let picture = png(40, 30);
-    let url = bot.fake.serve_file("dot.png", Served::Bytes("image/png", picture.clone()));
-    let second = vec![attachment("95", "dot.png", "image/png", picture.len(), &url)];
+    let url = bot
+        .fake
+        .serve_file("dot.png", Served::Bytes("image/png", picture.clone()));
+    let second = vec![attachment(
+        "95",
+        "dot.png",
+        "image/png",
+        picture.len(),
+        &url,
+    )];
     mention_with(&bot, "and now this", second.clone());
     bot.wait_bot_messages(CHANNEL_ID, 2).await;
-    assert_eq!(bot.agents_started(), 1, "the second turn ran on the warm agent");
+    assert_eq!(
+        bot.agents_started(),
+        1,
+        "the second turn ran on the warm agent"
+    );
     let prompts = prompt_blocks(&bot.agent_log_lines());
     assert_eq!(prompts[0].len(), 1, "{:?}", prompts[0]);
     let turn2 = &prompts[1];

@@ -11,7 +11,6 @@ use std::io::Cursor;
 
 use base64::Engine;
 use image::codecs::jpeg::JpegEncoder;
-use image::imageops::FilterType;
 use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageReader, Limits};
 
@@ -91,7 +90,9 @@ pub fn prepare(bytes: &[u8], kind: ImageType, max_pixels: u64) -> Result<Picture
     }
     if pixels > max_pixels {
         let (w, h) = fit(original, max_pixels);
-        img = img.resize_exact(w, h, FilterType::Triangle);
+        // Area averaging on integers: several times faster than a separable filter on a
+        // phone photo and as good for a reduction of this size (`benches/attachments.rs`).
+        img = img.thumbnail_exact(w, h);
     }
     let sent = (img.width(), img.height());
     let mut out = Vec::new();
