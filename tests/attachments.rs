@@ -444,3 +444,54 @@ async fn a_warm_agents_next_turn_gets_the_new_messages_files() {
     assert!(text.contains("/in/dot-2.png`"), "{text}");
     bot.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_of_recent_messages_are_saved_and_listed_in_the_conversation() {
+    let bot = Bot::start(answering(true)).await;
+    // Bob posts a picture without talking to the bot; then Alice asks about it.
+    let picture = png(40, 30);
+    let url = bot
+        .fake
+        .serve_file("chart.png", Served::Bytes("image/png", picture.clone()));
+    let earlier = bot.fake.next_id();
+    let mut m = message_create(
+        &earlier,
+        CHANNEL_ID,
+        Some(GUILD_ID),
+        user("5002", "bob", false),
+        "look at this chart",
+    );
+    m["attachments"] = json!([attachment(
+        "96",
+        "chart.png",
+        "image/png",
+        picture.len(),
+        &url
+    )]);
+    bot.fake.push_message(m);
+    mention_with(&bot, "what does bob's chart show?", Vec::new());
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+
+    let prompts = prompt_blocks(&bot.agent_log_lines());
+    assert_eq!(
+        prompts[0].len(),
+        1,
+        "only the current message's pictures are image blocks"
+    );
+    let text = prompts[0][0]["text"].as_str().unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("(id {earlier})")))
+        .unwrap_or_else(|| panic!("bob's message is not in the conversation:\n{text}"));
+    assert!(
+        line.contains("look at this chart [attached: `tmp/")
+            && line.contains("/in/chart.png` (\"chart.png\", image/png, "),
+        "{line}"
+    );
+    assert!(
+        !text.contains("## Files attached"),
+        "the current message has none: {text}"
+    );
+    assert_eq!(bot.fake.file_hits(), ["chart.png"]);
+    bot.stop();
+}

@@ -116,6 +116,38 @@ impl Received {
     }
 }
 
+impl Received {
+    /// The files of an earlier message, for its line in the conversation history: where each
+    /// was saved (or why it was skipped), on one line.
+    pub fn brief(&self) -> String {
+        let items: Vec<String> = self
+            .files
+            .iter()
+            .map(|f| match &f.result {
+                Ok(saved) => format!(
+                    "`{}` ({}, {}, {})",
+                    saved.path,
+                    quoted(&f.name),
+                    saved.mime,
+                    size(saved.size)
+                ),
+                Err(skip) => format!("{} skipped: {skip}", quoted(&f.name)),
+            })
+            .collect();
+        format!("[attached: {}]", items.join("; "))
+    }
+}
+
+/// An attachment that was not fetched, as named in a prompt: name, declared type and size.
+pub fn unfetched(a: &crate::platform::Attachment) -> String {
+    let mime = a.mime.as_deref().unwrap_or("unknown type");
+    if a.size > 0 {
+        format!("{} ({mime}, {})", quoted(&a.filename), size(a.size))
+    } else {
+        format!("{} ({mime})", quoted(&a.filename))
+    }
+}
+
 /// The sender's file name as shown: control characters and backticks removed, at most 120
 /// characters.
 fn quoted(name: &str) -> String {
@@ -252,6 +284,24 @@ mod tests {
         };
         let s = r.section(true, &mut 100);
         assert_eq!(s.lines().filter(|l| l.starts_with("## ")).count(), 1, "{s}");
+    }
+
+    #[test]
+    fn an_earlier_messages_files_fit_on_its_line() {
+        let r = Received {
+            folder: "tmp/s/in".into(),
+            files: vec![
+                file(
+                    "a.png",
+                    Ok(saved("tmp/s/in/a.png", "image/png", Content::File)),
+                ),
+                file("b\nc.zip", Err(Skip::Timeout)),
+            ],
+        };
+        assert_eq!(
+            r.brief(),
+            "[attached: `tmp/s/in/a.png` (\"a.png\", image/png, 2.0 KB); \"bc.zip\" skipped: the download took too long]"
+        );
     }
 
     #[test]

@@ -254,12 +254,55 @@ impl Attachments {
         staging: &Path,
         workspace: &Path,
     ) -> Received {
+        self.receive_turn(platform, files, &[], staging, workspace)
+            .await
+            .0
+    }
+
+    /// [`receive`](Self::receive) for the message being answered, then the files of earlier
+    /// messages shown with it (`history`: message id and its files, in the order they should
+    /// be fetched), all within one per-turn cap. History files are saved and listed, never
+    /// decoded, inlined or sent as images: the agent opens the ones it needs. Returns the
+    /// current message's files and each history message's, keyed by message id.
+    pub async fn receive_turn(
+        &self,
+        platform: PlatformKind,
+        current: &[Attachment],
+        history: &[(String, Vec<Attachment>)],
+        staging: &Path,
+        workspace: &Path,
+    ) -> (Received, HashMap<String, Received>) {
         let started = std::time::Instant::now();
         let mut used = 0u64;
+        let now = self
+            .batch(platform, current, true, staging, workspace, &mut used)
+            .await;
+        let mut earlier = HashMap::new();
+        for (id, files) in history {
+            let r = self
+                .batch(platform, files, false, staging, workspace, &mut used)
+                .await;
+            earlier.insert(id.clone(), r);
+        }
+        if !current.is_empty() || !history.is_empty() {
+            self.metrics.step(started.elapsed().as_secs_f64());
+        }
+        (now, earlier)
+    }
+
+    async fn batch(
+        &self,
+        platform: PlatformKind,
+        files: &[Attachment],
+        for_prompt: bool,
+        staging: &Path,
+        workspace: &Path,
+        used: &mut u64,
+    ) -> Received {
         let mut out = Vec::with_capacity(files.len());
         for file in files {
             let result = self
-                .one(platform, file, staging, workspace, &mut used)
+                .one(platform, file, for_prompt, staging, workspace, used)
                 .await;
             match &result {
                 Ok(saved) => {
@@ -278,9 +321,6 @@ impl Attachments {
                 result,
             });
         }
-        if !files.is_empty() {
-            self.metrics.step(started.elapsed().as_secs_f64());
-        }
         Received {
             folder: relative(workspace, &staging.join(save::INCOMING_DIR)),
             files: out,
@@ -291,6 +331,7 @@ impl Attachments {
         &self,
         platform: PlatformKind,
         file: &Attachment,
+        for_prompt: bool,
         staging: &Path,
         workspace: &Path,
         used: &mut u64,
@@ -327,12 +368,13 @@ impl Attachments {
         };
         *used += bytes.len() as u64;
         self.metrics.downloaded(bytes.len() as u64);
-        let (name, mime, max_pixels, max_inline) = (
-            file.filename.clone(),
-            file.mime.clone(),
-            s.max_image_pixels,
-            s.max_inline_bytes,
-        );
+        // Files of earlier messages are only saved: no picture is decoded, no text inlined.
+        let (max_pixels, max_inline) = if for_prompt {
+            (Some(s.max_image_pixels), s.max_inline_bytes)
+        } else {
+            (None, 0)
+        };
+        let (name, mime) = (file.filename.clone(), file.mime.clone());
         let (staging, workspace) = (staging.to_path_buf(), workspace.to_path_buf());
         tokio::task::spawn_blocking(move || {
             prepare(
@@ -362,22 +404,26 @@ fn skip_of(e: DownloadError, max_file: u64) -> Skip {
     }
 }
 
-/// Classifies, prepares and saves one downloaded file (blocking).
+/// Classifies, prepares and saves one downloaded file (blocking). `max_pixels`: `None`
+/// keeps a picture as a file, undecoded.
 fn prepare(
     bytes: &[u8],
     name: &str,
     declared: Option<&str>,
-    max_pixels: u64,
+    max_pixels: Option<u64>,
     max_inline: u64,
     staging: &Path,
     workspace: &Path,
 ) -> Result<SavedFile, Skip> {
     let declared = declared.map(kind::essence).filter(|m| !m.is_empty());
     let (mime, content) = match kind::classify(bytes, declared.as_deref(), name) {
-        Kind::Image(t) => {
-            let picture = picture::prepare(bytes, t, max_pixels).map_err(|_| Skip::BadImage)?;
-            (t.mime().to_owned(), Content::Picture(picture))
-        }
+        Kind::Image(t) => match max_pixels {
+            Some(max) => {
+                let picture = picture::prepare(bytes, t, max).map_err(|_| Skip::BadImage)?;
+                (t.mime().to_owned(), Content::Picture(picture))
+            }
+            None => (t.mime().to_owned(), Content::File),
+        },
         Kind::Mislabelled { claimed } => return Err(Skip::Mislabelled { claimed }),
         Kind::Text(text) => (
             declared.unwrap_or_else(|| "text/plain".into()),

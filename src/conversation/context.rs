@@ -7,12 +7,13 @@
 //! remaining budget goes to the conversation first (oldest messages dropped first), then to
 //! related messages, then to emojis. [`assemble`] is pure; [`gather`] fetches the inputs.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
 use crate::attachments::Received;
-use crate::attachments::listing::size;
+use crate::attachments::listing::unfetched;
 use crate::platform::{ChatMessage, CustomEmoji, IncomingMessage, PlatformAdapter};
 use crate::store::{Memory, Scope, Store, WorkspaceKey};
 use crate::text::estimate_tokens;
@@ -50,6 +51,9 @@ pub struct PromptParts {
     pub files: Option<Received>,
     /// The agent sees the pictures of `files` (they go with the prompt as image blocks).
     pub vision: bool,
+    /// Files of earlier messages (recent or related), fetched for the agent, by message id.
+    /// A message with attachments and no entry names them as not downloaded.
+    pub history_files: HashMap<String, Received>,
 }
 
 /// Drops everything up to and including the last message starting with `/clear`.
@@ -67,7 +71,7 @@ fn fmt_time(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-fn message_line(m: &ChatMessage, bot: Option<&str>) -> String {
+fn message_line(m: &ChatMessage, bot: Option<&str>, files: &HashMap<String, Received>) -> String {
     let who = if bot == Some(m.user_id.as_str()) {
         "you (the bot)".to_owned()
     } else if m.is_bot {
@@ -75,13 +79,24 @@ fn message_line(m: &ChatMessage, bot: Option<&str>) -> String {
     } else {
         m.username.clone()
     };
-    format!(
+    let mut line = format!(
         "[{}] {} (id {}): {}",
         fmt_time(&m.timestamp),
         who,
         m.message_id,
         m.content
-    )
+    );
+    if let Some(fetched) = files.get(&m.message_id) {
+        line.push(' ');
+        line.push_str(&fetched.brief());
+    } else if !m.attachments.is_empty() {
+        let names: Vec<String> = m.attachments.iter().map(unfetched).collect();
+        line.push_str(&format!(
+            " [attached, not downloaded: {}]",
+            names.join("; ")
+        ));
+    }
+    line
 }
 
 fn session_section(p: &PromptParts) -> String {
@@ -141,12 +156,7 @@ fn current_section(p: &PromptParts) -> String {
     // Fetched attachments have their own section; otherwise they are only named.
     if p.files.is_none() {
         for a in &m.attachments {
-            s.push_str(&format!(
-                "\n[attachment, not downloaded: {} ({}, {})]",
-                a.filename.replace(['\n', '\r', ']'], " "),
-                a.mime.as_deref().unwrap_or("unknown type"),
-                size(a.size)
-            ));
+            s.push_str(&format!("\n[attachment, not downloaded: {}]", unfetched(a)));
         }
     }
     s
@@ -187,7 +197,7 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
     // Conversation: newest first into the budget, then restored to oldest-first.
     let mut conv = Vec::new();
     for m in p.recent.iter().rev() {
-        let line = message_line(m, bot);
+        let line = message_line(m, bot, &p.history_files);
         let cost = estimate_tokens(&line) + 1;
         if cost > left {
             break;
@@ -198,7 +208,7 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
     conv.reverse();
     let mut related = Vec::new();
     for m in &p.related {
-        let line = message_line(m, bot);
+        let line = message_line(m, bot, &p.history_files);
         let cost = estimate_tokens(&line) + 1;
         if cost > left {
             break;
@@ -280,7 +290,7 @@ pub fn assemble_followup(
     let new_messages = |list: &[ChatMessage]| -> Vec<String> {
         list.iter()
             .filter(|m| !shown.contains(&m.message_id) && bot != Some(m.user_id.as_str()))
-            .map(|m| message_line(m, bot))
+            .map(|m| message_line(m, bot, &p.history_files))
             .collect()
     };
     let recent = take(new_messages(&p.recent));
@@ -442,6 +452,7 @@ pub async fn gather(
         bot_user_id: platform.bot_user_id(),
         files: None,
         vision: false,
+        history_files: HashMap::new(),
     }
 }
 
@@ -458,6 +469,7 @@ mod tests {
             content: text.into(),
             timestamp: Utc::now(),
             is_bot: false,
+            attachments: Vec::new(),
         }
     }
 

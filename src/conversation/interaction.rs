@@ -3,7 +3,7 @@
 //! and the finish — a short error reply when the user got nothing, never on top of a real
 //! answer — then unregistration and clean-up.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::context::{assemble, assemble_followup, gather, shown_ids};
+use super::context::{PromptParts, assemble, assemble_followup, gather, shown_ids};
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
@@ -292,15 +292,16 @@ impl Interactions {
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are
             // done, knowing whether the agent takes pictures.
-            let (started, files) = tokio::join!(
+            let (started, (files, history_files)) = tokio::join!(
                 self.runner.start(spec, &turn.terminate, &self.stop),
-                self.receive(msg, &resources.dirs),
+                self.receive(msg, &parts, None, &resources.dirs),
             );
             let mut context_tokens = 0;
             let (outcome, live) = match started {
                 Ok(mut live) => {
                     parts.vision = live.accepts_images();
                     parts.files = files;
+                    parts.history_files = history_files;
                     let pictures = picture_tokens(&parts);
                     let prompt =
                         assemble(&parts, self.prompt.token_limit.saturating_sub(pictures));
@@ -360,7 +361,9 @@ impl Interactions {
                 self.prompt.related_limit,
             )
             .await;
-            parts.files = self.receive(msg, &agent.resources.dirs).await;
+            (parts.files, parts.history_files) = self
+                .receive(msg, &parts, Some(&agent.shown), &agent.resources.dirs)
+                .await;
             parts.vision = agent.live.accepts_images();
             let pictures = picture_tokens(&parts);
             let prompt = assemble_followup(
@@ -447,25 +450,35 @@ impl Interactions {
         }
     }
 
-    /// The current message's attachments, fetched into the session's staging folder
-    /// (`None` when attachments are off).
-    async fn receive(&self, msg: &IncomingMessage, dirs: &SessionDirs) -> Option<Received> {
-        let fetcher = self.attachments.as_ref()?;
-        Some(
-            fetcher
-                .receive(
-                    msg.platform,
-                    &msg.attachments,
-                    &dirs.staging,
-                    &dirs.workspace,
-                )
-                .await,
-        )
+    /// The current message's attachments and those of the earlier messages shown with it
+    /// (see [`history_with_files`]), fetched into the session's staging folder (`None` and
+    /// nothing when attachments are off).
+    async fn receive(
+        &self,
+        msg: &IncomingMessage,
+        parts: &PromptParts,
+        shown: Option<&HashSet<String>>,
+        dirs: &SessionDirs,
+    ) -> (Option<Received>, HashMap<String, Received>) {
+        let Some(fetcher) = self.attachments.as_ref() else {
+            return (None, HashMap::new());
+        };
+        let history = history_with_files(parts, shown);
+        let (current, earlier) = fetcher
+            .receive_turn(
+                msg.platform,
+                &msg.attachments,
+                &history,
+                &dirs.staging,
+                &dirs.workspace,
+            )
+            .await;
+        (Some(current), earlier)
     }
 
     /// The pictures the prompt built from `parts` names, when the agent can see them
     /// (counted as sent).
-    fn images(&self, parts: &super::context::PromptParts) -> Vec<PromptImage> {
+    fn images(&self, parts: &PromptParts) -> Vec<PromptImage> {
         let (Some(files), true, Some(fetcher)) = (&parts.files, parts.vision, &self.attachments)
         else {
             return Vec::new();
@@ -551,8 +564,31 @@ impl Interactions {
     }
 }
 
+/// Earlier messages whose files are fetched with a turn's: at most this many.
+const HISTORY_FILE_MESSAGES: usize = 5;
+
+/// The earlier messages of `parts` whose files the agent gets: the newest recent messages
+/// with attachments, then related ones, leaving out what an earlier turn of this agent was
+/// shown (`shown`), at most [`HISTORY_FILE_MESSAGES`]. The newest are the ones the prompt's
+/// budget keeps longest.
+fn history_with_files(
+    parts: &PromptParts,
+    shown: Option<&HashSet<String>>,
+) -> Vec<(String, Vec<crate::platform::Attachment>)> {
+    parts
+        .recent
+        .iter()
+        .rev()
+        .chain(&parts.related)
+        .filter(|m| !m.attachments.is_empty())
+        .filter(|m| shown.is_none_or(|s| !s.contains(&m.message_id)))
+        .take(HISTORY_FILE_MESSAGES)
+        .map(|m| (m.message_id.clone(), m.attachments.clone()))
+        .collect()
+}
+
 /// What the pictures of `parts` cost the model, when they are sent.
-fn picture_tokens(parts: &super::context::PromptParts) -> usize {
+fn picture_tokens(parts: &PromptParts) -> usize {
     match (&parts.files, parts.vision) {
         (Some(files), true) => files.picture_tokens(),
         _ => 0,

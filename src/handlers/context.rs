@@ -100,6 +100,7 @@ mod tests {
             content: String::new(),
             timestamp: DateTime::from_timestamp(secs, 0).unwrap_or_default(),
             is_bot: false,
+            attachments: Vec::new(),
         }
     }
 

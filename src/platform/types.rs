@@ -152,6 +152,10 @@ pub struct ChatMessage {
     pub timestamp: DateTime<Utc>,
     /// Whether the author is a bot (including this bot).
     pub is_bot: bool,
+    /// Attached files, in the platform's order (what the prompt's history lists and the
+    /// daemon fetches for the agent; not part of fetch-context answers).
+    #[serde(default, skip_serializing)]
+    pub attachments: Vec<Attachment>,
 }
 
 /// A platform user, as fetch-context `user_info` reports it.
@@ -505,6 +509,7 @@ mod tests {
             content: "hi".into(),
             timestamp: DateTime::from_timestamp(0, 0).expect("epoch"),
             is_bot: false,
+            attachments: Vec::new(),
         };
         let json = serde_json::to_value(&message).expect("serialises");
         assert_eq!(json["messageId"], "1");

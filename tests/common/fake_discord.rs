@@ -83,6 +83,8 @@ pub struct StoredMessage {
     pub bot: bool,
     pub content: String,
     pub attachments: Vec<String>,
+    /// The attachment objects a test pushed with the message (served back as they are).
+    pub attachment_json: Vec<Value>,
 }
 
 enum Outbound {
@@ -269,6 +271,7 @@ impl FakeDiscord {
                 bot,
                 content: content.to_owned(),
                 attachments: Vec::new(),
+                attachment_json: Vec::new(),
             });
         id.to_string()
     }
@@ -332,6 +335,10 @@ impl FakeDiscord {
                 bot: message["author"]["bot"].as_bool().unwrap_or(false),
                 content: message["content"].as_str().unwrap_or_default().to_owned(),
                 attachments: Vec::new(),
+                attachment_json: message["attachments"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
             });
         drop(inner);
         self.dispatch("MESSAGE_CREATE", message);
@@ -611,7 +618,11 @@ fn message_json(m: &StoredMessage) -> Value {
         user(&m.author_id, &m.username, m.bot),
         &m.content,
     );
-    value["attachments"] = Value::Array(attachments);
+    value["attachments"] = if m.attachment_json.is_empty() {
+        Value::Array(attachments)
+    } else {
+        Value::Array(m.attachment_json.clone())
+    };
     value
 }
 
@@ -798,6 +809,7 @@ async fn rest(
                 bot: true,
                 content: payload["content"].as_str().unwrap_or_default().to_owned(),
                 attachments: record.filenames.clone(),
+                attachment_json: Vec::new(),
             };
             let response = message_json(&message);
             inner
@@ -911,6 +923,7 @@ async fn rest(
                     .unwrap_or_default()
                     .to_owned(),
                 attachments: Vec::new(),
+                attachment_json: Vec::new(),
             };
             ok(message_json(&message))
         }

@@ -133,6 +133,7 @@ impl ConsoleAdapter {
             content: content.to_owned(),
             timestamp: Utc::now(),
             is_bot,
+            attachments: Vec::new(),
         };
         self.history
             .lock()

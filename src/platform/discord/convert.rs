@@ -57,6 +57,20 @@ pub(crate) struct RestMessage {
     #[serde(default)]
     pub content: String,
     pub timestamp: DateTime<Utc>,
+    #[serde(default)]
+    pub attachments: Vec<RestAttachment>,
+}
+
+/// A message attachment as Discord's REST API returns it.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RestAttachment {
+    pub id: String,
+    pub filename: String,
+    #[serde(default)]
+    pub size: u64,
+    pub url: String,
+    #[serde(default)]
+    pub content_type: Option<String>,
 }
 
 /// A channel as Discord's REST API returns it (only what the adapter reads).
@@ -94,6 +108,17 @@ impl RestMessage {
             content: self.content,
             timestamp: self.timestamp,
             is_bot: self.author.bot,
+            attachments: self
+                .attachments
+                .into_iter()
+                .map(|a| Attachment {
+                    id: a.id,
+                    url: a.url,
+                    mime: a.content_type,
+                    filename: a.filename,
+                    size: a.size,
+                })
+                .collect(),
         }
     }
 

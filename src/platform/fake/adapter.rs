@@ -206,6 +206,7 @@ impl State {
             content: text.into(),
             timestamp,
             is_bot: true,
+            attachments: Vec::new(),
         };
         self.channels
             .entry(channel_id.into())

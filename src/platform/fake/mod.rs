@@ -248,6 +248,7 @@ impl FakePlatform {
                 content: content.into(),
                 timestamp,
                 is_bot: false,
+                attachments: Vec::new(),
             });
         message_id
     }

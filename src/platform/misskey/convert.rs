@@ -132,6 +132,7 @@ pub fn note_to_history(note: &Note, bot_user_id: Option<&str>) -> ChatMessage {
         content: note.content(),
         timestamp: note.created_at,
         is_bot: note.user.is_bot || Some(note.user_id.as_str()) == bot_user_id,
+        attachments: note.files.iter().map(attachment).collect(),
     }
 }
 
@@ -151,6 +152,7 @@ pub fn chat_to_history(
         timestamp: message.created_at,
         is_bot: sender.is_some_and(|user| user.is_bot)
             || Some(message.from_user_id.as_str()) == bot_user_id,
+        attachments: message.file.iter().map(attachment).collect(),
     }
 }
 

@@ -224,6 +224,7 @@ mod tests {
                 .single()
                 .unwrap_or_default(),
             is_bot: false,
+            attachments: Vec::new(),
         }
     }
 
