@@ -318,6 +318,19 @@ async fn latencies(store: &Store, ws: &WorkspaceKey, label: &str, rounds: usize)
         important.push(t.elapsed());
     }
     report(&format!("{label} important_memories"), important);
+    // The prompt's candidates at the default budget (2 000 tokens: 266 candidates), best first.
+    let mut prompt = Vec::new();
+    for _ in 0..rounds.min(50) {
+        let t = Instant::now();
+        std::hint::black_box(
+            store
+                .prompt_memories(ws, Scope::IncludePrivate, 266)
+                .await
+                .unwrap(),
+        );
+        prompt.push(t.elapsed());
+    }
+    report(&format!("{label} prompt_memories"), prompt);
 }
 
 fn bench(c: &mut Criterion) {

@@ -90,6 +90,10 @@ pub enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Print what the daemon has been doing, from its database: calls, errors by code and
+    /// latency p50/p99 of every skill over the last day and week; memories and reminders by
+    /// state per workspace; the model gateway's tokens per day. Runs beside a live daemon.
+    Stats(ConfigArg),
     /// Print a shell completion script to stdout (e.g. `air-friends completions bash >
     /// ~/.local/share/bash-completion/completions/air-friends`).
     Completions {

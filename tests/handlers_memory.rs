@@ -428,3 +428,40 @@ async fn user_commands_answer_humans_in_plain_text() {
     assert!(reply.text.contains("/memory-stats"), "{}", reply.text);
     assert!(app.discord.sent().is_empty(), "send-reply never ran");
 }
+
+/// An important memory found by memory-search counts as used: it comes first among the
+/// prompt's important-memory candidates, ahead of newer ones.
+#[tokio::test]
+async fn a_memory_found_by_search_comes_back_into_the_prompts() {
+    let app = app().await;
+    let dm = app.dm_session("u1");
+    let mut ids_saved = Vec::new();
+    for content in [
+        "favourite drink: bubble tea",
+        "hiked Yangmingshan",
+        "has a cat",
+    ] {
+        let r = app
+            .call(
+                &dm,
+                "memory-save",
+                json!({"content": content, "visibility": "public", "importance": "high"}),
+            )
+            .await;
+        ids_saved.push(r.data()["id"].as_str().expect("id").to_owned());
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    }
+    let ws = air_friends::store::WorkspaceKey::new("discord", "u1").unwrap();
+    let scope = air_friends::store::Scope::IncludePrivate;
+    let before = app.store.prompt_memories(&ws, scope, 3).await.unwrap();
+    assert_eq!(before.memories[0].id, ids_saved[2], "newest first");
+    tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+    let found = app
+        .call(&dm, "memory-search", json!({"query": "bubble"}))
+        .await;
+    assert_eq!(ids(found.data()), vec![ids_saved[0].clone()]);
+    app.store.flush().await.unwrap();
+    let after = app.store.prompt_memories(&ws, scope, 3).await.unwrap();
+    assert_eq!(after.memories[0].id, ids_saved[0], "the found memory leads");
+    assert_eq!(after.total, 3);
+}

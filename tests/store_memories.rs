@@ -951,3 +951,78 @@ async fn search_ranks_a_bounded_window_of_newest_matches_per_keyword() {
     assert_eq!(alone[0].memory.id, chess);
     assert!((alone[0].score - mixed[0].score).abs() < 1e-9);
 }
+
+/// The prompt's candidates: newest of saved-or-last-used first, then the most used; private
+/// only in the private scope; disabled and normal-importance never; the total counts them all;
+/// use by another workspace does not count.
+#[tokio::test]
+async fn prompt_memories_come_newest_or_most_recently_used_first() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    let oldest = save(&store, &w, "oldest", Visibility::Public, Importance::High).await;
+    let middle = save(&store, &w, "middle", Visibility::Public, Importance::High).await;
+    let secret = save(&store, &w, "secret", Visibility::Private, Importance::High).await;
+    let _normal = save(&store, &w, "normal", Visibility::Public, Importance::Normal).await;
+    let newest = save(&store, &w, "newest", Visibility::Public, Importance::High).await;
+    let ids = |p: air_friends::store::PromptMemories| {
+        (
+            p.memories.into_iter().map(|m| m.id).collect::<Vec<_>>(),
+            p.total,
+        )
+    };
+    assert_eq!(
+        ids(store
+            .prompt_memories(&w, Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        (vec![newest.clone(), middle.clone(), oldest.clone()], 3)
+    );
+    // Used after every save: the oldest comes first; a use in another workspace is ignored.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    store.note_memories_used(&w, vec![oldest.clone()]);
+    store.note_memories_used(&ws("2"), vec![middle.clone()]);
+    store.note_memories_used(&w, vec!["mem_unknown".into()]);
+    store.flush().await.unwrap();
+    assert_eq!(
+        ids(store
+            .prompt_memories(&w, Scope::PublicOnly, 2)
+            .await
+            .unwrap()),
+        (vec![oldest.clone(), newest.clone()], 3)
+    );
+    assert_eq!(
+        ids(store
+            .prompt_memories(&w, Scope::IncludePrivate, 10)
+            .await
+            .unwrap()),
+        (
+            vec![
+                oldest.clone(),
+                newest.clone(),
+                secret.clone(),
+                middle.clone()
+            ],
+            4
+        )
+    );
+    // Disabled memories leave both the list and the count.
+    store
+        .patch_memory(
+            &w,
+            &oldest,
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store
+            .prompt_memories(&w, Scope::PublicOnly, 10)
+            .await
+            .unwrap()),
+        (vec![newest, middle], 2)
+    );
+}

@@ -4,6 +4,7 @@
 //! tracker; every component gets its dependencies passed in.
 
 use crate::attachments::{AttachmentMetrics, Attachments};
+use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,7 +181,16 @@ pub async fn start(
     .context("cannot register the skill handlers")?;
     let mut api_metrics = None;
     metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r).with_skills(skills.names())));
-    let api_metrics = api_metrics.context("skill API metrics were not registered")?;
+    // Every call is also counted per hour for `air-friends stats`, written once a minute.
+    let call_log = CallLog::new();
+    let api_metrics = api_metrics
+        .context("skill API metrics were not registered")?
+        .with_call_log(call_log.clone());
+    let log_store = store.clone();
+    shutdown.spawn_service("skill_call_log", move |stop| async move {
+        call_log.run(log_store, FLUSH_EVERY, stop).await;
+        Ok(())
+    });
     // The agent sandbox decides how agents reach the daemon (see below).
     let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
     let sandbox = agent_sandbox(config, &skills_dir, &air_friends_bin, &workspaces_root).await?;
@@ -349,6 +359,7 @@ pub async fn start(
             token_limit: config.agent.token_limit as usize,
             recent_limit: config.memory.recent_message_limit as usize,
             related_limit: config.memory.related_message_limit as usize,
+            important_memories_budget: config.context.important_memories_budget as usize,
         },
         retry_prompt: retry_prompt(&skills),
         metrics: conversation_metrics.clone(),

@@ -6,6 +6,7 @@ mod chat;
 mod daemon;
 mod generate;
 mod serve;
+mod stats;
 
 use std::future::Future;
 use std::path::Path;
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> ExitCode {
             force,
             file,
         } => backup::backup_main(&config.config, &file, force),
+        Command::Stats(config) => stats::stats_main(&config.config),
         Command::Completions { shell } => generate::completions(shell),
         Command::Man => generate::man_page(),
         Command::SandboxInit { .. } => crate::agent::relay::main_from_argv(),

@@ -33,6 +33,8 @@ pub struct Config {
     pub reminders: RemindersConfig,
     /// Conversation context fed to the agent.
     pub memory: MemoryConfig,
+    /// How the prompt's context is budgeted.
+    pub context: ContextConfig,
     /// Files and pictures users attach: fetched by the daemon, read by the agent.
     pub attachments: AttachmentsConfig,
     /// Where user workspaces live.
@@ -60,6 +62,7 @@ impl Default for Config {
             skills: SkillsConfig::default(),
             reminders: RemindersConfig::default(),
             memory: MemoryConfig::default(),
+            context: ContextConfig::default(),
             attachments: AttachmentsConfig::default(),
             workspace: WorkspaceConfig::default(),
             storage: StorageConfig::default(),
@@ -710,6 +713,24 @@ impl Default for MemoryConfig {
             recent_message_limit: 20,
             related_message_limit: 5,
             max_content_chars: 4_000,
+        }
+    }
+}
+
+/// `context`: budgets inside the prompt (`agent.tokenLimit` is the whole).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContextConfig {
+    /// Estimated tokens the important memories may take. When more exist, the most recently
+    /// saved or used are shown and the prompt says how many more the memory-search skill can
+    /// find. 0 shows none (only the count).
+    pub important_memories_budget: u32,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            important_memories_budget: 2_000,
         }
     }
 }

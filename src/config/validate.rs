@@ -198,6 +198,15 @@ impl Config {
                 }
             }
         }
+        if self.context.important_memories_budget >= a.token_limit {
+            v.add(
+                "context.importantMemoriesBudget",
+                format!(
+                    "{} is not less than agent.tokenLimit ({}): the memories would leave no room for the conversation",
+                    self.context.important_memories_budget, a.token_limit
+                ),
+            );
+        }
         if a.token_limit < 1_000 {
             v.add(
                 "agent.tokenLimit",

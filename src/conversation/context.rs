@@ -21,6 +21,19 @@ use crate::text::estimate_tokens;
 /// Most custom emojis listed.
 pub const MAX_EMOJIS: usize = 50;
 
+/// Prompt sizes (`agent.tokenLimit`, `memory.*Limit`, `context.*`).
+#[derive(Debug, Clone, Copy)]
+pub struct PromptSettings {
+    /// Token budget of the whole prompt.
+    pub token_limit: usize,
+    /// Recent messages.
+    pub recent_limit: usize,
+    /// Related messages (guilds).
+    pub related_limit: usize,
+    /// Token budget of the important memories (within `token_limit`).
+    pub important_memories_budget: usize,
+}
+
 /// Everything a prompt is built from.
 #[derive(Debug, Clone, Default)]
 pub struct PromptParts {
@@ -34,8 +47,10 @@ pub struct PromptParts {
     pub platform: String,
     /// True in a DM.
     pub is_dm: bool,
-    /// Enabled high-importance memories visible here, oldest first.
+    /// The enabled high-importance memories chosen for this prompt, oldest first.
     pub memories: Vec<Memory>,
+    /// Enabled high-importance memories visible here that did not fit their budget.
+    pub memories_not_shown: u64,
     /// Recent channel messages, oldest first (the current one excluded).
     pub recent: Vec<ChatMessage>,
     /// Related channel messages, oldest first.
@@ -125,19 +140,32 @@ fn session_section(p: &PromptParts) -> String {
 }
 
 fn memories_section(p: &PromptParts) -> String {
-    if p.memories.is_empty() {
+    if p.memories.is_empty() && p.memories_not_shown == 0 {
         return "## Important memories\n(none yet)".to_owned();
     }
     let mut s = String::from("## Important memories\n");
     for m in &p.memories {
-        s.push_str(&format!(
-            "- ({}, {}) {}\n",
-            m.id,
-            fmt_time(&m.created_at),
-            m.content
-        ));
+        s.push_str(&memory_line(m));
+        s.push('\n');
+    }
+    if p.memories_not_shown > 0 {
+        s.push_str(&more_memories(p.memories_not_shown));
     }
     s.trim_end().to_owned()
+}
+
+/// One memory as the prompt lists it.
+fn memory_line(m: &Memory) -> String {
+    format!("- ({}, {}) {}", m.id, fmt_time(&m.created_at), m.content)
+}
+
+/// The line saying important memories were left out.
+fn more_memories(n: u64) -> String {
+    format!(
+        "({n} more important {} not shown here; use the memory-search skill to find {}.)",
+        if n == 1 { "memory is" } else { "memories are" },
+        if n == 1 { "it" } else { "them" }
+    )
 }
 
 fn current_section(p: &PromptParts) -> String {
@@ -284,7 +312,7 @@ pub fn assemble_followup(
         p.memories
             .iter()
             .filter(|m| !shown.contains(&memory_key(&m.id)))
-            .map(|m| format!("- ({}, {}) {}", m.id, fmt_time(&m.created_at), m.content))
+            .map(memory_line)
             .collect(),
     );
     let new_messages = |list: &[ChatMessage]| -> Vec<String> {
@@ -355,6 +383,48 @@ pub fn keywords(text: &str) -> Vec<String> {
     words
 }
 
+/// Candidates read per prompt: more than any budget can hold (a memory line costs well over
+/// eight tokens), so the budget, not this, decides.
+fn candidates_for(budget: usize) -> u32 {
+    u32::try_from(budget / 8 + 16)
+        .unwrap_or(u32::MAX)
+        .min(4_096)
+}
+
+/// The important memories that fit `budget` estimated tokens, taken best first (see
+/// [`Store::prompt_memories`]) and returned oldest first, with how many were left out.
+async fn important_within(
+    store: &Store,
+    ws: &WorkspaceKey,
+    scope: Scope,
+    budget: usize,
+    session_id: &str,
+) -> (Vec<Memory>, u64) {
+    let found = match store
+        .prompt_memories(ws, scope, candidates_for(budget))
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(session_id, error = %e, "could not load important memories");
+            return (Vec::new(), 0);
+        }
+    };
+    let mut left = budget;
+    let mut chosen = Vec::new();
+    for m in found.memories {
+        let cost = estimate_tokens(&memory_line(&m)) + 1;
+        if cost > left {
+            break;
+        }
+        left -= cost;
+        chosen.push(m);
+    }
+    chosen.sort_by_key(|m| m.created_at);
+    let not_shown = found.total.saturating_sub(chosen.len() as u64);
+    (chosen, not_shown)
+}
+
 /// Fetches what the prompt needs; failures of optional parts are logged and left empty.
 #[allow(clippy::too_many_arguments)]
 pub async fn gather(
@@ -364,27 +434,33 @@ pub async fn gather(
     system: String,
     session_id: &str,
     skills_dir: &Path,
-    recent_limit: usize,
-    related_limit: usize,
+    sizes: &PromptSettings,
 ) -> PromptParts {
+    let (recent_limit, related_limit) = (sizes.recent_limit, sizes.related_limit);
     let scope = if msg.is_dm {
         Scope::IncludePrivate
     } else {
         Scope::PublicOnly
     };
-    let memories = match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
-        Ok(ws) => store
-            .important_memories(&ws, scope)
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(session_id, error = %e, "could not load important memories");
-                Vec::new()
-            }),
-        Err(e) => {
-            tracing::warn!(session_id, error = %e, "invalid workspace key");
-            Vec::new()
-        }
-    };
+    let (memories, memories_not_shown) =
+        match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
+            Ok(ws) => {
+                let chosen = important_within(
+                    store,
+                    &ws,
+                    scope,
+                    sizes.important_memories_budget,
+                    session_id,
+                )
+                .await;
+                store.note_memories_used(&ws, chosen.0.iter().map(|m| m.id.clone()).collect());
+                chosen
+            }
+            Err(e) => {
+                tracing::warn!(session_id, error = %e, "invalid workspace key");
+                (Vec::new(), 0)
+            }
+        };
     let recent = if recent_limit == 0 {
         Vec::new()
     } else {
@@ -440,6 +516,7 @@ pub async fn gather(
         });
     PromptParts {
         system,
+        memories_not_shown,
         session_id: session_id.to_owned(),
         skills_dir: skills_dir.display().to_string(),
         platform: msg.platform.as_str().to_owned(),
@@ -557,6 +634,81 @@ mod tests {
         assert!(tiny.contains("What did we talk about?") && !tiny.contains("message number"));
     }
 
+    /// With 10 000 important memories the prompt's memories stay within their budget, the
+    /// newest (or most recently used) are the ones shown, and the prompt says how many more
+    /// exist and how to find them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_important_memory_budget_holds_with_ten_thousand_of_them() {
+        use crate::store::{Importance, NewMemory, Visibility};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        let ws = WorkspaceKey::new("discord", "u1").unwrap();
+        for chunk in (0..10_000).collect::<Vec<u32>>().chunks(500) {
+            let saves = chunk.iter().map(|i| {
+                store.save_memory(NewMemory {
+                    workspace: ws.clone(),
+                    content: format!("important fact number {i}: likes topic {}", i % 50),
+                    visibility: Visibility::Public,
+                    importance: Importance::High,
+                })
+            });
+            for saved in futures_util::future::join_all(saves).await {
+                saved.unwrap();
+            }
+        }
+        let first = store
+            .search_memories(&ws, "number 7:", Scope::PublicOnly, 1)
+            .await
+            .unwrap();
+        let fake = FakePlatform::discord();
+        let msg = fake.push_incoming_dm("u1", "hello");
+        let sizes = PromptSettings {
+            token_limit: 16_000,
+            recent_limit: 10,
+            related_limit: 5,
+            important_memories_budget: 2_000,
+        };
+        let skills = Path::new("/opt/af/skills");
+        let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
+        let section = memories_section(&parts);
+        assert!(
+            estimate_tokens(&section) <= 2_000 + 40,
+            "{} tokens",
+            estimate_tokens(&section)
+        );
+        let shown = parts.memories.len() as u64;
+        assert!(shown > 20, "{shown} shown");
+        assert_eq!(parts.memories_not_shown, 10_000 - shown);
+        assert!(
+            section.ends_with(&format!(
+                "({} more important memories are not shown here; use the memory-search skill to find them.)",
+                10_000 - shown
+            )),
+            "{}",
+            &section[section.len().saturating_sub(200)..]
+        );
+        assert!(
+            section.contains("important fact number 9999:"),
+            "the newest is shown"
+        );
+        assert!(!section.contains("important fact number 7:"));
+        // Found by a search, an old memory counts as freshly used and comes back.
+        assert_eq!(first.len(), 1);
+        // (Later than the prompt's own use of the memories it showed, to the millisecond.)
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        store.note_memories_used(&ws, vec![first[0].memory.id.clone()]);
+        store.flush().await.unwrap();
+        let again = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
+        let section = memories_section(&again);
+        assert!(
+            section.contains("important fact number 7:"),
+            "a used memory is shown again"
+        );
+        // Shown oldest first.
+        let times: Vec<_> = again.memories.iter().map(|m| m.created_at).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    }
+
     /// Private memories never reach a prompt outside a DM.
     #[tokio::test]
     async fn private_memories_reach_only_dm_prompts() {
@@ -585,7 +737,13 @@ mod tests {
         let dm = fake.push_incoming_dm("u1", "hello");
         let skills = Path::new("/opt/af/skills");
         for (msg, expect_private) in [(public, false), (dm, true)] {
-            let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, 10, 5).await;
+            let sizes = PromptSettings {
+                token_limit: 16_000,
+                recent_limit: 10,
+                related_limit: 5,
+                important_memories_budget: 2_000,
+            };
+            let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
             let prompt = assemble(&parts, 10_000);
             assert!(prompt.contains("likes tea"));
             assert_eq!(

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use super::context::PromptSettings;
 use super::context::{PromptParts, assemble, assemble_followup, gather, shown_ids};
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
@@ -61,17 +62,6 @@ pub struct AgentEnvTemplate {
     /// Providers served by the model gateway: (provider id, variable holding its key). The
     /// agent is pointed at `{api_url}/llm/<session>/<id>` and never gets the key.
     pub gateway_providers: Vec<(String, String)>,
-}
-
-/// Prompt sizes.
-#[derive(Debug, Clone, Copy)]
-pub struct PromptSettings {
-    /// Token budget.
-    pub token_limit: usize,
-    /// Recent messages.
-    pub recent_limit: usize,
-    /// Related messages (guilds).
-    pub related_limit: usize,
 }
 
 /// The pipeline behind the router.
@@ -225,8 +215,7 @@ impl Interactions {
                 system,
                 &session_id,
                 &self.env.skills_dir,
-                self.prompt.recent_limit,
-                self.prompt.related_limit,
+                &self.prompt,
             )
             .await;
             let mut resources = SessionResources {
@@ -357,8 +346,7 @@ impl Interactions {
                 String::new(),
                 &session_id,
                 &self.env.skills_dir,
-                self.prompt.recent_limit,
-                self.prompt.related_limit,
+                &self.prompt,
             )
             .await;
             (parts.files, parts.history_files) = self

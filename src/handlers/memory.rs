@@ -96,12 +96,17 @@ impl SkillHandler for MemorySearch {
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let p: SearchParams = params(raw)?;
         let session = ctx.session();
+        let ws = workspace_key(session)?;
         let hits = self
             .0
             .store
-            .search_memories(&workspace_key(session)?, &p.query, scope(session), p.limit)
+            .search_memories(&ws, &p.query, scope(session), p.limit)
             .await
             .map_err(|e| store_error(e, "memory"))?;
+        // Found memories count as used: an important one comes back into the prompts.
+        self.0
+            .store
+            .note_memories_used(&ws, hits.iter().map(|h| h.memory.id.clone()).collect());
         let memories: Vec<Value> = hits
             .iter()
             .map(|hit| {

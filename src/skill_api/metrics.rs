@@ -44,6 +44,8 @@ type HistogramFamily = Family<SkillLabels, Histogram, fn() -> Histogram>;
 pub struct SkillApiMetrics {
     calls: Family<SkillStatusLabels, Counter>,
     duration: HistogramFamily,
+    /// Hourly counts kept for `air-friends stats` (see [`super::call_log`]).
+    call_log: Option<super::call_log::CallLog>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -67,7 +69,11 @@ impl SkillApiMetrics {
             "Skill API request duration by skill",
             duration.clone(),
         );
-        Self { calls, duration }
+        Self {
+            calls,
+            duration,
+            call_log: None,
+        }
     }
 
     /// Creates the `skill_calls_total` counter of every status of `skills` (and of
@@ -84,7 +90,23 @@ impl SkillApiMetrics {
         self
     }
 
-    /// Records one finished call.
+    /// Also counts every call in `log` (for `air-friends stats`).
+    #[must_use]
+    pub fn with_call_log(mut self, log: super::call_log::CallLog) -> Self {
+        self.call_log = Some(log);
+        self
+    }
+
+    /// Records a finished call: the Prometheus families, and the call log when there is one
+    /// (`code`: `OK` or the error code).
+    pub fn record_call(&self, skill: &str, status: u16, code: &str, elapsed: Duration) {
+        self.record(skill, status, elapsed);
+        if let Some(log) = &self.call_log {
+            log.record(skill, code, elapsed);
+        }
+    }
+
+    /// Records one finished call in the Prometheus families.
     pub fn record(&self, skill: &str, status: u16, elapsed: Duration) {
         self.calls
             .get_or_create(&SkillStatusLabels {

@@ -14,9 +14,11 @@
 //! * [`ratelimit`] — per-(skill, user) limits from manifests.
 //! * [`error`] — [`SkillError`] and its single mapping to HTTP.
 //! * [`metrics`] — Prometheus families.
+//! * [`call_log`] — hourly call counts per skill and outcome for `air-friends stats`.
 //! * [`state`] — [`SkillApiState`] and [`SkillApiSettings`].
 
 pub mod auth;
+pub mod call_log;
 pub mod dedup;
 pub mod error;
 pub mod handler;

@@ -364,7 +364,7 @@ impl Audit {
         let elapsed = self.started.elapsed();
         self.state
             .metrics()
-            .record(&self.metric_skill, status.as_u16(), elapsed);
+            .record_call(&self.metric_skill, status.as_u16(), code, elapsed);
         let outcome = if status.is_success() { "ok" } else { "error" };
         tracing::info!(
             name: "skill_call",

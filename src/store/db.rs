@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,7 +39,11 @@ const MAX_BATCH: usize = 1024;
 const READERS: usize = 4;
 
 /// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
-const MIGRATIONS: &[&str] = &[include_str!("schema_v1.sql"), include_str!("schema_v2.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("schema_v1.sql"),
+    include_str!("schema_v2.sql"),
+    include_str!("schema_v3.sql"),
+];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the
 /// completion to call once the batch has committed (or failed to). Given `Err` when the batch
@@ -137,6 +141,28 @@ impl Db {
         });
         self.send(Msg::Job(job))?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Queues `f` for the writer without waiting for it: for bookkeeping whose caller must
+    /// not wait on a commit (a failure is logged at debug, with `what`).
+    pub(crate) fn write_detached<F>(&self, what: &'static str, f: F)
+    where
+        F: FnOnce(&Connection) -> Result<(), StoreError> + Send + 'static,
+    {
+        let job: Job = Box::new(move |conn| {
+            let result = match conn {
+                Ok(conn) => in_savepoint(conn, f),
+                Err(e) => Err(e.clone()),
+            };
+            Box::new(move |commit_error| {
+                if let Some(e) = commit_error.or(result.as_ref().err()) {
+                    tracing::debug!(what, error = %e, "detached store write failed");
+                }
+            })
+        });
+        if let Err(e) = self.send(Msg::Job(job)) {
+            tracing::debug!(what, error = %e, "detached store write not queued");
+        }
     }
 
     /// Runs `f` on a pooled read connection inside a read transaction, off the async workers.

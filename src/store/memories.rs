@@ -485,6 +485,66 @@ pub(crate) fn important(
     Ok(out)
 }
 
+/// The prompt's candidates among the enabled, high-importance memories visible in `scope`,
+/// best first: the most recent of saved-or-last-used first (a memory brought back by search
+/// or shown in a prompt counts as fresh), then the most used; at most `limit`. Also returns
+/// how many there are in all.
+pub(crate) fn prompt_candidates(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    scope: Scope,
+    limit: u32,
+) -> Result<(Vec<Memory>, u64), StoreError> {
+    let visibilities = if scope.includes_private() {
+        "('public', 'private')"
+    } else {
+        "('public')"
+    };
+    let total: i64 = conn
+        .prepare_cached(&format!(
+            "SELECT count(*) FROM memories m INDEXED BY memories_by_state
+             WHERE m.workspace = ?1 AND m.visibility IN {visibilities}
+               AND m.enabled = 1 AND m.importance = 'high'"
+        ))?
+        .query_row([ws.to_string()], |r| r.get(0))?;
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_by_state
+         LEFT JOIN memory_use u ON u.memory_seq = m.seq
+         WHERE m.workspace = ?1 AND m.visibility IN {visibilities}
+           AND m.enabled = 1 AND m.importance = 'high'
+         ORDER BY max(m.created_at, coalesce(u.last_used_at, 0)) DESC,
+                  coalesce(u.uses, 0) DESC, m.seq DESC
+         LIMIT ?2"
+    ))?;
+    let mut rows = stmt.query(params![ws.to_string(), limit])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(memory_from_row(row)?);
+    }
+    Ok((out, u64::try_from(total).unwrap_or(0)))
+}
+
+/// Records that the memories `ids` of `ws` were used at `now_ms` (shown in a prompt or
+/// returned by a search). Unknown ids are ignored.
+pub(crate) fn mark_used(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    ids: &[String],
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO memory_use (memory_seq, last_used_at, uses)
+         SELECT seq, ?3, 1 FROM memories WHERE id = ?2 AND workspace = ?1
+         ON CONFLICT (memory_seq) DO UPDATE
+         SET last_used_at = max(last_used_at, excluded.last_used_at), uses = uses + 1",
+    )?;
+    let ws = ws.to_string();
+    for id in ids {
+        stmt.execute(params![ws, id, now_ms])?;
+    }
+    Ok(())
+}
+
 /// Current time in milliseconds, for callers that need `to_ms(now)`.
 pub(crate) fn now_ms() -> i64 {
     to_ms(chrono::Utc::now())

@@ -15,6 +15,7 @@
 //! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
 //! Times are stored with millisecond precision (UTC).
 
+pub mod analytics;
 pub mod backup;
 mod db;
 pub mod import;
@@ -24,6 +25,7 @@ mod reminders;
 mod search;
 mod types;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -31,12 +33,14 @@ use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use rand::RngExt;
 use tokio::sync::watch;
 
+use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
+
 pub use db::SCHEMA_VERSION;
 pub use llm_usage::LlmUsage;
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
-    MemoryStats, NewMemory, NewReminder, PatchRecord, Reminder, ReminderState, Scope, ScoredMemory,
-    Visibility, VisibilityStats, WorkspaceKey,
+    MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Reminder, ReminderState,
+    Scope, ScoredMemory, Visibility, VisibilityStats, WorkspaceKey,
 };
 
 /// Errors of the store. Callers branch on `NotFound`, `InvalidReference`, `LimitReached` and
@@ -290,6 +294,72 @@ impl Store {
         let ws = ws.clone();
         self.db
             .read(move |c| memories::important(c, &ws, scope))
+            .await
+    }
+
+    /// The prompt's candidates among the enabled high-importance memories visible in
+    /// `scope`: best first (newest of saved-or-last-used, then most used), at most `limit`,
+    /// with the number there are in all. The caller fits them to its token budget.
+    pub async fn prompt_memories(
+        &self,
+        ws: &WorkspaceKey,
+        scope: Scope,
+        limit: u32,
+    ) -> Result<PromptMemories, StoreError> {
+        let ws = ws.clone();
+        let (memories, total) = self
+            .db
+            .read(move |c| memories::prompt_candidates(c, &ws, scope, limit))
+            .await?;
+        Ok(PromptMemories { memories, total })
+    }
+
+    /// Records that memories `ids` of `ws` were used now (shown in a prompt, returned by a
+    /// search), for [`prompt_memories`](Self::prompt_memories)' order. Queued for the writer
+    /// without waiting: the caller's answer never waits on this bookkeeping.
+    pub fn note_memories_used(&self, ws: &WorkspaceKey, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let (ws, now) = (ws.clone(), memories::now_ms());
+        self.db.write_detached("memory use", move |c| {
+            memories::mark_used(c, &ws, &ids, now)
+        });
+    }
+
+    // ---- analytics (`air-friends stats`) ---------------------------------------------------
+
+    /// Adds hourly skill-call counts (the Skill API's call log).
+    pub async fn add_skill_calls(&self, rows: Vec<SkillCallRow>) -> Result<(), StoreError> {
+        self.db
+            .write(move |c| analytics::add_skill_calls(c, &rows))
+            .await
+    }
+
+    /// Every skill's calls in the hours since `since` (the hour holding `since` included).
+    pub async fn skill_calls_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, SkillCallSummary>, StoreError> {
+        self.db
+            .read(move |c| analytics::skill_calls_since(c, since))
+            .await
+    }
+
+    /// Memories and reminders by state, per workspace.
+    pub async fn workspace_overview(
+        &self,
+    ) -> Result<BTreeMap<String, WorkspaceOverview>, StoreError> {
+        self.db.read(analytics::workspaces).await
+    }
+
+    /// The gateway's tokens per UTC day since `since`, all workspaces, oldest first.
+    pub async fn tokens_per_day(
+        &self,
+        since: NaiveDate,
+    ) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
+        self.db
+            .read(move |c| analytics::tokens_per_day(c, since))
             .await
     }
 

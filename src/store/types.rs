@@ -217,6 +217,15 @@ pub struct Memory {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The prompt's important-memory candidates ([`super::Store::prompt_memories`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptMemories {
+    /// Best first, at most the limit asked for.
+    pub memories: Vec<Memory>,
+    /// Enabled high-importance memories visible in the scope, in all.
+    pub total: u64,
+}
+
 /// A search hit: the memory and its score (higher is better).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,0 +1,166 @@
+//! `air-friends stats`: what the daemon has been doing, from the database. Per skill: calls,
+//! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
+//! API's call log, written once a minute); per workspace: memories by state and reminders by
+//! state; the model gateway's tokens per day over the last week. Runs beside a live daemon
+//! (SQLite readers do not block it); one line on stderr on failure, exit 1.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use chrono::{Duration as Days, Utc};
+
+use crate::store::analytics::SkillCallSummary;
+use crate::store::{Store, StoreError};
+
+use super::{ConfigCheck, load_config};
+
+/// Prints the statistics of the database named by the configuration at `config_path`.
+pub(super) fn stats_main(config_path: &Path) -> ExitCode {
+    let config = match load_config(config_path, ConfigCheck::File) {
+        Ok((config, _warnings)) => config,
+        Err(code) => return code,
+    };
+    let path = config.database_path();
+    if !path.exists() {
+        eprintln!(
+            "air-friends: no database at {} (storage.path, else workspace.repoPath/air-friends.db, in {})",
+            path.display(),
+            config_path.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("air-friends: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(report(&path)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("air-friends: cannot read {}: {e}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The whole report as text.
+pub async fn report(path: &Path) -> Result<String, StoreError> {
+    let store = Store::open(path).await?;
+    let now = Utc::now();
+    let day = store.skill_calls_since(now - Days::hours(24)).await?;
+    let week = store.skill_calls_since(now - Days::days(7)).await?;
+    let workspaces = store.workspace_overview().await?;
+    let tokens = store
+        .tokens_per_day((now - Days::days(6)).date_naive())
+        .await?;
+    store.close().await?;
+
+    let mut out = String::new();
+    let _ = writeln!(out, "Skill calls (last 24 hours | last 7 days)");
+    if week.is_empty() {
+        let _ = writeln!(out, "  none recorded yet");
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>7} {:>7} {:>8} {:>8} | {:>7} {:>7} {:>8} {:>8}  errors (7 days)",
+            "skill", "calls", "errors", "p50", "p99", "calls", "errors", "p50", "p99"
+        );
+        let empty = SkillCallSummary::default();
+        for (skill, w) in &week {
+            let d = day.get(skill).unwrap_or(&empty);
+            let codes: Vec<String> = w.errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>7} {:>7} {:>8} {:>8} | {:>7} {:>7} {:>8} {:>8}  {}",
+                skill,
+                d.calls,
+                d.error_count(),
+                latency(d, 0.5),
+                latency(d, 0.99),
+                w.calls,
+                w.error_count(),
+                latency(w, 0.5),
+                latency(w, 0.99),
+                if codes.is_empty() {
+                    "-".to_owned()
+                } else {
+                    codes.join(", ")
+                }
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  (latencies are the upper bound of their bucket: 1, 2, 5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 10 s)"
+        );
+    }
+    let _ = writeln!(out, "\nWorkspaces");
+    if workspaces.is_empty() {
+        let _ = writeln!(out, "  none yet");
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<32} {:>8} {:>8} {:>9} {:>7}  reminders",
+            "workspace", "enabled", "disabled", "important", "private"
+        );
+        for (ws, o) in &workspaces {
+            let reminders: Vec<String> = o
+                .reminders
+                .iter()
+                .map(|(state, n)| format!("{state} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {:<32} {:>8} {:>8} {:>9} {:>7}  {}",
+                ws,
+                o.enabled,
+                o.disabled,
+                o.important,
+                o.private,
+                if reminders.is_empty() {
+                    "-".to_owned()
+                } else {
+                    reminders.join(", ")
+                }
+            );
+        }
+    }
+    let _ = writeln!(out, "\nModel tokens per day (gateway, all users)");
+    if tokens.is_empty() {
+        let _ = writeln!(out, "  none metered in the last 7 days");
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>12} {:>12} {:>9}",
+            "day", "input", "output", "requests"
+        );
+        for (day, u) in &tokens {
+            let _ = writeln!(
+                out,
+                "  {:<10} {:>12} {:>12} {:>9}",
+                day.format("%Y-%m-%d"),
+                u.input_tokens,
+                u.output_tokens,
+                u.requests
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn latency(s: &SkillCallSummary, q: f64) -> String {
+    match s.quantile_ms(q) {
+        _ if s.calls == 0 => "-".to_owned(),
+        Some(ms) if ms >= 1_000 => format!("≤{}s", ms as f64 / 1_000.0),
+        Some(ms) => format!("≤{ms}ms"),
+        None => ">10s".to_owned(),
+    }
+}

@@ -1,0 +1,242 @@
+//! `air-friends stats` through the real binary: skill calls with errors by code and latency
+//! percentiles over a day and a week, memories and reminders by state per workspace, and the
+//! gateway's tokens per day — from a database the test fills, and from what a real daemon
+//! recorded while it answered a message (its call log is written at shutdown).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use air_friends::store::analytics::{BUCKETS, SkillCallRow, bucket_of};
+use air_friends::store::{
+    Importance, MemoryPatch, NewMemory, NewReminder, Scope, Store, Visibility, WorkspaceKey,
+};
+use chrono::{Duration, Utc};
+use common::TestConfig;
+use common::fake_discord::CHANNEL_ID;
+use common::serve_discord_support::{Bot, Setup, WAIT, one_turn, reply_steps, text_path};
+
+fn stats(config: &Path) -> Output {
+    Command::new(common::bin())
+        .arg("stats")
+        .arg("--config")
+        .arg(config)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("run air-friends stats")
+}
+
+fn row(hours_ago: i64, skill: &str, code: &str, latencies_ms: &[u64]) -> SkillCallRow {
+    let mut buckets = [0; BUCKETS];
+    for ms in latencies_ms {
+        buckets[bucket_of(*ms)] += 1;
+    }
+    SkillCallRow {
+        hour: Utc::now() - Duration::hours(hours_ago),
+        skill: skill.into(),
+        code: code.into(),
+        calls: latencies_ms.len() as u64,
+        buckets,
+    }
+}
+
+fn line<'a>(out: &'a str, starts: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.trim_start().starts_with(starts))
+        .unwrap_or_else(|| panic!("no line for {starts:?} in:\n{out}"))
+}
+
+fn words(l: &str) -> Vec<&str> {
+    l.split_whitespace().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_reports_skills_workspaces_and_tokens() {
+    let cfg = TestConfig::new("");
+    let db = cfg.dir.path().join("data").join("air-friends.db");
+    let store = Store::open(&db).await.unwrap();
+    // send-reply: 98 fast calls and 2 slow ones today, 2 rate-limited today, 50 three days ago.
+    let mut fast = vec![3; 98];
+    fast.extend([400, 400]);
+    store
+        .add_skill_calls(vec![
+            row(0, "send-reply", "OK", &fast),
+            row(0, "send-reply", "RATE_LIMITED", &[1, 1]),
+            row(72, "send-reply", "OK", &vec![30; 50]),
+            row(72, "memory-search", "INVALID_PARAMS", &[2]),
+            row(24 * 9, "memory-save", "OK", &[5]),
+        ])
+        .await
+        .unwrap();
+    // The same hour again adds up.
+    store
+        .add_skill_calls(vec![row(0, "send-reply", "OK", &[3])])
+        .await
+        .unwrap();
+    let alice = WorkspaceKey::new("discord", "111").unwrap();
+    let mut ids = Vec::new();
+    for (content, visibility, importance) in [
+        ("likes tea", Visibility::Public, Importance::High),
+        ("a secret", Visibility::Private, Importance::Normal),
+        ("old news", Visibility::Public, Importance::Normal),
+    ] {
+        let m = store
+            .save_memory(NewMemory {
+                workspace: alice.clone(),
+                content: content.into(),
+                visibility,
+                importance,
+            })
+            .await
+            .unwrap();
+        ids.push(m.id);
+    }
+    store
+        .patch_memory(
+            &alice,
+            &ids[2],
+            MemoryPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await
+        .unwrap();
+    let reminder = store
+        .create_reminder(
+            NewReminder {
+                workspace: alice.clone(),
+                message: "stretch".into(),
+                scheduled_at: Utc::now() + Duration::hours(1),
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    store
+        .create_reminder(
+            NewReminder {
+                workspace: alice.clone(),
+                message: "water".into(),
+                scheduled_at: Utc::now() + Duration::hours(2),
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    store.cancel_reminder(&alice, &reminder.id).await.unwrap();
+    store
+        .add_llm_usage(&alice, Utc::now().date_naive(), 1200, 80)
+        .await
+        .unwrap();
+    store
+        .add_llm_usage(&alice, Utc::now().date_naive(), 300, 20)
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+
+    let out = stats(&cfg.path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    // skill, day: calls errors p50 p99 | week: calls errors p50 p99, errors by code.
+    assert_eq!(
+        words(line(&text, "send-reply")),
+        [
+            "send-reply",
+            "103",
+            "2",
+            "≤5ms",
+            "≤500ms",
+            "|",
+            "153",
+            "2",
+            "≤5ms",
+            "≤500ms",
+            "RATE_LIMITED",
+            "2"
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        words(line(&text, "memory-search")),
+        [
+            "memory-search",
+            "0",
+            "0",
+            "-",
+            "-",
+            "|",
+            "1",
+            "1",
+            "≤2ms",
+            "≤2ms",
+            "INVALID_PARAMS",
+            "1"
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("memory-save"), "older than a week: {text}");
+    assert_eq!(
+        words(line(&text, "discord/111")),
+        [
+            "discord/111",
+            "2",
+            "1",
+            "1",
+            "1",
+            "cancelled",
+            "1,",
+            "pending",
+            "1"
+        ],
+        "{text}"
+    );
+    let today = Utc::now().date_naive().format("%Y-%m-%d").to_string();
+    assert_eq!(
+        words(line(&text, &today)),
+        [today.as_str(), "1500", "100", "2"],
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_records_its_skill_calls_for_stats() {
+    let mut bot = Bot::start(|files| Setup {
+        script: one_turn(reply_steps(&text_path(files, "reply.md"))),
+        texts: vec![("reply.md", "Hello!".to_owned())],
+        ..Setup::default()
+    })
+    .await;
+    bot.mention("hi");
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    bot.wait_interactions_finished(1);
+    // A clean stop writes the call log's last counts.
+    bot.daemon.terminate();
+    let status = tokio::task::block_in_place(|| bot.daemon.wait_exit(WAIT));
+    assert!(status.success(), "{status:?}");
+    let out = stats(&bot.config.path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let w = words(line(&text, "send-reply"));
+    assert_eq!((w[1], w[2], w[6], w[7]), ("1", "0", "1", "0"), "{text}");
+}
+
+#[test]
+fn stats_without_a_database_says_where_it_looked() {
+    let cfg = TestConfig::new("");
+    let out = stats(&cfg.path);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no database at"), "{err}");
+}
