@@ -517,6 +517,7 @@ fn main() {
             reminders_config: RemindersConfig::default(),
             memory_config: MemoryConfig::default(),
             clock: Clock::system(),
+            semantic: None,
         };
         let registry = build_registry(deps, &loaded).expect("registry");
         let state = SkillApiState::new(

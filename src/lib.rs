@@ -11,6 +11,8 @@
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,
 //!   safe non-blocking opens of single-link regular files).
+//! * [`embeddings`] — optional meaning-based recall: memory vectors from an embedding
+//!   endpoint, filled in the background, fused with full-text search.
 //! * [`egress`] — the optional egress allow-list: a CONNECT proxy per sandboxed session that
 //!   reaches only listed hosts at public addresses.
 //! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
@@ -38,6 +40,7 @@ pub mod config;
 pub mod confine;
 pub mod conversation;
 pub mod egress;
+pub mod embeddings;
 pub mod gateway;
 pub mod handlers;
 pub mod observability;

@@ -24,6 +24,7 @@ async fn deps(dir: &Path) -> HandlerDeps {
         reminders_config: RemindersConfig::default(),
         memory_config: MemoryConfig::default(),
         clock: Clock::system(),
+        semantic: None,
     }
 }
 

@@ -4,6 +4,7 @@
 //! tracker; every component gets its dependencies passed in.
 
 use crate::attachments::{AttachmentMetrics, Attachments};
+use crate::embeddings::Semantic;
 use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -162,6 +163,16 @@ pub async fn start(
         shutdown.spawn("misskey", adapter.run(sink, state, draining));
     }
 
+    // memory.embeddings: vectors filled in the background, fused into memory-search.
+    let semantic = Semantic::from_config(config, store.clone(), &ProcessEnv)?;
+    if let Some(job) = semantic.clone() {
+        let draining = shutdown.draining();
+        shutdown.spawn("embeddings", async move {
+            job.run(draining).await;
+            Ok(())
+        });
+    }
+
     // Skill handlers and the Skill API.
     let workspaces_root = config
         .workspace
@@ -175,6 +186,7 @@ pub async fn start(
             reminders_config: config.reminders.clone(),
             memory_config: config.memory.clone(),
             clock: handlers::Clock::system(),
+            semantic,
         },
         &skills,
     )

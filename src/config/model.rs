@@ -705,6 +705,9 @@ pub struct MemoryConfig {
     pub related_message_limit: u32,
     /// Longest memory content accepted by memory-save, in characters.
     pub max_content_chars: u32,
+    /// Meaning-based recall: an OpenAI-compatible `/embeddings` endpoint. `null` (the
+    /// default): memory-search is full-text only.
+    pub embeddings: Option<EmbeddingsConfig>,
 }
 
 impl Default for MemoryConfig {
@@ -713,6 +716,44 @@ impl Default for MemoryConfig {
             recent_message_limit: 20,
             related_message_limit: 5,
             max_content_chars: 4_000,
+            embeddings: None,
+        }
+    }
+}
+
+/// `memory.embeddings`: each memory gets a vector in the background (a save never waits for
+/// it), and memory-search ranks by full-text rank and vector similarity together. With the
+/// service down, search is full text and says so.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct EmbeddingsConfig {
+    /// A provider of `agent.providers` whose `baseUrl` and key to use (e.g. `openai`); or
+    /// leave empty and set `baseUrl`.
+    pub provider: String,
+    /// API root serving `POST {baseUrl}/embeddings` (when `provider` is empty).
+    pub base_url: String,
+    /// Variable holding the key (when `provider` is empty; empty = no key).
+    pub api_key_env: String,
+    /// Model name sent to the endpoint.
+    pub model: String,
+    /// Length of the vectors the model returns.
+    pub dimensions: u32,
+    /// Longest wait for the endpoint; a search falls back to full text after it.
+    pub timeout_ms: u64,
+    /// Memories embedded per request in the background.
+    pub batch_size: u32,
+}
+
+impl Default for EmbeddingsConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            base_url: String::new(),
+            api_key_env: String::new(),
+            model: String::new(),
+            dimensions: 0,
+            timeout_ms: 3_000,
+            batch_size: 32,
         }
     }
 }

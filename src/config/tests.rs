@@ -485,3 +485,33 @@ fn without_any_key_or_model_the_free_model_is_chosen_and_anything_else_wins() {
         );
     }
 }
+
+#[test]
+fn embeddings_need_an_endpoint_a_model_and_a_length() {
+    let got = issues("memory:\n  embeddings:\n    timeoutMs: 0\n");
+    for key in [
+        "memory.embeddings: needs a provider",
+        "memory.embeddings.model: ",
+        "memory.embeddings.dimensions: ",
+    ] {
+        assert!(got.iter().any(|g| g.starts_with(key)), "{key} in {got:?}");
+    }
+    let got =
+        issues("memory:\n  embeddings:\n    provider: nosuch\n    model: m\n    dimensions: 8\n");
+    assert!(
+        got.iter()
+            .any(|g| g.starts_with("memory.embeddings.provider: ")),
+        "{got:?}"
+    );
+    let got = issues(
+        "memory:\n  embeddings:\n    baseUrl: http://embed.example/v1\n    apiKeyEnv: K\n    model: m\n    dimensions: 8\n",
+    );
+    assert!(got.iter().any(|g| g.contains("unencrypted")), "{got:?}");
+    let ok = load_str(
+        "memory:\n  embeddings:\n    provider: openai\n    model: text-embedding-3-small\n    dimensions: 1536\n",
+        &no_env(),
+    )
+    .unwrap();
+    let e = ok.memory.embeddings.unwrap();
+    assert_eq!((e.timeout_ms, e.batch_size), (3_000, 32));
+}

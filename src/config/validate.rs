@@ -421,6 +421,46 @@ impl Config {
         if m.max_content_chars == 0 {
             v.add("memory.maxContentChars", "must be at least 1");
         }
+        if let Some(e) = &m.embeddings {
+            match (e.provider.is_empty(), e.base_url.is_empty()) {
+                (true, true) => v.add(
+                    "memory.embeddings",
+                    "needs a provider (one of agent.providers) or a baseUrl",
+                ),
+                (false, false) => v.add(
+                    "memory.embeddings.baseUrl",
+                    "set either provider or baseUrl, not both",
+                ),
+                (false, true) if !self.agent.providers.contains_key(&e.provider) => v.add(
+                    "memory.embeddings.provider",
+                    format!("{:?} is not one of agent.providers", e.provider),
+                ),
+                (true, false) => {
+                    if let Err(why) = check_base_url(&e.base_url, !e.api_key_env.is_empty()) {
+                        v.add("memory.embeddings.baseUrl", why);
+                    }
+                }
+                _ => {}
+            }
+            if e.model.trim().is_empty() {
+                v.add(
+                    "memory.embeddings.model",
+                    "required (the embedding model's name)",
+                );
+            }
+            if !(1..=8_192).contains(&e.dimensions) {
+                v.add(
+                    "memory.embeddings.dimensions",
+                    "must be between 1 and 8192 (the length of the model's vectors)",
+                );
+            }
+            if e.timeout_ms == 0 || e.batch_size == 0 || e.batch_size > 2_048 {
+                v.add(
+                    "memory.embeddings",
+                    "timeoutMs must be greater than 0 and batchSize between 1 and 2048",
+                );
+            }
+        }
     }
 
     fn check_paths_and_logging(&self, v: &mut Problems) {

@@ -22,6 +22,7 @@ pub(crate) struct Shared {
     pub reminders_config: RemindersConfig,
     pub memory_config: MemoryConfig,
     pub clock: Clock,
+    pub semantic: Option<crate::embeddings::Semantic>,
 }
 
 impl Shared {
@@ -33,6 +34,7 @@ impl Shared {
             reminders_config: deps.reminders_config,
             memory_config: deps.memory_config,
             clock: deps.clock,
+            semantic: deps.semantic,
         }
     }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, params, scope, store_error, workspace_key};
+use crate::embeddings::SearchMode;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::{Importance, MAX_CONTENT_CHARS, MemoryPatch as Patch, NewMemory, Visibility};
 
@@ -68,6 +69,9 @@ impl SkillHandler for MemorySave {
             .await
             .map_err(|e| store_error(e, "memory"))?;
         tracing::debug!(session_id = %ctx.session_id(), memory_id = %memory.id, chars, "memory saved");
+        if let Some(semantic) = &self.0.semantic {
+            semantic.wake();
+        }
         Ok(json!({
             "id": memory.id,
             "content": memory.content,
@@ -103,6 +107,14 @@ impl SkillHandler for MemorySearch {
             .search_memories(&ws, &p.query, scope(session), p.limit)
             .await
             .map_err(|e| store_error(e, "memory"))?;
+        let (hits, mode) = match &self.0.semantic {
+            Some(semantic) => {
+                semantic
+                    .search(&ws, &p.query, scope(session), p.limit as usize, hits)
+                    .await
+            }
+            None => (hits, SearchMode::FullText(None)),
+        };
         // Found memories count as used: an important one comes back into the prompts.
         self.0
             .store
@@ -120,7 +132,14 @@ impl SkillHandler for MemorySearch {
                 })
             })
             .collect();
-        Ok(json!({"count": memories.len(), "memories": memories}))
+        let mut answer =
+            json!({"count": memories.len(), "memories": memories, "mode": mode.as_str()});
+        if let SearchMode::FullText(Some(reason)) = &mode {
+            answer["modeReason"] = json!(format!(
+                "meaning-based search is unavailable ({reason}); these are full-text matches"
+            ));
+        }
+        Ok(answer)
     }
 }
 

@@ -117,6 +117,8 @@ pub struct HandlerDeps {
     pub memory_config: MemoryConfig,
     /// The current time (reminder bounds, export time stamps).
     pub clock: Clock,
+    /// Meaning-based recall for memory-search (`memory.embeddings`); `None`: full text only.
+    pub semantic: Option<crate::embeddings::Semantic>,
 }
 
 /// Why the handler registry could not be built.

@@ -24,6 +24,7 @@ mod memories;
 mod reminders;
 mod search;
 mod types;
+pub mod vectors;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -325,6 +326,64 @@ impl Store {
         self.db.write_detached("memory use", move |c| {
             memories::mark_used(c, &ws, &ids, now)
         });
+    }
+
+    // ---- vectors (`memory.embeddings`) -----------------------------------------------------
+
+    /// Queues again every memory whose vector another model made, dropping those vectors.
+    pub async fn requeue_other_model_vectors(&self, model: &str) -> Result<usize, StoreError> {
+        let model = model.to_owned();
+        self.db
+            .write(move |c| vectors::requeue_other_models(c, &model))
+            .await
+    }
+
+    /// Up to `limit` memories waiting for a vector.
+    pub async fn embedding_queue(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<vectors::PendingEmbedding>, StoreError> {
+        self.db.read(move |c| vectors::queued(c, limit)).await
+    }
+
+    /// How many memories wait for a vector.
+    pub async fn embedding_backlog(&self) -> Result<u64, StoreError> {
+        self.db.read(vectors::queue_len).await
+    }
+
+    /// Stores vectors (row, normalised vector) made by `model`, taking them off the queue.
+    pub async fn put_vectors(
+        &self,
+        model: &str,
+        rows: Vec<(i64, Vec<f32>)>,
+    ) -> Result<(), StoreError> {
+        let model = model.to_owned();
+        self.db.write(move |c| vectors::put(c, &model, &rows)).await
+    }
+
+    /// Every vector of `ws` made by `model`, by row.
+    pub async fn workspace_vectors(
+        &self,
+        ws: &WorkspaceKey,
+        model: &str,
+    ) -> Result<Vec<(i64, Vec<f32>)>, StoreError> {
+        let (ws, model) = (ws.clone(), model.to_owned());
+        self.db
+            .read(move |c| vectors::of_workspace(c, &ws, &model))
+            .await
+    }
+
+    /// The enabled memories of `ws` visible in `scope` among rows `seqs`, in that order.
+    pub async fn memories_by_seq(
+        &self,
+        ws: &WorkspaceKey,
+        seqs: Vec<i64>,
+        scope: Scope,
+    ) -> Result<Vec<(i64, Memory)>, StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| vectors::memories_by_seq(c, &ws, &seqs, scope))
+            .await
     }
 
     // ---- analytics (`air-friends stats`) ---------------------------------------------------

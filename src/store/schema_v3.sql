@@ -20,3 +20,21 @@ CREATE TABLE skill_calls (
     buckets TEXT    NOT NULL,
     PRIMARY KEY (hour, skill, code)
 ) WITHOUT ROWID;
+
+-- Meaning-based recall (`memory.embeddings`): one vector per memory, little-endian f32,
+-- normalised, with the model that made it. `embedding_queue` holds the memories still
+-- without one: every new memory enters it (trigger), and so does every memory already stored
+-- when this version is applied; the background job empties it when embeddings are on.
+CREATE TABLE memory_vectors (
+    memory_seq INTEGER PRIMARY KEY REFERENCES memories (seq),
+    model      TEXT    NOT NULL,
+    vector     BLOB    NOT NULL
+);
+CREATE TABLE embedding_queue (
+    memory_seq INTEGER PRIMARY KEY REFERENCES memories (seq)
+);
+CREATE TRIGGER memories_embedding_queue AFTER INSERT ON memories
+BEGIN
+    INSERT OR IGNORE INTO embedding_queue (memory_seq) VALUES (new.seq);
+END;
+INSERT OR IGNORE INTO embedding_queue (memory_seq) SELECT seq FROM memories;

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_discord;
+pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_misskey;
 pub mod misskey_serve;

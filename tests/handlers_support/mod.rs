@@ -87,6 +87,8 @@ pub struct Options {
     pub memory: MemoryConfig,
     pub loaded: LoadedSkills,
     pub clock: Clock,
+    /// Meaning-based recall against this endpoint: (base URL, model, dimensions).
+    pub embeddings: Option<(String, String, usize)>,
 }
 
 impl Default for Options {
@@ -99,6 +101,7 @@ impl Default for Options {
             memory: MemoryConfig::default(),
             loaded: unlimited_skills(),
             clock: Clock::system(),
+            embeddings: None,
         }
     }
 }
@@ -111,6 +114,9 @@ pub struct App {
     pub misskey: Arc<FakePlatform>,
     pub loaded: LoadedSkills,
     pub workspaces: PathBuf,
+    /// The embedding service, when [`Options::embeddings`] was set (no background job runs:
+    /// tests call `step`).
+    pub semantic: Option<air_friends::embeddings::Semantic>,
     _dir: tempfile::TempDir,
 }
 
@@ -128,6 +134,17 @@ pub async fn app_with(options: Options) -> App {
     let platforms = PlatformRegistry::new()
         .with(discord.clone() as Arc<dyn PlatformAdapter>)
         .with(misskey.clone() as Arc<dyn PlatformAdapter>);
+    let semantic = options.embeddings.as_ref().map(|(url, model, dims)| {
+        let client = air_friends::embeddings::EmbeddingClient::new(
+            url,
+            None,
+            model,
+            *dims,
+            std::time::Duration::from_secs(2),
+        )
+        .expect("embedding client");
+        air_friends::embeddings::Semantic::new(client, store.clone(), 32)
+    });
     let deps = HandlerDeps {
         store: store.clone(),
         platforms,
@@ -135,6 +152,7 @@ pub async fn app_with(options: Options) -> App {
         reminders_config: options.reminders,
         memory_config: options.memory,
         clock: options.clock,
+        semantic: semantic.clone(),
     };
     let registry = build_registry(deps, &options.loaded).expect("registry");
     let state = SkillApiState::new(
@@ -151,6 +169,7 @@ pub async fn app_with(options: Options) -> App {
         misskey,
         loaded: options.loaded,
         workspaces,
+        semantic,
         _dir: dir,
     }
 }
