@@ -98,6 +98,7 @@ async fn main() {
     let rounds = env("MEMSEARCH_BENCH_ROUNDS", 200);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("bench.db")).await.unwrap();
+    store.set_embedding_queue(true).await.unwrap();
     let ws = WorkspaceKey::new("discord", "bench").unwrap();
     let t = Instant::now();
     for chunk in (0..memories).collect::<Vec<_>>().chunks(256) {

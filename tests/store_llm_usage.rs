@@ -125,6 +125,12 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
         .unwrap()
         .expect("the version-1 memory survives the migration");
     assert_eq!(kept.content, "likes tea");
+    // The counts memory-stats reads were built from the existing rows.
+    let stats = store
+        .memory_stats(&ws("a"), Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert_eq!((stats.public.total, stats.public.enabled), (1, 1));
     store.add_llm_usage(&ws("a"), day(1), 4, 2).await.unwrap();
     store.close().await.unwrap();
 

@@ -1026,3 +1026,144 @@ async fn prompt_memories_come_newest_or_most_recently_used_first() {
         (vec![newest, middle], 2)
     );
 }
+
+/// memory-stats reads counts the store keeps in step with saves and patches (triggers in the
+/// same transaction): after a random mix of both — patches that change a state, several, or
+/// nothing — the counts equal a full count of the rows, per workspace and visibility.
+#[tokio::test]
+async fn kept_counts_match_a_full_count_after_random_saves_and_patches() {
+    use air_friends::store::VisibilityStats;
+    use rand::{RngExt, SeedableRng};
+    let (_d, _p, store) = open().await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let workspaces = [ws("1"), ws("2")];
+    let mut ids: Vec<(usize, String)> = Vec::new();
+    let mut patched = 0;
+    for step in 0..400 {
+        let w = rng.random_range(0..workspaces.len());
+        if ids.is_empty() || rng.random_bool(0.4) {
+            let visibility = if rng.random_bool(0.3) {
+                Visibility::Private
+            } else {
+                Visibility::Public
+            };
+            let importance = if rng.random_bool(0.2) {
+                Importance::High
+            } else {
+                Importance::Normal
+            };
+            let id = save(
+                &store,
+                &workspaces[w],
+                &format!("fact {step}"),
+                visibility,
+                importance,
+            )
+            .await;
+            ids.push((w, id));
+        } else {
+            let (w, id) = ids[rng.random_range(0..ids.len())].clone();
+            let patch = MemoryPatch {
+                enabled: rng.random_bool(0.5).then(|| rng.random_bool(0.5)),
+                visibility: rng.random_bool(0.3).then(|| {
+                    if rng.random_bool(0.5) {
+                        Visibility::Private
+                    } else {
+                        Visibility::Public
+                    }
+                }),
+                importance: rng.random_bool(0.3).then(|| {
+                    if rng.random_bool(0.5) {
+                        Importance::High
+                    } else {
+                        Importance::Normal
+                    }
+                }),
+                ..Default::default()
+            };
+            if store
+                .patch_memory(&workspaces[w], &id, patch, Scope::IncludePrivate)
+                .await
+                .is_ok()
+            {
+                patched += 1;
+            }
+        }
+    }
+    assert!(patched > 100, "only {patched} patches applied");
+    for w in &workspaces {
+        let all = store
+            .export_memories(
+                w,
+                ExportFilter {
+                    scope: Scope::IncludePrivate,
+                    importance: None,
+                    enabled_only: false,
+                },
+            )
+            .await
+            .unwrap();
+        let count = |visibility: Visibility| {
+            let mut s = VisibilityStats::default();
+            for m in all.iter().filter(|m| m.visibility == visibility) {
+                s.total += 1;
+                if m.enabled {
+                    s.enabled += 1;
+                } else {
+                    s.disabled += 1;
+                }
+                match m.importance {
+                    Importance::High => s.high_importance += 1,
+                    Importance::Normal => s.normal_importance += 1,
+                }
+            }
+            s
+        };
+        let stats = store.memory_stats(w, Scope::IncludePrivate).await.unwrap();
+        assert_eq!(stats.public, count(Visibility::Public), "{w}");
+        assert_eq!(stats.private, Some(count(Visibility::Private)), "{w}");
+    }
+}
+
+/// The embedding queue costs saves nothing while embeddings are off; turned on, it takes in
+/// every memory without a vector (those saved or imported meanwhile) and every new one.
+#[tokio::test]
+async fn the_embedding_queue_fills_only_while_it_is_on_and_catches_up_when_turned_on() {
+    let (_d, _p, store) = open().await;
+    let w = ws("1");
+    store.set_embedding_queue(false).await.unwrap();
+    save(
+        &store,
+        &w,
+        "while off",
+        Visibility::Public,
+        Importance::Normal,
+    )
+    .await;
+    assert_eq!(store.embedding_backlog().await.unwrap(), 0);
+    store.set_embedding_queue(true).await.unwrap();
+    assert_eq!(store.embedding_backlog().await.unwrap(), 1, "caught up");
+    save(
+        &store,
+        &w,
+        "while on",
+        Visibility::Private,
+        Importance::High,
+    )
+    .await;
+    let queued = store.embedding_queue(10).await.unwrap();
+    assert_eq!(queued.len(), 2);
+    assert_eq!(queued[1].content, "while on");
+    store
+        .put_vectors("m", vec![(queued[0].seq, vec![1.0, 0.0])])
+        .await
+        .unwrap();
+    assert_eq!(store.embedding_backlog().await.unwrap(), 1);
+    // Turning it on again queues nothing twice, and a vector's memory stays out.
+    store.set_embedding_queue(true).await.unwrap();
+    assert_eq!(store.embedding_backlog().await.unwrap(), 1);
+    assert_eq!(store.workspace_vectors(&w, "m").await.unwrap().len(), 1);
+    // Another model's vectors go back to the queue.
+    assert_eq!(store.requeue_other_model_vectors("m2").await.unwrap(), 1);
+    assert_eq!(store.embedding_backlog().await.unwrap(), 2);
+}

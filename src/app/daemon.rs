@@ -165,6 +165,10 @@ pub async fn start(
 
     // memory.embeddings: vectors filled in the background, fused into memory-search.
     let semantic = Semantic::from_config(config, store.clone(), &ProcessEnv)?;
+    store
+        .set_embedding_queue(semantic.is_some())
+        .await
+        .context("cannot set up the embedding queue")?;
     if let Some(job) = semantic.clone() {
         let draining = shutdown.draining();
         shutdown.spawn("embeddings", async move {

@@ -178,14 +178,13 @@ pub(crate) fn skill_calls_since(
     Ok(out)
 }
 
-/// Memories and reminders by state, per workspace (one pass over each table).
+/// Memories (from the kept counts) and reminders by state, per workspace.
 pub(crate) fn workspaces(
     conn: &Connection,
 ) -> Result<BTreeMap<String, WorkspaceOverview>, StoreError> {
     let mut out: BTreeMap<String, WorkspaceOverview> = BTreeMap::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT workspace, visibility, enabled, importance, count(*) FROM memories
-         GROUP BY workspace, visibility, enabled, importance",
+        "SELECT workspace, visibility, enabled, importance, n FROM memory_counts WHERE n > 0",
     )?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {

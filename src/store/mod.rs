@@ -330,6 +330,13 @@ impl Store {
 
     // ---- vectors (`memory.embeddings`) -----------------------------------------------------
 
+    /// Turns the embedding queue on (new memories are queued for a vector, and every stored
+    /// memory without one is queued now) or off (nothing is queued). The daemon sets it at
+    /// start from `memory.embeddings`.
+    pub async fn set_embedding_queue(&self, on: bool) -> Result<(), StoreError> {
+        self.db.write(move |c| vectors::set_queueing(c, on)).await
+    }
+
     /// Queues again every memory whose vector another model made, dropping those vectors.
     pub async fn requeue_other_model_vectors(&self, model: &str) -> Result<usize, StoreError> {
         let model = model.to_owned();

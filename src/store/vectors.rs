@@ -36,6 +36,25 @@ pub fn from_blob(b: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
+/// Turns queueing on (the insert trigger, and every memory without a vector queued: imports
+/// made while it was off included) or off (the trigger dropped; the queue is kept).
+pub(crate) fn set_queueing(conn: &Connection, on: bool) -> Result<(), StoreError> {
+    if on {
+        conn.execute_batch(
+            "CREATE TRIGGER IF NOT EXISTS memories_embedding_queue AFTER INSERT ON memories
+             BEGIN
+                 INSERT OR IGNORE INTO embedding_queue (memory_seq) VALUES (new.seq);
+             END;
+             INSERT OR IGNORE INTO embedding_queue (memory_seq)
+                 SELECT m.seq FROM memories m
+                 WHERE NOT EXISTS (SELECT 1 FROM memory_vectors v WHERE v.memory_seq = m.seq);",
+        )?;
+    } else {
+        conn.execute_batch("DROP TRIGGER IF EXISTS memories_embedding_queue;")?;
+    }
+    Ok(())
+}
+
 /// Puts back in the queue the memories whose vector was made by a model other than `model`
 /// (the operator changed it), dropping those vectors. Returns how many.
 pub(crate) fn requeue_other_models(conn: &Connection, model: &str) -> Result<usize, StoreError> {

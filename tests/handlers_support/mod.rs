@@ -145,6 +145,10 @@ pub async fn app_with(options: Options) -> App {
         .expect("embedding client");
         air_friends::embeddings::Semantic::new(client, store.clone(), 32)
     });
+    store
+        .set_embedding_queue(semantic.is_some())
+        .await
+        .expect("embedding queue");
     let deps = HandlerDeps {
         store: store.clone(),
         platforms,
