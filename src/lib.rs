@@ -18,6 +18,8 @@
 //! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
 //!   budgeted.
 //! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
+//! * [`names`] — the name rules used in several layers (skill names, Discord ids, flag
+//!   spelling), each in one place.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
@@ -43,6 +45,7 @@ pub mod egress;
 pub mod embeddings;
 pub mod gateway;
 pub mod handlers;
+pub mod names;
 pub mod observability;
 pub mod ops;
 pub mod platform;

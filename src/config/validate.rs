@@ -546,19 +546,12 @@ pub fn parse_host(host: &str) -> Option<IpAddr> {
 }
 
 fn is_snowflake(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit())
+    crate::names::parse_snowflake(id).is_some()
 }
 
-/// Skill names: `[a-z0-9-]`, 1–64, no leading/trailing/double hyphen.
+/// Skill names (see [`crate::names::is_skill_name`]).
 pub fn is_skill_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--")
+    crate::names::is_skill_name(name)
 }
 
 /// Headers a provider entry may not name: the gateway sets or strips them itself.

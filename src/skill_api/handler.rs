@@ -393,7 +393,7 @@ impl SkillRegistry {
         spec: SkillSpec,
     ) -> Result<(), RegistryError> {
         let name = handler.name().to_owned();
-        if !valid_skill_name(&name) {
+        if !crate::names::is_skill_name(&name) {
             return Err(RegistryError::InvalidName(name));
         }
         if self.skills.contains_key(&name) {
@@ -454,17 +454,6 @@ impl SkillRegistry {
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
     }
-}
-
-/// The skill-name rule: 1–64 of `[a-z0-9-]`, no leading, trailing or double hyphen.
-fn valid_skill_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--")
 }
 
 #[cfg(test)]

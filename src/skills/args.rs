@@ -198,7 +198,7 @@ pub fn parse_args(name: &str, m: &Manifest, args: &[String]) -> Result<ParsedArg
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
             {
-                let flag = to_kebab(key);
+                let flag = crate::names::to_kebab(key);
                 return Err(ctx.usage(
                         format!(
                             "\"{key}=…\" is not a flag: flags start with two dashes, e.g. --{flag} VALUE."
@@ -592,23 +592,6 @@ fn suggest(flag: &str, m: &Manifest) -> Option<String> {
         .filter(|(score, _)| *score > 0.75)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, k)| k.clone())
-}
-
-fn to_kebab(key: &str) -> String {
-    let mut out = String::new();
-    for c in key.chars() {
-        if c.is_ascii_uppercase() {
-            if !out.is_empty() {
-                out.push('-');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else if c == '_' {
-            out.push('-');
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn is_negative_number(s: &str) -> bool {

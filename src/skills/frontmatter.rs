@@ -320,6 +320,39 @@ fn check_name(name: &str, dir_name: Option<&str>, errors: &mut Vec<Finding>) {
 
 #[cfg(test)]
 mod tests {
+    /// The validator's detailed name checks agree with the one rule the rest of the crate
+    /// uses ([`crate::names::is_skill_name`]).
+    #[test]
+    fn name_findings_agree_with_the_shared_rule() {
+        let long = "x".repeat(65);
+        for name in [
+            "send-reply",
+            "a",
+            "a9-b",
+            "-a",
+            "a-",
+            "a--b",
+            "Send",
+            "a_b",
+            "a b",
+            "ä",
+            long.as_str(),
+            "",
+        ] {
+            let mut errors = Vec::new();
+            check_name(name, None, &mut errors);
+            // An empty name is reported elsewhere (as missing).
+            if name.is_empty() {
+                continue;
+            }
+            assert_eq!(
+                errors.is_empty(),
+                crate::names::is_skill_name(name),
+                "{name:?}: {errors:?}"
+            );
+        }
+    }
+
     use super::*;
 
     fn errs(text: &str, dir: &str) -> Vec<String> {

@@ -21,13 +21,7 @@ pub(crate) fn snowflake(id: &str, what: &str) -> Result<u64, PlatformError> {
         let shown: String = id.chars().take(40).collect();
         PlatformError::InvalidId(format!("{what} {shown:?} is not a Discord snowflake"))
     };
-    if id.is_empty() || id.len() > 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid());
-    }
-    match id.parse::<u64>() {
-        Ok(0) | Err(_) => Err(invalid()),
-        Ok(value) => Ok(value),
-    }
+    crate::names::parse_snowflake(id).ok_or_else(invalid)
 }
 
 /// A user as Discord's REST API returns it.

@@ -10,6 +10,7 @@
 //! may be quoted with `"…"` or `'…'`. Schema defaults are filled in. Errors come back with a
 //! short usage text to send to the user.
 
+use crate::names::{to_camel, to_kebab};
 use serde_json::{Map, Number, Value};
 
 use crate::platform::UserCommandSpec;
@@ -74,7 +75,7 @@ pub fn usage(spec: &UserCommandSpec) -> String {
         if Some(name) == free.as_ref() {
             continue;
         }
-        let flag = kebab(name);
+        let flag = to_kebab(name);
         let kind = type_of(schema);
         let shown = if kind == "boolean" {
             format!("--{flag}")
@@ -170,14 +171,14 @@ fn parse_arguments(args: &str, schema: &Value) -> Result<Map<String, Value>, Str
         if parameters.contains_key(&target) {
             return Err(format!(
                 "{target} is given twice (as text and as --{}).",
-                kebab(&target)
+                to_kebab(&target)
             ));
         }
         parameters.insert(target, Value::String(free_text.join(" ")));
     }
     for name in required(schema) {
         if !parameters.contains_key(&name) {
-            return Err(format!("Missing --{}.", kebab(&name)));
+            return Err(format!("Missing --{}.", to_kebab(&name)));
         }
     }
     for (name, property) in &props {
@@ -200,7 +201,7 @@ fn flag_name(token: &str) -> Option<&str> {
 
 /// The schema property named by a kebab-case flag (or by its own spelling).
 fn lookup(props: &Map<String, Value>, flag: &str) -> Option<String> {
-    let camel = camel(flag);
+    let camel = to_camel(flag);
     [camel.as_str(), flag]
         .into_iter()
         .find(|name| props.contains_key(*name))
@@ -345,37 +346,6 @@ fn value_hint(schema: &Value) -> String {
     }
 }
 
-/// `reminder-id` → `reminderId`.
-fn camel(kebab: &str) -> String {
-    let mut out = String::with_capacity(kebab.len());
-    let mut upper = false;
-    for c in kebab.chars() {
-        if c == '-' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `reminderId` → `reminder-id`.
-fn kebab(camel: &str) -> String {
-    let mut out = String::with_capacity(camel.len() + 4);
-    for c in camel.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('-');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,8 +469,8 @@ mod tests {
 
     #[test]
     fn case_conversions() {
-        assert_eq!(camel("reminder-id"), "reminderId");
-        assert_eq!(camel("limit"), "limit");
-        assert_eq!(kebab("enabledOnly"), "enabled-only");
+        assert_eq!(to_camel("reminder-id"), "reminderId");
+        assert_eq!(to_camel("limit"), "limit");
+        assert_eq!(to_kebab("enabledOnly"), "enabled-only");
     }
 }
