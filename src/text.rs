@@ -334,9 +334,11 @@ pub fn process_outgoing(text: &str) -> String {
     unescape_newlines(&strip_xml_tags(text)).trim().to_owned()
 }
 
-/// Whether `c` is a CJK character for the token estimate: Han ideographs (including extensions
-/// and compatibility ideographs), kana, Hangul, CJK symbols and punctuation, and full-width forms.
-pub fn is_cjk(c: char) -> bool {
+/// Whether `c` counts as a whole token in [`estimate_tokens`]: Han ideographs (including
+/// extensions and compatibility ideographs), kana, Hangul, CJK symbols and punctuation, and
+/// full-width forms. Wider than [`writes_without_spaces`], which decides how text is split
+/// into words: punctuation and full-width forms cost a token but are no word.
+pub fn counts_as_one_token(c: char) -> bool {
     matches!(c as u32,
         0x1100..=0x11FF       // Hangul Jamo
         | 0x2E80..=0x2FDF     // CJK radicals, Kangxi radicals
@@ -351,6 +353,24 @@ pub fn is_cjk(c: char) -> bool {
     )
 }
 
+/// Whether `c` belongs to a script written without spaces between words (Han, kana, Hangul):
+/// such text is searched by character grams rather than by words (the memory store's short
+/// index, the keywords of a related-message search).
+pub fn writes_without_spaces(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // hiragana, katakana
+        | 0x31F0..=0x31FF    // katakana phonetic extensions
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified ideographs
+        | 0xAC00..=0xD7AF    // hangul syllables
+        | 0x1100..=0x11FF    // hangul jamo
+        | 0x3130..=0x318F    // hangul compatibility jamo
+        | 0xF900..=0xFAFF    // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F    // half-width katakana
+        | 0x20000..=0x3134F  // CJK extensions B..G
+    )
+}
+
 /// Estimated token count of `text`: a CJK character counts 1, any other non-ASCII
 /// character 0.5, an ASCII character 0.25; the total is rounded up.
 pub fn estimate_tokens(text: &str) -> usize {
@@ -359,7 +379,7 @@ pub fn estimate_tokens(text: &str) -> usize {
         .map(|c| {
             if c.is_ascii() {
                 1
-            } else if is_cjk(c) {
+            } else if counts_as_one_token(c) {
                 4
             } else {
                 2
@@ -515,10 +535,20 @@ mod tests {
     #[test]
     fn cjk_detection_covers_scripts_and_punctuation() {
         for c in ['漢', 'ひ', 'カ', '한', '。', '！', '𠮷', 'Ａ'] {
-            assert!(is_cjk(c), "{c}");
+            assert!(counts_as_one_token(c), "{c}");
         }
         for c in ['a', 'é', 'ß', '😀', 'Ж'] {
-            assert!(!is_cjk(c), "{c}");
+            assert!(!counts_as_one_token(c), "{c}");
+        }
+    }
+
+    #[test]
+    fn scripts_without_spaces_are_letters_not_punctuation() {
+        for c in ['漢', 'ひ', 'カ', 'ｶ', '한', 'ㄱ', '𠮷'] {
+            assert!(writes_without_spaces(c), "{c}");
+        }
+        for c in ['a', 'é', '。', '！', 'Ａ', '😀'] {
+            assert!(!writes_without_spaces(c), "{c}");
         }
     }
 }

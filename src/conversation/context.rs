@@ -374,7 +374,7 @@ fn memory_key(id: &str) -> String {
 pub fn keywords(text: &str) -> Vec<String> {
     let mut words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() >= 4 || w.chars().any(crate::text::is_cjk))
+        .filter(|w| w.chars().count() >= 4 || w.chars().any(crate::text::writes_without_spaces))
         .map(str::to_lowercase)
         .collect();
     words.sort_by_key(|w| std::cmp::Reverse(w.chars().count()));

@@ -29,27 +29,12 @@ use rusqlite::Connection;
 use super::StoreError;
 use super::memories::{MEMORY_COLUMNS, memory_from_row, workspace_range};
 use super::types::{Scope, ScoredMemory, WorkspaceKey};
+use crate::text::writes_without_spaces;
 
 /// Most keywords used from one query (the rest are ignored).
 const MAX_KEYWORDS: usize = 32;
 /// Longest keyword used, in characters (longer ones are cut).
 const MAX_KEYWORD_CHARS: usize = 128;
-
-/// True for characters of scripts written without spaces between words (Han, kana, hangul).
-pub(crate) fn is_cjk(c: char) -> bool {
-    matches!(c as u32,
-        0x3040..=0x30FF      // hiragana, katakana
-        | 0x31F0..=0x31FF    // katakana phonetic extensions
-        | 0x3400..=0x4DBF    // CJK extension A
-        | 0x4E00..=0x9FFF    // CJK unified ideographs
-        | 0xAC00..=0xD7AF    // hangul syllables
-        | 0x1100..=0x11FF    // hangul jamo
-        | 0x3130..=0x318F    // hangul compatibility jamo
-        | 0xF900..=0xFAFF    // CJK compatibility ideographs
-        | 0xFF66..=0xFF9F    // half-width katakana
-        | 0x20000..=0x3134F  // CJK extensions B..G
-    )
-}
 
 /// The text indexed in `memories_grams` for `content`: CJK unigrams and bigrams, and Latin words
 /// of at most two characters, separated by spaces. Empty when there is nothing short to index.
@@ -83,7 +68,7 @@ pub(crate) fn short_grams(content: &str) -> String {
         *chars = 0;
     };
     for c in content.chars() {
-        if is_cjk(c) {
+        if writes_without_spaces(c) {
             flush_word(&mut word, &mut word_chars, &mut push);
             run.push(c);
         } else if c.is_alphanumeric() {
@@ -189,7 +174,7 @@ fn short_keyword_tokens(kw: &str) -> Vec<String> {
     let mut cjk = String::new();
     let mut latin = String::new();
     for c in kw.chars() {
-        if is_cjk(c) {
+        if writes_without_spaces(c) {
             if !latin.is_empty() {
                 tokens.push(std::mem::take(&mut latin));
             }
