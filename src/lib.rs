@@ -30,6 +30,7 @@
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
 //! * [`store`] — SQLite persistence for memories and reminders (FTS5 search, JSONL import).
+//! * [`sync`] — the one policy for poisoned locks (carry on with the data).
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 #![forbid(unsafe_code)]
@@ -55,5 +56,6 @@ pub mod shutdown;
 pub mod skill_api;
 pub mod skills;
 pub mod store;
+pub mod sync;
 pub mod systemd;
 pub mod text;

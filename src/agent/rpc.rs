@@ -8,6 +8,7 @@
 //! [`MAX_LINE_BYTES`] are discarded with a warning so a runaway agent cannot exhaust memory;
 //! malformed lines are logged and skipped.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -180,10 +181,6 @@ impl RpcClient {
     pub fn close(self) {
         drop(self);
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(

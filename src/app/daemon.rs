@@ -6,6 +6,7 @@
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::embeddings::Semantic;
 use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
+use crate::sync::Recover;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -559,8 +560,7 @@ type LastProbe = Arc<std::sync::Mutex<Option<(tokio::time::Instant, Result<(), S
 fn lock(
     last: &LastProbe,
 ) -> std::sync::MutexGuard<'_, Option<(tokio::time::Instant, Result<(), String>)>> {
-    last.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    last.locked()
 }
 
 /// Registers a readiness check for a platform and returns its connection flag, which

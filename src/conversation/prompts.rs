@@ -3,6 +3,7 @@
 //! warning. The rendered prompt is cached and re-rendered when a file in the folder changes
 //! (size or modification time) or after [`PromptLibrary::invalidate`] (SIGHUP).
 
+use crate::sync::Recover;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -44,10 +45,7 @@ impl PromptLibrary {
 
     /// Forgets the cached rendering (called on SIGHUP).
     pub fn invalidate(&self) {
-        *self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        *self.cache.locked() = None;
     }
 
     /// The rendered system prompt (blocking file work; call from `spawn_blocking` or use
@@ -55,10 +53,7 @@ impl PromptLibrary {
     pub fn render_blocking(&self) -> Result<String, PromptError> {
         let fp = fingerprint(&self.dir);
         {
-            let cache = self
-                .cache
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let cache = self.cache.locked();
             if let Some((cached_fp, text)) = cache.as_ref()
                 && *cached_fp == fp
             {
@@ -69,10 +64,7 @@ impl PromptLibrary {
         let text =
             std::fs::read_to_string(&path).map_err(|source| PromptError::Read { path, source })?;
         let rendered = expand(&self.dir, &text, &mut vec!["system".to_owned()]);
-        *self
-            .cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((fp, rendered.clone()));
+        *self.cache.locked() = Some((fp, rendered.clone()));
         Ok(rendered)
     }
 

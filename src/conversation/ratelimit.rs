@@ -5,6 +5,7 @@
 //! of a cooldown is reported as [`RateDecision::StartedCooldown`] so the caller can tell the
 //! user once instead of on every message.
 
+use crate::sync::Recover;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -48,10 +49,7 @@ impl UserRateLimiter {
 
     /// Records a message from `key` at `now` and decides.
     pub fn check(&self, key: &str, now: Instant) -> RateDecision {
-        let mut users = self
-            .users
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut users = self.users.locked();
         let user = users.entry(key.to_owned()).or_default();
         if let Some(until) = user.cooldown_until {
             if now < until {
@@ -77,10 +75,7 @@ impl UserRateLimiter {
 
     /// Forgets users with no recent activity (call periodically).
     pub fn prune(&self, now: Instant) {
-        let mut users = self
-            .users
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut users = self.users.locked();
         users.retain(|_, u| {
             u.cooldown_until.is_some_and(|t| t > now)
                 || u.hits

@@ -6,6 +6,7 @@
 //! sessions (a semaphore). Queues are bounded: a message that does not fit gets a short "busy"
 //! reply, never silent loss. Idle workers exit and are re-created on demand.
 
+use crate::sync::Recover;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -214,11 +215,7 @@ impl Router {
     /// Records the key; false when it was already seen recently.
     fn first_sighting(&self, key: &str) -> bool {
         let now = Instant::now();
-        let mut seen = self
-            .inner
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = self.inner.seen.locked();
         if seen
             .get(key)
             .is_some_and(|t| now.duration_since(*t) < DEDUP_TTL)
@@ -264,10 +261,7 @@ impl Router {
 
     fn sender_for(&self, key: &str) -> mpsc::Sender<IncomingMessage> {
         let inner = &self.inner;
-        let mut queues = inner
-            .queues
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queues = inner.queues.locked();
         if let Some(q) = queues.get(key)
             && !q.tx.is_closed()
         {
@@ -291,11 +285,7 @@ impl Router {
     }
 
     fn forget_closed(&self, key: &str) {
-        let mut queues = self
-            .inner
-            .queues
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queues = self.inner.queues.locked();
         if queues.get(key).is_some_and(|q| q.tx.is_closed()) {
             queues.remove(key);
         }
@@ -320,10 +310,7 @@ impl Router {
         }
         // Leave the map first, then close: anything that slipped in before is still answered.
         {
-            let mut queues = inner
-                .queues
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut queues = inner.queues.locked();
             if queues.get(&key).is_some_and(|q| q.generation == generation) {
                 queues.remove(&key);
             }
@@ -366,10 +353,6 @@ impl Router {
 
     /// Number of live conversation workers (for tests and metrics).
     pub fn active_conversations(&self) -> usize {
-        self.inner
-            .queues
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .len()
+        self.inner.queues.locked().len()
     }
 }

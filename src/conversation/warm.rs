@@ -33,8 +33,9 @@ use crate::config::WarmConfig;
 use crate::egress::EgressSession;
 use crate::observability::Metrics;
 use crate::platform::{IncomingMessage, PlatformKind};
-use crate::skill_api::sessions::{RegisteredSession, SessionRegistry, lock};
+use crate::skill_api::sessions::{RegisteredSession, SessionRegistry};
 use crate::skill_api::socket::SessionSocket;
+use crate::sync::lock;
 
 /// Memory one OpenCode process takes, for the default `maxProcesses`.
 const AGENT_RSS_BYTES: u64 = 600 * 1024 * 1024;

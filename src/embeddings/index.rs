@@ -4,6 +4,7 @@
 //! with vectors made later appended. The least recently searched workspaces are dropped past
 //! [`MAX_CACHED_FLOATS`].
 
+use crate::sync::{Recover, RecoverRw};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -115,9 +116,7 @@ impl VectorIndex {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
-        self.cache
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.cache.locked()
     }
 
     /// The workspace's vectors when cached (marked as just used).
@@ -138,7 +137,7 @@ impl VectorIndex {
         let entry = Arc::new(RwLock::new(vectors));
         let mut c = self.lock();
         if let Some(old) = c.by_ws.insert(ws.to_owned(), entry.clone()) {
-            c.floats -= old.read().map_or(0, |o| o.data.len());
+            c.floats -= old.read_locked().data.len();
             c.order.retain(|w| w != ws);
         }
         c.order.push(ws.to_owned());
@@ -146,7 +145,7 @@ impl VectorIndex {
         while c.floats > MAX_CACHED_FLOATS && c.order.len() > 1 {
             let oldest = c.order.remove(0);
             if let Some(gone) = c.by_ws.remove(&oldest) {
-                c.floats -= gone.read().map_or(0, |g| g.data.len());
+                c.floats -= gone.read_locked().data.len();
             }
         }
         entry
@@ -156,12 +155,11 @@ impl VectorIndex {
     /// rest at the next search).
     pub fn add(&self, ws: &str, seq: i64, v: &[f32]) {
         let mut c = self.lock();
-        if let Some(entry) = c.by_ws.get(ws).cloned()
-            && let Ok(mut w) = entry.write()
-            && !w.seqs.contains(&seq)
-            && w.push(seq, v, self.dimensions)
-        {
-            c.floats += v.len();
+        if let Some(entry) = c.by_ws.get(ws).cloned() {
+            let mut w = entry.write_locked();
+            if !w.seqs.contains(&seq) && w.push(seq, v, self.dimensions) {
+                c.floats += v.len();
+            }
         }
     }
 

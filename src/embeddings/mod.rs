@@ -12,6 +12,7 @@
 pub mod client;
 pub mod index;
 
+use crate::sync::RecoverRw;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,11 +146,9 @@ impl Semantic {
             .ok_or("no vector for the query")?;
         let vectors = self.vectors_of(ws).await.map_err(|e| e.to_string())?;
         let k = (limit * CANDIDATES_PER_HIT).max(16);
-        let near = tokio::task::spawn_blocking(move || {
-            vectors.read().map(|v| v.nearest(&q, k)).unwrap_or_default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let near = tokio::task::spawn_blocking(move || vectors.read_locked().nearest(&q, k))
+            .await
+            .map_err(|e| e.to_string())?;
         let near: Vec<(i64, f32)> = near
             .into_iter()
             .filter(|(_, s)| *s >= MIN_SIMILARITY)

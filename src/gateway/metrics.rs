@@ -12,6 +12,7 @@
 //! provider is `refused`). Token counters stay lazy: their `model` label is named by the
 //! upstream at run time.
 
+use crate::sync::Recover;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -235,10 +236,7 @@ impl GatewayMetrics {
             return UNKNOWN_MODEL_LABEL.to_owned();
         };
         let model: String = model.chars().take(MAX_MODEL_LABEL_CHARS).collect();
-        let mut seen = self
-            .models
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut seen = self.models.locked();
         if seen.contains(&model) {
             model
         } else if seen.len() < MAX_MODEL_LABELS {

@@ -13,6 +13,7 @@
 //! `connected_gauge_follows_the_connection_state` and `known_label_sets_are_exported_at_zero`
 //! tests of the components show it.
 
+use crate::sync::Recover;
 use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::{prometheus_text, text};
@@ -106,19 +107,13 @@ impl Metrics {
 
     /// Lets a component register its metric families.
     pub fn register(&self, f: impl FnOnce(&mut Registry)) {
-        let mut registries = self
-            .registries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut registries = self.registries.locked();
         f(&mut registries.daemon);
     }
 
     /// Every family in `format`.
     pub fn encode(&self, format: Format) -> Result<String, std::fmt::Error> {
-        let registries = self
-            .registries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let registries = self.registries.locked();
         let mut out = String::new();
         match format {
             Format::OpenMetrics => {

@@ -12,10 +12,11 @@
 //!   [`Redactor::live_secrets`] to the registry);
 //! * the value after `--token` (`--token x`, `--token=x`) and after `Bearer `.
 
+use crate::sync::RecoverRw;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Write};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -59,10 +60,7 @@ impl LiveSecrets {
 
     /// How many secrets are live.
     pub fn len(&self) -> usize {
-        self.set
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.set.read_locked().len()
     }
 
     /// Whether no secret is live.
@@ -71,13 +69,13 @@ impl LiveSecrets {
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<String>> {
-        self.set.write().unwrap_or_else(PoisonError::into_inner)
+        self.set.write_locked()
     }
 
     /// Replaces every live secret in `text`; cost is one substring search per live secret
     /// (a handful: one per running agent session).
     fn redact_into(&self, text: &mut String) {
-        let set = self.set.read().unwrap_or_else(PoisonError::into_inner);
+        let set = self.set.read_locked();
         for secret in set.iter() {
             if text.contains(secret.as_str()) {
                 *text = text.replace(secret.as_str(), MASK);

@@ -1,6 +1,7 @@
 //! Readiness checks that components register (platform connected, database writable, agent
 //! command found); `/readyz` runs them all.
 
+use crate::sync::RecoverRw;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
@@ -53,19 +54,12 @@ impl Readiness {
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
         let check: CheckFn = Arc::new(move || Box::pin(check()));
-        self.checks
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((name.into(), check));
+        self.checks.write_locked().push((name.into(), check));
     }
 
     /// Runs every check (concurrently, each bounded by a timeout).
     pub async fn run(&self) -> Vec<CheckReport> {
-        let checks: Vec<(String, CheckFn)> = self
-            .checks
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let checks: Vec<(String, CheckFn)> = self.checks.read_locked().clone();
         let mut set = tokio::task::JoinSet::new();
         for (index, (name, check)) in checks.into_iter().enumerate() {
             let fut = check();

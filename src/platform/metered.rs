@@ -7,6 +7,7 @@
 //! Wrapping an adapter creates its every `(operation, kind)` error counter at 0, so the first
 //! failure shows in `rate()`.
 
+use crate::sync::Recover;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -87,10 +88,7 @@ impl PlatformMetrics {
 
     /// Reports `state` as `platform_connected{platform}` from now on.
     pub fn watch_connection(&self, platform: PlatformKind, state: ConnectionState) {
-        self.connections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((platform.as_str(), state));
+        self.connections.locked().push((platform.as_str(), state));
     }
 
     /// Wraps `inner` so its failures are counted (each counter starting at 0).
@@ -134,11 +132,7 @@ struct ConnectedCollector(Connections);
 
 impl Collector for ConnectedCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let connections = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let connections = self.0.locked().clone();
         if connections.is_empty() {
             return Ok(());
         }

@@ -3,6 +3,7 @@
 //! writes the counts to the store once a minute and at shutdown. Nothing per call reaches the
 //! database: a busy daemon adds one small row per skill and outcome each hour.
 
+use crate::sync::Recover;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,9 +42,7 @@ impl CallLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Counts>> {
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending.locked()
     }
 
     /// Counts one call of `skill` that ended with `code` (`OK` or the error code) after

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::error::SkillError;
-use super::sessions::lock;
+use crate::sync::lock;
 
 /// The outcome of one executed call, shared between the leader, joiners and the cache.
 pub type SharedOutcome = Arc<Result<Value, SkillError>>;

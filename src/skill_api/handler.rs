@@ -16,6 +16,7 @@
 //! depth, is also refused when it contains a control character (C0 except tab, LF and CR, plus
 //! DEL): `INVALID_PARAMS` with the path, never a 500 from a store or platform further down.
 
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -26,7 +27,7 @@ use serde_json::{Map, Value};
 
 use super::error::{ParamProblem, SkillError};
 use super::sessions::{
-    Attempt, CountedSkill, SessionContext, SessionHandle, SessionId, SessionState, lock,
+    Attempt, CountedSkill, SessionContext, SessionHandle, SessionId, SessionState,
 };
 
 /// Longest `problem` text reported per parameter (the validator may quote the whole value).

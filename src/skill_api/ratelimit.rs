@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::handler::RateLimitSpec;
-use super::sessions::lock;
+use crate::sync::lock;
 
 struct Bucket {
     hits: VecDeque<Instant>,

@@ -13,10 +13,11 @@
 //! [`lookup`]: SessionRegistry::lookup
 //! [`run_reaper`]: SessionRegistry::run_reaper
 
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::TryRng;
@@ -641,12 +642,6 @@ impl SessionRegistry {
     fn expired(&self, handle: &SessionHandle, now: Instant) -> bool {
         now.saturating_duration_since(handle.last_activity()) >= self.inner.timeout
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (the data here stays
-/// consistent: every critical section is a plain field update).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn random_bytes<const N: usize>() -> Result<[u8; N], SessionError> {

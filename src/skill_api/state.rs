@@ -10,9 +10,10 @@
 //! the state — the TCP listener's and each session socket's
 //! ([`SkillApiState::open_session_socket`]) — then carries them.
 
+use crate::sync::Recover;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -165,11 +166,7 @@ impl SkillApiState {
     #[must_use]
     pub fn with_extra_routes(self, routes: Router) -> Self {
         {
-            let mut extra = self
-                .inner
-                .extra_routes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut extra = self.inner.extra_routes.locked();
             *extra = Some(match extra.take() {
                 Some(existing) => existing.merge(routes),
                 None => routes,
@@ -180,11 +177,7 @@ impl SkillApiState {
 
     /// The routes added with [`with_extra_routes`](Self::with_extra_routes), if any.
     pub(crate) fn extra_routes(&self) -> Option<Router> {
-        self.inner
-            .extra_routes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.inner.extra_routes.locked().clone()
     }
 
     /// Opens the per-session socket of `session_id` under

@@ -17,6 +17,7 @@
 //!
 //! Nothing here runs SQLite on a tokio worker thread.
 
+use crate::sync::Recover;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
@@ -110,7 +111,7 @@ impl Db {
     }
 
     fn send(&self, msg: Msg) -> Result<(), StoreError> {
-        let guard = self.writer.lock().map_err(|_| StoreError::Closed)?;
+        let guard = self.writer.locked();
         match guard.as_ref() {
             Some(tx) => tx.send(msg).map_err(|_| StoreError::Closed),
             None => Err(StoreError::Closed),
@@ -195,7 +196,7 @@ impl Db {
     }
 
     fn take_reader(&self) -> Result<Connection, StoreError> {
-        let pooled = self.readers.lock().ok().and_then(|mut v| v.pop());
+        let pooled = self.readers.locked().pop();
         match pooled {
             Some(c) => Ok(c),
             // A reader is lost only if a read panicked; replace it.
@@ -204,9 +205,7 @@ impl Db {
     }
 
     fn put_reader(&self, conn: Connection) {
-        if let Ok(mut v) = self.readers.lock() {
-            v.push(conn);
-        }
+        self.readers.locked().push(conn);
     }
 
     /// Checkpoints the WAL into the main database file.
@@ -221,9 +220,7 @@ impl Db {
     pub(crate) async fn close(&self) -> Result<(), StoreError> {
         let (tx, rx) = oneshot::channel();
         self.send(Msg::Close(tx))?;
-        if let Ok(mut guard) = self.writer.lock() {
-            guard.take();
-        }
+        self.writer.locked().take();
         rx.await.map_err(|_| StoreError::Closed)?
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod status;
 
+use crate::sync::Recover;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,9 +95,7 @@ impl ConsoleAdapter {
     }
 
     fn screen(&self) -> std::sync::MutexGuard<'_, Screen> {
-        self.screen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.screen.locked()
     }
 
     /// Redraws the status line every [`STATUS_EVERY`] until `stop`, then erases it. Returns at
@@ -135,10 +134,7 @@ impl ConsoleAdapter {
             is_bot,
             attachments: Vec::new(),
         };
-        self.history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(m.clone());
+        self.history.locked().push(m.clone());
         m
     }
 
@@ -303,10 +299,7 @@ impl PlatformAdapter for ConsoleAdapter {
         _reply_to: Option<&str>,
     ) -> Result<SentMessage, PlatformError> {
         Self::check_channel(channel_id)?;
-        let mut history = self
-            .history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut history = self.history.locked();
         let m = history
             .iter_mut()
             .find(|m| m.message_id == message_id && m.is_bot)
@@ -327,10 +320,7 @@ impl PlatformAdapter for ConsoleAdapter {
         message_id: &str,
     ) -> Result<(), PlatformError> {
         Self::check_channel(channel_id)?;
-        let mut history = self
-            .history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut history = self.history.locked();
         let before = history.len();
         history.retain(|m| m.message_id != message_id);
         if history.len() == before {
@@ -348,8 +338,7 @@ impl PlatformAdapter for ConsoleAdapter {
     ) -> Result<ChatMessage, PlatformError> {
         Self::check_channel(channel_id)?;
         self.history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .locked()
             .iter()
             .find(|m| m.message_id == message_id)
             .cloned()
@@ -362,10 +351,7 @@ impl PlatformAdapter for ConsoleAdapter {
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         Self::check_channel(channel_id)?;
-        let history = self
-            .history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let history = self.history.locked();
         let start = history.len().saturating_sub(limit);
         Ok(history[start..].to_vec())
     }
@@ -378,10 +364,7 @@ impl PlatformAdapter for ConsoleAdapter {
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         Self::check_channel(channel_id)?;
         let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-        let history = self
-            .history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let history = self.history.locked();
         let mut hits: Vec<ChatMessage> = history
             .iter()
             .rev()

@@ -15,6 +15,7 @@
 //! Reconnects and resumes are serenity's. serenity dispatches every event in its own task; the
 //! handler only awaits the event sink, always together with the shutdown token.
 
+use crate::sync::Recover;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -60,29 +61,19 @@ impl Shared {
     }
 
     pub(crate) fn remember_channel(&self, channel: u64, guild: Option<u64>) {
-        if let Ok(mut map) = self.channel_guilds.lock() {
-            map.insert(channel, guild);
-        }
+        self.channel_guilds.locked().insert(channel, guild);
     }
 
     pub(crate) fn known_guild(&self, channel: u64) -> Option<Option<u64>> {
-        self.channel_guilds
-            .lock()
-            .ok()
-            .and_then(|map| map.get(&channel).copied())
+        self.channel_guilds.locked().get(&channel).copied()
     }
 
     pub(crate) fn known_dm_channel(&self, user: u64) -> Option<u64> {
-        self.dm_channels
-            .lock()
-            .ok()
-            .and_then(|map| map.get(&user).copied())
+        self.dm_channels.locked().get(&user).copied()
     }
 
     pub(crate) fn remember_dm_channel(&self, user: u64, channel: u64) {
-        if let Ok(mut map) = self.dm_channels.lock() {
-            map.insert(user, channel);
-        }
+        self.dm_channels.locked().insert(user, channel);
         self.remember_channel(channel, None);
     }
 

@@ -24,6 +24,7 @@ mod calls;
 
 pub use calls::{Call, FileMode, FileRecord, Op, SentRecord};
 
+use crate::sync::Recover;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -136,9 +137,7 @@ impl FakePlatform {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A test that panicked while holding the lock must not hide its state from others.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.locked()
     }
 
     // ----- scripting -----

@@ -34,6 +34,7 @@ pub use commands::{ParsedCommand, parse_command, usage};
 pub use convert::BotIdentity;
 pub use ids::Channel;
 
+use crate::sync::Recover;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -288,15 +289,11 @@ impl MisskeyAdapter {
     }
 
     fn users(&self) -> MutexGuard<'_, HashMap<String, User>> {
-        self.users
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.users.locked()
     }
 
     fn memory(&self) -> MutexGuard<'_, stream::StreamMemory> {
-        self.memory
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.memory.locked()
     }
 
     fn remember_user(&self, user: User) {
