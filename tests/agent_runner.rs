@@ -11,6 +11,9 @@
 //! The doom-loop test at the end runs the whole `air-friends chat` pipeline: the fake agent
 //! calls the real `send-reply` skill four times and the Skill API has the runner kill it.
 
+mod common;
+
+use common::fake_agent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,17 +25,6 @@ use air_friends::agent::{
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-fn fake_agent() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_air-friends"));
-    let path = bin.parent().unwrap().join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test` (which builds examples) or `cargo build --examples`",
-        path.display()
-    );
-    path
-}
 
 struct Fixture {
     dir: tempfile::TempDir,

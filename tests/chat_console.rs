@@ -55,10 +55,7 @@ impl Console {
         script["log"] = json!(AGENT_LOG);
         let script_path = agent_dir.join("agent.json");
         std::fs::write(&script_path, script.to_string()).unwrap();
-        let agent = Path::new(common::bin())
-            .parent()
-            .unwrap()
-            .join("examples/fake_acp_agent");
+        let agent = common::fake_agent();
         let config = json!({
             "workspace": {"repoPath": dir.path().join("data")},
             "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},

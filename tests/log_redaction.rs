@@ -6,6 +6,9 @@
 //! the permission gate's decision; then through `air-friends chat`, where the scripted fake agent
 //! writes its `SKILL_API_TOKEN` to its own stderr, which the runner logs at debug.
 
+mod common;
+
+use common::fake_agent;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -106,18 +109,6 @@ fn debug_lines_carrying_a_live_session_token_come_out_masked() {
     assert!(text.contains("Bearer ***"), "{text}");
     assert!(text.contains("--token *** --x"), "{text}");
     assert!(text.contains("--token=*** and --token ***"), "{text}");
-}
-
-fn fake_agent() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_air-friends"))
-        .parent()
-        .expect("target dir")
-        .join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "build the examples first (`cargo test` does)"
-    );
-    path
 }
 
 fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {

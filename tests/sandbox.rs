@@ -12,6 +12,9 @@
 //! loopback only: a non-loopback connect is attempted only once the sandbox has been seen to
 //! have no interface but `lo`, so it fails at once and sends nothing.
 
+mod common;
+
+use common::fake_agent;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -28,17 +31,6 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
-
-fn fake_agent() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_air-friends"));
-    let path = bin.parent().unwrap().join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test`",
-        path.display()
-    );
-    path
-}
 
 fn repo_skills() -> PathBuf {
     std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")).unwrap()

@@ -9,24 +9,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use super::fake_agent;
 use super::fake_misskey::{FakeMisskey, TOKEN};
-use super::{Daemon, TestConfig, bin};
+use super::{Daemon, TestConfig};
 
 /// How long any condition may take before a test fails (generous: the machine may be busy).
 pub const WAIT: Duration = Duration::from_secs(30);
-
-/// The scripted fake ACP agent built by `cargo test` (an example of this package).
-pub fn fake_agent() -> PathBuf {
-    let path = Path::new(bin())
-        .parent()
-        .expect("binary folder")
-        .join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "build the examples first (`cargo test` does)"
-    );
-    path
-}
 
 /// `<repo>/<rel>`.
 pub fn repo_path(rel: &str) -> PathBuf {

@@ -20,6 +20,21 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_air-friends")
 }
 
+/// The scripted fake ACP agent (`examples/fake_acp_agent.rs`), built by `cargo test` beside
+/// the binary under test.
+pub fn fake_agent() -> PathBuf {
+    let path = Path::new(bin())
+        .parent()
+        .expect("the binary's folder")
+        .join("examples/fake_acp_agent");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo test` (which builds the examples) or `cargo build --examples`",
+        path.display()
+    );
+    path
+}
+
 /// A running `air-friends serve` whose stdout (JSON logs) is collected line by line.
 pub struct Daemon {
     pub child: Child,

@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub use super::fake_agent;
 use super::fake_discord::{
     BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord, GUILD_ID, Recorded, StoredMessage, USER_ID,
     message_create, user,
 };
-use super::{Daemon, TestConfig, bin};
+use super::{Daemon, TestConfig};
 
 /// The bot token in the test configs (must never reach a log line).
 pub const TOKEN: &str = "SERVE-DISCORD-TOKEN-q7Vb2";
@@ -29,19 +30,6 @@ pub const TOKEN: &str = "SERVE-DISCORD-TOKEN-q7Vb2";
 pub const WAIT: Duration = Duration::from_secs(60);
 /// The generic error reply (`conversation::interaction::ERROR_TEXT`).
 pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
-
-/// The scripted fake ACP agent built by `cargo test`.
-pub fn fake_agent() -> PathBuf {
-    let path = Path::new(bin())
-        .parent()
-        .unwrap()
-        .join("examples/fake_acp_agent");
-    assert!(
-        path.exists(),
-        "build the examples first (`cargo test` does)"
-    );
-    path
-}
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
