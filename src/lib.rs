@@ -33,6 +33,21 @@
 //! * [`sync`] — the one policy for poisoned locks (carry on with the data).
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
+//!
+//! Layers (a module uses only modules of lower layers; `tests/layering.rs` holds it, with the
+//! few known exceptions it lists):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | 0 | `names`, `sync`, `text`, `confine`, `egress`, `cli`, `shutdown`, `systemd` |
+//! | 1 | `config`, `store`, `skills` |
+//! | 2 | `observability`, `embeddings` |
+//! | 3 | `ops`, `platform` |
+//! | 4 | `setup`, `attachments`, `agent`, `skill_api`, `reminders` |
+//! | 5 | `gateway` |
+//! | 6 | `conversation` |
+//! | 7 | `handlers` |
+//! | 8 | `app` (the composition root and the commands) |
 #![forbid(unsafe_code)]
 
 pub mod agent;
