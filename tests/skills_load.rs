@@ -1,6 +1,6 @@
 //! `load_skills` and the data the daemon takes from it: schemas, rate limits, credentials,
 //! slash commands, parameter validation, the auto-approve list; plus the manifests' contract
-//! values from SPEC.md §5.
+//! values of the 14 built-in skills (`skills/*/manifest.json`).
 
 use std::path::{Path, PathBuf};
 

@@ -4,17 +4,19 @@
 //! which conversation, with access to the session's mutable state) plus parameters that have
 //! already been checked against the skill's input schema. What the server needs to know about a
 //! skill is **data**, a [`SkillSpec`]: the JSON Schema of its parameters, its rate limit, whether
-//! its results may be de-duplicated and whether it is enabled. The next step loads these specs
-//! from `skills/<name>/manifest.json`; no handler contains validation code of its own.
+//! its results may be de-duplicated and whether it is enabled. The specs come from
+//! `skills/<name>/manifest.json` (`handlers::build_registry`); no handler contains validation
+//! code of its own.
 //!
 //! Parameter preparation ([`RegisteredSkill::prepare_params`]): top-level `default` values of the
 //! schema's `properties` are filled in for absent parameters, then the result is validated against
-//! the compiled schema. Only top-level defaults are applied (skill schemas are flat objects, SPEC
-//! §3.3); defaults inside nested objects or arrays are not. `format` keywords (e.g. `date-time`)
-//! are asserted, not just annotations. Schemas cannot fetch remote `$ref`s (no resolver is
-//! compiled in); a schema that needs one fails at registration. Every string parameter, at any
-//! depth, is also refused when it contains a control character (C0 except tab, LF and CR, plus
-//! DEL): `INVALID_PARAMS` with the path, never a 500 from a store or platform further down.
+//! the compiled schema. Only top-level defaults are applied (skill schemas are flat objects,
+//! `docs/SKILLS.md`, "manifest.json"); defaults inside nested objects or arrays are not.
+//! `format` keywords (e.g. `date-time`) are asserted, not just annotations. Schemas cannot
+//! fetch remote `$ref`s (no resolver is compiled in); a schema that needs one fails at
+//! registration. Every string parameter, at any depth, is also refused when it contains a
+//! control character (C0 except tab, LF and CR, plus DEL): `INVALID_PARAMS` with the path, never
+//! a 500 from a store or platform further down.
 
 use crate::sync::lock;
 use std::collections::BTreeMap;

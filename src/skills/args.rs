@@ -1,5 +1,5 @@
-//! The client's flag grammar (SPEC.md §3.4), derived from a manifest's `flags`, `order` and
-//! `input_schema`:
+//! The client's flag grammar (`docs/SKILLS.md`, "Flag grammar"), derived from a manifest's
+//! `flags`, `order` and `input_schema`:
 //!
 //! * `--flag value` and `--flag=value`; booleans are bare (`--enabled-only`) with `--no-flag`
 //!   for false (`--flag=true|false` also works);

@@ -1,4 +1,5 @@
-//! Client mode, `air-friends skill <name> [args]` (SPEC.md §3.4): what a skill script runs.
+//! Client mode, `air-friends skill <name> [args]` (`docs/SKILLS.md`, "Flag grammar"): what a
+//! skill script runs.
 //!
 //! Steps: find the manifest of `<name>` → parse the flags ([`super::args`]) → read the identity
 //! from the environment → read the payload files ([`super::payload`]) →
@@ -32,7 +33,7 @@ use super::payload::{self, Payload};
 /// How long the client waits for the Skill API (send-file uploads can take a while).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The client's error codes (SPEC.md §3.4).
+/// The client's error codes (`docs/SKILLS.md`, "Client error codes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
     /// Malformed command line (bad value, missing flag, positional argument, `key=value`).

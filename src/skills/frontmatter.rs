@@ -1,5 +1,6 @@
-//! `SKILL.md` parsing and the Agent Skills frontmatter rules (SPEC.md §3.2), with the error
-//! wording of the reference `skills-ref` validator wherever it has one.
+//! `SKILL.md` parsing and the Agent Skills frontmatter rules (`docs/SKILLS.md`, "SKILL.md
+//! frontmatter"), with the error wording of the reference `skills-ref` validator wherever it has
+//! one.
 
 use std::collections::BTreeMap;
 

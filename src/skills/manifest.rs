@@ -1,7 +1,7 @@
-//! `manifest.json`, the machine contract of a skill package (SPEC.md §3.3): the types, parsing,
-//! and the rules the validator enforces on the version, the input schema, the flags and the
-//! permissions. Every rule returns [`Finding`]s (message + fix hint) instead of failing fast, so
-//! the validator can show the whole check chain at once.
+//! `manifest.json`, the machine contract of a skill package (`docs/SKILLS.md`,
+//! "manifest.json"): the types, parsing, and the rules the validator enforces on the version,
+//! the input schema, the flags and the permissions. Every rule returns [`Finding`]s (message +
+//! fix hint) instead of failing fast, so the validator can show the whole check chain at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,7 +48,7 @@ pub struct Manifest {
     /// Secrets this skill needs in the agent's environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<Credential>,
-    /// Also offered to humans as a slash command (SPEC.md §3.6).
+    /// Also offered to humans as a slash command (`docs/SKILLS.md`, "User commands").
     #[serde(default)]
     pub user_command: bool,
 }
@@ -196,8 +196,9 @@ pub fn is_kebab(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// The schema rules of SPEC.md §3.3: object type, no `$ref`, typed and described properties,
-/// bounded integers, `enum` for closed sets, `required` ⊆ properties, no additional properties.
+/// The schema rules (`docs/SKILLS.md`, "manifest.json"): object type, no `$ref`, typed and
+/// described properties, bounded integers, `enum` for closed sets, `required` ⊆ properties, no
+/// additional properties.
 pub fn check_input_schema(schema: &Value) -> Vec<Finding> {
     let mut out = Vec::new();
     let Some(obj) = schema.as_object() else {

@@ -1,4 +1,4 @@
-//! The skills protocol (SPEC.md §3): skill packages `skills/<name>/{SKILL.md, manifest.json,
+//! The skills protocol (`docs/SKILLS.md`): skill packages `skills/<name>/{SKILL.md, manifest.json,
 //! scripts/<name>}`, loading and validating them, the client that skill scripts run, and the
 //! auto-approve list data.
 //!
@@ -177,7 +177,8 @@ impl LoadedSkills {
     }
 
     /// Credential environment variables of every skill for which `enabled(name)` holds (the
-    /// agent environment allow-list, SPEC.md §3.7), sorted and de-duplicated.
+    /// agent environment allow-list; `docs/SKILLS.md`, "Credentials and the agent's
+    /// environment"), sorted and de-duplicated.
     pub fn enabled_credential_env_vars(&self, enabled: impl Fn(&str) -> bool) -> Vec<&str> {
         let mut vars: Vec<&str> = self
             .iter()

@@ -1,5 +1,5 @@
-//! The payload-file contract (SPEC.md §3.4): free text reaches a skill only through a file the
-//! agent wrote with its file tool into the session's staging directory
+//! The payload-file contract (`docs/SKILLS.md`, "Payload files"): free text reaches a skill
+//! only through a file the agent wrote with its file tool into the session's staging directory
 //! `{workspace}/tmp/{sessionId}/`.
 //!
 //! The client resolves the given path against its cwd and opens it through

@@ -1,5 +1,5 @@
-//! The skills validator (SPEC.md §3.5): runs the check chain on skill packages and renders it
-//! as ✓/⚠/✗ lines with `→ fix:` hints (text) or as one JSON document (`--format json`).
+//! The skills validator (`docs/SKILLS.md`, "The validator"): runs the check chain on skill
+//! packages and renders it as ✓/⚠/✗ lines with `→ fix:` hints (text) or as one JSON document (`--format json`).
 //!
 //! The chain, per skill directory: `layout`, `skill-md`, `body`, `manifest`, `input-schema`,
 //! `flags`, `permissions`, `limits`, `entrypoint`, `docs` (docs and contract agree) and, with
