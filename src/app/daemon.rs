@@ -96,87 +96,13 @@ pub async fn start(
     live_tokens: LiveSecrets,
     observers: Observers,
 ) -> anyhow::Result<Started> {
-    let db_path = config.database_path();
-    if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .with_context(|| format!("cannot create the data folder {}", parent.display()))?;
-    }
-    let store = Store::open(&db_path)
-        .await
-        .with_context(|| format!("cannot open the database {}", db_path.display()))?;
+    let store = open_store(config).await?;
+    let (skills_dir, skills, commands) = skill_packages(config)?;
 
-    // Canonical: the prompt, the sandbox mounts and the permission gate all name the skill
-    // scripts by this one real path.
-    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
-        .unwrap_or_else(|_| absolute(&config.agent.skills_dir));
-    let skills = load_skills(&skills_dir).map_err(|e| {
-        anyhow::anyhow!(
-            "skill packages in {} failed validation: {e}",
-            skills_dir.display()
-        )
-    })?;
-    for warning in skills.warnings() {
-        tracing::warn!(warning = %warning, "skill package warning");
-    }
-    let commands: Vec<UserCommandSpec> = skills
-        .user_commands()
-        .filter(|s| !config.skills.disabled.contains(&s.name))
-        .map(|s| UserCommandSpec {
-            name: s.name.clone(),
-            description: s.description().to_owned(),
-            input_schema: s.input_schema().clone(),
-        })
-        .collect();
+    let (platforms, sink, events) =
+        start_platforms(config, shutdown, metrics, readiness, extra, &commands)?;
 
-    // Platforms.
-    let http = reqwest::Client::builder()
-        .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(120))
-        .build()
-        .context("cannot build the HTTP client")?;
-    let (sink, events) = mpsc::channel::<PlatformEvent>(EVENT_QUEUE);
-    // Every adapter is reached through the metering decorator: failures are counted whoever
-    // made the call.
-    let metered = PlatformMetrics::new(metrics);
-    let mut platforms = PlatformRegistry::new();
-    for adapter in extra {
-        platforms.insert(metered.wrap(adapter));
-    }
-    if config.platforms.discord.enabled {
-        let (adapter, runner) =
-            DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.clone())
-                .context("Discord set-up")?;
-        platforms.insert(metered.wrap(adapter));
-        let state = connection_check(readiness, &metered, PlatformKind::Discord);
-        let (sink, draining) = (sink.clone(), shutdown.draining());
-        shutdown.spawn("discord", runner.run(sink, state, draining));
-    }
-    if config.platforms.misskey.enabled {
-        let adapter = Arc::new(
-            MisskeyAdapter::new(&config.platforms.misskey, http.clone(), commands.clone())
-                .context("Misskey set-up")?,
-        );
-        platforms.insert(metered.wrap(adapter.clone()));
-        let state = connection_check(readiness, &metered, PlatformKind::Misskey);
-        let (sink, draining) = (sink.clone(), shutdown.draining());
-        shutdown.spawn("misskey", adapter.run(sink, state, draining));
-    }
-
-    // memory.embeddings: vectors filled in the background, fused into memory-search.
-    let semantic = Semantic::from_config(config, store.clone(), &ProcessEnv)?;
-    store
-        .set_embedding_queue(semantic.is_some())
-        .await
-        .context("cannot set up the embedding queue")?;
-    if let Some(job) = semantic.clone() {
-        let draining = shutdown.draining();
-        shutdown.spawn("embeddings", async move {
-            job.run(draining).await;
-            Ok(())
-        });
-    }
+    let semantic = start_embeddings(config, &store, shutdown).await?;
 
     // Skill handlers and the Skill API.
     let workspaces_root = config
@@ -196,18 +122,7 @@ pub async fn start(
         &skills,
     )
     .context("cannot register the skill handlers")?;
-    let mut api_metrics = None;
-    metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r).with_skills(skills.names())));
-    // Every call is also counted per hour for `air-friends stats`, written once a minute.
-    let call_log = CallLog::new();
-    let api_metrics = api_metrics
-        .context("skill API metrics were not registered")?
-        .with_call_log(call_log.clone());
-    let log_store = store.clone();
-    shutdown.spawn_service("skill_call_log", move |stop| async move {
-        call_log.run(log_store, FLUSH_EVERY, stop).await;
-        Ok(())
-    });
+    let api_metrics = skill_api_metrics(metrics, &skills, &store, shutdown)?;
     // The agent sandbox decides how agents reach the daemon (see below).
     let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
     let sandbox = agent_sandbox(config, &skills_dir, &air_friends_bin, &workspaces_root).await?;
@@ -247,47 +162,8 @@ pub async fn start(
         gateway.observe_failures(observer);
     }
     let api = api.with_extra_routes(gateway.router());
-    // The Skill API (and the gateway) serve the agents of running sessions, so they stop after
-    // them. Sandboxed agents reach them only through their session's own Unix socket (relayed
-    // inside the sandbox); TCP serves unconfined agents (`agent.sandbox.mode: none`) only.
-    let state = api.clone();
-    let usage_writes = gateway.clone();
-    let skill_api_url = if sandbox.is_enabled() {
-        skill_api::socket::prepare_root(&socket_dir).with_context(|| {
-            format!(
-                "cannot use {} for the agents' Skill API sockets (skillApi.socketDir)",
-                socket_dir.display()
-            )
-        })?;
-        tracing::info!(socket_dir = %socket_dir.display(), "Skill API served on per-session sockets only");
-        shutdown.spawn_service("skill_api", move |stop| async move {
-            stop.cancelled().await;
-            state.drain().await;
-            usage_writes.drain().await;
-            Ok(())
-        });
-        sandbox_api_url()
-    } else {
-        let listener = bind(&config.skill_api.host, config.skill_api.port)
-            .await
-            .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
-        let api_addr = listener.local_addr()?;
-        tracing::info!(addr = %api_addr, listener = "skill_api", "listening");
-        shutdown.spawn_service("skill_api", move |stop| async move {
-            let served = skill_api::serve(listener, state, stop.cancelled_owned())
-                .await
-                .context("Skill API server");
-            // Every model response has ended with the connections: store what they metered.
-            usage_writes.drain().await;
-            served
-        });
-        format!("http://{api_addr}")
-    };
-    let state = api.clone();
-    shutdown.spawn_service("skill_api_maintenance", move |stop| async move {
-        state.run_maintenance(stop).await;
-        Ok(())
-    });
+    let skill_api_url =
+        serve_skill_api(config, shutdown, &api, &gateway, sandbox.is_enabled()).await?;
     let user_commands = Arc::new(UserCommandRunner::new(
         api.clone(),
         &skills,
@@ -297,29 +173,7 @@ pub async fn start(
     // The agent runner (inside its sandbox) and the conversation pipeline.
     let sandboxed = sandbox.is_enabled();
     let conversation_metrics = ConversationMetrics::new(metrics, &platforms.kinds());
-    let runner = AgentRunner::new(
-        RunnerSettings {
-            command: agent_command(config),
-            args: config.agent.args.clone(),
-            model: config.agent.model.clone(),
-            connect_timeout: Duration::from_millis(config.agent.connect_timeout_ms),
-            idle_timeout: Duration::from_millis(config.agent.idle_timeout_ms),
-            max_turn: Duration::from_millis(config.agent.max_turn_ms),
-            kill_grace: Duration::from_millis(config.agent.kill_grace_ms),
-        },
-        PermissionGate::new(
-            approval_rules(&skills, config, &skills_dir, &sandbox),
-            config.agent.yolo,
-        ),
-    )
-    .with_sandbox(sandbox);
-    let runner = match observers.activity {
-        Some(observer) => runner.with_activity_observer(observer),
-        None => runner,
-    };
-    if config.agent.yolo {
-        tracing::warn!("agent.yolo is on: every permission the agent asks for is approved");
-    }
+    let runner = agent_runner(config, &skills, &skills_dir, sandbox, observers.activity);
     let credentials: Vec<String> = skills
         .enabled_credential_env_vars(|name| !config.skills.disabled.iter().any(|d| d == name))
         .into_iter()
@@ -372,12 +226,7 @@ pub async fn start(
                 .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
                 .collect(),
         },
-        prompt: PromptSettings {
-            token_limit: config.agent.token_limit as usize,
-            recent_limit: config.memory.recent_message_limit as usize,
-            related_limit: config.memory.related_message_limit as usize,
-            important_memories_budget: config.context.important_memories_budget as usize,
-        },
+        prompt: prompt_settings(config),
         retry_prompt: retry_prompt(&skills),
         metrics: conversation_metrics.clone(),
         stop: shutdown.stop(),
@@ -412,6 +261,114 @@ pub async fn start(
         result
     });
 
+    start_reminders(config, &store, &platforms, metrics, shutdown);
+
+    Ok(Started {
+        store,
+        sink,
+        events_done,
+    })
+}
+
+/// Serves the Skill API (and the gateway on it): on per-session sockets only when agents are
+/// sandboxed, else on the configured TCP listener; returns the URL agents are given. The
+/// services stop after the running sessions (their agents still call them), and store what
+/// the gateway metered last.
+async fn serve_skill_api(
+    config: &Config,
+    shutdown: &Shutdown,
+    api: &SkillApiState,
+    gateway: &Gateway,
+    sandboxed: bool,
+) -> anyhow::Result<String> {
+    let socket_dir = config.skill_api_socket_dir();
+    // The Skill API (and the gateway) serve the agents of running sessions, so they stop after
+    // them. Sandboxed agents reach them only through their session's own Unix socket (relayed
+    // inside the sandbox); TCP serves unconfined agents (`agent.sandbox.mode: none`) only.
+    let state = api.clone();
+    let usage_writes = gateway.clone();
+    let url = if sandboxed {
+        skill_api::socket::prepare_root(&socket_dir).with_context(|| {
+            format!(
+                "cannot use {} for the agents' Skill API sockets (skillApi.socketDir)",
+                socket_dir.display()
+            )
+        })?;
+        tracing::info!(socket_dir = %socket_dir.display(), "Skill API served on per-session sockets only");
+        shutdown.spawn_service("skill_api", move |stop| async move {
+            stop.cancelled().await;
+            state.drain().await;
+            usage_writes.drain().await;
+            Ok(())
+        });
+        sandbox_api_url()
+    } else {
+        let listener = bind(&config.skill_api.host, config.skill_api.port)
+            .await
+            .context("cannot bind the Skill API (skillApi.host / skillApi.port)")?;
+        let api_addr = listener.local_addr()?;
+        tracing::info!(addr = %api_addr, listener = "skill_api", "listening");
+        shutdown.spawn_service("skill_api", move |stop| async move {
+            let served = skill_api::serve(listener, state, stop.cancelled_owned())
+                .await
+                .context("Skill API server");
+            // Every model response has ended with the connections: store what they metered.
+            usage_writes.drain().await;
+            served
+        });
+        format!("http://{api_addr}")
+    };
+    let state = api.clone();
+    shutdown.spawn_service("skill_api_maintenance", move |stop| async move {
+        state.run_maintenance(stop).await;
+        Ok(())
+    });
+    Ok(url)
+}
+
+/// The agent runner: the configured command and timeouts, the permission gate, the sandbox,
+/// and the activity observer when there is one.
+fn agent_runner(
+    config: &Config,
+    skills: &LoadedSkills,
+    skills_dir: &Path,
+    sandbox: Sandbox,
+    activity: Option<Arc<dyn ActivityObserver>>,
+) -> AgentRunner {
+    let runner = AgentRunner::new(
+        RunnerSettings {
+            command: agent_command(config),
+            args: config.agent.args.clone(),
+            model: config.agent.model.clone(),
+            connect_timeout: Duration::from_millis(config.agent.connect_timeout_ms),
+            idle_timeout: Duration::from_millis(config.agent.idle_timeout_ms),
+            max_turn: Duration::from_millis(config.agent.max_turn_ms),
+            kill_grace: Duration::from_millis(config.agent.kill_grace_ms),
+        },
+        PermissionGate::new(
+            approval_rules(skills, config, skills_dir, &sandbox),
+            config.agent.yolo,
+        ),
+    )
+    .with_sandbox(sandbox);
+    let runner = match activity {
+        Some(observer) => runner.with_activity_observer(observer),
+        None => runner,
+    };
+    if config.agent.yolo {
+        tracing::warn!("agent.yolo is on: every permission the agent asks for is approved");
+    }
+    runner
+}
+
+/// The reminder scheduler, when `reminders.enabled`.
+fn start_reminders(
+    config: &Config,
+    store: &Store,
+    platforms: &PlatformRegistry,
+    metrics: &Metrics,
+    shutdown: &Shutdown,
+) {
     if config.reminders.enabled {
         let scheduler = ReminderScheduler::new(
             store.clone(),
@@ -421,12 +378,150 @@ pub async fn start(
         );
         shutdown.spawn("reminders", scheduler.run(shutdown.draining()));
     }
+}
 
-    Ok(Started {
-        store,
-        sink,
-        events_done,
-    })
+/// Prompt sizes from `agent.tokenLimit`, `memory.*` and `context.*`.
+fn prompt_settings(config: &Config) -> PromptSettings {
+    PromptSettings {
+        token_limit: config.agent.token_limit as usize,
+        recent_limit: config.memory.recent_message_limit as usize,
+        related_limit: config.memory.related_message_limit as usize,
+        important_memories_budget: config.context.important_memories_budget as usize,
+    }
+}
+
+/// The database, its folder created first.
+async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let db_path = config.database_path();
+    if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .with_context(|| format!("cannot create the data folder {}", parent.display()))?;
+    }
+    Store::open(&db_path)
+        .await
+        .with_context(|| format!("cannot open the database {}", db_path.display()))
+}
+
+/// The skill packages (validated), their canonical folder, and the user commands they offer
+/// (disabled skills left out).
+fn skill_packages(
+    config: &Config,
+) -> anyhow::Result<(PathBuf, LoadedSkills, Vec<UserCommandSpec>)> {
+    // Canonical: the prompt, the sandbox mounts and the permission gate all name the skill
+    // scripts by this one real path.
+    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
+        .unwrap_or_else(|_| absolute(&config.agent.skills_dir));
+    let skills = load_skills(&skills_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "skill packages in {} failed validation: {e}",
+            skills_dir.display()
+        )
+    })?;
+    for warning in skills.warnings() {
+        tracing::warn!(warning = %warning, "skill package warning");
+    }
+    let commands: Vec<UserCommandSpec> = skills
+        .user_commands()
+        .filter(|s| !config.skills.disabled.contains(&s.name))
+        .map(|s| UserCommandSpec {
+            name: s.name.clone(),
+            description: s.description().to_owned(),
+            input_schema: s.input_schema().clone(),
+        })
+        .collect();
+    Ok((skills_dir, skills, commands))
+}
+
+/// The platform registry (`extra` adapters, then the configured platforms, each behind the
+/// metering decorator) and the event channel their receive loops feed; each configured
+/// platform's loop runs as a tracked task.
+fn start_platforms(
+    config: &Config,
+    shutdown: &Shutdown,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    extra: Vec<Arc<dyn PlatformAdapter>>,
+    commands: &[UserCommandSpec],
+) -> anyhow::Result<(PlatformRegistry, EventSink, mpsc::Receiver<PlatformEvent>)> {
+    let http = reqwest::Client::builder()
+        .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(120))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let (sink, events) = mpsc::channel::<PlatformEvent>(EVENT_QUEUE);
+    // Every adapter is reached through the metering decorator: failures are counted whoever
+    // made the call.
+    let metered = PlatformMetrics::new(metrics);
+    let mut platforms = PlatformRegistry::new();
+    for adapter in extra {
+        platforms.insert(metered.wrap(adapter));
+    }
+    if config.platforms.discord.enabled {
+        let (adapter, runner) =
+            DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.to_vec())
+                .context("Discord set-up")?;
+        platforms.insert(metered.wrap(adapter));
+        let state = connection_check(readiness, &metered, PlatformKind::Discord);
+        let (sink, draining) = (sink.clone(), shutdown.draining());
+        shutdown.spawn("discord", runner.run(sink, state, draining));
+    }
+    if config.platforms.misskey.enabled {
+        let adapter = Arc::new(
+            MisskeyAdapter::new(&config.platforms.misskey, http.clone(), commands.to_vec())
+                .context("Misskey set-up")?,
+        );
+        platforms.insert(metered.wrap(adapter.clone()));
+        let state = connection_check(readiness, &metered, PlatformKind::Misskey);
+        let (sink, draining) = (sink.clone(), shutdown.draining());
+        shutdown.spawn("misskey", adapter.run(sink, state, draining));
+    }
+    Ok((platforms, sink, events))
+}
+
+/// `memory.embeddings`: the service (its background job started, the store's queue turned on),
+/// or `None` with the queue off.
+async fn start_embeddings(
+    config: &Config,
+    store: &Store,
+    shutdown: &Shutdown,
+) -> anyhow::Result<Option<Semantic>> {
+    let semantic = Semantic::from_config(config, store.clone(), &ProcessEnv)?;
+    store
+        .set_embedding_queue(semantic.is_some())
+        .await
+        .context("cannot set up the embedding queue")?;
+    if let Some(job) = semantic.clone() {
+        let draining = shutdown.draining();
+        shutdown.spawn("embeddings", async move {
+            job.run(draining).await;
+            Ok(())
+        });
+    }
+    Ok(semantic)
+}
+
+/// The Skill API's metrics, registered, with every call also counted per hour for
+/// `air-friends stats` (the call log, written once a minute by a tracked service).
+fn skill_api_metrics(
+    metrics: &Metrics,
+    skills: &LoadedSkills,
+    store: &Store,
+    shutdown: &Shutdown,
+) -> anyhow::Result<SkillApiMetrics> {
+    let mut api_metrics = None;
+    metrics.register(|r| api_metrics = Some(SkillApiMetrics::new(r).with_skills(skills.names())));
+    let call_log = CallLog::new();
+    let api_metrics = api_metrics
+        .context("skill API metrics were not registered")?
+        .with_call_log(call_log.clone());
+    let log_store = store.clone();
+    shutdown.spawn_service("skill_call_log", move |stop| async move {
+        call_log.run(log_store, FLUSH_EVERY, stop).await;
+        Ok(())
+    });
+    Ok(api_metrics)
 }
 
 /// Reads platform events until draining: messages go to the router, user commands run
