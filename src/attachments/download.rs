@@ -34,7 +34,7 @@ pub enum DownloadError {
     /// The server answered with an error status.
     #[error("the server answered {0}")]
     Status(StatusCode),
-    /// Redirected more than [`MAX_REDIRECTS`] times.
+    /// Redirected more than `MAX_REDIRECTS` times.
     #[error("too many redirects")]
     Redirects,
     /// A redirect without a usable `Location`.

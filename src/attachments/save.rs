@@ -21,7 +21,7 @@ const MAX_NAME_BYTES: usize = 80;
 const MAX_TRIES: u32 = 1_000;
 
 /// A file name safe to write and to quote in a prompt: ASCII letters, digits, `.`, `-`, `_`
-/// (anything else becomes `_`), no leading dot, at most [`MAX_NAME_BYTES`] with the extension
+/// (anything else becomes `_`), no leading dot, at most `MAX_NAME_BYTES` with the extension
 /// kept; `file` when nothing is left.
 pub fn safe_name(original: &str) -> String {
     let base = original.rsplit(['/', '\\']).next().unwrap_or_default();

@@ -4,7 +4,8 @@
 //!
 //! * [`PlatformAdapter`]: send / edit / delete / read messages, react, send files, DM a user, list
 //!   custom emojis, show typing. One implementation per platform (`discord`, `misskey`,
-//!   `console`) plus [`fake::FakePlatform`] for tests.
+//!   `console`) plus `fake::FakePlatform` for tests (feature `test-util`, enabled by the crate's
+//!   own dev-dependency: never in the installed binary).
 //! * Platform-neutral data types (`types.rs`): [`IncomingMessage`] (what adapters hand to the
 //!   router), [`ChatMessage`], [`UserInfo`], [`CustomEmoji`], [`ReactionEmoji`],
 //!   [`OutgoingFile`], [`SentMessage`], [`FileDelivery`]; length limits are
@@ -29,6 +30,7 @@ pub mod console;
 pub mod discord;
 pub mod error;
 pub mod events;
+#[cfg(any(test, feature = "test-util"))]
 pub mod fake;
 pub mod metered;
 pub mod misskey;
