@@ -431,6 +431,7 @@ impl Interactions {
         });
         let typing = self.spawn_typing(msg, done.clone());
         TurnWatch {
+            _ends_on_drop: done.clone().drop_guard(),
             terminate,
             done,
             bridge,
@@ -605,14 +606,23 @@ struct TurnWatch {
     done: CancellationToken,
     bridge: tokio::task::JoinHandle<()>,
     typing: Option<tokio::task::JoinHandle<()>>,
+    /// Ends both tasks if the turn is dropped before [`finish`](Self::finish) (its future
+    /// cancelled): the typing indicator never outlives its turn.
+    _ends_on_drop: tokio_util::sync::DropGuard,
 }
 
 impl TurnWatch {
     /// Stops both and waits for them.
     async fn finish(self) {
-        self.done.cancel();
-        let _ = self.bridge.await;
-        if let Some(t) = self.typing {
+        let TurnWatch {
+            done,
+            bridge,
+            typing,
+            ..
+        } = self;
+        done.cancel();
+        let _ = bridge.await;
+        if let Some(t) = typing {
             let _ = t.await;
         }
     }
@@ -643,4 +653,48 @@ fn tree_fingerprint(dir: &std::path::Path) -> u64 {
     files.sort();
     files.hash(&mut h);
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A turn dropped before its end (its future cancelled) still stops its typing indicator
+    /// and termination bridge.
+    #[tokio::test]
+    async fn a_dropped_turn_stops_its_background_tasks() {
+        let done = CancellationToken::new();
+        let (typing_ended, bridge_ended) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let task = |flag: Arc<AtomicBool>, done: CancellationToken| {
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = done.cancelled() => break,
+                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                    }
+                }
+                flag.store(true, Ordering::SeqCst);
+            })
+        };
+        let watch = TurnWatch {
+            _ends_on_drop: done.clone().drop_guard(),
+            terminate: CancellationToken::new(),
+            bridge: task(bridge_ended.clone(), done.clone()),
+            typing: Some(task(typing_ended.clone(), done.clone())),
+            done,
+        };
+        drop(watch);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !(typing_ended.load(Ordering::SeqCst) && bridge_ended.load(Ordering::SeqCst)) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the tasks outlived their turn"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
 }
