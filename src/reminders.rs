@@ -34,7 +34,7 @@ struct EventLabels {
 /// The `event` labels of `air_friends_reminders_total`, all at 0 from registration on.
 const EVENTS: [&str; 4] = ["delivered", "late", "retried", "failed"];
 
-/// Reminder metrics (`air_friends_reminders_total{event}`, events in [`EVENTS`]).
+/// Reminder metrics (`air_friends_reminders_total{event}`, events in `EVENTS`).
 #[derive(Clone, Debug, Default)]
 pub struct ReminderMetrics {
     events: Family<EventLabels, Counter>,

@@ -3,7 +3,7 @@
 //! * [`activity`] — what a running agent is doing, for a caller that shows progress.
 //! * [`rpc`] — newline-delimited JSON-RPC 2.0 over the child's stdio.
 //! * [`process`] — spawning in a process group with a clean environment; bounded stop.
-//! * [`env`] — the agent's environment, built from scratch, secrets excluded.
+//! * [`env`](mod@env) — the agent's environment, built from scratch, secrets excluded.
 //! * [`gate`] — the permission gate (auto-approved skill invocations only).
 //! * [`fs`] — `fs/*` requests confined to the workspace.
 //! * [`sandbox`] — the bubblewrap sandbox every agent runs in.

@@ -415,7 +415,7 @@ pub struct ProviderConfig {
 }
 
 /// The model used when `agent.model` is unset and no provider has a key: OpenCode's own
-/// default, served by OpenCode Zen without a key (see [`keyless_default_model`]).
+/// default, served by OpenCode Zen without a key (see [`AgentConfig::keyless_default_model`]).
 pub const KEYLESS_DEFAULT_MODEL: &str = "opencode/big-pickle";
 
 impl ProviderConfig {

@@ -11,7 +11,7 @@
 //! * [`providers`] — the provider table resolved once at start (URLs, keys read into `Secret`s).
 //! * [`proxy`] — the route: authentication, forwarding, upstream failures mapped for the
 //!   operator, [`GatewayError`] and its single mapping to HTTP.
-//! * [`meter`] — the response tap: usage read as the bytes pass, then counted in metrics and in
+//! * `meter` — the response tap: usage read as the bytes pass, then counted in metrics and in
 //!   the store's per-user table when the response ends.
 //! * [`usage`] — the incremental SSE/JSON usage parser.
 //! * [`budget`] — daily token budgets ([`Budget::check`]), before a session and per request.

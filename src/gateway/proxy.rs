@@ -22,7 +22,7 @@
 //! `key rejected` for 401/403, `rate limited` for 429, `unreachable`, `timed out`) and in
 //! `llm_requests_total{outcome}`, and those the user can act on (key unset or rejected, rate
 //! limited, model unknown, unreachable, timed out) are reported to the gateway's observer
-//! ([`observer`](super::observer)); the client gets the upstream's status (502 when unreachable,
+//! ([`super::observer`]); the client gets the upstream's status (502 when unreachable,
 //! 504 on a timeout). An upstream error body is read (bounded) and the key scrubbed from it
 //! before it is relayed, in case a provider echoes the key back.
 

@@ -3,7 +3,7 @@
 //!
 //! * [`HandlerDeps`] — what the handlers act on: the [`Store`], the [`PlatformRegistry`], the
 //!   relevant configuration sections and a [`Clock`].
-//! * [`build_registry`] — one [`SkillSpec`](crate::skill_api::SkillSpec) per built-in skill,
+//! * [`build_registry`] — one [`crate::skill_api::SkillSpec`] per built-in skill,
 //!   built **from its manifest** (schema, rate limit) plus configuration (enabled flags); the
 //!   handlers themselves contain no parameter validation beyond what the schema cannot say.
 //! * `memory` (save / search / patch / stats), `export` (memory-export), `reply` (send-reply /

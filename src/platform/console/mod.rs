@@ -98,7 +98,7 @@ impl ConsoleAdapter {
         self.screen.locked()
     }
 
-    /// Redraws the status line every [`STATUS_EVERY`] until `stop`, then erases it. Returns at
+    /// Redraws the status line every `STATUS_EVERY` until `stop`, then erases it. Returns at
     /// once when there is no status line.
     pub async fn run_status(self: Arc<Self>, stop: CancellationToken) -> anyhow::Result<()> {
         if !self.screen().has_status_line() {
