@@ -146,13 +146,16 @@ fn indent_continuation(text: &str) -> String {
 /// configured database (see [`crate::store::import`]). The summary goes to stdout, one warning
 /// per skipped line to stderr. A tree that holds something but yields no memory or reminder is
 /// an error (exit 1): the wrong folder or an unreadable format must not look like success.
+/// Logging for a one-shot command that prints its own report: human-readable, on stderr, and
+/// only warnings unless the operator asked for more.
+fn quiet(c: &mut Config) {
+    c.logging.format = config::LogFormat::Pretty;
+    if c.logging.level == "info" {
+        c.logging.level = "warn".into();
+    }
+}
+
 fn import_jsonl(config_path: &Path, dir: &Path, dry_run: bool) -> ExitCode {
-    let quiet = |c: &mut Config| {
-        c.logging.format = config::LogFormat::Pretty;
-        if c.logging.level == "info" {
-            c.logging.level = "warn".into();
-        }
-    };
     let dir = dir.to_path_buf();
     run_with_config(
         config_path,

@@ -2,54 +2,43 @@
 //! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
 //! API's call log, written once a minute); per workspace: memories by state and reminders by
 //! state; the model gateway's tokens per day over the last week. Runs beside a live daemon
-//! (SQLite readers do not block it); one line on stderr on failure, exit 1.
+//! (SQLite readers do not block it); one line on stderr on failure, exit 1, as every command
+//! run through `app::run_with_config`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use chrono::{Duration as Days, Utc};
 
+use crate::observability::LogTarget;
 use crate::store::analytics::SkillCallSummary;
 use crate::store::{Store, StoreError};
 
-use super::{ConfigCheck, load_config};
-
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
-    let config = match load_config(config_path, ConfigCheck::File) {
-        Ok((config, _warnings)) => config,
-        Err(code) => return code,
-    };
-    let path = config.database_path();
-    if !path.exists() {
-        eprintln!(
-            "air-friends: no database at {} (storage.path, else workspace.repoPath/air-friends.db, in {})",
-            path.display(),
-            config_path.display()
-        );
-        return ExitCode::FAILURE;
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("air-friends: cannot start: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(report(&path)) {
-        Ok(text) => {
+    let shown = config_path.display().to_string();
+    super::run_with_config(
+        config_path,
+        LogTarget::Stderr,
+        super::quiet,
+        move |config, _live_tokens| async move {
+            let path = config.database_path();
+            if !path.exists() {
+                anyhow::bail!(
+                    "no database at {} (storage.path, else workspace.repoPath/air-friends.db, in {})",
+                    path.display(),
+                    shown
+                );
+            }
+            let text = report(&path)
+                .await
+                .with_context(|| format!("cannot read {}", path.display()))?;
             print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("air-friends: cannot read {}: {e}", path.display());
-            ExitCode::FAILURE
-        }
-    }
+            Ok(())
+        },
+    )
 }
 
 /// The whole report as text.
