@@ -306,18 +306,6 @@ async fn latencies(store: &Store, ws: &WorkspaceKey, label: &str, rounds: usize)
         stats.push(t.elapsed());
     }
     report(&format!("{label} stats"), stats);
-    let mut important = Vec::new();
-    for _ in 0..rounds.min(50) {
-        let t = Instant::now();
-        std::hint::black_box(
-            store
-                .important_memories(ws, Scope::IncludePrivate)
-                .await
-                .unwrap(),
-        );
-        important.push(t.elapsed());
-    }
-    report(&format!("{label} important_memories"), important);
     // The prompt's candidates at the default budget (2 000 tokens: 266 candidates), best first.
     let mut prompt = Vec::new();
     for _ in 0..rounds.min(50) {

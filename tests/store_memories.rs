@@ -191,21 +191,23 @@ async fn private_memories_never_appear_outside_dms() {
     );
 
     let important = store
-        .important_memories(&w, Scope::PublicOnly)
+        .prompt_memories(&w, Scope::PublicOnly, 10)
         .await
         .unwrap();
     assert_eq!(
-        important.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
+        important
+            .memories
+            .iter()
+            .map(|m| m.id.clone())
+            .collect::<Vec<_>>(),
         vec![public.clone()]
     );
-    assert_eq!(
-        store
-            .important_memories(&w, Scope::IncludePrivate)
-            .await
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(important.total, 1);
+    let both = store
+        .prompt_memories(&w, Scope::IncludePrivate, 10)
+        .await
+        .unwrap();
+    assert_eq!((both.memories.len(), both.total), (2, 2));
 
     // Patching a private memory from a public context: not found. Referencing it: invalid.
     let err = store
@@ -484,7 +486,7 @@ async fn stats_count_by_state() {
 }
 
 #[tokio::test]
-async fn export_filters_and_important_memories_are_oldest_first() {
+async fn export_filters_and_the_prompts_important_memories() {
     let (_d, _p, store) = open().await;
     let w = ws("1");
     let a = save(&store, &w, "a", Visibility::Public, Importance::High).await;
@@ -525,9 +527,10 @@ async fn export_filters_and_important_memories_are_oldest_first() {
     );
     assert_eq!(
         idl(store
-            .important_memories(&w, Scope::PublicOnly)
+            .prompt_memories(&w, Scope::PublicOnly, 10)
             .await
-            .unwrap()),
+            .unwrap()
+            .memories),
         vec![a.clone()]
     );
 }

@@ -454,41 +454,13 @@ pub(crate) fn export(
     Ok(out)
 }
 
-/// Enabled, high-importance memories visible in `scope`, oldest first (for the prompt).
-///
-/// Same rows as [`export`] with `importance = high, enabled_only`, but read through
-/// `memories_by_state` (workspace, visibility, enabled, importance), so the cost follows the
-/// important memories rather than the whole workspace (20 ms → 2.5 ms for 5 000 of 100 000). The
-/// index is named because, without `ANALYZE` statistics, the planner prefers walking
-/// `memories_by_workspace` in `created_at` order to avoid the sort.
-pub(crate) fn important(
-    conn: &Connection,
-    ws: &WorkspaceKey,
-    scope: Scope,
-) -> Result<Vec<Memory>, StoreError> {
-    let visibilities = if scope.includes_private() {
-        "('public', 'private')"
-    } else {
-        "('public')"
-    };
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {MEMORY_COLUMNS} FROM memories m INDEXED BY memories_by_state
-         WHERE m.workspace = ?1 AND m.visibility IN {visibilities}
-           AND m.enabled = 1 AND m.importance = 'high'
-         ORDER BY m.created_at, m.seq"
-    ))?;
-    let mut rows = stmt.query([ws.to_string()])?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        out.push(memory_from_row(row)?);
-    }
-    Ok(out)
-}
-
 /// The prompt's candidates among the enabled, high-importance memories visible in `scope`,
 /// best first: the most recent of saved-or-last-used first (a memory brought back by search
 /// or shown in a prompt counts as fresh), then the most used; at most `limit`. Also returns
-/// how many there are in all.
+/// how many there are in all. Read through `memories_by_state` (workspace, visibility,
+/// enabled, importance), named because without `ANALYZE` statistics the planner prefers walking
+/// the whole workspace in `memories_by_workspace` order: the cost follows the important
+/// memories rather than the workspace.
 pub(crate) fn prompt_candidates(
     conn: &Connection,
     ws: &WorkspaceKey,

@@ -286,18 +286,6 @@ impl Store {
             .await
     }
 
-    /// All enabled high-importance memories visible in `scope`, oldest first (for the prompt).
-    pub async fn important_memories(
-        &self,
-        ws: &WorkspaceKey,
-        scope: Scope,
-    ) -> Result<Vec<Memory>, StoreError> {
-        let ws = ws.clone();
-        self.db
-            .read(move |c| memories::important(c, &ws, scope))
-            .await
-    }
-
     /// The prompt's candidates among the enabled high-importance memories visible in
     /// `scope`: best first (newest of saved-or-last-used, then most used), at most `limit`,
     /// with the number there are in all. The caller fits them to its token budget.
