@@ -6,25 +6,14 @@ mod handlers_support;
 
 use air_friends::platform::fake::{Call, Op};
 use air_friends::platform::{CommandInvocation, CommandReply, FileSource, PlatformKind};
-use handlers_support::{App, Options, Session, app, app_with};
+use handlers_support::{App, Options, app, app_with};
 use serde_json::{Map, Value, json};
-
-async fn save(app: &App, s: &Session, content: &str, visibility: &str) -> String {
-    let r = app
-        .call(
-            s,
-            "memory-save",
-            json!({"content": content, "visibility": visibility}),
-        )
-        .await;
-    r.data()["id"].as_str().expect("id").to_owned()
-}
 
 /// A public and a private memory of user `u1`, saved from a DM.
 async fn seeded(app: &App) -> (String, String) {
     let dm = app.dm_session("u1");
-    let public = save(app, &dm, "likes green tea", "public").await;
-    let private = save(app, &dm, "secret: tea allergy", "private").await;
+    let public = app.save_memory(&dm, "likes green tea", "public").await;
+    let private = app.save_memory(&dm, "secret: tea allergy", "private").await;
     (public, private)
 }
 
@@ -156,8 +145,9 @@ async fn private_memories_are_invisible_outside_dms() {
 async fn search_hits_have_the_spec_shape() {
     let app = app().await;
     let s = app.guild_session("u1");
-    save(&app, &s, "favourite colour is blue", "public").await;
-    save(&app, &s, "猫が好き", "public").await;
+    app.save_memory(&s, "favourite colour is blue", "public")
+        .await;
+    app.save_memory(&s, "猫が好き", "public").await;
     let data = app
         .call(&s, "memory-search", json!({"query": "BLUE 猫"}))
         .await
@@ -191,8 +181,8 @@ async fn search_hits_have_the_spec_shape() {
 async fn patches_change_metadata_only() {
     let app = app().await;
     let s = app.guild_session("u1");
-    let old = save(&app, &s, "works at Acme", "public").await;
-    let new = save(&app, &s, "works at Globex now", "public").await;
+    let old = app.save_memory(&s, "works at Acme", "public").await;
+    let new = app.save_memory(&s, "works at Globex now", "public").await;
     let r = app
         .call(
             &s,
@@ -299,7 +289,7 @@ async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
     let app = app().await;
     seeded(&app).await;
     let dm = app.dm_session("u1");
-    let high = save(&app, &dm, "allergic to peanuts", "private").await;
+    let high = app.save_memory(&dm, "allergic to peanuts", "private").await;
     app.call(
         &dm,
         "memory-patch",

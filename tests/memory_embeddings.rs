@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use air_friends::store::{Importance, NewMemory, Visibility, WorkspaceKey};
 use common::fake_embeddings::{DIMENSIONS, FakeEmbeddings};
-use handlers_support::{App, Options, Session, app_with};
+use handlers_support::{App, Options, app_with};
 use serde_json::{Value, json};
 
 async fn app_against(fake: &FakeEmbeddings) -> App {
@@ -21,17 +21,6 @@ async fn app_against(fake: &FakeEmbeddings) -> App {
         ..Options::default()
     })
     .await
-}
-
-async fn save(app: &App, s: &Session, content: &str, visibility: &str) -> String {
-    let r = app
-        .call(
-            s,
-            "memory-save",
-            json!({"content": content, "visibility": visibility}),
-        )
-        .await;
-    r.data()["id"].as_str().expect("id").to_owned()
 }
 
 /// Runs the background job's steps until the queue is empty.
@@ -55,9 +44,13 @@ async fn a_memory_sharing_no_keyword_with_the_question_is_found_by_meaning() {
     let fake = FakeEmbeddings::start().await;
     let app = app_against(&fake).await;
     let dm = app.dm_session("u1");
-    let tea = save(&app, &dm, "favourite: bubble tea with less sugar", "public").await;
-    save(&app, &dm, "hiked Yangmingshan last spring", "public").await;
-    save(&app, &dm, "has a cat named Mochi", "public").await;
+    let tea = app
+        .save_memory(&dm, "favourite: bubble tea with less sugar", "public")
+        .await;
+    app.save_memory(&dm, "hiked Yangmingshan last spring", "public")
+        .await;
+    app.save_memory(&dm, "has a cat named Mochi", "public")
+        .await;
     embed_backlog(&app).await;
 
     let found = app
@@ -84,7 +77,9 @@ async fn with_the_service_down_or_hanging_search_is_full_text_and_says_so() {
     let fake = FakeEmbeddings::start().await;
     let app = app_against(&fake).await;
     let dm = app.dm_session("u1");
-    let tea = save(&app, &dm, "favourite: bubble tea", "public").await;
+    let tea = app
+        .save_memory(&dm, "favourite: bubble tea", "public")
+        .await;
     embed_backlog(&app).await;
     // (Each round asks differently: the Skill API answers a repeated call from its cache.)
     for (round, break_it) in [
@@ -135,7 +130,8 @@ async fn a_save_never_waits_for_the_embedding_service() {
     let dm = app.dm_session("u1");
     let started = Instant::now();
     for i in 0..5 {
-        save(&app, &dm, &format!("note {i}: likes green tea"), "public").await;
+        app.save_memory(&dm, &format!("note {i}: likes green tea"), "public")
+            .await;
     }
     assert!(
         started.elapsed() < Duration::from_secs(1),
@@ -214,7 +210,7 @@ async fn imported_memories_are_embedded_by_the_background_job_and_private_ones_s
 async fn without_embeddings_search_says_it_is_full_text() {
     let app = handlers_support::app().await;
     let dm = app.dm_session("u1");
-    save(&app, &dm, "likes tea", "public").await;
+    app.save_memory(&dm, "likes tea", "public").await;
     let found = app
         .call(&dm, "memory-search", json!({"query": "tea"}))
         .await;

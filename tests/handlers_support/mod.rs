@@ -271,6 +271,18 @@ impl App {
         )
     }
 
+    /// Saves a memory through memory-save in `session`; returns its id.
+    pub async fn save_memory(&self, session: &Session, content: &str, visibility: &str) -> String {
+        let r = self
+            .call(
+                session,
+                "memory-save",
+                json!({"content": content, "visibility": visibility}),
+            )
+            .await;
+        r.data()["id"].as_str().expect("id").to_owned()
+    }
+
     /// POSTs a skill call with the session's own token and reads the whole response (so a
     /// pending termination fires).
     pub async fn call(&self, session: &Session, skill: &str, params: Value) -> Resp {
