@@ -460,3 +460,75 @@ fn relative(base: &Path, path: &Path) -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::dns::{Addrs, Resolving};
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Answers every name with one address and counts the lookups.
+    struct Answer(SocketAddr, Arc<AtomicUsize>);
+
+    impl Lookup for Answer {
+        fn lookup(&self, _host: String) -> Resolving {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let addr = self.0;
+            Box::pin(async move { Ok(Box::new(std::iter::once(addr)) as Addrs) })
+        }
+    }
+
+    /// DNS rebinding through the whole fetcher: an allowed public host whose name resolves to
+    /// a loopback listener is refused by the fetcher's own resolver, and nothing connects to
+    /// the listener.
+    #[tokio::test]
+    async fn an_allowed_host_resolving_to_loopback_is_never_connected_to() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                drop(socket);
+            }
+        });
+        let lookups = Arc::new(AtomicUsize::new(0));
+        let extra = vec![
+            crate::egress::parse_allow_entry(&format!("files.example.net:{}", target.port()))
+                .unwrap(),
+        ];
+        let fetcher = Attachments::new(
+            AttachmentSettings::from(&AttachmentsConfig::default()),
+            [(
+                PlatformKind::Misskey,
+                Origins::misskey("misskey.example", true, &extra),
+            )]
+            .into(),
+            Arc::new(Answer(target, lookups.clone())),
+            AttachmentMetrics::unregistered(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = Attachment {
+            id: "1".into(),
+            url: format!("https://files.example.net:{}/cat.png", target.port()),
+            mime: Some("image/png".into()),
+            filename: "cat.png".into(),
+            size: 10,
+        };
+        let got = fetcher
+            .receive(PlatformKind::Misskey, &[file], dir.path(), dir.path())
+            .await;
+        assert_eq!(
+            got.files[0].result.as_ref().unwrap_err(),
+            &Skip::NotAllowed("the link's server has no public address".into())
+        );
+        assert!(
+            lookups.load(Ordering::SeqCst) >= 1,
+            "the fetcher's resolver was asked"
+        );
+        assert_eq!(connections.load(Ordering::SeqCst), 0);
+    }
+}
