@@ -185,12 +185,7 @@ async fn a_photo_becomes_an_image_block_and_a_text_file_is_shown_inline() {
     );
     assert_eq!(bot.fake.file_hits(), ["IMG_2041.png", "notes.md"]);
 
-    let metrics = reqwest::get(format!("http://{}/metrics", bot.ops_addr))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = bot.metrics().await;
     for sample in [
         "air_friends_attachments_fetched_total 2".to_owned(),
         format!(
@@ -302,12 +297,7 @@ async fn files_that_cannot_be_used_are_skipped_with_the_reason_and_nothing_else_
     );
     assert!(hits.contains(&"hop.png".to_owned()), "{hits:?}");
 
-    let metrics = reqwest::get(format!("http://{}/metrics", bot.ops_addr))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = bot.metrics().await;
     for sample in [
         "air_friends_attachments_skipped_total{reason=\"too_big\"} 2",
         "air_friends_attachments_skipped_total{reason=\"not_allowed\"} 4",

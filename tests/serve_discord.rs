@@ -75,12 +75,7 @@ async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
     );
     // The operator sees it in /metrics: one routed message, one replied session, one
     // successful send-reply call.
-    let metrics = reqwest::get(format!("http://{}/metrics", bot.ops_addr))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = bot.metrics().await;
     for sample in [
         r#"air_friends_messages_received_total{platform="discord",decision="queued"} 1"#,
         r#"air_friends_sessions_total{platform="discord",outcome="replied"} 1"#,

@@ -167,6 +167,16 @@ impl Bot {
         bot
     }
 
+    /// `GET /metrics`: the exposition text.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.ops_addr))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("the /metrics body")
+    }
+
     /// `GET /readyz`: status code and body.
     pub async fn readyz(&self) -> (u16, Value) {
         let response = reqwest::get(format!("http://{}/readyz", self.ops_addr))
