@@ -158,6 +158,7 @@ fn main() {
         let sessions = SessionRegistry::new(Duration::from_secs(3600));
         let session = sessions
             .register(SessionContext {
+                purpose: Default::default(),
                 platform: PlatformKind::Console,
                 channel_id: "bench".into(),
                 user_id: "bench".into(),

@@ -235,6 +235,7 @@ fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
     state
         .sessions()
         .register(SessionContext {
+            purpose: Default::default(),
             platform: PlatformKind::Discord,
             channel_id: format!("dm:{USER}"),
             user_id: USER.into(),

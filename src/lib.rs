@@ -18,6 +18,8 @@
 //! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
 //!   budgeted.
 //! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
+//! * [`maintenance`] — memory consolidation: agent runs in quiet hours that merge old memories
+//!   into summaries (memory skills only, nothing sent to anyone).
 //! * [`names`] — the name rules used in several layers (skill names, Discord ids, flag
 //!   spelling), each in one place.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
@@ -46,7 +48,7 @@
 //! | 4 | `setup`, `attachments`, `agent`, `skill_api`, `reminders` |
 //! | 5 | `gateway` |
 //! | 6 | `conversation` |
-//! | 7 | `handlers` |
+//! | 7 | `handlers`, `maintenance` |
 //! | 8 | `app` (the composition root and the commands) |
 #![forbid(unsafe_code)]
 
@@ -61,6 +63,7 @@ pub mod egress;
 pub mod embeddings;
 pub mod gateway;
 pub mod handlers;
+pub mod maintenance;
 pub mod names;
 pub mod observability;
 pub mod ops;

@@ -71,6 +71,7 @@ fn answering(vision: bool) -> impl FnOnce(&std::path::Path) -> Setup {
             script,
             texts: vec![("reply.md", REPLY.to_owned())],
             extra_yaml: "attachments:\n  maxImagePixels: 120000\n  maxFileMb: 20\n  maxTotalMb: 40\n  timeoutMs: 5000\n".into(),
+            ..Setup::default()
         }
     }
 }

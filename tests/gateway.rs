@@ -53,6 +53,7 @@ fn provider(base_url: &str, auth: AuthHeader, pass: &[&str]) -> ProviderConfig {
 
 fn context(user: &str) -> SessionContext {
     SessionContext {
+        purpose: Default::default(),
         platform: PlatformKind::Discord,
         channel_id: "c1".into(),
         user_id: user.into(),

@@ -455,3 +455,270 @@ async fn a_memory_found_by_search_comes_back_into_the_prompts() {
     assert_eq!(after.memories[0].id, ids_saved[0], "the found memory leads");
     assert_eq!(after.total, 3);
 }
+
+// ---- memory-save --supersedes and maintenance sessions ----------------------------------------
+
+/// memory-save `--supersedes` records the lineage and disables the replaced memories in one
+/// step; an unknown id refuses the whole save (nothing saved, nothing disabled).
+#[tokio::test]
+async fn a_save_superseding_older_memories_disables_them_in_the_same_step() {
+    let app = app().await;
+    let s = app.guild_session("u1");
+    let a = app.save_memory(&s, "lives in Tokyo", "public").await;
+    let b = app.save_memory(&s, "works in Shibuya", "public").await;
+    let r = app
+        .call(
+            &s,
+            "memory-save",
+            json!({"content": "moved from Tokyo to Osaka, works in Umeda", "supersedes": [a, b, a]}),
+        )
+        .await;
+    let data = r.data();
+    assert_eq!(data["supersedes"], json!([a, b]));
+    assert_eq!(data["disabled"], json!([a, b]));
+    let found = app
+        .call(
+            &s,
+            "memory-search",
+            json!({"query": "Tokyo Osaka", "limit": 10}),
+        )
+        .await;
+    assert_eq!(ids(found.data()), [data["id"].as_str().unwrap()]);
+
+    // Unknown (or private, outside a DM) ids: 404, and the save did not happen.
+    let dm = app.dm_session("u1");
+    let secret = app.save_memory(&dm, "secret diary", "private").await;
+    let r = app
+        .call(
+            &s,
+            "memory-save",
+            json!({"content": "merged diary", "supersedes": [secret, "mem_nope"]}),
+        )
+        .await;
+    assert_eq!(r.error(404), "NOT_FOUND");
+    assert!(
+        r.message().contains(&secret) && r.message().contains("mem_nope"),
+        "{}",
+        r.message()
+    );
+    let stats = app.call(&dm, "memory-stats", json!({})).await;
+    assert_eq!(stats.data()["public"]["total"], 3, "{:#}", stats.data());
+    assert_eq!(stats.data()["private"]["enabled"], 1, "{:#}", stats.data());
+}
+
+mod maintenance {
+    use super::*;
+    use air_friends::skill_api::{MaintenancePolicy, SessionPurpose};
+    use air_friends::store::Visibility;
+    use chrono::{DateTime, Utc};
+    use handlers_support::Session;
+
+    /// A maintenance session of `user` consolidating `visibility`, with memories created before
+    /// `created_before` old enough.
+    fn maintenance_session(
+        app: &App,
+        user: &str,
+        visibility: Visibility,
+        created_before: DateTime<Utc>,
+        dry_run: bool,
+    ) -> Session {
+        let mut context = app.guild_session(user).context;
+        context.purpose = SessionPurpose::Maintenance(MaintenancePolicy {
+            visibility,
+            dry_run,
+            created_before,
+        });
+        context.is_dm = visibility == Visibility::Private;
+        context.channel_id = String::new();
+        context.trigger_message_id = None;
+        app.register(context)
+    }
+
+    /// Two public and one private memory of `u1`, saved before the returned cut-off, and a
+    /// public one saved after it.
+    async fn memories(app: &App) -> (String, String, String, String, DateTime<Utc>) {
+        let dm = app.dm_session("u1");
+        let a = app.save_memory(&dm, "likes hiking", "public").await;
+        let b = app
+            .save_memory(&dm, "hiked Yangmingshan in May", "public")
+            .await;
+        let p = app.save_memory(&dm, "afraid of heights", "private").await;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let cutoff = Utc::now();
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let young = app
+            .save_memory(&dm, "went hiking again yesterday", "public")
+            .await;
+        (a, b, p, young, cutoff)
+    }
+
+    #[tokio::test]
+    async fn only_the_memory_skills_answer_a_maintenance_session() {
+        let app = app().await;
+        let s = maintenance_session(&app, "u1", Visibility::Public, Utc::now(), false);
+        for (skill, params) in [
+            ("send-reply", json!({"message": "hi"})),
+            ("react-message", json!({"emoji": "👍"})),
+            (
+                "set-reminder",
+                json!({"message": "x", "time": "2099-01-01T00:00:00Z"}),
+            ),
+            ("fetch-context", json!({"type": "user_info"})),
+            ("memory-export", json!({})),
+            ("send-file", json!({"path": "a.txt"})),
+        ] {
+            let r = app.call(&s, skill, params).await;
+            assert_eq!(r.error(403), "FORBIDDEN_CONTEXT", "{skill}");
+            assert!(
+                r.message().contains("maintenance"),
+                "{skill}: {}",
+                r.message()
+            );
+        }
+        assert!(app.discord.calls().is_empty(), "{:?}", app.discord.calls());
+        for skill in ["memory-stats", "memory-search"] {
+            let params = if skill == "memory-search" {
+                json!({"query": "x", "limit": 5})
+            } else {
+                json!({})
+            };
+            assert_eq!(app.call(&s, skill, params).await.status, 200, "{skill}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_public_run_saves_public_summaries_of_old_public_memories_only() {
+        let app = app().await;
+        let (a, b, p, young, cutoff) = memories(&app).await;
+        let s = maintenance_session(&app, "u1", Visibility::Public, cutoff, false);
+
+        // A private memory does not exist for a public run; a young one is left alone.
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "x", "supersedes": [a, p]}),
+            )
+            .await;
+        assert_eq!(r.error(404), "NOT_FOUND");
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "x", "supersedes": [a, young]}),
+            )
+            .await;
+        assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+        assert!(r.message().contains(&young), "{}", r.message());
+        let r = app
+            .call(
+                &s,
+                "memory-patch",
+                json!({"memoryId": young, "enabled": false}),
+            )
+            .await;
+        assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+        // Visibility never changes in a maintenance run.
+        let r = app
+            .call(
+                &s,
+                "memory-patch",
+                json!({"memoryId": a, "visibility": "private"}),
+            )
+            .await;
+        assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+
+        // Asking for a private summary still saves a public one.
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "loves hiking; hiked Yangmingshan in May", "visibility": "private", "supersedes": [a, b]}),
+            )
+            .await;
+        let data = r.data();
+        assert_eq!(data["visibility"], "public");
+        assert_eq!(data["disabled"], json!([a, b]));
+        let state = s.registered.handle.state();
+        assert_eq!((state.memories_saved, state.memories_disabled), (1, 2));
+        let dm = app.dm_session("u1");
+        let stats = app.call(&dm, "memory-stats", json!({})).await;
+        let stats = stats.data();
+        assert_eq!(stats["public"]["enabled"], 2, "{stats:#}");
+        assert_eq!(stats["private"]["enabled"], 1, "{stats:#}");
+    }
+
+    #[tokio::test]
+    async fn a_private_run_touches_private_memories_only() {
+        let app = app().await;
+        let (a, _b, p, _young, _cutoff) = memories(&app).await;
+        let dm = app.dm_session("u1");
+        let p2 = app
+            .save_memory(&dm, "afraid of deep water", "private")
+            .await;
+        let s = maintenance_session(&app, "u1", Visibility::Private, Utc::now(), false);
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "x", "supersedes": [p, a]}),
+            )
+            .await;
+        assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+        assert!(r.message().contains("public"), "{}", r.message());
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "afraid of heights and of deep water", "visibility": "public", "supersedes": [p, p2]}),
+            )
+            .await;
+        assert_eq!(r.data()["visibility"], "private");
+        assert_eq!(r.data()["disabled"], json!([p, p2]));
+    }
+
+    #[tokio::test]
+    async fn a_dry_run_writes_nothing_and_says_what_it_would_do() {
+        let app = app().await;
+        let (a, b, _p, _young, cutoff) = memories(&app).await;
+        let s = maintenance_session(&app, "u1", Visibility::Public, cutoff, true);
+        let dm = app.dm_session("u1");
+        let before = app
+            .call(&dm, "memory-stats", json!({}))
+            .await
+            .data()
+            .clone();
+        let r = app
+            .call(
+                &s,
+                "memory-save",
+                json!({"content": "hiking summary", "supersedes": [a, b]}),
+            )
+            .await;
+        let data = r.data();
+        assert_eq!(data["dryRun"], true);
+        assert_eq!(data["wouldDo"]["disable"], json!([a, b]));
+        assert_eq!(data["wouldDo"]["save"]["visibility"], "public");
+        let r = app
+            .call(&s, "memory-patch", json!({"memoryId": a, "enabled": false}))
+            .await;
+        assert_eq!(r.data()["dryRun"], true);
+        // The rules hold in a dry run too.
+        let r = app
+            .call(
+                &s,
+                "memory-patch",
+                json!({"memoryId": a, "visibility": "private"}),
+            )
+            .await;
+        assert_eq!(r.error(403), "FORBIDDEN_CONTEXT");
+        let after = app
+            .call(&dm, "memory-stats", json!({}))
+            .await
+            .data()
+            .clone();
+        assert_eq!(before, after);
+        let state = s.registered.handle.state();
+        assert_eq!((state.memories_saved, state.memories_disabled), (1, 3));
+    }
+}

@@ -31,6 +31,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("gateway", 5),
     ("conversation", 6),
     ("handlers", 7),
+    ("maintenance", 7),
     ("app", 8),
 ];
 

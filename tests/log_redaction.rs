@@ -46,6 +46,7 @@ impl Captured {
 
 fn context() -> SessionContext {
     SessionContext {
+        purpose: Default::default(),
         platform: PlatformKind::Console,
         channel_id: "console".into(),
         user_id: "u1".into(),

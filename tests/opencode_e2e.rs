@@ -870,3 +870,190 @@ async fn serve_files(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> Strin
     });
     addr
 }
+
+/// Memory maintenance with the real OpenCode: `air-friends serve` finds a workspace with enough
+/// old memories in its quiet hours (all day here), starts OpenCode in the sandbox for the
+/// public memories and again for the private ones, and the model — the fake LLM, answering
+/// each run from what its prompt lists — writes a summary with its file tool and saves it with
+/// the real memory-save skill, superseding two originals. Each run's tokens come from the
+/// model gateway's metering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_consolidates_memories_through_the_real_memory_skills() {
+    use air_friends::store::{ExportFilter, Scope, Store, Visibility, WorkspaceKey};
+
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let user = "77";
+    let workspace = data.join("workspaces/discord").join(user);
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+
+    // The data to consolidate, imported as an operator would.
+    let tree = dir.path().join("import/workspaces/discord").join(user);
+    std::fs::create_dir_all(&tree).unwrap();
+    let memory = |id: &str, ts: &str, vis: &str, content: &str| {
+        json!({"id": id, "ts": ts, "type": "memory", "enabled": true, "visibility": vis,
+               "importance": "normal", "content": content})
+        .to_string()
+    };
+    std::fs::write(
+        tree.join("memory.public.jsonl"),
+        [
+            memory(
+                "mem_hike_a",
+                "2025-01-02T03:04:05Z",
+                "public",
+                "likes hiking",
+            ),
+            memory(
+                "mem_hike_b",
+                "2025-05-20T10:00:00Z",
+                "public",
+                "hiked Yangmingshan in May",
+            ),
+            memory(
+                "mem_tea",
+                "2025-06-01T10:00:00Z",
+                "public",
+                "drinks oolong tea",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("memory.private.jsonl"),
+        [
+            memory(
+                "mem_fear_a",
+                "2025-02-02T03:04:05Z",
+                "private",
+                "afraid of heights",
+            ),
+            memory(
+                "mem_fear_b",
+                "2025-03-02T03:04:05Z",
+                "private",
+                "afraid of deep water",
+            ),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+
+    // The model: a summary of the pair its prompt lists, then memory-save superseding it.
+    let private_run = |req: &serde_json::Value| req.to_string().contains("private, oldest first");
+    let ws = workspace.clone();
+    let save = skills.join("memory-save/scripts/memory-save");
+    let llm = FakeLlm::start(vec![
+        Step::Dynamic(Arc::new(move |req| {
+            let session =
+                common::fake_llm::find_in_request(req, "Session id: ").expect("the session id");
+            let content = if private_run(req) {
+                "Afraid of heights and of deep water."
+            } else {
+                "Loves hiking; hiked Yangmingshan in May."
+            };
+            (
+                "write",
+                json!({"filePath": ws.join("tmp").join(&session).join("summary-1.md"), "content": content}),
+            )
+        })),
+        Step::Dynamic(Arc::new(move |req| {
+            let ids = if private_run(req) {
+                "mem_fear_a,mem_fear_b"
+            } else {
+                "mem_hike_a,mem_hike_b"
+            };
+            (
+                "bash",
+                json!({"command": format!("{} --content-file $TMPDIR/$SESSION_ID/summary-1.md --supersedes {ids}", save.display()),
+                       "description": "Save the merged memory"}),
+            )
+        })),
+        Step::Text("Done.".into()),
+    ])
+    .await;
+
+    let mut config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
+    config["health"] = json!({"port": 0});
+    config["skillApi"] = json!({"port": 0});
+    config["logging"] = json!({"level": "info"});
+    config["memory"] = json!({"maintenance": {
+        "enabled": true, "quietHours": "00:00-00:00", "minMemories": 3,
+        "intervalHours": 24, "minAgeDays": 30}});
+    let config_path = dir.path().join("config.yaml");
+    std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
+    let imported = std::process::Command::new(common::bin())
+        .args(["import", "jsonl", "--config"])
+        .arg(&config_path)
+        .arg(dir.path().join("import"))
+        .output()
+        .unwrap();
+    assert!(
+        imported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&imported.stderr)
+    );
+
+    let home_env = home.display().to_string();
+    let mut daemon = common::Daemon::start(&config_path, &[("HOME", home_env.as_str())]);
+    let finished = |d: &mut common::Daemon, vis: &'static str| {
+        tokio::task::block_in_place(|| {
+            d.wait_for_log(Duration::from_secs(240), move |v| {
+                v["message"] == "memory maintenance finished" && v["visibility"] == vis
+            })
+        })
+    };
+    for (run, vis) in [
+        (finished(&mut daemon, "public"), "public"),
+        (finished(&mut daemon, "private"), "private"),
+    ] {
+        assert_eq!(run["outcome"], "completed", "{vis}: {run}");
+        assert_eq!(
+            (run["saved"].as_u64(), run["disabled"].as_u64()),
+            (Some(1), Some(2)),
+            "{vis}: {run}"
+        );
+        assert!(
+            run["tokens"].as_u64().is_some_and(|t| t >= 30),
+            "{vis}: {run}"
+        );
+    }
+
+    // The database is the default one under `workspace.repoPath`.
+    let store = Store::open(&data.join("air-friends.db")).await.unwrap();
+    let all = store
+        .export_memories(
+            &WorkspaceKey::new("discord", user).unwrap(),
+            ExportFilter::all(Scope::IncludePrivate),
+        )
+        .await
+        .unwrap();
+    let by_content = |c: &str| all.iter().find(|m| m.content == c).cloned();
+    let public = by_content("Loves hiking; hiked Yangmingshan in May.").expect("public summary");
+    assert_eq!(
+        (public.visibility, public.supersedes.clone()),
+        (
+            Visibility::Public,
+            vec!["mem_hike_a".to_owned(), "mem_hike_b".to_owned()]
+        )
+    );
+    let private = by_content("Afraid of heights and of deep water.").expect("private summary");
+    assert_eq!(
+        (private.visibility, private.supersedes.clone()),
+        (
+            Visibility::Private,
+            vec!["mem_fear_a".to_owned(), "mem_fear_b".to_owned()]
+        )
+    );
+    let enabled = |id: &str| all.iter().find(|m| m.id == id).map(|m| m.enabled);
+    for id in ["mem_hike_a", "mem_hike_b", "mem_fear_a", "mem_fear_b"] {
+        assert_eq!(enabled(id), Some(false), "{id}");
+    }
+    assert_eq!(enabled("mem_tea"), Some(true));
+    drop(store);
+    daemon.terminate();
+}

@@ -479,11 +479,8 @@ fn imported_memories(cfg: &TestConfig) -> usize {
     rt.block_on(async {
         let store = air_friends::store::Store::open(&db).await.unwrap();
         let ws = air_friends::store::WorkspaceKey::new("discord", "42").unwrap();
-        let filter = air_friends::store::ExportFilter {
-            scope: air_friends::store::Scope::IncludePrivate,
-            importance: None,
-            enabled_only: false,
-        };
+        let filter =
+            air_friends::store::ExportFilter::all(air_friends::store::Scope::IncludePrivate);
         let n = store.export_memories(&ws, filter).await.unwrap().len();
         store.close().await.unwrap();
         n

@@ -29,15 +29,6 @@ fn answering(files: &Path, name: &'static str, text: &str) -> Setup {
     }
 }
 
-/// The prompt texts the agent received (`session/prompt`), in order.
-fn prompts(bot: &Bot) -> Vec<String> {
-    bot.agent_log_lines()
-        .iter()
-        .filter(|v| v["received"]["method"] == "session/prompt")
-        .map(|v| v["received"]["params"]["prompt"].to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
     let text = "Hello Alice! I'm the friendly bot of this server.";
@@ -68,7 +59,7 @@ async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
     );
     assert!(bot.bot_messages(DM_CHANNEL_ID).is_empty());
     assert_eq!(bot.agents_started(), 1);
-    let prompt = prompts(&bot).join("\n");
+    let prompt = bot.prompts().join("\n");
     assert!(
         prompt.contains("hi there, who are you?") && !prompt.contains(&format!("<@{BOT_ID}>")),
         "the agent got the message without the mention: {prompt}"
@@ -553,7 +544,7 @@ async fn bots_are_ignored_and_a_silent_agent_gets_one_error_reply() {
     );
     assert_eq!(bot.agents_started(), 1);
     assert_eq!(
-        prompts(&bot).len(),
+        bot.prompts().len(),
         2,
         "one prompt and one retry prompt on the same session"
     );

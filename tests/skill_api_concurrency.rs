@@ -407,11 +407,7 @@ async fn two_hundred_parallel_sessions_stay_isolated_and_keep_their_quotas() {
     // The store holds every memory exactly once, each in the workspace it was sent to.
     let mut stored_total = 0;
     for (ws, memories) in &planned {
-        let filter = ExportFilter {
-            scope: Scope::IncludePrivate,
-            importance: None,
-            enabled_only: false,
-        };
+        let filter = ExportFilter::all(Scope::IncludePrivate);
         let stored = app.store.export_memories(ws, filter).await.expect("export");
         let mut contents: Vec<&str> = stored.iter().map(|m| m.content.as_str()).collect();
         contents.sort_unstable();

@@ -266,11 +266,7 @@ async fn a_second_run_adds_nothing_and_changes_nothing() {
     let db = tempfile::tempdir().unwrap();
     let store = open_store(db.path()).await;
     import_tree(&store, data.path()).await.unwrap();
-    let all = ExportFilter {
-        scope: Scope::IncludePrivate,
-        importance: None,
-        enabled_only: false,
-    };
+    let all = ExportFilter::all(Scope::IncludePrivate);
     let before = store.export_memories(&discord(), all).await.unwrap();
     let pending_before = store.pending_reminders(&discord()).await.unwrap();
 

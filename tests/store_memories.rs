@@ -179,11 +179,7 @@ async fn private_memories_never_appear_outside_dms() {
     assert_eq!(stats.private.unwrap().total, 1);
     assert_eq!(stats.summary.total, 2);
 
-    let filter = ExportFilter {
-        scope: Scope::PublicOnly,
-        importance: None,
-        enabled_only: false,
-    };
+    let filter = ExportFilter::all(Scope::PublicOnly);
     let exported = store.export_memories(&w, filter).await.unwrap();
     assert_eq!(
         exported.iter().map(|m| m.id.clone()).collect::<Vec<_>>(),
@@ -1096,14 +1092,7 @@ async fn kept_counts_match_a_full_count_after_random_saves_and_patches() {
     assert!(patched > 100, "only {patched} patches applied");
     for w in &workspaces {
         let all = store
-            .export_memories(
-                w,
-                ExportFilter {
-                    scope: Scope::IncludePrivate,
-                    importance: None,
-                    enabled_only: false,
-                },
-            )
+            .export_memories(w, ExportFilter::all(Scope::IncludePrivate))
             .await
             .unwrap();
         let count = |visibility: Visibility| {
@@ -1169,4 +1158,172 @@ async fn the_embedding_queue_fills_only_while_it_is_on_and_catches_up_when_turne
     // Another model's vectors go back to the queue.
     assert_eq!(store.requeue_other_model_vectors("m2").await.unwrap(), 1);
     assert_eq!(store.embedding_backlog().await.unwrap(), 2);
+}
+
+/// The maintenance job's reads: due workspaces (more enabled memories than the threshold, no
+/// run since the interval's start), a run's candidates (enabled, one visibility, older than
+/// the cut-off, oldest first), and run records.
+#[tokio::test]
+async fn maintenance_finds_due_workspaces_and_old_memories_of_one_visibility() {
+    use air_friends::store::MaintenanceRun;
+    use chrono::{Duration, Utc};
+
+    let (_dir, _path, store) = open().await;
+    let (big, small) = (ws("big"), ws("small"));
+    let mut public = Vec::new();
+    for i in 0..4 {
+        public.push(pub_normal(&store, &big, &format!("fact {i}")).await);
+    }
+    let private = save(
+        &store,
+        &big,
+        "secret",
+        Visibility::Private,
+        Importance::High,
+    )
+    .await;
+    pub_normal(&store, &small, "only one").await;
+    store
+        .patch_memory(
+            &big,
+            &public[3],
+            MemoryPatch {
+                enabled: Some(false),
+                ..MemoryPatch::default()
+            },
+            Scope::IncludePrivate,
+        )
+        .await
+        .unwrap();
+    let week_ago = Utc::now() - Duration::hours(168);
+
+    // 3 public + 1 private enabled: due above 3, not above 4.
+    assert_eq!(
+        store.maintenance_due(3, week_ago, 10).await.unwrap(),
+        std::slice::from_ref(&big)
+    );
+    assert!(
+        store
+            .maintenance_due(4, week_ago, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.maintenance_due(0, week_ago, 1).await.unwrap(),
+        std::slice::from_ref(&big)
+    );
+
+    let later = Utc::now() + Duration::seconds(1);
+    let (found, total) = store
+        .maintenance_candidates(&big, Visibility::Public, later, 2)
+        .await
+        .unwrap();
+    assert_eq!(total, 3);
+    let found: Vec<&str> = found.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(found, [public[0].as_str(), public[1].as_str()]);
+    let (found, total) = store
+        .maintenance_candidates(&big, Visibility::Private, later, 10)
+        .await
+        .unwrap();
+    assert_eq!((found.len(), total), (1, 1));
+    assert_eq!(found[0].id, private);
+    let (found, total) = store
+        .maintenance_candidates(&big, Visibility::Public, week_ago, 10)
+        .await
+        .unwrap();
+    assert!(found.is_empty() && total == 0, "nothing is a week old");
+
+    let run = MaintenanceRun {
+        workspace: big.clone(),
+        visibility: Visibility::Public,
+        started_at: Utc::now(),
+        finished_at: Utc::now(),
+        outcome: "completed".into(),
+        dry_run: false,
+        read: 3,
+        saved: 1,
+        disabled: 2,
+        tokens: 1234,
+    };
+    store.record_maintenance_run(run.clone()).await.unwrap();
+    assert!(
+        store
+            .maintenance_due(3, week_ago, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A run older than the interval does not hold the workspace back.
+    let future = Utc::now() + Duration::seconds(5);
+    assert_eq!(
+        store.maintenance_due(3, future, 10).await.unwrap(),
+        std::slice::from_ref(&big)
+    );
+    let runs = store.maintenance_runs(&big).await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].tokens, 1234);
+    assert_eq!(runs[0].outcome, "completed");
+}
+
+/// A save superseding memories keeps both sides consistent: lineage on the new memory, the
+/// old ones disabled with a patch in their history, the kept counts in step; an unknown id
+/// leaves everything as it was.
+#[tokio::test]
+async fn saving_a_superseding_memory_is_one_transaction() {
+    let (_dir, _path, store) = open().await;
+    let w = ws("u");
+    let a = pub_normal(&store, &w, "likes tea").await;
+    let b = pub_normal(&store, &w, "drinks tea daily").await;
+    let new = |content: &str| NewMemory {
+        workspace: w.clone(),
+        content: content.into(),
+        visibility: Visibility::Public,
+        importance: Importance::High,
+    };
+    let err = store
+        .save_superseding(
+            new("tea lover"),
+            vec![a.clone(), "mem_missing".into()],
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidReference { ids } if ids == &["mem_missing"]),
+        "{err:?}"
+    );
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!((stats.public.total, stats.public.enabled), (2, 2));
+
+    let (memory, disabled) = store
+        .save_superseding(
+            new("tea lover, drinks it daily"),
+            vec![a.clone(), b.clone()],
+            Scope::PublicOnly,
+        )
+        .await
+        .unwrap();
+    assert_eq!(memory.supersedes, [a.clone(), b.clone()]);
+    assert_eq!(disabled, [a.clone(), b.clone()]);
+    let old = store
+        .get_memory(&w, &a, Scope::PublicOnly)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!old.enabled);
+    let history = store
+        .memory_patches(&w, &a, Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0].changes.enabled, Some(false));
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!((stats.public.total, stats.public.enabled), (3, 1));
+    // Superseding an already disabled memory again disables nothing more.
+    let (_, disabled) = store
+        .save_superseding(new("tea, always"), vec![a.clone()], Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert!(disabled.is_empty());
 }

@@ -79,6 +79,7 @@ impl World {
         let registered = self
             .sessions
             .register(SessionContext {
+                purpose: Default::default(),
                 platform: PlatformKind::Console,
                 channel_id: format!("dm-{user}"),
                 user_id: user.into(),

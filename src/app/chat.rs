@@ -58,6 +58,9 @@ fn for_console(config: &mut Config) {
     config.access_control.reply_to = ReplyTo::All;
     config.rate_limit.enabled = false;
     config.skill_api.port = 0;
+    // A console session is a conversation in the foreground: memory maintenance (a background
+    // agent run) belongs to `serve`.
+    config.memory.maintenance.enabled = false;
     if config.logging.level == "info" {
         config.logging.level = "warn".into();
     }

@@ -22,7 +22,8 @@ use crate::agent::{
     SandboxSetup,
 };
 use crate::config::{Config, ProcessEnv};
-use crate::conversation::interaction::{AgentEnvTemplate, Interactions, PromptSettings};
+use crate::conversation::interaction::{Interactions, PromptSettings};
+use crate::conversation::launch::{AgentEnvTemplate, Launcher};
 use crate::conversation::prompts::PromptLibrary;
 use crate::conversation::warm::{WarmMetrics, WarmPool, WarmSettings};
 use crate::conversation::workspace::Workspaces;
@@ -32,6 +33,7 @@ use crate::conversation::{
 use crate::egress::EgressProxy;
 use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings, ProviderObserver};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
+use crate::maintenance::{Maintenance, MaintenanceMetrics};
 use crate::observability::{LiveSecrets, Metrics};
 use crate::ops::{Readiness, checks};
 use crate::platform::discord::DiscordAdapter;
@@ -201,16 +203,11 @@ pub async fn start(
     }
     // attachments: the daemon downloads what users attach, from the platforms' own servers.
     let attachments = Attachments::from_config(config, AttachmentMetrics::new(metrics))?;
-    let interactions = Interactions {
-        attachments,
-        platforms: platforms.clone(),
+    let launcher = Arc::new(Launcher {
         sessions: api.sessions().clone(),
         channels: sandboxed.then(|| api.clone()),
         egress,
-        budget: gateway.budget().clone(),
         runner,
-        store: store.clone(),
-        prompts,
         workspaces: Workspaces::new(&workspaces_root),
         env: AgentEnvTemplate {
             agent: config.agent.clone(),
@@ -226,10 +223,18 @@ pub async fn start(
                 .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
                 .collect(),
         },
+        stop: shutdown.stop(),
+    });
+    let interactions = Interactions {
+        attachments,
+        platforms: platforms.clone(),
+        launcher: launcher.clone(),
+        budget: gateway.budget().clone(),
+        store: store.clone(),
+        prompts: prompts.clone(),
         prompt: prompt_settings(config),
         retry_prompt: retry_prompt(&skills),
         metrics: conversation_metrics.clone(),
-        stop: shutdown.stop(),
         warm: warm.clone(),
     };
     let router = Router::new(RouterParts {
@@ -262,6 +267,17 @@ pub async fn start(
     });
 
     start_reminders(config, &store, &platforms, metrics, shutdown);
+    if config.memory.maintenance.enabled {
+        let job = Maintenance::new(
+            launcher,
+            store.clone(),
+            prompts,
+            gateway.budget().clone(),
+            config.memory.maintenance.clone(),
+            MaintenanceMetrics::new(metrics),
+        );
+        shutdown.spawn("memory_maintenance", job.run(shutdown.draining()));
+    }
 
     Ok(Started {
         store,

@@ -6,6 +6,7 @@
 mod check;
 mod load;
 mod model;
+mod quiet_hours;
 mod secret;
 mod validate;
 
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 pub use check::{Checked, Rejected, check_file, check_str};
 pub use load::{ENV_OVERRIDES, EnvKind, EnvSource, ProcessEnv, default_path, load_file, load_str};
 pub use model::*;
+pub use quiet_hours::QuietHours;
 pub use secret::{MASK, Secret, known_secret_values, masked_yaml};
 pub use validate::{is_skill_name, parse_host};
 

@@ -708,6 +708,49 @@ pub struct MemoryConfig {
     /// Meaning-based recall: an OpenAI-compatible `/embeddings` endpoint. `null` (the
     /// default): memory-search is full-text only.
     pub embeddings: Option<EmbeddingsConfig>,
+    /// Consolidation: an agent run in quiet hours merges a workspace's old memories into
+    /// summaries (off by default).
+    pub maintenance: MaintenanceConfig,
+}
+
+/// `memory.maintenance`: memory consolidation. In the quiet hours, each workspace with more
+/// than `minMemories` enabled memories and no run within `intervalHours` gets an agent run of
+/// its own (the same runner and sandbox, the `maintenance.md` prompt, memory skills only, no
+/// message and nothing sent to anyone) that saves merged summaries superseding the memories
+/// they replace. Public and private memories are consolidated in separate runs; memories newer
+/// than `minAgeDays` are left alone; nothing is deleted (superseded memories are disabled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct MaintenanceConfig {
+    /// Run the job at all.
+    pub enabled: bool,
+    /// Only log (and answer the agent) what would be saved and disabled; nothing is written.
+    pub dry_run: bool,
+    /// Daily window of the daemon's local time, `"HH:MM-HH:MM"` (may cross midnight; equal
+    /// ends mean all day).
+    pub quiet_hours: crate::config::QuietHours,
+    /// A workspace is maintained once it has more enabled memories than this.
+    pub min_memories: u32,
+    /// At most one run per workspace in this many hours.
+    pub interval_hours: u32,
+    /// Memories younger than this many days are never merged or disabled.
+    pub min_age_days: u32,
+    /// Most memories shown to one run (the oldest first); the rest wait for the next run.
+    pub max_memories_per_run: u32,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            dry_run: false,
+            quiet_hours: crate::config::QuietHours::default(),
+            min_memories: 200,
+            interval_hours: 168,
+            min_age_days: 7,
+            max_memories_per_run: 200,
+        }
+    }
 }
 
 impl Default for MemoryConfig {
@@ -717,6 +760,7 @@ impl Default for MemoryConfig {
             related_message_limit: 5,
             max_content_chars: 4_000,
             embeddings: None,
+            maintenance: MaintenanceConfig::default(),
         }
     }
 }

@@ -421,6 +421,16 @@ impl Config {
         if m.max_content_chars == 0 {
             v.add("memory.maxContentChars", "must be at least 1");
         }
+        let mm = &m.maintenance;
+        if mm.interval_hours == 0 {
+            v.add("memory.maintenance.intervalHours", "must be at least 1");
+        }
+        if !(2..=1_000).contains(&mm.max_memories_per_run) {
+            v.add(
+                "memory.maintenance.maxMemoriesPerRun",
+                "must be between 2 and 1000 (the memories shown to one run)",
+            );
+        }
         if let Some(e) = &m.embeddings {
             match (e.provider.is_empty(), e.base_url.is_empty()) {
                 (true, true) => v.add(

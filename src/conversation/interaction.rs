@@ -14,21 +14,18 @@ use tracing::Instrument;
 
 pub use super::context::PromptSettings;
 use super::context::{PromptParts, assemble, assemble_followup, gather, shown_ids};
+use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
-use super::warm::{ConversationKey, SessionResources, Take, WarmAgent, WarmPool};
-use super::workspace::{SessionDirs, Workspaces};
-use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
-use crate::agent::{AgentRunner, AgentSpec, Outcome, PromptImage, TurnSpec};
+use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
+use super::workspace::SessionDirs;
+use crate::agent::{Outcome, PromptImage, TurnSpec};
 use crate::attachments::{Attachments, Received};
-use crate::config::{AgentConfig, ProcessEnv};
-use crate::egress::EgressProxy;
 use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
-use crate::skill_api::SkillApiState;
 use crate::skill_api::sessions::{
-    SessionContext, SessionHandle, SessionRegistry, TerminationSignal,
+    SessionContext, SessionHandle, SessionPurpose, TerminationSignal,
 };
 use crate::store::Store;
 use crate::store::WorkspaceKey;
@@ -44,58 +41,24 @@ pub const BUDGET_TEXT: &str = "I've used up what I'm allowed to think for today,
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
 
-/// What the agent's environment is built from, fixed for the daemon's life.
-#[derive(Debug, Clone)]
-pub struct AgentEnvTemplate {
-    /// `agent.*` configuration.
-    pub agent: AgentConfig,
-    /// Absolute skills folder.
-    pub skills_dir: PathBuf,
-    /// This executable.
-    pub air_friends_bin: PathBuf,
-    /// Skill API base URL (`http://127.0.0.1:PORT`).
-    pub api_url: String,
-    /// Credential variables of enabled skills.
-    pub skill_credentials: Vec<String>,
-    /// The daemon's secret values (never passed on).
-    pub secret_values: Vec<String>,
-    /// Providers served by the model gateway: (provider id, variable holding its key). The
-    /// agent is pointed at `{api_url}/llm/<session>/<id>` and never gets the key.
-    pub gateway_providers: Vec<(String, String)>,
-}
-
 /// The pipeline behind the router.
 pub struct Interactions {
     /// Platform adapters.
     pub platforms: PlatformRegistry,
-    /// Skill API sessions.
-    pub sessions: SessionRegistry,
-    /// With the sandbox on: the Skill API, to open each session's own socket (its only channel
-    /// to the daemon). `None`: agents reach the Skill API over TCP (`agent.sandbox.mode: none`).
-    pub channels: Option<SkillApiState>,
-    /// With the sandbox on and `agent.sandbox.egressAllowHosts` set: the CONNECT proxy served
-    /// on each session's socket folder (`proxy.sock`, relayed to the agent's `HTTPS_PROXY`).
-    pub egress: Option<EgressProxy>,
+    /// Starts agent sessions (registry, folders, socket, egress, environment, runner).
+    pub launcher: Arc<Launcher>,
     /// Daily token budgets: checked before an agent is started.
     pub budget: Budget,
-    /// The agent runner.
-    pub runner: AgentRunner,
     /// Memories (for the prompt).
     pub store: Store,
     /// Prompt templates.
     pub prompts: Arc<PromptLibrary>,
-    /// Workspaces.
-    pub workspaces: Workspaces,
-    /// Agent environment inputs.
-    pub env: AgentEnvTemplate,
     /// Prompt sizes.
     pub prompt: PromptSettings,
     /// The retry prompt (quotes send-reply and react-message).
     pub retry_prompt: Option<String>,
     /// Metrics.
     pub metrics: ConversationMetrics,
-    /// Cancelled when running sessions must stop (end of the shutdown grace period).
-    pub stop: CancellationToken,
     /// Agents kept between a conversation's turns (`agent.warm`); `None` when off.
     pub warm: Option<WarmPool>,
     /// Fetches the current message's attachments (`attachments`); `None` when off.
@@ -124,7 +87,11 @@ impl MessageHandler for Interactions {
 impl Interactions {
     async fn run(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) -> &'static str {
         let received = Instant::now();
-        let workspace = match self.workspaces.path_for(msg.platform, &msg.user_id) {
+        let workspace = match self
+            .launcher
+            .workspaces
+            .path_for(msg.platform, &msg.user_id)
+        {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(platform = %msg.platform, error = %e, "cannot map the user to a workspace");
@@ -178,7 +145,8 @@ impl Interactions {
         fingerprint: u64,
         received: Instant,
     ) -> &'static str {
-        let registered = match self.sessions.register(SessionContext {
+        let context = SessionContext {
+            purpose: SessionPurpose::Conversation,
             platform: msg.platform,
             channel_id: msg.channel_id.clone(),
             user_id: msg.user_id.clone(),
@@ -186,103 +154,40 @@ impl Interactions {
             is_dm: msg.is_dm,
             guild_id: msg.guild_id.clone(),
             trigger_message_id: Some(msg.message_id.clone()),
-            workspace: workspace.clone(),
-        }) {
+            workspace,
+        };
+        let resources = match self.launcher.open(context).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(error = %e, "cannot register a session");
+                tracing::error!(platform = %msg.platform, error = %e, "cannot start a session");
                 self.error_reply(platform, msg).await;
                 return "failed";
             }
         };
-        let session_id = registered.session_id.as_str().to_owned();
-        let handle = registered.handle.clone();
+        let session_id = resources.registered.session_id.as_str().to_owned();
+        let handle = resources.registered.handle.clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
 
         let outcome = async {
-            let dirs = match self.workspaces.prepare(msg.platform, &msg.user_id, &session_id).await {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::error!(session_id = %session_id, error = %e, "cannot prepare the workspace");
-                    self.sessions.unregister(&registered.session_id);
-                    return None;
-                }
-            };
             let mut parts = gather(
                 platform,
                 &self.store,
                 msg,
                 system,
                 &session_id,
-                &self.env.skills_dir,
+                &self.launcher.env.skills_dir,
                 &self.prompt,
             )
             .await;
-            let mut resources = SessionResources {
-                registered,
-                dirs,
-                socket: None,
-                egress: None,
-                sessions: self.sessions.clone(),
-                workspaces: self.workspaces.clone(),
-            };
-            // A sandboxed agent's only way to the daemon: its session's own socket.
-            if let Some(api) = &self.channels {
-                match api.open_session_socket(&resources.registered.session_id).await {
-                    Ok(socket) => resources.socket = Some(socket),
-                    Err(e) => {
-                        tracing::error!(session_id = %session_id, error = %e, "cannot open the session's Skill API socket");
-                        resources.release().await;
-                        return None;
-                    }
-                }
-            }
-            // Its egress proxy, next to the socket in the same private folder.
-            if let (Some(proxy), Some(open)) = (&self.egress, resources.socket.as_ref()) {
-                match proxy.serve_session(open.dir()) {
-                    Ok(egress) => resources.egress = Some(egress),
-                    Err(e) => {
-                        tracing::error!(session_id = %session_id, error = %e, "cannot open the session's egress proxy");
-                        resources.release().await;
-                        return None;
-                    }
-                }
-            }
-            let identity = SessionIdentity {
-                session_id: session_id.clone(),
-                token: resources.registered.caller_token.expose_secret().to_owned(),
-                api_url: self.env.api_url.clone(),
-            };
-            let gateway_route = format!("{}/llm/{session_id}", self.env.api_url);
-            let env = build_agent_env(
-                &EnvInputs {
-                    agent: &self.env.agent,
-                    identity: &identity,
-                    workspace: &resources.dirs.workspace,
-                    air_friends_bin: &self.env.air_friends_bin,
-                    skills_dir: &self.env.skills_dir,
-                    skill_credentials: &self.env.skill_credentials,
-                    secret_values: &self.env.secret_values,
-                    gateway: Some(ModelGateway {
-                        route: &gateway_route,
-                        providers: &self.env.gateway_providers,
-                    }),
-                },
-                &ProcessEnv,
-            );
-            let spec = AgentSpec {
-                session_id: session_id.clone(),
-                workspace: resources.dirs.workspace.clone(),
-                dm: msg.is_dm,
-                api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
-                env,
-            };
+            let spec = self.launcher.agent_spec(&resources, msg.is_dm);
             let shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are
             // done, knowing whether the agent takes pictures.
             let (started, (files, history_files)) = tokio::join!(
-                self.runner.start(spec, &turn.terminate, &self.stop),
+                self.launcher
+                    .runner
+                    .start(spec, &turn.terminate, &self.launcher.stop),
                 self.receive(msg, &parts, None, &resources.dirs),
             );
             let mut context_tokens = 0;
@@ -292,10 +197,10 @@ impl Interactions {
                     parts.files = files;
                     parts.history_files = history_files;
                     let pictures = picture_tokens(&parts);
-                    let prompt =
-                        assemble(&parts, self.prompt.token_limit.saturating_sub(pictures));
+                    let prompt = assemble(&parts, self.prompt.token_limit.saturating_sub(pictures));
                     context_tokens = estimate_tokens(&prompt) + pictures;
-                    let spec_turn = self.turn_spec(prompt, self.images(&parts), &turn, &handle, None);
+                    let spec_turn =
+                        self.turn_spec(prompt, self.images(&parts), &turn, &handle, None);
                     self.started("cold", received);
                     (live.prompt(&spec_turn).await, Some(live))
                 }
@@ -345,7 +250,7 @@ impl Interactions {
                 msg,
                 String::new(),
                 &session_id,
-                &self.env.skills_dir,
+                &self.launcher.env.skills_dir,
                 &self.prompt,
             )
             .await;
@@ -363,7 +268,7 @@ impl Interactions {
             agent.context_tokens += estimate_tokens(&prompt) + pictures;
             let turn = self.turn_watch(msg, &termination);
             // A warm agent must show a sign of life as soon as a fresh one would have connected.
-            let first_sign = self.runner.settings().connect_timeout;
+            let first_sign = self.launcher.runner.settings().connect_timeout;
             let spec = self.turn_spec(
                 prompt,
                 self.images(&parts),
@@ -497,7 +402,7 @@ impl Interactions {
             images,
             retry_prompt: self.retry_prompt.clone(),
             terminate: watch.terminate.clone(),
-            shutdown: self.stop.clone(),
+            shutdown: self.launcher.stop.clone(),
             probe: Arc::new(move || handle.responded()),
             first_sign_within,
         }
@@ -513,7 +418,7 @@ impl Interactions {
     /// skills folder (path, size, modification time). A different value retires it.
     async fn fingerprint(&self, system: &str) -> u64 {
         use std::hash::{Hash, Hasher};
-        let skills = self.env.skills_dir.clone();
+        let skills = self.launcher.env.skills_dir.clone();
         let tree = tokio::task::spawn_blocking(move || tree_fingerprint(&skills))
             .await
             .unwrap_or_default();

@@ -1,9 +1,11 @@
 //! The conversation pipeline: which messages to answer and in what order (router, policy,
-//! rate limit), the user workspaces, prompt assembly, one interaction end to end, and the
-//! agents kept warm between a conversation's turns.
+//! rate limit), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
+//! with the memory maintenance job), one interaction end to end, and the agents kept warm
+//! between a conversation's turns.
 
 pub mod context;
 pub mod interaction;
+pub mod launch;
 pub mod metrics;
 pub mod policy;
 pub mod prompts;
@@ -12,6 +14,7 @@ pub mod router;
 pub mod warm;
 pub mod workspace;
 
+pub use launch::{AgentEnvTemplate, LaunchError, Launcher};
 pub use metrics::ConversationMetrics;
 pub use policy::{Ignore, Policy};
 pub use ratelimit::UserRateLimiter;

@@ -1,4 +1,5 @@
-//! Prompt templates: `prompts/system.md` with `{{fragment}}` includes (each `fragment.md` in the
+//! Prompt templates: `prompts/system.md` (and other named templates such as `maintenance.md`,
+//! rendered uncached by [`PromptLibrary::render_template`]) with `{{fragment}}` includes (each `fragment.md` in the
 //! same folder, recursively, cycles refused). Unknown placeholders are left as they are, with a
 //! warning. The rendered prompt is cached and re-rendered when a file in the folder changes
 //! (size or modification time) or after [`PromptLibrary::invalidate`] (SIGHUP).
@@ -79,6 +80,31 @@ impl PromptLibrary {
                     source: std::io::Error::other(e),
                 })
             })
+    }
+}
+
+impl PromptLibrary {
+    /// `name.md` of the folder rendered with its `{{fragment}}` includes, uncached (for prompts
+    /// used rarely, such as `maintenance.md`). `None` when the file does not exist, so the
+    /// caller can fall back to the built-in text; other read errors are errors.
+    pub async fn render_template(&self, name: &str) -> Result<Option<String>, PromptError> {
+        let dir = self.dir.clone();
+        let name = name.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let path = dir.join(format!("{name}.md"));
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(Some(expand(&dir, &text, &mut vec![name]))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(PromptError::Read { path, source }),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(PromptError::Read {
+                path: PathBuf::from("template"),
+                source: std::io::Error::other(e),
+            })
+        })
     }
 }
 

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::Gateway;
 use super::metrics::Outcome;
 use super::usage::{Usage, UsageParser};
+use crate::skill_api::SessionHandle;
 use crate::store::WorkspaceKey;
 
 type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
@@ -26,6 +27,8 @@ pub(crate) struct Recording {
     pub(crate) gateway: Gateway,
     pub(crate) provider: String,
     pub(crate) session_id: String,
+    /// The session: its turn's tally of model tokens (`SessionState::model_tokens`).
+    pub(crate) session: SessionHandle,
     /// Whose usage this is; `None` when the session's user makes no valid workspace key.
     pub(crate) workspace: Option<WorkspaceKey>,
     pub(crate) started: Instant,
@@ -133,6 +136,9 @@ impl Recording {
             return;
         }
         inner.metrics.record_tokens(model, input, output);
+        self.session.with_state(|s| {
+            s.model_tokens = s.model_tokens.saturating_add(input.saturating_add(output));
+        });
         let Some(workspace) = self.workspace else {
             return;
         };

@@ -463,6 +463,7 @@ async fn forward(
         gateway: gateway.clone(),
         provider: provider.id.clone(),
         session_id: session_id.to_owned(),
+        session: session.clone(),
         workspace,
         started,
         expects_usage: method == axum::http::Method::POST,

@@ -106,6 +106,7 @@ impl UserCommandRunner {
         }
         let params = registered.prepare_params(invocation.parameters.clone())?;
         let context = SessionContext {
+            purpose: Default::default(),
             platform: invocation.platform,
             channel_id: invocation.channel_id.clone(),
             user_id: invocation.user_id.clone(),

@@ -2,13 +2,15 @@
 //!
 //! Memories belong to the session user's workspace (`platform/userId`). Private memories exist
 //! only in direct messages: saving one elsewhere is 403, and outside DMs they are never returned,
-//! counted or patchable (the store's [`Scope`](crate::store::Scope) does the filtering).
+//! counted or patchable (the store's [`Scope`](crate::store::Scope) does the filtering). In a
+//! maintenance session the rules of `upkeep` apply on top.
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, params, scope, store_error, workspace_key};
+use super::upkeep;
 use crate::embeddings::SearchMode;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::{Importance, MAX_CONTENT_CHARS, MemoryPatch as Patch, NewMemory, Visibility};
@@ -22,6 +24,8 @@ struct SaveParams {
     content: String,
     visibility: Visibility,
     importance: Importance,
+    #[serde(default)]
+    supersedes: Vec<String>,
 }
 
 #[async_trait]
@@ -33,7 +37,10 @@ impl SkillHandler for MemorySave {
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let p: SaveParams = params(raw)?;
         let session = ctx.session();
-        if p.visibility == Visibility::Private && !session.is_dm {
+        let maintenance = session.purpose.maintenance();
+        // A maintenance run saves at its own visibility, whatever the agent asked.
+        let visibility = maintenance.map_or(p.visibility, |m| m.visibility);
+        if visibility == Visibility::Private && !session.is_dm {
             return Err(SkillError::ForbiddenContext(
                 "private memories can only be saved in a direct message with the user; save it \
                  with --visibility public if it is fine for others to know, or not at all"
@@ -57,28 +64,53 @@ impl SkillHandler for MemorySave {
                 ),
             ));
         }
-        let memory = self
-            .0
-            .store
-            .save_memory(NewMemory {
-                workspace: workspace_key(session)?,
-                content: content.to_owned(),
-                visibility: p.visibility,
-                importance: p.importance,
-            })
-            .await
-            .map_err(|e| store_error(e, "memory"))?;
-        tracing::debug!(session_id = %ctx.session_id(), memory_id = %memory.id, chars, "memory saved");
+        if let Some(policy) = maintenance {
+            upkeep::check_targets(&self.0, ctx, policy, &p.supersedes).await?;
+            if policy.dry_run {
+                let would = json!({
+                    "save": {"content": content, "visibility": visibility, "importance": p.importance},
+                    "disable": p.supersedes,
+                });
+                return Ok(upkeep::dry_run(ctx, 1, &p.supersedes, would));
+            }
+        }
+        let new = NewMemory {
+            workspace: workspace_key(session)?,
+            content: content.to_owned(),
+            visibility,
+            importance: p.importance,
+        };
+        let (memory, disabled) = if p.supersedes.is_empty() {
+            let memory = self.0.store.save_memory(new).await;
+            (memory.map_err(|e| store_error(e, "memory"))?, Vec::new())
+        } else {
+            self.0
+                .store
+                .save_superseding(new, p.supersedes, scope(session))
+                .await
+                .map_err(|e| store_error(e, "memory"))?
+        };
+        tracing::debug!(session_id = %ctx.session_id(), memory_id = %memory.id, chars, disabled = disabled.len(), "memory saved");
+        let disabled_n = u32::try_from(disabled.len()).unwrap_or(u32::MAX);
+        ctx.with_state(|s| {
+            s.memories_saved = s.memories_saved.saturating_add(1);
+            s.memories_disabled = s.memories_disabled.saturating_add(disabled_n);
+        });
         if let Some(semantic) = &self.0.semantic {
             semantic.wake();
         }
-        Ok(json!({
+        let mut answer = json!({
             "id": memory.id,
             "content": memory.content,
             "visibility": memory.visibility,
             "importance": memory.importance,
             "createdAt": memory.created_at,
-        }))
+        });
+        if !memory.supersedes.is_empty() {
+            answer["supersedes"] = json!(memory.supersedes);
+            answer["disabled"] = json!(disabled);
+        }
+        Ok(answer)
     }
 }
 
@@ -185,6 +217,23 @@ impl SkillHandler for MemoryPatch {
             ));
         }
         let session = ctx.session();
+        if let Some(policy) = session.purpose.maintenance() {
+            if patch.visibility.is_some() {
+                return Err(SkillError::ForbiddenContext(
+                    "memory maintenance never changes who can see a memory".into(),
+                ));
+            }
+            upkeep::check_targets(&self.0, ctx, policy, std::slice::from_ref(&p.memory_id)).await?;
+            if policy.dry_run {
+                let disabled = match patch.enabled {
+                    Some(false) => vec![p.memory_id.clone()],
+                    _ => Vec::new(),
+                };
+                let would = json!({"patch": p.memory_id, "changes": patch});
+                return Ok(upkeep::dry_run(ctx, 0, &disabled, would));
+            }
+        }
+        let disables = patch.enabled == Some(false);
         let record = self
             .0
             .store
@@ -205,6 +254,9 @@ impl SkillHandler for MemoryPatch {
                     ),
                 )
             })?;
+        if disables {
+            ctx.with_state(|s| s.memories_disabled = s.memories_disabled.saturating_add(1));
+        }
         Ok(json!({
             "patchId": record.patch_id,
             "memoryId": record.memory_id,

@@ -9,6 +9,8 @@
 //! * `memory` (save / search / patch / stats), `export` (memory-export), `reply` (send-reply /
 //!   edit-reply / get-message), `files` + `preflight` (send-file), `context` (fetch-context),
 //!   `reaction` (react-message), `reminder` (set / cancel / list).
+//! * `upkeep` — what a maintenance session's memory calls may change (its visibility, old
+//!   memories only, dry runs), in one place for memory-save and memory-patch.
 //! * `common` — shared plumbing: typed parameters, error mapping ([`PlatformError`] and
 //!   [`StoreError`] → [`SkillError`]), the outgoing-text pipeline.
 //! * [`commands`] (+ `render`) — the user-command entry point for humans: the same
@@ -34,6 +36,7 @@ mod reaction;
 mod reminder;
 mod render;
 mod reply;
+mod upkeep;
 
 use std::fmt;
 use std::sync::Arc;

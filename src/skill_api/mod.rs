@@ -38,8 +38,9 @@ pub use handler::{
 pub use metrics::SkillApiMetrics;
 pub use server::{router, serve};
 pub use sessions::{
-    Attempt, CallerToken, CountedSkill, RegisteredSession, SessionContext, SessionError,
-    SessionHandle, SessionId, SessionRegistry, SessionState, TerminationSignal,
+    Attempt, CallerToken, CountedSkill, MAINTENANCE_SKILLS, MaintenancePolicy, RegisteredSession,
+    SessionContext, SessionError, SessionHandle, SessionId, SessionPurpose, SessionRegistry,
+    SessionState, TerminationSignal,
 };
 pub use socket::{SessionSocket, SocketError};
 pub use state::{SkillApiSettings, SkillApiState};

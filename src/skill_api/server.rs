@@ -4,7 +4,8 @@
 //! (403) + session lookup (401) + constant-time token check (403) + touch (all in the
 //! [`AuthenticatedCall`] extractor) → resolve the skill
 //! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
-//! learn nothing about skills) → de-duplication → per-(skill, user) rate limit → schema
+//! learn nothing about skills) → the session's purpose (403 `FORBIDDEN_CONTEXT` for a skill a
+//! maintenance session may not call) → de-duplication → per-(skill, user) rate limit → schema
 //! validation → handler (per-session quotas live in handlers) → audit event. Calls of the
 //! doom-loop-counted skills ([`CountedSkill`]) are counted right before the rate limit, so a
 //! refused attempt still counts and a terminating one answers with `sessionTerminated`. Everything from the
@@ -47,7 +48,7 @@ use super::dedup::{Claim, DedupCache, LeaderGuard, SharedOutcome};
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
 use super::metrics::UNKNOWN_SKILL_LABEL;
-use super::sessions::{CountedSkill, SessionHandle};
+use super::sessions::{CountedSkill, MAINTENANCE_SKILLS, SessionHandle};
 use super::state::SkillApiState;
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
@@ -422,6 +423,16 @@ async fn skill_call(
     };
     if !skill.spec().enabled {
         return audit.finish_error(&SkillError::SkillDisabled(skill.name().to_owned()));
+    }
+    // A maintenance session (no user, no message) reaches memories and nothing else.
+    let context = call.session.context();
+    if !context.purpose.allows_skill(skill.name()) {
+        return audit.finish_error(&SkillError::ForbiddenContext(format!(
+            "{} is not available in a {} session: only {} are",
+            skill.name(),
+            context.purpose.as_str(),
+            MAINTENANCE_SKILLS.join(", ")
+        )));
     }
 
     let (outcome, termination, dedup) = dispatch(&state, skill, call).await;

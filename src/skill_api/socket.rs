@@ -361,6 +361,7 @@ mod tests {
     fn session_id() -> SessionId {
         SessionRegistry::new(Duration::from_secs(60))
             .register(SessionContext {
+                purpose: Default::default(),
                 platform: PlatformKind::Console,
                 channel_id: "c".into(),
                 user_id: "u".into(),

@@ -286,6 +286,7 @@ mod tests {
         state
             .sessions()
             .register(SessionContext {
+                purpose: Default::default(),
                 platform: crate::platform::PlatformKind::Console,
                 channel_id: "c".into(),
                 user_id: "u".into(),

@@ -61,6 +61,29 @@ pub(crate) struct MemoryInsert {
     pub created_at_ms: i64,
 }
 
+impl MemoryInsert {
+    /// A new save: `new` (its content validated), enabled, created now, replacing
+    /// `supersedes`.
+    pub(crate) fn new(
+        new: super::types::NewMemory,
+        supersedes: Vec<String>,
+        id: String,
+    ) -> Result<Self, StoreError> {
+        validate_content(&new.content)?;
+        Ok(Self {
+            id,
+            workspace: new.workspace,
+            content: new.content,
+            visibility: new.visibility,
+            importance: new.importance,
+            enabled: true,
+            related_to: Vec::new(),
+            supersedes,
+            created_at_ms: now_ms(),
+        })
+    }
+}
+
 /// Validates memory content: 1..=4000 characters, not only whitespace.
 pub(crate) fn validate_content(content: &str) -> Result<(), StoreError> {
     let chars = content.chars().count();
@@ -127,6 +150,54 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
         created_at: at,
         updated_at: at,
     })
+}
+
+/// Appends a memory that replaces `row.supersedes` (ids of `row.workspace` visible in
+/// `scope`): the new memory records the lineage, and each replaced memory is disabled by a
+/// patch in the same transaction (a failure leaves neither). Returns the memory and the ids
+/// that were enabled until now (and are disabled now).
+pub(crate) fn insert_superseding(
+    conn: &Connection,
+    row: &MemoryInsert,
+    scope: Scope,
+    patch_ids: impl Fn() -> String,
+) -> Result<(Memory, Vec<String>), StoreError> {
+    if row.supersedes.len() > super::types::MAX_REFERENCES {
+        return Err(StoreError::Invalid(format!(
+            "at most {} superseded ids",
+            super::types::MAX_REFERENCES
+        )));
+    }
+    let ws_text = row.workspace.to_string();
+    let mut targets = Vec::with_capacity(row.supersedes.len());
+    let mut missing = Vec::new();
+    for id in &row.supersedes {
+        match find_visible(conn, &ws_text, id, scope)? {
+            Some(seq) => targets.push((id.clone(), seq)),
+            None => missing.push(id.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(StoreError::InvalidReference { ids: missing });
+    }
+    let memory = insert(conn, row)?;
+    let disable = MemoryPatch {
+        enabled: Some(false),
+        ..MemoryPatch::default()
+    };
+    let mut disabled = Vec::new();
+    for (id, seq) in targets {
+        let enabled: bool = conn
+            .prepare_cached("SELECT enabled FROM memories WHERE seq = ?1")?
+            .query_row([seq], |r| r.get(0))?;
+        if !enabled {
+            continue;
+        }
+        insert_patch(conn, seq, &patch_ids(), &disable, row.created_at_ms, "api")?;
+        refold(conn, seq)?;
+        disabled.push(id);
+    }
+    Ok((memory, disabled))
 }
 
 /// The rowid range `(lo, hi)` of a workspace's memories, or `None` when it has none.

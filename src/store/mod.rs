@@ -8,6 +8,8 @@
 //! * `search`: FTS5 trigram search plus a CJK unigram/bigram index for 1–2 character keywords,
 //!   with all user text quoted so it can never become FTS5 or SQL syntax.
 //! * `reminders`: reminder life cycle (pending → delivered | cancelled | failed).
+//! * `maintenance`: what the memory maintenance job reads (due workspaces, a run's candidates)
+//!   and its run records.
 //! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
 //! * [`backup`]: `backup <file>`, a consistent copy of the database beside the running daemon.
@@ -20,6 +22,7 @@ pub mod backup;
 mod db;
 pub mod import;
 mod llm_usage;
+mod maintenance;
 mod memories;
 mod reminders;
 mod search;
@@ -38,6 +41,7 @@ use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 
 pub use db::SCHEMA_VERSION;
 pub use llm_usage::LlmUsage;
+pub use maintenance::MaintenanceRun;
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
     MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Reminder, ReminderState,
@@ -183,19 +187,27 @@ impl Store {
     /// Appends a memory (new `mem_…` id, `createdAt = updatedAt = now`). Content is validated
     /// (1..=4000 characters, not blank) and never changes afterwards.
     pub async fn save_memory(&self, new: NewMemory) -> Result<Memory, StoreError> {
-        memories::validate_content(&new.content)?;
-        let row = memories::MemoryInsert {
-            id: new_id("mem"),
-            workspace: new.workspace,
-            content: new.content,
-            visibility: new.visibility,
-            importance: new.importance,
-            enabled: true,
-            related_to: Vec::new(),
-            supersedes: Vec::new(),
-            created_at_ms: memories::now_ms(),
-        };
+        let row = memories::MemoryInsert::new(new, Vec::new(), new_id("mem"))?;
         self.db.write(move |c| memories::insert(c, &row)).await
+    }
+
+    /// Appends a memory that replaces `supersedes` (memories of the same workspace visible in
+    /// `scope`): the new memory records the lineage and each replaced memory is disabled, all
+    /// in one transaction. Returns the memory and the ids disabled now (those that were still
+    /// enabled). `InvalidReference` names ids that do not exist or are not visible.
+    pub async fn save_superseding(
+        &self,
+        new: NewMemory,
+        supersedes: Vec<String>,
+        scope: Scope,
+    ) -> Result<(Memory, Vec<String>), StoreError> {
+        let mut supersedes = supersedes;
+        let mut seen = std::collections::HashSet::new();
+        supersedes.retain(|id| seen.insert(id.clone()));
+        let row = memories::MemoryInsert::new(new, supersedes, new_id("mem"))?;
+        self.db
+            .write(move |c| memories::insert_superseding(c, &row, scope, || new_id("pat")))
+            .await
     }
 
     /// A memory of `ws` by id; `None` when missing or not visible in `scope` (private memories
@@ -539,6 +551,50 @@ impl Store {
     /// so the scheduler can sleep until `next_due_at` and re-arm on change.
     pub fn reminder_changes(&self) -> watch::Receiver<u64> {
         self.reminders_changed.subscribe()
+    }
+
+    // ---- memory maintenance ---------------------------------------------------------------
+
+    /// Workspaces due for memory maintenance: more than `min_enabled` enabled memories and no
+    /// run started at or after `not_since`; most memories first, at most `limit`.
+    pub async fn maintenance_due(
+        &self,
+        min_enabled: u64,
+        not_since: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<WorkspaceKey>, StoreError> {
+        self.db
+            .read(move |c| maintenance::due_workspaces(c, min_enabled, not_since, limit))
+            .await
+    }
+
+    /// A maintenance run's candidates: enabled memories of `ws` with `visibility` created
+    /// before `created_before`, oldest first, at most `limit`, and how many there are.
+    pub async fn maintenance_candidates(
+        &self,
+        ws: &WorkspaceKey,
+        visibility: Visibility,
+        created_before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<(Vec<Memory>, u64), StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| maintenance::candidates(c, &ws, visibility, created_before, limit))
+            .await
+    }
+
+    /// Records a finished maintenance run.
+    pub async fn record_maintenance_run(&self, run: MaintenanceRun) -> Result<(), StoreError> {
+        self.db.write(move |c| maintenance::record(c, &run)).await
+    }
+
+    /// The maintenance runs of `ws`, oldest first.
+    pub async fn maintenance_runs(
+        &self,
+        ws: &WorkspaceKey,
+    ) -> Result<Vec<MaintenanceRun>, StoreError> {
+        let ws = ws.clone();
+        self.db.read(move |c| maintenance::runs(c, &ws)).await
     }
 
     // ---- model usage ----------------------------------------------------------------------

@@ -346,6 +346,17 @@ pub struct ExportFilter {
     pub enabled_only: bool,
 }
 
+impl ExportFilter {
+    /// Every memory visible in `scope`, enabled or not, of every importance.
+    pub fn all(scope: Scope) -> Self {
+        Self {
+            scope,
+            importance: None,
+            enabled_only: false,
+        }
+    }
+}
+
 /// Life cycle of a reminder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -100,6 +100,9 @@ pub struct Setup {
     pub extra_yaml: String,
     /// Texts to write into [`Bot::files`] before the start (name, content), for `reply_steps`.
     pub texts: Vec<(&'static str, String)>,
+    /// An AIr-Friends data folder imported (`air-friends import jsonl`) into the daemon's
+    /// database before it starts.
+    pub import: Option<PathBuf>,
 }
 
 /// Where [`Setup::texts`] entries are written, given the files folder.
@@ -142,6 +145,19 @@ impl Bot {
             extra = setup.extra_yaml,
         );
         let config = TestConfig::new(&yaml);
+        if let Some(dir) = &setup.import {
+            let out = std::process::Command::new(super::bin())
+                .args(["import", "jsonl", "--config"])
+                .arg(&config.path)
+                .arg(dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "import failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let mut daemon = Daemon::start(&config.path, &[]);
         let (mut skill_api, mut ops) = (false, None);
         while !(skill_api && ops.is_some()) {
@@ -311,6 +327,16 @@ impl Bot {
             .seen
             .iter()
             .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The prompt texts the agents received (`session/prompt`), in order (JSON of the
+    /// content blocks).
+    pub fn prompts(&self) -> Vec<String> {
+        self.agent_log_lines()
+            .iter()
+            .filter(|v| v["received"]["method"] == "session/prompt")
+            .map(|v| v["received"]["params"]["prompt"].to_string())
             .collect()
     }
 

@@ -203,6 +203,7 @@ impl App {
             .join(&incoming.user_id);
         std::fs::create_dir_all(&workspace).expect("workspace");
         let context = SessionContext {
+            purpose: Default::default(),
             platform: incoming.platform,
             channel_id: incoming.channel_id.clone(),
             user_id: incoming.user_id.clone(),

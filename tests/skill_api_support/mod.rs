@@ -230,6 +230,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
 
 pub fn context(user: &str, is_dm: bool) -> SessionContext {
     SessionContext {
+        purpose: Default::default(),
         platform: air_friends::platform::PlatformKind::Discord,
         channel_id: "chan-1".into(),
         user_id: user.into(),

@@ -1,0 +1,172 @@
+//! Starting an agent session, whatever it is for: a Skill API session (id, caller token), the
+//! workspace and staging folders, the sandboxed agent's own socket and egress proxy, and the
+//! agent's environment (its identity, the model gateway route, never a secret).
+//!
+//! A conversation's cold turn ([`Interactions`](super::Interactions)) and the memory
+//! maintenance job both start their agents here, so a maintenance run gets exactly the
+//! sandbox, socket and gateway a conversation gets.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+
+use super::warm::SessionResources;
+use super::workspace::{WorkspaceError, Workspaces};
+use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
+use crate::agent::{AgentRunner, AgentSpec};
+use crate::config::{AgentConfig, ProcessEnv};
+use crate::egress::EgressProxy;
+use crate::skill_api::sessions::{SessionContext, SessionError, SessionRegistry};
+use crate::skill_api::{SkillApiState, SocketError};
+
+/// What the agent's environment is built from, fixed for the daemon's life.
+#[derive(Debug, Clone)]
+pub struct AgentEnvTemplate {
+    /// `agent.*` configuration.
+    pub agent: AgentConfig,
+    /// Absolute skills folder.
+    pub skills_dir: PathBuf,
+    /// This executable.
+    pub air_friends_bin: PathBuf,
+    /// Skill API base URL (`http://127.0.0.1:PORT`).
+    pub api_url: String,
+    /// Credential variables of enabled skills.
+    pub skill_credentials: Vec<String>,
+    /// The daemon's secret values (never passed on).
+    pub secret_values: Vec<String>,
+    /// Providers served by the model gateway: (provider id, variable holding its key). The
+    /// agent is pointed at `{api_url}/llm/<session>/<id>` and never gets the key.
+    pub gateway_providers: Vec<(String, String)>,
+}
+
+/// Why a session could not be started (everything it had opened is released again).
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// No session could be registered (the OS random number generator failed).
+    #[error("cannot register a session: {0}")]
+    Register(#[from] SessionError),
+    /// The workspace or staging folder could not be created.
+    #[error("cannot prepare the workspace: {0}")]
+    Workspace(#[from] WorkspaceError),
+    /// The session's Skill API socket could not be opened.
+    #[error("cannot open the session's Skill API socket: {0}")]
+    Socket(#[from] SocketError),
+    /// The session's egress proxy could not be opened.
+    #[error("cannot open the session's egress proxy: {0}")]
+    Egress(#[source] std::io::Error),
+}
+
+/// Starts agent sessions: everything a session needs, with the same rules for every kind.
+pub struct Launcher {
+    /// Skill API sessions.
+    pub sessions: SessionRegistry,
+    /// With the sandbox on: the Skill API, to open each session's own socket (its only channel
+    /// to the daemon). `None`: agents reach the Skill API over TCP (`agent.sandbox.mode: none`).
+    pub channels: Option<SkillApiState>,
+    /// With the sandbox on and `agent.sandbox.egressAllowHosts` set: the CONNECT proxy served
+    /// on each session's socket folder (`proxy.sock`, relayed to the agent's `HTTPS_PROXY`).
+    pub egress: Option<EgressProxy>,
+    /// The agent runner.
+    pub runner: AgentRunner,
+    /// Workspaces.
+    pub workspaces: Workspaces,
+    /// Agent environment inputs.
+    pub env: AgentEnvTemplate,
+    /// Cancelled when running sessions must stop (end of the shutdown grace period).
+    pub stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Launcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launcher").finish_non_exhaustive()
+    }
+}
+
+impl Launcher {
+    /// Registers a session for `context` and opens what its agent needs: the workspace and
+    /// staging folder, and with the sandbox on its socket and egress proxy. On an error,
+    /// whatever was opened is released before returning.
+    pub async fn open(&self, context: SessionContext) -> Result<SessionResources, LaunchError> {
+        let (platform, user_id) = (context.platform, context.user_id.clone());
+        let registered = self.sessions.register(context)?;
+        let session_id = registered.session_id.as_str().to_owned();
+        let dirs = match self
+            .workspaces
+            .prepare(platform, &user_id, &session_id)
+            .await
+        {
+            Ok(dirs) => dirs,
+            Err(e) => {
+                self.sessions.unregister(&registered.session_id);
+                return Err(e.into());
+            }
+        };
+        let mut resources = SessionResources {
+            registered,
+            dirs,
+            socket: None,
+            egress: None,
+            sessions: self.sessions.clone(),
+            workspaces: self.workspaces.clone(),
+        };
+        // A sandboxed agent's only way to the daemon: its session's own socket.
+        if let Some(api) = &self.channels {
+            match api
+                .open_session_socket(&resources.registered.session_id)
+                .await
+            {
+                Ok(socket) => resources.socket = Some(socket),
+                Err(e) => {
+                    resources.release().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        // Its egress proxy, next to the socket in the same private folder.
+        if let (Some(proxy), Some(open)) = (&self.egress, resources.socket.as_ref()) {
+            match proxy.serve_session(open.dir()) {
+                Ok(egress) => resources.egress = Some(egress),
+                Err(e) => {
+                    resources.release().await;
+                    return Err(LaunchError::Egress(e));
+                }
+            }
+        }
+        Ok(resources)
+    }
+
+    /// The agent for an opened session: its folders, socket, and environment (the session's
+    /// identity and gateway route; `dm` decides whether the sandbox shows `private/`).
+    pub fn agent_spec(&self, resources: &SessionResources, dm: bool) -> AgentSpec {
+        let session_id = resources.registered.session_id.as_str().to_owned();
+        let identity = SessionIdentity {
+            session_id: session_id.clone(),
+            token: resources.registered.caller_token.expose_secret().to_owned(),
+            api_url: self.env.api_url.clone(),
+        };
+        let gateway_route = format!("{}/llm/{session_id}", self.env.api_url);
+        let env = build_agent_env(
+            &EnvInputs {
+                agent: &self.env.agent,
+                identity: &identity,
+                workspace: &resources.dirs.workspace,
+                air_friends_bin: &self.env.air_friends_bin,
+                skills_dir: &self.env.skills_dir,
+                skill_credentials: &self.env.skill_credentials,
+                secret_values: &self.env.secret_values,
+                gateway: Some(ModelGateway {
+                    route: &gateway_route,
+                    providers: &self.env.gateway_providers,
+                }),
+            },
+            &ProcessEnv,
+        );
+        AgentSpec {
+            session_id,
+            workspace: resources.dirs.workspace.clone(),
+            dm,
+            api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
+            env,
+        }
+    }
+}

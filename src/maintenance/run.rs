@@ -1,0 +1,217 @@
+//! One maintenance run: one workspace, one visibility. The daemon picks the memories (enabled,
+//! of that visibility, older than `minAgeDays`, oldest first), starts an agent session through
+//! the same [`Launcher`] a conversation uses (so the same sandbox, socket and model gateway)
+//! with a [`SessionPurpose::Maintenance`] context — no channel, no message, only the memory
+//! skills, the handlers holding it to the [`MaintenancePolicy`] — prompts it once, and records
+//! what it did.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+
+use super::prompt;
+use crate::agent::{Outcome, TurnSpec};
+use crate::platform::PlatformKind;
+use crate::skill_api::{MaintenancePolicy, SessionContext, SessionPurpose};
+use crate::store::{MaintenanceRun, Visibility, WorkspaceKey};
+
+use super::Maintenance;
+
+/// The fewest memories worth a run: one memory has nothing to merge with.
+const MIN_CANDIDATES: usize = 2;
+
+impl Maintenance {
+    /// Consolidates `ws`'s public memories, then its private ones, each in a run of its own,
+    /// and returns both records (also stored, logged and counted).
+    pub async fn maintain(
+        &self,
+        ws: &WorkspaceKey,
+        stop: &CancellationToken,
+    ) -> Vec<MaintenanceRun> {
+        let mut runs = Vec::with_capacity(2);
+        for visibility in [Visibility::Public, Visibility::Private] {
+            if stop.is_cancelled() {
+                break;
+            }
+            let run = self.pass(ws, visibility, stop).await;
+            self.finish(&run).await;
+            runs.push(run);
+        }
+        runs
+    }
+
+    async fn pass(
+        &self,
+        ws: &WorkspaceKey,
+        visibility: Visibility,
+        stop: &CancellationToken,
+    ) -> MaintenanceRun {
+        let started_at = Utc::now();
+        let mut run = MaintenanceRun {
+            workspace: ws.clone(),
+            visibility,
+            started_at,
+            finished_at: started_at,
+            outcome: "failed".into(),
+            dry_run: self.config.dry_run,
+            read: 0,
+            saved: 0,
+            disabled: 0,
+            tokens: 0,
+        };
+        let created_before =
+            started_at - chrono::Duration::days(i64::from(self.config.min_age_days));
+        let (memories, total) = match self
+            .store
+            .maintenance_candidates(
+                ws,
+                visibility,
+                created_before,
+                self.config.max_memories_per_run,
+            )
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::error!(workspace = %ws, error = %e, "cannot read the memories to maintain");
+                return run;
+            }
+        };
+        if memories.len() < MIN_CANDIDATES {
+            run.outcome = "skipped".into();
+            return run;
+        }
+        if !self.budget.is_unlimited() && self.budget.check(&self.store, ws).await.is_err() {
+            run.outcome = "over_budget".into();
+            return run;
+        }
+        let Ok(platform) = ws.platform().parse::<PlatformKind>() else {
+            tracing::error!(workspace = %ws, "the workspace's platform is unknown; not maintained");
+            return run;
+        };
+        let workspace = match self.launcher.workspaces.path_for(platform, ws.user_id()) {
+            Ok(path) => path,
+            Err(e) => {
+                tracing::error!(workspace = %ws, error = %e, "cannot map the workspace");
+                return run;
+            }
+        };
+        let is_dm = visibility == Visibility::Private;
+        let context = SessionContext {
+            purpose: SessionPurpose::Maintenance(MaintenancePolicy {
+                visibility,
+                dry_run: self.config.dry_run,
+                created_before,
+            }),
+            platform,
+            channel_id: String::new(),
+            user_id: ws.user_id().to_owned(),
+            username: String::new(),
+            is_dm,
+            guild_id: None,
+            trigger_message_id: None,
+            workspace,
+        };
+        let template = match self.prompts.render_template("maintenance").await {
+            Ok(Some(text)) => text,
+            Ok(None) => prompt::BUILTIN.to_owned(),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read prompts/maintenance.md");
+                return run;
+            }
+        };
+        let resources = match self.launcher.open(context).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(workspace = %ws, error = %e, "cannot start a maintenance session");
+                return run;
+            }
+        };
+        run.read = memories.len() as u64;
+        let handle = resources.registered.handle.clone();
+        let session_id = handle.id().as_str().to_owned();
+        let spec = self.launcher.agent_spec(&resources, is_dm);
+        let terminate = stop.child_token();
+        tracing::info!(
+            workspace = %ws,
+            session_id = %session_id,
+            visibility = visibility.as_str(),
+            memories = memories.len(),
+            dry_run = self.config.dry_run,
+            "memory maintenance started"
+        );
+        let outcome = match self
+            .launcher
+            .runner
+            .start(spec, &terminate, &self.launcher.stop)
+            .await
+        {
+            Ok(mut live) => {
+                let turn = TurnSpec {
+                    prompt: prompt::build(
+                        &template,
+                        &session_id,
+                        &self.launcher.env.skills_dir,
+                        visibility,
+                        &memories,
+                        total,
+                    ),
+                    images: Vec::new(),
+                    retry_prompt: None,
+                    terminate: terminate.clone(),
+                    shutdown: self.launcher.stop.clone(),
+                    // Nobody is waiting for an answer: a turn that ends is a run that completed.
+                    probe: Arc::new(|| false),
+                    first_sign_within: None,
+                };
+                let outcome = live.prompt(&turn).await;
+                live.stop().await;
+                outcome
+            }
+            Err(outcome) => outcome,
+        };
+        let state = handle.state();
+        resources.release().await;
+        run.outcome = outcome_label(&outcome).into();
+        run.saved = u64::from(state.memories_saved);
+        run.disabled = u64::from(state.memories_disabled);
+        run.tokens = state.model_tokens;
+        run.finished_at = Utc::now();
+        run
+    }
+
+    /// Stores, logs and counts a finished run.
+    async fn finish(&self, run: &MaintenanceRun) {
+        self.metrics.run(&run.outcome, 1);
+        self.metrics.memories("read", run.read);
+        self.metrics.memories("saved", run.saved);
+        self.metrics.memories("disabled", run.disabled);
+        let elapsed_ms = (run.finished_at - run.started_at).num_milliseconds().max(0);
+        tracing::info!(
+            workspace = %run.workspace,
+            visibility = run.visibility.as_str(),
+            outcome = %run.outcome,
+            dry_run = run.dry_run,
+            read = run.read,
+            saved = run.saved,
+            disabled = run.disabled,
+            tokens = run.tokens,
+            elapsed_ms,
+            "memory maintenance finished"
+        );
+        if let Err(e) = self.store.record_maintenance_run(run.clone()).await {
+            tracing::error!(workspace = %run.workspace, error = %e, "cannot record the maintenance run");
+        }
+    }
+}
+
+/// A run's outcome label: the agent's turn ended (whatever it did) → `completed`.
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Responded { .. } | Outcome::NoResponse { .. } => "completed",
+        Outcome::TimedOut { .. } => "timed_out",
+        Outcome::Cancelled | Outcome::Terminated => "cancelled",
+        Outcome::Failed { .. } => "failed",
+    }
+}
