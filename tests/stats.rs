@@ -10,7 +10,8 @@ use std::process::{Command, Output};
 
 use air_friends::store::analytics::{BUCKETS, SkillCallRow, bucket_of};
 use air_friends::store::{
-    Importance, MemoryPatch, NewMemory, NewReminder, Scope, Store, Visibility, WorkspaceKey,
+    Importance, MaintenanceRun, MemoryPatch, NewMemory, NewReminder, Scope, Store, Visibility,
+    WorkspaceKey,
 };
 use chrono::{Duration, Utc};
 use common::TestConfig;
@@ -136,6 +137,32 @@ async fn stats_reports_skills_workspaces_and_tokens() {
         .add_llm_usage(&alice, Utc::now().date_naive(), 300, 20)
         .await
         .unwrap();
+    // Memory maintenance of another user: two public runs this week (the newest a dry run),
+    // one private, and one public run too old to count.
+    let bob = WorkspaceKey::new("misskey", "222").unwrap();
+    for (days_ago, visibility, outcome, dry_run, saved, disabled, tokens) in [
+        (9, Visibility::Public, "failed", false, 5, 5, 5),
+        (3, Visibility::Public, "completed", false, 2, 5, 900),
+        (1, Visibility::Public, "skipped", true, 0, 0, 0),
+        (1, Visibility::Private, "completed", false, 1, 2, 300),
+    ] {
+        let at = Utc::now() - Duration::days(days_ago);
+        store
+            .record_maintenance_run(MaintenanceRun {
+                workspace: bob.clone(),
+                visibility,
+                started_at: at,
+                finished_at: at,
+                outcome: outcome.into(),
+                dry_run,
+                read: 10,
+                saved,
+                disabled,
+                tokens,
+            })
+            .await
+            .unwrap();
+    }
     store.close().await.unwrap();
 
     let out = stats(&cfg.path);
@@ -198,6 +225,24 @@ async fn stats_reports_skills_workspaces_and_tokens() {
         ],
         "{text}"
     );
+    let maintenance = text
+        .split("Memory maintenance (last 7 days)")
+        .nth(1)
+        .expect("the maintenance section");
+    let rows: Vec<Vec<&str>> = maintenance
+        .lines()
+        .filter(|l| l.trim_start().starts_with("misskey/222"))
+        .map(|l| words(l)[..6].to_vec())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["misskey/222", "public", "2", "2", "5", "900"],
+            ["misskey/222", "private", "1", "1", "2", "300"],
+        ],
+        "{text}"
+    );
+    assert!(maintenance.contains("skipped (1 dry)"), "{text}");
     let today = Utc::now().date_naive().format("%Y-%m-%d").to_string();
     assert_eq!(
         words(line(&text, &today)),

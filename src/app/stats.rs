@@ -1,7 +1,8 @@
 //! `air-friends stats`: what the daemon has been doing, from the database. Per skill: calls,
 //! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
 //! API's call log, written once a minute); per workspace: memories by state and reminders by
-//! state; the model gateway's tokens per day over the last week. Runs beside a live daemon
+//! state; the model gateway's tokens per day over the last week; memory maintenance runs per
+//! workspace over the last week. Runs beside a live daemon
 //! (SQLite readers do not block it); one line on stderr on failure, exit 1, as every command
 //! run through `app::run_with_config`.
 
@@ -51,6 +52,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     let tokens = store
         .tokens_per_day((now - Days::days(6)).date_naive())
         .await?;
+    let maintenance = store.maintenance_summary(now - Days::days(7)).await?;
     store.close().await?;
 
     let mut out = String::new();
@@ -139,6 +141,35 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
                 u.input_tokens,
                 u.output_tokens,
                 u.requests
+            );
+        }
+    }
+    let _ = writeln!(out, "\nMemory maintenance (last 7 days)");
+    if maintenance.is_empty() {
+        let _ = writeln!(out, "  no runs");
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<32} {:<8} {:>5} {:>7} {:>8} {:>9}  last run",
+            "workspace", "memories", "runs", "saved", "disabled", "tokens"
+        );
+        for m in &maintenance {
+            let dry = if m.dry_runs > 0 {
+                format!(" ({} dry)", m.dry_runs)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "  {:<32} {:<8} {:>5} {:>7} {:>8} {:>9}  {} {}{dry}",
+                m.workspace.to_string(),
+                m.visibility.as_str(),
+                m.runs,
+                m.saved,
+                m.disabled,
+                m.tokens,
+                m.last_at.format("%Y-%m-%d %H:%M"),
+                m.last_outcome,
             );
         }
     }

@@ -159,3 +159,61 @@ pub(crate) fn runs(
     }
     Ok(out)
 }
+
+/// The runs of one workspace and visibility over a period, for `air-friends stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceSummary {
+    /// The workspace.
+    pub workspace: WorkspaceKey,
+    /// Which of its memories.
+    pub visibility: Visibility,
+    /// Runs started in the period (dry runs included).
+    pub runs: u64,
+    /// Of them, dry runs.
+    pub dry_runs: u64,
+    /// Summaries saved (dry runs: would have been).
+    pub saved: u64,
+    /// Memories disabled (dry runs: would have been).
+    pub disabled: u64,
+    /// Model tokens used.
+    pub tokens: u64,
+    /// How the newest run ended.
+    pub last_outcome: String,
+    /// When the newest run started.
+    pub last_at: DateTime<Utc>,
+}
+
+/// Per workspace and visibility, the runs started at or after `since`, by workspace.
+pub(crate) fn summary(
+    conn: &Connection,
+    since: DateTime<Utc>,
+) -> Result<Vec<MaintenanceSummary>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT workspace, visibility, count(*), sum(dry_run), sum(saved), sum(disabled),
+                sum(tokens), max(started_at),
+                (SELECT outcome FROM maintenance_runs l
+                 WHERE l.workspace = r.workspace AND l.visibility = r.visibility
+                 ORDER BY l.started_at DESC, l.id DESC LIMIT 1)
+         FROM maintenance_runs r WHERE started_at >= ?1
+         GROUP BY workspace, visibility ORDER BY workspace, visibility DESC",
+    )?;
+    let mut rows = stmt.query([to_ms(since)])?;
+    let u = |v: i64| u64::try_from(v).unwrap_or(0);
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let workspace: String = row.get(0)?;
+        let visibility: String = row.get(1)?;
+        out.push(MaintenanceSummary {
+            workspace: workspace.parse()?,
+            visibility: visibility.parse()?,
+            runs: u(row.get(2)?),
+            dry_runs: u(row.get(3)?),
+            saved: u(row.get(4)?),
+            disabled: u(row.get(5)?),
+            tokens: u(row.get(6)?),
+            last_at: from_ms(row.get(7)?)?,
+            last_outcome: row.get(8)?,
+        });
+    }
+    Ok(out)
+}

@@ -41,7 +41,7 @@ use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 
 pub use db::SCHEMA_VERSION;
 pub use llm_usage::LlmUsage;
-pub use maintenance::MaintenanceRun;
+pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
     MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Reminder, ReminderState,
@@ -586,6 +586,14 @@ impl Store {
     /// Records a finished maintenance run.
     pub async fn record_maintenance_run(&self, run: MaintenanceRun) -> Result<(), StoreError> {
         self.db.write(move |c| maintenance::record(c, &run)).await
+    }
+
+    /// Per workspace and visibility, the maintenance runs started at or after `since`.
+    pub async fn maintenance_summary(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<MaintenanceSummary>, StoreError> {
+        self.db.read(move |c| maintenance::summary(c, since)).await
     }
 
     /// The maintenance runs of `ws`, oldest first.
