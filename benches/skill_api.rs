@@ -36,14 +36,26 @@ use air_friends::store::{Importance, NewMemory, Scope, Store, Visibility, Worksp
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::runtime::Runtime;
 
 /// Memories in the benchmarked workspace before the first case.
 const PREFILL: usize = 10_000;
 /// Concurrent callers per case.
 const CONCURRENCY: [usize; 2] = [16, 64];
 /// Skills in the order they are measured (saves last: they grow the workspace).
-const SKILLS: [&str; 3] = ["memory-stats", "memory-search", "memory-save"];
+/// `fetch-context` (`user_info`, answered from the fake platform) is the cheap path: the HTTP
+/// stack and the pipeline with next to no handler work. `SKILL_BENCH_SKILLS` (comma-separated)
+/// picks a subset.
+const SKILLS: [&str; 4] = [
+    "fetch-context",
+    "memory-stats",
+    "memory-search",
+    "memory-save",
+];
+/// The server runtime's threads (workers and blocking pool) carry this name, so their CPU time
+/// can be told from the load generator's (`/proc/self/task/*/stat`).
+const SERVER_THREADS: &str = "bench-server";
+/// The store's writer thread (`store/db.rs`).
+const WRITER_THREAD: &str = "store-writer";
 /// Unmeasured requests at the start of each case (connections, caches).
 const WARMUP: usize = 100;
 /// The benchmarked user (a DM, so searches and stats include private memories).
@@ -312,7 +324,7 @@ fn requests(
     (0..total)
         .map(|i| {
             let own;
-            let session = if skill == "memory-stats" {
+            let session = if matches!(skill, "memory-stats" | "fetch-context") {
                 // No parameters to vary: a session per request keeps the key unique.
                 own = dm_session(state, workspace);
                 &own
@@ -325,6 +337,7 @@ fn requests(
                     "importance": if i % 20 == 0 { "high" } else { "normal" },
                 }),
                 "memory-search" => json!({"query": queries[i], "limit": 10}),
+                "fetch-context" => json!({"type": "user_info"}),
                 _ => json!({}),
             };
             Request {
@@ -397,6 +410,58 @@ fn load_average() -> String {
         .unwrap_or_else(|| "n/a".into())
 }
 
+/// CPU time (user + system) used so far by this process's threads named `name`, from
+/// `/proc/self/task/*/stat` (clock ticks: 10 ms; a case runs long enough for hundreds).
+fn thread_cpu(name: &str) -> Duration {
+    let tick = 1.0 / 100.0;
+    let mut ticks = 0u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        for f in [11, 12] {
+            ticks += fields
+                .get(f)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_secs_f64(ticks as f64 * tick)
+}
+
+/// CPU of the server threads and of the store writer, sampled around a case.
+#[derive(Clone, Copy)]
+struct Cpu {
+    server: Duration,
+    writer: Duration,
+}
+
+impl Cpu {
+    fn now() -> Self {
+        Self {
+            server: thread_cpu(SERVER_THREADS),
+            writer: thread_cpu(WRITER_THREAD),
+        }
+    }
+
+    fn since(self, start: Cpu) -> Cpu {
+        Cpu {
+            server: self.server.saturating_sub(start.server),
+            writer: self.writer.saturating_sub(start.writer),
+        }
+    }
+}
+
 /// One row of the result table.
 struct Row {
     /// The skill, or `store <method>` for the reference rows without HTTP.
@@ -408,11 +473,26 @@ struct Row {
     p99: Duration,
     max: Duration,
     load: String,
+    /// Server-thread and writer CPU per request, µs (`None` for the store-only rows).
+    cpu_us: Option<(f64, f64)>,
 }
 
 impl Row {
-    fn new(what: String, concurrency: usize, wall: Duration, mut latencies: Vec<Duration>) -> Self {
+    fn new(
+        what: String,
+        concurrency: usize,
+        wall: Duration,
+        mut latencies: Vec<Duration>,
+        cpu: Option<Cpu>,
+    ) -> Self {
         latencies.sort();
+        let n = latencies.len() as f64;
+        let cpu_us = cpu.map(|c| {
+            (
+                c.server.as_secs_f64() * 1e6 / n,
+                c.writer.as_secs_f64() * 1e6 / n,
+            )
+        });
         let row = Self {
             what,
             concurrency,
@@ -422,10 +502,11 @@ impl Row {
             p99: percentile(&latencies, 0.99),
             max: latencies[latencies.len() - 1],
             load: load_average(),
+            cpu_us,
         };
         println!(
             "RESULT {:<28} c={:<3} n={:<5} {:>8.0} req/s  p50={:>7.2} ms  p99={:>7.2} ms  \
-             max={:>7.2} ms  load={}",
+             max={:>7.2} ms  cpu/call {}  load={}",
             row.what,
             row.concurrency,
             row.requests,
@@ -433,9 +514,17 @@ impl Row {
             ms(row.p50),
             ms(row.p99),
             ms(row.max),
+            row.cpu_text(),
             row.load
         );
         row
+    }
+
+    fn cpu_text(&self) -> String {
+        match self.cpu_us {
+            Some((server, writer)) => format!("server {server:.1} µs, writer {writer:.1} µs"),
+            None => "-".to_owned(),
+        }
     }
 }
 
@@ -488,7 +577,19 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(2_000);
-    let server_rt = Runtime::new().expect("server runtime");
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .thread_name(SERVER_THREADS)
+        .enable_all()
+        .build()
+        .expect("server runtime");
+    let skills: Vec<&str> = match std::env::var("SKILL_BENCH_SKILLS") {
+        Ok(list) => SKILLS
+            .iter()
+            .copied()
+            .filter(|s| list.split(',').any(|l| l.trim() == *s))
+            .collect(),
+        Err(_) => SKILLS.to_vec(),
+    };
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -510,7 +611,9 @@ fn main() {
             "prefill: {PREFILL} memories in {:.1} s through Store::save_memory",
             started.elapsed().as_secs_f64()
         );
-        let discord: Arc<dyn PlatformAdapter> = Arc::new(FakePlatform::discord());
+        let fake = FakePlatform::discord();
+        fake.add_user(USER, USER, USER);
+        let discord: Arc<dyn PlatformAdapter> = Arc::new(fake);
         let deps = HandlerDeps {
             store: store.clone(),
             platforms: PlatformRegistry::new().with(discord),
@@ -546,7 +649,7 @@ fn main() {
         load_average()
     );
     let mut rows = Vec::new();
-    for (case, (skill, concurrency)) in SKILLS
+    for (case, (skill, concurrency)) in skills
         .iter()
         .flat_map(|s| CONCURRENCY.iter().map(move |c| (*s, *c)))
         .enumerate()
@@ -563,9 +666,19 @@ fn main() {
         );
         let measured = batch.split_off(WARMUP);
         client_rt.block_on(drive(&client, &url, batch, concurrency));
+        let before = Cpu::now();
         let (wall, latencies) = client_rt.block_on(drive(&client, &url, measured, concurrency));
-        rows.push(Row::new(skill.to_owned(), concurrency, wall, latencies));
-        if skill != "memory-save" {
+        // The writer may still be committing the last batch's use records: let it settle.
+        std::thread::sleep(Duration::from_millis(50));
+        let cpu = Cpu::now().since(before);
+        rows.push(Row::new(
+            skill.to_owned(),
+            concurrency,
+            wall,
+            latencies,
+            Some(cpu),
+        ));
+        if matches!(skill, "memory-search" | "memory-stats") {
             // Same work without HTTP, the pipeline or the handler.
             let (wall, latencies) = server_rt.block_on(drive_store(
                 &store,
@@ -584,6 +697,7 @@ fn main() {
                 concurrency,
                 wall,
                 latencies,
+                None,
             ));
         }
     }
@@ -600,11 +714,17 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     println!();
-    println!("| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | load (1 min) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | server CPU µs/call | writer CPU µs/call | load (1 min) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
+        let (server, writer) = match r.cpu_us {
+            Some((s, w)) => (format!("{s:.1}"), format!("{w:.1}")),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {server} | {writer} | {} |",
             r.what,
             r.concurrency,
             r.requests,

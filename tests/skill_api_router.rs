@@ -570,18 +570,16 @@ async fn non_cacheable_skills_run_every_time() {
     assert_ne!(a.body, b.body);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_disconnecting_client_does_not_cancel_the_running_skill() {
-    let app = app();
-    let s = app.session("alice");
+/// Starts a call of `skill` with `{"x": 9}` and abandons it (the client goes away) after 50 ms,
+/// while the 300 ms handler is still running.
+async fn abandon(app: &TestApp, s: &air_friends::skill_api::RegisteredSession, skill: &str) {
     let token = s.caller_token.expose_secret().to_owned();
     let body = json!({"sessionId": s.session_id.as_str(), "parameters": {"x": 9}}).to_string();
-    // Start a slow call and abandon it after 50 ms.
     let abandoned = tokio::time::timeout(
         Duration::from_millis(50),
         app.send_raw(
             Method::POST,
-            "/api/skill/slow",
+            &format!("/api/skill/{skill}"),
             Some(&token),
             Some("application/json"),
             Body::from(body),
@@ -589,10 +587,32 @@ async fn a_disconnecting_client_does_not_cancel_the_running_skill() {
     )
     .await;
     assert!(abandoned.is_err(), "the call should still be running");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_disconnecting_client_does_not_cancel_the_running_skill() {
+    let app = app();
+    let s = app.session("alice");
+    abandon(&app, &s, "slow").await;
     // The agent retries: it joins the still-running execution instead of running it twice.
     let retry = app.call_ok("slow", &s, json!({"x": 9})).await;
     assert_eq!(retry.status, StatusCode::OK);
     assert_eq!(app.slow_calls.load(Ordering::SeqCst), 1);
+}
+
+/// A read-only call runs on the request's own task: a client that gives up cancels it (nothing
+/// was changed), and its retry runs it afresh instead of waiting for an abandoned run.
+#[tokio::test(start_paused = true)]
+async fn an_abandoned_read_only_call_is_cancelled_and_its_retry_runs_anew() {
+    let app = app();
+    let s = app.session("alice");
+    abandon(&app, &s, "slow-read").await;
+    let started = tokio::time::Instant::now();
+    let retry = app.call_ok("slow-read", &s, json!({"x": 9})).await;
+    assert_eq!(retry.status, StatusCode::OK);
+    assert_eq!(retry.body["data"]["count"], 2, "{}", retry.body);
+    assert_eq!(app.slow_read_calls.load(Ordering::SeqCst), 2);
+    assert!(started.elapsed() >= Duration::from_millis(300));
 }
 
 // ---------------------------------------------------------------------------------------------

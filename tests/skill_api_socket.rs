@@ -61,6 +61,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 name: "send-reply",
                 calls: reply_calls.clone(),
                 delay: Duration::ZERO,
+                read_only: false,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -71,6 +72,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 name: "slow",
                 calls: slow_calls.clone(),
                 delay: Duration::from_millis(300),
+                read_only: false,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -82,6 +84,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 name: "stall",
                 calls: stall_calls.clone(),
                 delay: STALL,
+                read_only: false,
             }),
             SkillSpec::new(open),
         )
@@ -96,6 +99,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
             metrics,
             counter_calls: reply_calls.clone(),
             slow_calls,
+            slow_read_calls: Arc::new(AtomicUsize::new(0)),
             nocache_calls: Arc::new(AtomicUsize::new(0)),
         },
         reply_calls,

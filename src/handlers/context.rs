@@ -35,6 +35,10 @@ impl SkillHandler for FetchContext {
         "fetch-context"
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let p: ContextParams = params(raw)?;
         let session = ctx.session();

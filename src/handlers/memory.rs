@@ -129,6 +129,10 @@ impl SkillHandler for MemorySearch {
         "memory-search"
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let p: SearchParams = params(raw)?;
         let session = ctx.session();
@@ -272,6 +276,10 @@ pub(crate) struct MemoryStats(pub Deps);
 impl SkillHandler for MemoryStats {
     fn name(&self) -> &str {
         "memory-stats"
+    }
+
+    fn read_only(&self) -> bool {
+        true
     }
 
     async fn call(&self, ctx: &CallContext, _raw: Value) -> Result<Value, SkillError> {

@@ -183,6 +183,10 @@ impl SkillHandler for ListReminders {
         "list-reminders"
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, ctx: &CallContext, _raw: Value) -> Result<Value, SkillError> {
         require_dm(ctx, "list-reminders")?;
         let pending = self

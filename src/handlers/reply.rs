@@ -259,6 +259,10 @@ impl SkillHandler for GetMessage {
         "get-message"
     }
 
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let p: GetParams = params(raw)?;
         let id = match p.message_id {

@@ -41,6 +41,15 @@ pub trait SkillHandler: Send + Sync + 'static {
     /// The skill name, equal to its directory name under `skills/` (e.g. `"send-reply"`).
     fn name(&self) -> &str;
 
+    /// Whether a call only reads (nothing sent, nothing stored but bookkeeping queued without
+    /// waiting). A read-only call runs on the request's own task: a client that disconnects
+    /// cancels it, which is harmless, and saves the hand-over to a detached task. Every other
+    /// call runs detached, so a disconnect never cancels a half-done platform action or store
+    /// write (`skill_api::server`).
+    fn read_only(&self) -> bool {
+        false
+    }
+
     /// Runs the skill. `params` has been validated against the spec's `input_schema`, with
     /// top-level schema defaults filled in. The returned value becomes `data` of the success
     /// body. Per-session quotas are enforced here, through [`CallContext::with_state`], by

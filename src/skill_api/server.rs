@@ -8,10 +8,11 @@
 //! maintenance session may not call) → de-duplication → per-(skill, user) rate limit → schema
 //! validation → handler (per-session quotas live in handlers) → audit event. Calls of the
 //! doom-loop-counted skills ([`CountedSkill`]) are counted right before the rate limit, so a
-//! refused attempt still counts and a terminating one answers with `sessionTerminated`. Everything from the
-//! rate limit on runs in a task tracked by [`SkillApiState`], detached from the HTTP request, so
-//! a disconnecting client neither cancels a half-done platform action nor strands callers joined
-//! to it. A doom-loop termination requested during a call is fired when the response body has
+//! refused attempt still counts and a terminating one answers with `sessionTerminated`. For a
+//! call that changes something, everything from the rate limit on runs in a task tracked by
+//! [`SkillApiState`], detached from the HTTP request, so a disconnecting client neither cancels
+//! a half-done platform action nor strands callers joined to it; a read-only call runs on the
+//! request's own task (cheaper: no hand-over to another worker). A doom-loop termination requested during a call is fired when the response body has
 //! been sent (or dropped), never before.
 
 use std::any::Any;
@@ -507,15 +508,18 @@ async fn dispatch(
     }
 }
 
-/// Runs rate limit → schema validation → handler in a tracked task and publishes the outcome
-/// to the de-duplication cache from inside that task.
+/// Runs rate limit → schema validation → handler and publishes the outcome to the
+/// de-duplication cache. A call that changes something runs in a tracked task of its own, so a
+/// disconnecting client cannot cancel it half-way; a read-only one
+/// ([`SkillHandler::read_only`](super::SkillHandler::read_only)) runs right here, on the
+/// request's task (a disconnect cancels nothing that matters, and a joined caller whose leader
+/// went away claims again).
 async fn execute(
     state: &SkillApiState,
     skill: Arc<RegisteredSkill>,
     call: AuthenticatedCall,
     leader: Option<LeaderGuard>,
 ) -> (SharedOutcome, Option<TerminationGuard>) {
-    let task_state = state.clone();
     let context = call.session.context();
     let span = tracing::info_span!(
         "skill",
@@ -524,38 +528,14 @@ async fn execute(
         platform = %context.platform,
         channel = %context.channel_id,
     );
-    let task = state.tasks().spawn(
-        async move {
-            let ctx = CallContext::new(skill.name(), call.session.clone());
-            let result = run_checked(&task_state, &skill, &ctx, call.parameters).await;
-            let mut reason = ctx.pending_termination();
-            if reason.is_none()
-                && let Err(SkillError::QuotaExceeded {
-                    terminate: true, ..
-                }) = &result
-            {
-                reason = Some(format!("{}: per-session quota exhausted", skill.name()));
-            }
-            if let Err(SkillError::Internal(cause)) = &result {
-                tracing::error!(
-                    session_id = %ctx.session_id(),
-                    skill = skill.name(),
-                    error = %format!("{cause:#}"),
-                    "skill call failed internally"
-                );
-            }
-            let outcome: SharedOutcome = Arc::new(result);
-            if let Some(leader) = leader {
-                leader.complete(Arc::clone(&outcome));
-            }
-            let termination = reason.map(|reason| TerminationGuard {
-                session: call.session,
-                reason,
-            });
-            (outcome, termination)
-        }
-        .instrument(span),
-    );
+    if skill.handler().read_only() {
+        return run_call(state.clone(), skill, call, leader)
+            .instrument(span)
+            .await;
+    }
+    let task = state
+        .tasks()
+        .spawn(run_call(state.clone(), skill, call, leader).instrument(span));
     match task.await {
         Ok(done) => done,
         Err(join_error) => {
@@ -564,6 +544,42 @@ async fn execute(
             (Arc::new(Err(error)), None)
         }
     }
+}
+
+/// One call from the rate limit to the published outcome and the pending termination.
+async fn run_call(
+    state: SkillApiState,
+    skill: Arc<RegisteredSkill>,
+    call: AuthenticatedCall,
+    leader: Option<LeaderGuard>,
+) -> (SharedOutcome, Option<TerminationGuard>) {
+    let ctx = CallContext::new(skill.name(), call.session.clone());
+    let result = run_checked(&state, &skill, &ctx, call.parameters).await;
+    let mut reason = ctx.pending_termination();
+    if reason.is_none()
+        && let Err(SkillError::QuotaExceeded {
+            terminate: true, ..
+        }) = &result
+    {
+        reason = Some(format!("{}: per-session quota exhausted", skill.name()));
+    }
+    if let Err(SkillError::Internal(cause)) = &result {
+        tracing::error!(
+            session_id = %ctx.session_id(),
+            skill = skill.name(),
+            error = %format!("{cause:#}"),
+            "skill call failed internally"
+        );
+    }
+    let outcome: SharedOutcome = Arc::new(result);
+    if let Some(leader) = leader {
+        leader.complete(Arc::clone(&outcome));
+    }
+    let termination = reason.map(|reason| TerminationGuard {
+        session: call.session,
+        reason,
+    });
+    (outcome, termination)
 }
 
 async fn run_checked(

@@ -30,7 +30,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -45,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
+    include_str!("schema_v5.sql"),
 ];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the
@@ -62,6 +63,16 @@ enum Msg {
     Close(oneshot::Sender<Result<(), StoreError>>),
 }
 
+/// What the store adds to the writer's connection: `prepare` runs once after the migrations
+/// (e.g. creating its temporary tables), `before_commit` at the end of every batch, inside its
+/// transaction and after every job (e.g. indexing the batch's new rows at once). A failing
+/// `before_commit` fails the whole batch.
+#[derive(Clone, Copy)]
+pub(crate) struct WriterHooks {
+    pub prepare: fn(&Connection) -> Result<(), StoreError>,
+    pub before_commit: fn(&Connection) -> Result<(), StoreError>,
+}
+
 /// The open database: writer thread handle and reader pool. Shared behind an `Arc` by `Store`.
 pub(crate) struct Db {
     writer: Mutex<Option<std_mpsc::Sender<Msg>>>,
@@ -73,7 +84,7 @@ pub(crate) struct Db {
 impl Db {
     /// Opens (creating if needed) the database, applies migrations and starts the writer thread.
     /// Blocking: call from `spawn_blocking`.
-    pub(crate) fn open_blocking(path: &Path) -> Result<Db, StoreError> {
+    pub(crate) fn open_blocking(path: &Path, hooks: WriterHooks) -> Result<Db, StoreError> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| StoreError::Io {
                 context: format!("creating {}", parent.display()),
@@ -90,6 +101,7 @@ impl Db {
             )));
         }
         migrate(&mut conn)?;
+        (hooks.prepare)(&conn)?;
 
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
@@ -98,7 +110,7 @@ impl Db {
         let (tx, rx) = std_mpsc::channel();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, rx))
+            .spawn(move || writer_loop(conn, rx, hooks.before_commit))
             .map_err(|e| StoreError::Io {
                 context: "spawning the store writer thread".into(),
                 source: Arc::new(e),
@@ -293,7 +305,7 @@ fn in_savepoint<R>(
     result
 }
 
-fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>) {
+fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, finish: BatchFinish) {
     let mut pending: Vec<Job> = Vec::new();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
@@ -301,11 +313,11 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>) {
             match msg {
                 Msg::Job(job) => pending.push(job),
                 Msg::Checkpoint(ack) => {
-                    run_batch(&conn, &mut pending);
+                    run_batch(&conn, &mut pending, finish);
                     let _ = ack.send(checkpoint(&conn));
                 }
                 Msg::Close(ack) => {
-                    run_batch(&conn, &mut pending);
+                    run_batch(&conn, &mut pending, finish);
                     let result = checkpoint(&conn);
                     drop(conn);
                     let _ = ack.send(result);
@@ -316,7 +328,7 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>) {
                 next = rx.try_recv().ok();
             }
         }
-        run_batch(&conn, &mut pending);
+        run_batch(&conn, &mut pending, finish);
     }
 }
 
@@ -325,7 +337,10 @@ fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn run_batch(conn: &Connection, jobs: &mut Vec<Job>) {
+/// The batch's closing step ([`WriterHooks::before_commit`]).
+type BatchFinish = fn(&Connection) -> Result<(), StoreError>;
+
+fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, finish: BatchFinish) {
     if jobs.is_empty() {
         return;
     }
@@ -342,9 +357,11 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>) {
         return;
     }
     let completions: Vec<Completion> = jobs.drain(..).map(|job| job(Ok(conn))).collect();
-    let commit = conn
-        .prepare_cached("COMMIT")
-        .and_then(|mut s| s.execute([]));
+    let commit = finish(conn).and_then(|()| {
+        conn.prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map_err(StoreError::from)
+    });
     match commit {
         Ok(_) => {
             tracing::trace!(size, "store: committed write batch");
@@ -352,8 +369,7 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>) {
                 done(None);
             }
         }
-        Err(e) => {
-            let err = StoreError::from(e);
+        Err(err) => {
             tracing::error!(error = %err, size, "store: write batch failed to commit");
             let _ = conn.execute_batch("ROLLBACK");
             for done in completions {

@@ -6,7 +6,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::search::short_grams;
+use super::search::queue_for_index;
 use super::types::{
     ExportFilter, Importance, Memory, MemoryPatch, MemoryStats, PatchRecord, Scope, Visibility,
     VisibilityStats, WorkspaceKey,
@@ -132,11 +132,8 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
         supersedes,
         seq,
     ])?;
-    let grams = short_grams(&m.content);
-    if !grams.is_empty() {
-        conn.prepare_cached("INSERT INTO memories_grams (rowid, grams) VALUES (?1, ?2)")?
-            .execute(params![seq, grams])?;
-    }
+    // Both full-text indexes are written once per batch (`search::index_pending`).
+    queue_for_index(conn, seq, &m.content)?;
     let at = from_ms(m.created_at_ms)?;
     Ok(Memory {
         id: m.id.clone(),

@@ -162,7 +162,11 @@ impl Store {
     /// the file comes from a newer air-friends.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let path = path.to_owned();
-        let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path))
+        let hooks = db::WriterHooks {
+            prepare: search::prepare_writer,
+            before_commit: search::index_pending,
+        };
+        let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path, hooks))
             .await
             .map_err(|e| StoreError::Internal(format!("open task failed: {e}")))??;
         Ok(Store {

@@ -31,6 +31,61 @@ use super::memories::{MEMORY_COLUMNS, memory_from_row, workspace_range};
 use super::types::{Scope, ScoredMemory, WorkspaceKey};
 use crate::text::writes_without_spaces;
 
+/// Creates the writer's list of rows to index (a temporary table: this connection only, never
+/// on disk). Called once when the writer's connection opens.
+pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS index_pending (
+             seq   INTEGER PRIMARY KEY,
+             grams TEXT    NOT NULL
+         );",
+    )?;
+    Ok(())
+}
+
+/// Queues a new memory row for both full-text indexes (inside the job's savepoint, so a job that
+/// fails takes its row back out). [`index_pending`] indexes the batch's rows before it commits.
+pub(crate) fn queue_for_index(
+    conn: &Connection,
+    seq: i64,
+    content: &str,
+) -> Result<(), StoreError> {
+    conn.prepare_cached("INSERT INTO temp.index_pending (seq, grams) VALUES (?1, ?2)")?
+        .execute(rusqlite::params![seq, short_grams(content)])?;
+    Ok(())
+}
+
+/// Indexes every row queued in this batch, in one statement per index, and empties the queue.
+/// Runs at the end of each write batch, inside its transaction (the rows and their index entries
+/// commit together).
+///
+/// Why not a trigger per insert: FTS5 writes its pending terms to disk at every savepoint, and
+/// every job of a batch runs in a savepoint of its own, so indexing inside the job wrote one tiny
+/// segment per memory (and merged them again). Indexing the batch at once writes one segment per
+/// batch: about half of the writer's CPU per save (`docs/PERFORMANCE.md`, "Saves").
+pub(crate) fn index_pending(conn: &Connection) -> Result<(), StoreError> {
+    let pending: i64 = conn
+        .prepare_cached("SELECT count(*) FROM temp.index_pending")?
+        .query_row([], |r| r.get(0))?;
+    if pending == 0 {
+        return Ok(());
+    }
+    conn.prepare_cached(
+        "INSERT INTO memories_fts (rowid, content)
+         SELECT p.seq, m.content FROM temp.index_pending p JOIN memories m ON m.seq = p.seq
+         ORDER BY p.seq",
+    )?
+    .execute([])?;
+    conn.prepare_cached(
+        "INSERT INTO memories_grams (rowid, grams)
+         SELECT seq, grams FROM temp.index_pending WHERE grams <> '' ORDER BY seq",
+    )?
+    .execute([])?;
+    conn.prepare_cached("DELETE FROM temp.index_pending")?
+        .execute([])?;
+    Ok(())
+}
+
 /// Most keywords used from one query (the rest are ignored).
 const MAX_KEYWORDS: usize = 32;
 /// Longest keyword used, in characters (longer ones are cut).
@@ -410,6 +465,74 @@ struct Candidate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The batch's index step indexes exactly the rows that commit: a job that inserted a memory
+    /// and then failed leaves nothing in either index, its neighbours in the same batch are
+    /// found, and FTS5's own integrity check passes.
+    #[tokio::test]
+    async fn a_failed_job_leaves_no_index_entry_and_its_batch_neighbours_are_found() {
+        use crate::store::memories::{MemoryInsert, insert};
+        use crate::store::types::{Importance, NewMemory, Visibility};
+        use crate::store::{Store, new_id};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).await.unwrap();
+        let ws = WorkspaceKey::new("discord", "1").unwrap();
+        let row = |content: &str| {
+            MemoryInsert::new(
+                NewMemory {
+                    workspace: ws.clone(),
+                    content: content.into(),
+                    visibility: Visibility::Public,
+                    importance: Importance::Normal,
+                },
+                Vec::new(),
+                new_id("mem"),
+            )
+            .unwrap()
+        };
+        let (kept, failed, also) = (
+            row("kept kayak 猫"),
+            row("failed kayak 犬"),
+            row("also kayak"),
+        );
+        let db = store.db();
+        let (a, b, c) = tokio::join!(
+            db.write(move |c| insert(c, &kept)),
+            db.write(move |c| {
+                insert(c, &failed)?;
+                Err::<(), _>(StoreError::Invalid("after the insert".into()))
+            }),
+            db.write(move |c| insert(c, &also)),
+        );
+        assert!(a.is_ok() && b.is_err() && c.is_ok());
+        let hits = store
+            .search_memories(&ws, "kayak", Scope::PublicOnly, 10)
+            .await
+            .unwrap();
+        let mut found: Vec<&str> = hits.iter().map(|h| h.memory.content.as_str()).collect();
+        found.sort_unstable();
+        assert_eq!(found, ["also kayak", "kept kayak 猫"]);
+        for short in ["犬", "猫"] {
+            let n = store
+                .search_memories(&ws, short, Scope::PublicOnly, 10)
+                .await
+                .unwrap()
+                .len();
+            assert_eq!(n, usize::from(short == "猫"), "{short}");
+        }
+        db.write(|c| {
+            for t in ["memories_fts", "memories_grams"] {
+                c.execute_batch(&format!("INSERT INTO {t}({t}) VALUES ('integrity-check')"))?;
+            }
+            let left: i64 =
+                c.query_row("SELECT count(*) FROM temp.index_pending", [], |r| r.get(0))?;
+            assert_eq!(left, 0);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    }
 
     fn exprs(q: &[Keyword], index: Index) -> String {
         q.iter()

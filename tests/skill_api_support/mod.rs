@@ -49,12 +49,17 @@ pub struct Counter {
     pub name: &'static str,
     pub calls: Arc<AtomicUsize>,
     pub delay: Duration,
+    /// Declared read-only (runs on the request's own task).
+    pub read_only: bool,
 }
 
 #[async_trait]
 impl SkillHandler for Counter {
     fn name(&self) -> &str {
         self.name
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
     }
     async fn call(&self, _ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
@@ -128,6 +133,7 @@ pub struct TestApp {
     pub metrics: Registry,
     pub counter_calls: Arc<AtomicUsize>,
     pub slow_calls: Arc<AtomicUsize>,
+    pub slow_read_calls: Arc<AtomicUsize>,
     pub nocache_calls: Arc<AtomicUsize>,
 }
 
@@ -145,6 +151,7 @@ pub fn app() -> TestApp {
 pub fn app_with(settings: SkillApiSettings) -> TestApp {
     let counter_calls = Arc::new(AtomicUsize::new(0));
     let slow_calls = Arc::new(AtomicUsize::new(0));
+    let slow_read_calls = Arc::new(AtomicUsize::new(0));
     let nocache_calls = Arc::new(AtomicUsize::new(0));
     let open = json!({"type": "object"});
     let mut skills = SkillRegistry::new();
@@ -157,6 +164,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 name: "counter",
                 calls: counter_calls.clone(),
                 delay: Duration::ZERO,
+                read_only: false,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -167,6 +175,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 name: "slow",
                 calls: slow_calls.clone(),
                 delay: Duration::from_millis(300),
+                read_only: false,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -174,9 +183,21 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
     skills
         .register(
             Arc::new(Counter {
+                name: "slow-read",
+                calls: slow_read_calls.clone(),
+                delay: Duration::from_millis(300),
+                read_only: true,
+            }),
+            SkillSpec::new(open.clone()),
+        )
+        .expect("slow-read");
+    skills
+        .register(
+            Arc::new(Counter {
                 name: "nocache",
                 calls: nocache_calls.clone(),
                 delay: Duration::ZERO,
+                read_only: false,
             }),
             SkillSpec::new(open.clone()).with_cacheable(false),
         )
@@ -187,6 +208,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 name: "limited",
                 calls: Arc::new(AtomicUsize::new(0)),
                 delay: Duration::ZERO,
+                read_only: false,
             }),
             SkillSpec::new(open.clone()).with_rate_limit(RateLimitSpec {
                 window_ms: 60_000,
@@ -201,6 +223,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 name: "disabled",
                 calls: Arc::new(AtomicUsize::new(0)),
                 delay: Duration::ZERO,
+                read_only: false,
             }),
             SkillSpec::new(open).with_enabled(false),
         )
@@ -224,6 +247,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
         metrics,
         counter_calls,
         slow_calls,
+        slow_read_calls,
         nocache_calls,
     }
 }
