@@ -2,20 +2,22 @@
 //! slash command, Misskey `/memory-stats` text). The same handler runs, without an agent, in a
 //! temporary session built from the invoking user; the JSON result is rendered as short text.
 //!
-//! The temporary session is never registered with the Skill API's session registry, so it has no
-//! usable caller token. Parameters are validated against the skill's schema (defaults filled),
-//! the manifest's per-user rate limit applies as for the agent, disabled skills answer that they
-//! are disabled, and private data is shown only when the command was used in a DM.
+//! The temporary session is in no session registry ([`SessionHandle::unregistered`]), so no
+//! caller can reach it. The call goes through the same pipeline as the agent's
+//! ([`invoke`]): the manifest's per-user rate limit, parameters validated against the skill's
+//! schema (defaults filled), the handler time-out. Disabled skills answer that they are
+//! disabled, and private data is shown only when the command was used in a DM.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use serde_json::Value;
 
 use super::render;
 use crate::conversation::workspace::Workspaces;
 use crate::platform::{CommandInvocation, CommandReply};
-use crate::skill_api::{CallContext, SessionContext, SessionRegistry, SkillApiState, SkillError};
+use crate::skill_api::{
+    CallContext, SessionContext, SessionHandle, SessionPurpose, SkillApiState, SkillError, invoke,
+};
 use crate::skills::LoadedSkills;
 
 /// Runs user commands against the Skill API's registered handlers.
@@ -93,20 +95,8 @@ impl UserCommandRunner {
         if !registered.spec().enabled {
             return Err(SkillError::SkillDisabled(name.to_owned()));
         }
-        if let Some(limit) = &registered.spec().rate_limit {
-            self.state
-                .rate_limiter()
-                .check(
-                    name,
-                    invocation.platform.as_str(),
-                    &invocation.user_id,
-                    limit,
-                )
-                .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
-        }
-        let params = registered.prepare_params(invocation.parameters.clone())?;
         let context = SessionContext {
-            purpose: Default::default(),
+            purpose: SessionPurpose::Conversation,
             platform: invocation.platform,
             channel_id: invocation.channel_id.clone(),
             user_id: invocation.user_id.clone(),
@@ -121,22 +111,14 @@ impl UserCommandRunner {
                 .path_for(invocation.platform, &invocation.user_id)
                 .map_err(SkillError::internal)?,
         };
-        // A throw-away registry: the session is never reachable through the Skill API.
-        let sessions = SessionRegistry::new(Duration::from_secs(60));
-        let session = sessions.register(context).map_err(SkillError::internal)?;
-        let ctx = CallContext::new(name, session.handle.clone());
-        let timeout = self.state.settings().handler_timeout;
-        let result = tokio::time::timeout(timeout, registered.handler().call(&ctx, params))
-            .await
-            .unwrap_or_else(|_| {
-                Err(SkillError::internal(anyhow::anyhow!(
-                    "user command did not finish within {timeout:?}"
-                )))
-            });
-        sessions.unregister(&session.session_id);
-        if let Err(SkillError::Internal(cause)) = &result {
-            tracing::error!(skill = name, error = %format!("{cause:#}"), "user command failed");
-        }
-        result
+        // A session in no registry: nothing can reach it through the Skill API.
+        let ctx = CallContext::new(name, SessionHandle::unregistered("user-command", context));
+        invoke(
+            &self.state,
+            &registered,
+            &ctx,
+            invocation.parameters.clone(),
+        )
+        .await
     }
 }

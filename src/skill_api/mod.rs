@@ -10,6 +10,8 @@
 //!   idle expiry, termination signals for the agent runner.
 //! * [`handler`] — the seam for skill handlers: [`SkillHandler`], [`CallContext`],
 //!   [`SkillSpec`] (schema, rate limit, cacheable, enabled) and [`SkillRegistry`].
+//! * [`invoke`] — the in-process call pipeline (rate limit, parameters, handler time-out) shared
+//!   by the HTTP server and the user commands.
 //! * [`dedup`] — sharing of identical calls' outcomes (in-flight joining + 1 s cache).
 //! * [`ratelimit`] — per-(skill, user) limits from manifests.
 //! * [`error`] — [`SkillError`] and its single mapping to HTTP.
@@ -22,6 +24,7 @@ pub mod call_log;
 pub mod dedup;
 pub mod error;
 pub mod handler;
+pub mod invoke;
 pub mod metrics;
 pub mod ratelimit;
 pub mod server;
@@ -35,6 +38,7 @@ pub use handler::{
     CallContext, RateLimitSpec, RegisteredSkill, RegistryError, SkillHandler, SkillRegistry,
     SkillSpec,
 };
+pub use invoke::invoke;
 pub use metrics::SkillApiMetrics;
 pub use server::{router, serve};
 pub use sessions::{

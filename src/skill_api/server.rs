@@ -34,7 +34,7 @@ use http_body::{Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -48,8 +48,9 @@ use super::auth::{AuthenticatedCall, CallRejection};
 use super::dedup::{Claim, DedupCache, LeaderGuard, SharedOutcome};
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
+use super::invoke::invoke;
 use super::metrics::UNKNOWN_SKILL_LABEL;
-use super::sessions::{CountedSkill, MAINTENANCE_SKILLS, SessionHandle};
+use super::sessions::{MAINTENANCE_SKILLS, SessionHandle};
 use super::state::SkillApiState;
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
@@ -546,7 +547,8 @@ async fn execute(
     }
 }
 
-/// One call from the rate limit to the published outcome and the pending termination.
+/// One call: the shared pipeline ([`invoke`]), then the published outcome and the pending
+/// termination.
 async fn run_call(
     state: SkillApiState,
     skill: Arc<RegisteredSkill>,
@@ -554,7 +556,7 @@ async fn run_call(
     leader: Option<LeaderGuard>,
 ) -> (SharedOutcome, Option<TerminationGuard>) {
     let ctx = CallContext::new(skill.name(), call.session.clone());
-    let result = run_checked(&state, &skill, &ctx, call.parameters).await;
+    let result = invoke(&state, &skill, &ctx, call.parameters).await;
     let mut reason = ctx.pending_termination();
     if reason.is_none()
         && let Err(SkillError::QuotaExceeded {
@@ -562,14 +564,6 @@ async fn run_call(
         }) = &result
     {
         reason = Some(format!("{}: per-session quota exhausted", skill.name()));
-    }
-    if let Err(SkillError::Internal(cause)) = &result {
-        tracing::error!(
-            session_id = %ctx.session_id(),
-            skill = skill.name(),
-            error = %format!("{cause:#}"),
-            "skill call failed internally"
-        );
     }
     let outcome: SharedOutcome = Arc::new(result);
     if let Some(leader) = leader {
@@ -580,39 +574,6 @@ async fn run_call(
         reason,
     });
     (outcome, termination)
-}
-
-async fn run_checked(
-    state: &SkillApiState,
-    skill: &RegisteredSkill,
-    ctx: &CallContext,
-    params: serde_json::Map<String, Value>,
-) -> Result<Value, SkillError> {
-    // Doom-loop counting comes first: an attempt the rate limit, the schema or the quota
-    // refuses still counts toward the termination threshold.
-    if let Some(counted) = CountedSkill::of(skill.name()) {
-        ctx.count_attempt(counted);
-    }
-    if let Some(limit) = &skill.spec().rate_limit {
-        let session = ctx.session();
-        state
-            .rate_limiter()
-            .check(
-                skill.name(),
-                session.platform.as_str(),
-                &session.user_id,
-                limit,
-            )
-            .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
-    }
-    let params = skill.prepare_params(params)?;
-    let timeout = state.settings().handler_timeout;
-    match tokio::time::timeout(timeout, skill.handler().call(ctx, params)).await {
-        Ok(result) => result,
-        Err(_) => Err(SkillError::internal(anyhow::anyhow!(
-            "skill handler did not finish within {timeout:?}"
-        ))),
-    }
 }
 
 /// Requests the session's termination when dropped: it travels inside the response body, so the

@@ -431,6 +431,25 @@ impl fmt::Debug for SessionHandle {
 }
 
 impl SessionHandle {
+    /// A session that is in no registry, for running a handler in-process on a human's behalf
+    /// (user commands): it cannot be looked up, so no caller reaches it over the Skill API, and
+    /// its caller token is empty and matches nothing. `label` is its id in logs.
+    pub fn unregistered(label: &str, context: SessionContext) -> SessionHandle {
+        SessionHandle {
+            entry: Arc::new(SessionEntry {
+                id: SessionId(label.to_owned()),
+                token: CallerToken(String::new()),
+                turn: Mutex::new(TurnSlot {
+                    number: 1,
+                    context: Arc::new(context),
+                    termination: TerminationSignal::default(),
+                }),
+                state: Mutex::new(SessionState::default()),
+                last_activity: Mutex::new(Instant::now()),
+            }),
+        }
+    }
+
     /// The session id.
     pub fn id(&self) -> &SessionId {
         &self.entry.id
@@ -501,7 +520,9 @@ impl SessionHandle {
 
     /// Constant-time check of a presented caller token.
     pub(crate) fn token_matches(&self, presented: &[u8]) -> bool {
-        super::auth::constant_time_eq(self.entry.token.expose_secret().as_bytes(), presented)
+        let token = self.entry.token.expose_secret().as_bytes();
+        // An unregistered session's empty token matches nothing, not even an empty key.
+        !token.is_empty() && super::auth::constant_time_eq(token, presented)
     }
 
     fn last_activity(&self) -> Instant {
@@ -802,6 +823,19 @@ mod tests {
             let share = c as f64 / total as f64;
             assert!((0.04..0.09).contains(&share), "digit share {share}");
         }
+    }
+
+    /// A session made for a user command is in no registry and its empty token matches no key,
+    /// not even an empty one.
+    #[test]
+    fn an_unregistered_session_cannot_be_looked_up_or_authenticated() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let handle = SessionHandle::unregistered("user-command", context());
+        assert_eq!(handle.id().as_str(), "user-command");
+        assert!(registry.lookup("user-command").is_none());
+        assert!(!handle.token_matches(b""));
+        assert!(!handle.token_matches(b"anything"));
+        assert_eq!(handle.context().user_id, context().user_id);
     }
 
     #[test]

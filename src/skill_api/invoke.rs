@@ -1,0 +1,65 @@
+//! The in-process call pipeline, one for every caller of a skill handler: the agent's calls
+//! over HTTP (`server`, which adds authentication, de-duplication, the audit event and the
+//! termination guard around it) and the user commands humans run (`handlers::commands`).
+//!
+//! In this order: the doom-loop count of a counted skill (so an attempt the rate limit, the
+//! schema or the quota refuses still counts), the per-(skill, user) rate limit, parameter
+//! preparation (schema defaults filled, validation, control characters refused), the handler
+//! under the handler time-out. An internal failure is logged here, once.
+
+use serde_json::{Map, Value};
+
+use super::error::SkillError;
+use super::handler::{CallContext, RegisteredSkill};
+use super::sessions::CountedSkill;
+use super::state::SkillApiState;
+
+/// Runs `skill` for the session of `ctx` with the caller's raw `params`.
+pub async fn invoke(
+    state: &SkillApiState,
+    skill: &RegisteredSkill,
+    ctx: &CallContext,
+    params: Map<String, Value>,
+) -> Result<Value, SkillError> {
+    let result = run(state, skill, ctx, params).await;
+    if let Err(SkillError::Internal(cause)) = &result {
+        tracing::error!(
+            session_id = %ctx.session_id(),
+            skill = skill.name(),
+            error = %format!("{cause:#}"),
+            "skill call failed internally"
+        );
+    }
+    result
+}
+
+async fn run(
+    state: &SkillApiState,
+    skill: &RegisteredSkill,
+    ctx: &CallContext,
+    params: Map<String, Value>,
+) -> Result<Value, SkillError> {
+    if let Some(counted) = CountedSkill::of(skill.name()) {
+        ctx.count_attempt(counted);
+    }
+    if let Some(limit) = &skill.spec().rate_limit {
+        let session = ctx.session();
+        state
+            .rate_limiter()
+            .check(
+                skill.name(),
+                session.platform.as_str(),
+                &session.user_id,
+                limit,
+            )
+            .map_err(|retry_after| SkillError::RateLimited { retry_after })?;
+    }
+    let params = skill.prepare_params(params)?;
+    let timeout = state.settings().handler_timeout;
+    match tokio::time::timeout(timeout, skill.handler().call(ctx, params)).await {
+        Ok(result) => result,
+        Err(_) => Err(SkillError::internal(anyhow::anyhow!(
+            "skill handler did not finish within {timeout:?}"
+        ))),
+    }
+}
