@@ -45,7 +45,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::{MemoryConfig, RemindersConfig, SkillsConfig};
 use crate::platform::PlatformRegistry;
-use crate::skill_api::{RateLimitSpec, RegistryError, SkillHandler, SkillRegistry, SkillSpec};
+use crate::skill_api::{RegistryError, SkillHandler, SkillRegistry, SkillSpec};
 use crate::skills::LoadedSkills;
 use crate::store::Store;
 
@@ -179,11 +179,7 @@ pub fn build_registry(
             .with_cacheable(name != "send-file")
             .with_enabled(enabled_by_config(&name, &shared));
         if let Some(limit) = skill.manifest.rate_limit {
-            spec = spec.with_rate_limit(RateLimitSpec {
-                window_ms: limit.window_ms,
-                max_requests: limit.max_requests,
-                burst: limit.burst,
-            });
+            spec = spec.with_rate_limit(limit);
         }
         if !spec.enabled {
             tracing::info!(skill = %name, "skill disabled by configuration");

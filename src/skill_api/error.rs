@@ -10,17 +10,11 @@ use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::{Value, json};
 
-/// One parameter problem reported with `INVALID_PARAMS`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ParamProblem {
-    /// JSON Pointer into `parameters` (`""` is the parameters object itself, `/limit` a field).
-    pub path: String,
-    /// What is wrong there, in plain words.
-    pub problem: String,
-}
+/// One parameter problem reported with `INVALID_PARAMS` (the skills layer's type: the skill
+/// client reports the same shape).
+pub use crate::skills::ParamProblem;
 
 /// Everything a skill call can fail with.
 #[derive(Debug, thiserror::Error)]

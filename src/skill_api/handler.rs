@@ -31,6 +31,7 @@ use super::error::{ParamProblem, SkillError};
 use super::sessions::{
     Attempt, CountedSkill, SessionContext, SessionHandle, SessionId, SessionState,
 };
+pub use crate::skills::manifest::RateLimit;
 
 /// Longest `problem` text reported per parameter (the validator may quote the whole value).
 const MAX_PROBLEM_CHARS: usize = 300;
@@ -150,22 +151,6 @@ impl CallContext {
     }
 }
 
-/// Per-(skill, user) rate limit from a manifest's `rate_limit`.
-///
-/// Semantics: at most `max_requests` calls in any sliding `window_ms`, and calls are paced by a
-/// token bucket of capacity `burst` (default `max_requests`) refilled at
-/// `max_requests / window_ms`. Both must admit a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-pub struct RateLimitSpec {
-    /// Length of the sliding window in milliseconds (> 0).
-    pub window_ms: u64,
-    /// Calls allowed per window (> 0).
-    pub max_requests: u32,
-    /// Calls allowed back to back; defaults to `max_requests`.
-    #[serde(default)]
-    pub burst: Option<u32>,
-}
-
 /// Everything the server needs to know about a skill, as data.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct SkillSpec {
@@ -173,7 +158,7 @@ pub struct SkillSpec {
     pub input_schema: Value,
     /// Optional per-(skill, user) rate limit.
     #[serde(default)]
-    pub rate_limit: Option<RateLimitSpec>,
+    pub rate_limit: Option<RateLimit>,
     /// Whether identical calls within the de-duplication window may share a result. `send-file`
     /// sets this to `false`.
     #[serde(default = "default_true")]
@@ -199,7 +184,7 @@ impl SkillSpec {
     }
 
     /// Sets the rate limit.
-    pub fn with_rate_limit(mut self, rate_limit: RateLimitSpec) -> Self {
+    pub fn with_rate_limit(mut self, rate_limit: RateLimit) -> Self {
         self.rate_limit = Some(rate_limit);
         self
     }
@@ -637,7 +622,7 @@ mod tests {
         assert!(matches!(
             reg.register(
                 Arc::new(Nop("c")),
-                SkillSpec::new(schema()).with_rate_limit(RateLimitSpec {
+                SkillSpec::new(schema()).with_rate_limit(RateLimit {
                     window_ms: 0,
                     max_requests: 1,
                     burst: None

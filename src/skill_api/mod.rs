@@ -35,8 +35,7 @@ pub mod state;
 pub use auth::{AuthenticatedCall, CallRejection, SocketSession, socket_session_matches};
 pub use error::{ErrorResponse, ParamProblem, SkillError};
 pub use handler::{
-    CallContext, RateLimitSpec, RegisteredSkill, RegistryError, SkillHandler, SkillRegistry,
-    SkillSpec,
+    CallContext, RateLimit, RegisteredSkill, RegistryError, SkillHandler, SkillRegistry, SkillSpec,
 };
 pub use invoke::invoke;
 pub use metrics::SkillApiMetrics;

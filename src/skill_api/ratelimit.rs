@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::handler::RateLimitSpec;
+use super::handler::RateLimit;
 use crate::sync::lock;
 
 struct Bucket {
@@ -50,7 +50,7 @@ impl RateLimiter {
         skill: &str,
         platform: &str,
         user_id: &str,
-        spec: &RateLimitSpec,
+        spec: &RateLimit,
     ) -> Result<(), Duration> {
         let now = Instant::now();
         let window = Duration::from_millis(spec.window_ms.max(1));
@@ -124,8 +124,8 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
-    fn spec(window_ms: u64, max_requests: u32, burst: Option<u32>) -> RateLimitSpec {
-        RateLimitSpec {
+    fn spec(window_ms: u64, max_requests: u32, burst: Option<u32>) -> RateLimit {
+        RateLimit {
             window_ms,
             max_requests,
             burst,

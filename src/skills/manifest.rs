@@ -68,15 +68,18 @@ pub struct FlagSpec {
     pub separator: Option<String>,
 }
 
-/// A sliding-window rate limit per (skill, user).
+/// A manifest's per-(skill, user) rate limit, as the Skill API enforces it
+/// (`skill_api::ratelimit`): at most `max_requests` calls in any sliding `window_ms`, and calls
+/// paced by a token bucket of capacity `burst` refilled at `max_requests` per window. Both
+/// must admit a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
-    /// Window length in milliseconds.
+    /// Length of the sliding window in milliseconds (> 0).
     pub window_ms: u64,
-    /// Calls allowed per window.
+    /// Calls allowed per window (> 0).
     pub max_requests: u32,
-    /// Extra calls allowed in a short burst on top of the steady rate.
+    /// Calls allowed back to back (the bucket's capacity); defaults to `max_requests`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u32>,
 }

@@ -67,12 +67,13 @@ pub enum LoadError {
     },
 }
 
-/// One problem with a call's parameters, for `INVALID_PARAMS` `details`.
+/// One problem with a call's parameters, for `INVALID_PARAMS` `details` (the Skill API
+/// re-exports it as `skill_api::ParamProblem`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ParamProblem {
-    /// JSON pointer into `parameters` (`/limit`; empty for the object itself).
+    /// JSON Pointer into `parameters` (`""` is the parameters object itself, `/limit` a field).
     pub path: String,
-    /// What is wrong.
+    /// What is wrong there, in plain words.
     pub problem: String,
 }
 

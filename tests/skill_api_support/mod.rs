@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use air_friends::skill_api::{
-    CallContext, RateLimitSpec, RegisteredSession, SessionContext, SkillApiMetrics,
-    SkillApiSettings, SkillApiState, SkillError, SkillHandler, SkillRegistry, SkillSpec, router,
+    CallContext, RateLimit, RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings,
+    SkillApiState, SkillError, SkillHandler, SkillRegistry, SkillSpec, router,
 };
 use async_trait::async_trait;
 use axum::Router;
@@ -210,7 +210,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 delay: Duration::ZERO,
                 read_only: false,
             }),
-            SkillSpec::new(open.clone()).with_rate_limit(RateLimitSpec {
+            SkillSpec::new(open.clone()).with_rate_limit(RateLimit {
                 window_ms: 60_000,
                 max_requests: 2,
                 burst: None,
