@@ -98,33 +98,67 @@ fn manifests_match_the_spec_table() {
     }
 }
 
+/// The shipped schemas validate calls the way the Skill API does: compiled once by the loader
+/// and registered with that compilation (`SkillSpec::with_compiled_schema`); violations come
+/// back as `INVALID_PARAMS` details with JSON Pointer paths, formats (`date-time`) included.
 #[test]
-fn check_parameters_gives_invalid_params_details() {
+fn shipped_schemas_give_invalid_params_details_through_the_registry() {
+    use air_friends::skill_api::{CallContext, SkillError, SkillHandler, SkillRegistry, SkillSpec};
+    use serde_json::Value;
+    use std::sync::Arc;
+
+    struct Nothing(&'static str);
+    #[async_trait::async_trait]
+    impl SkillHandler for Nothing {
+        fn name(&self) -> &str {
+            self.0
+        }
+        async fn call(&self, _ctx: &CallContext, _params: Value) -> Result<Value, SkillError> {
+            Ok(Value::Null)
+        }
+    }
+
     let s = shipped();
-    let search = s.get("memory-search").unwrap();
+    let mut registry = SkillRegistry::new();
+    for name in ["memory-search", "set-reminder"] {
+        let skill = s.get(name).unwrap();
+        let spec = SkillSpec::new(skill.input_schema().clone())
+            .with_compiled_schema(skill.compiled_schema());
+        registry.register(Arc::new(Nothing(name)), spec).unwrap();
+    }
+    let check = |name: &str, params: Value| {
+        registry
+            .get(name)
+            .unwrap()
+            .prepare_params(params.as_object().unwrap().clone())
+    };
+    let paths = |result: Result<Value, SkillError>| match result {
+        Err(SkillError::InvalidParams { details }) => {
+            details.into_iter().map(|d| d.path).collect::<Vec<_>>()
+        }
+        other => panic!("expected INVALID_PARAMS, got {other:?}"),
+    };
+    assert!(check("memory-search", json!({"query": "x", "limit": 5})).is_ok());
+    let problems = paths(check(
+        "memory-search",
+        json!({"query": "x", "limit": 0, "extra": 1}),
+    ));
+    assert!(problems.iter().any(|p| p == "/limit"), "{problems:?}");
     assert!(
-        search
-            .check_parameters(&json!({"query": "x", "limit": 5}))
-            .is_ok()
+        problems.iter().any(|p| p == "/extra"),
+        "the additional property is named: {problems:?}"
     );
-    let problems = search
-        .check_parameters(&json!({"query": "x", "limit": 0, "extra": 1}))
-        .unwrap_err();
-    let paths: Vec<&str> = problems.iter().map(|p| p.path.as_str()).collect();
-    assert!(paths.contains(&"/limit"), "{problems:?}");
+    let bad = paths(check(
+        "set-reminder",
+        json!({"scheduledAt": "next tuesday", "message": "m"}),
+    ));
+    assert_eq!(bad, ["/scheduledAt"]);
     assert!(
-        paths.contains(&""),
-        "additional property reported at the root: {problems:?}"
-    );
-    let reminder = s.get("set-reminder").unwrap();
-    let bad = reminder
-        .check_parameters(&json!({"scheduledAt": "next tuesday", "message": "m"}))
-        .unwrap_err();
-    assert_eq!(bad[0].path, "/scheduledAt");
-    assert!(
-        reminder
-            .check_parameters(&json!({"scheduledAt": "2030-01-31T09:00:00Z", "message": "m"}))
-            .is_ok()
+        check(
+            "set-reminder",
+            json!({"scheduledAt": "2030-01-31T09:00:00Z", "message": "m"})
+        )
+        .is_ok()
     );
 }
 

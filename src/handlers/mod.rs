@@ -176,6 +176,7 @@ pub fn build_registry(
             .get(&name)
             .ok_or_else(|| BuildError::MissingManifest(name.clone()))?;
         let mut spec = SkillSpec::new(skill.input_schema().clone())
+            .with_compiled_schema(skill.compiled_schema())
             .with_cacheable(name != "send-file")
             .with_enabled(enabled_by_config(&name, &shared));
         if let Some(limit) = skill.manifest.rate_limit {

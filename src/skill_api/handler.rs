@@ -166,6 +166,26 @@ pub struct SkillSpec {
     /// A disabled skill answers 503 `SKILL_DISABLED`.
     #[serde(default = "default_true")]
     pub enabled: bool,
+    /// `input_schema` already compiled (by the skills loader): registration uses it instead of
+    /// compiling the schema a second time.
+    #[serde(skip)]
+    pub compiled: Option<CompiledSchema>,
+}
+
+/// A compiled `input_schema`, shared. Two are equal when they are the same compilation.
+#[derive(Clone)]
+pub struct CompiledSchema(pub Arc<jsonschema::Validator>);
+
+impl fmt::Debug for CompiledSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CompiledSchema")
+    }
+}
+
+impl PartialEq for CompiledSchema {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 fn default_true() -> bool {
@@ -180,7 +200,15 @@ impl SkillSpec {
             rate_limit: None,
             cacheable: true,
             enabled: true,
+            compiled: None,
         }
+    }
+
+    /// Uses `validator`, the compilation of this spec's `input_schema` (the skills loader's),
+    /// instead of compiling it again at registration.
+    pub fn with_compiled_schema(mut self, validator: Arc<jsonschema::Validator>) -> Self {
+        self.compiled = Some(CompiledSchema(validator));
+        self
     }
 
     /// Sets the rate limit.
@@ -229,7 +257,7 @@ pub struct RegisteredSkill {
     name: String,
     handler: Arc<dyn SkillHandler>,
     spec: SkillSpec,
-    validator: jsonschema::Validator,
+    validator: Arc<jsonschema::Validator>,
     defaults: Vec<(String, Value)>,
 }
 
@@ -383,7 +411,8 @@ impl SkillRegistry {
         Self::default()
     }
 
-    /// Registers `handler` under `handler.name()` with `spec`, compiling the schema once.
+    /// Registers `handler` under `handler.name()` with `spec`, compiling the schema unless the
+    /// spec brings its compilation.
     pub fn register(
         &mut self,
         handler: Arc<dyn SkillHandler>,
@@ -401,13 +430,15 @@ impl SkillRegistry {
         {
             return Err(RegistryError::InvalidRateLimit(name));
         }
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&spec.input_schema)
-            .map_err(|e| RegistryError::InvalidSchema {
-                skill: name.clone(),
-                message: e.to_string(),
-            })?;
+        let validator = match &spec.compiled {
+            Some(compiled) => Arc::clone(&compiled.0),
+            None => Arc::new(crate::skills::compile_schema(&spec.input_schema).map_err(
+                |message| RegistryError::InvalidSchema {
+                    skill: name.clone(),
+                    message,
+                },
+            )?),
+        };
         let defaults = spec
             .input_schema
             .get("properties")
@@ -630,6 +661,25 @@ mod tests {
             ),
             Err(RegistryError::InvalidRateLimit(_))
         ));
+    }
+
+    /// A spec that brings its compiled schema (the skills loader's) is registered with that very
+    /// compilation; one without it is compiled at registration.
+    #[test]
+    fn a_compiled_schema_is_reused_not_compiled_again() {
+        let compiled = Arc::new(crate::skills::compile_schema(&schema()).unwrap());
+        let mut registry = SkillRegistry::new();
+        registry
+            .register(
+                Arc::new(Nop("nop")),
+                SkillSpec::new(schema()).with_compiled_schema(Arc::clone(&compiled)),
+            )
+            .unwrap();
+        let reused = registry.get("nop").unwrap();
+        assert!(Arc::ptr_eq(&reused.validator, &compiled));
+        let fresh = registered();
+        assert!(!Arc::ptr_eq(&fresh.validator, &compiled));
+        assert!(fresh.validator.is_valid(&json!({"text": "hi"})));
     }
 
     #[test]

@@ -102,23 +102,21 @@ impl SkillSpec {
         &self.manifest.input_schema
     }
 
-    /// Checks `parameters` against `input_schema` (formats such as `date-time` included).
-    /// Returns every problem, for `INVALID_PARAMS` `details`.
-    pub fn check_parameters(&self, parameters: &Value) -> Result<(), Vec<ParamProblem>> {
-        let problems: Vec<ParamProblem> = self
-            .validator
-            .iter_errors(parameters)
-            .map(|e| ParamProblem {
-                path: e.instance_path().as_str().to_owned(),
-                problem: e.to_string(),
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems)
-        }
+    /// The compiled `input_schema` (formats such as `date-time` checked), compiled once when the
+    /// skill was loaded; the Skill API validates calls with it
+    /// (`skill_api::SkillSpec::with_compiled_schema`).
+    pub fn compiled_schema(&self) -> Arc<jsonschema::Validator> {
+        Arc::clone(&self.validator)
     }
+}
+
+/// Compiles a skill's `input_schema` the way every call is validated: formats (`date-time`,
+/// ...) are checked, not just annotations. The error is the compiler's message.
+pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| e.to_string())
 }
 
 /// Every skill of a skills directory, validated.
@@ -244,12 +242,10 @@ pub fn load_skills(dir: &Path) -> Result<LoadedSkills, LoadError> {
         let (Some(doc), Some(manifest)) = (p.doc, p.manifest) else {
             continue;
         };
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&manifest.input_schema)
-            .map_err(|e| LoadError::Schema {
+        let validator =
+            compile_schema(&manifest.input_schema).map_err(|message| LoadError::Schema {
                 skill: p.name.clone(),
-                message: e.to_string(),
+                message,
             })?;
         loaded.skills.insert(
             p.name.clone(),
