@@ -56,6 +56,8 @@ const SKILLS: [&str; 4] = [
 const SERVER_THREADS: &str = "bench-server";
 /// The store's writer thread (`store/db.rs`).
 const WRITER_THREAD: &str = "store-writer";
+/// The store's background checkpoint thread (`store/db.rs`).
+const CHECKPOINT_THREAD: &str = "store-ckpt";
 /// Unmeasured requests at the start of each case (connections, caches).
 const WARMUP: usize = 100;
 /// The benchmarked user (a DM, so searches and stats include private memories).
@@ -444,6 +446,7 @@ fn thread_cpu(name: &str) -> Duration {
 struct Cpu {
     server: Duration,
     writer: Duration,
+    checkpoint: Duration,
 }
 
 impl Cpu {
@@ -451,6 +454,7 @@ impl Cpu {
         Self {
             server: thread_cpu(SERVER_THREADS),
             writer: thread_cpu(WRITER_THREAD),
+            checkpoint: thread_cpu(CHECKPOINT_THREAD),
         }
     }
 
@@ -458,6 +462,7 @@ impl Cpu {
         Cpu {
             server: self.server.saturating_sub(start.server),
             writer: self.writer.saturating_sub(start.writer),
+            checkpoint: self.checkpoint.saturating_sub(start.checkpoint),
         }
     }
 }
@@ -473,8 +478,9 @@ struct Row {
     p99: Duration,
     max: Duration,
     load: String,
-    /// Server-thread and writer CPU per request, µs (`None` for the store-only rows).
-    cpu_us: Option<(f64, f64)>,
+    /// Server-thread, writer and checkpoint-thread CPU per request, µs (`None` for the
+    /// store-only rows).
+    cpu_us: Option<(f64, f64, f64)>,
 }
 
 impl Row {
@@ -487,10 +493,12 @@ impl Row {
     ) -> Self {
         latencies.sort();
         let n = latencies.len() as f64;
+        let per_call = |d: Duration| d.as_secs_f64() * 1e6 / n;
         let cpu_us = cpu.map(|c| {
             (
-                c.server.as_secs_f64() * 1e6 / n,
-                c.writer.as_secs_f64() * 1e6 / n,
+                per_call(c.server),
+                per_call(c.writer),
+                per_call(c.checkpoint),
             )
         });
         let row = Self {
@@ -522,7 +530,9 @@ impl Row {
 
     fn cpu_text(&self) -> String {
         match self.cpu_us {
-            Some((server, writer)) => format!("server {server:.1} µs, writer {writer:.1} µs"),
+            Some((server, writer, checkpoint)) => format!(
+                "server {server:.1} µs, writer {writer:.1} µs, checkpoint {checkpoint:.1} µs"
+            ),
             None => "-".to_owned(),
         }
     }
@@ -715,16 +725,16 @@ fn main() {
     );
     println!();
     println!(
-        "| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | server CPU µs/call | writer CPU µs/call | load (1 min) |"
+        "| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | server CPU µs/call | writer CPU µs/call | checkpoint CPU µs/call | load (1 min) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
-        let (server, writer) = match r.cpu_us {
-            Some((s, w)) => (format!("{s:.1}"), format!("{w:.1}")),
-            None => ("-".to_owned(), "-".to_owned()),
+        let (server, writer, checkpoint) = match r.cpu_us {
+            Some((s, w, c)) => (format!("{s:.1}"), format!("{w:.1}"), format!("{c:.1}")),
+            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {server} | {writer} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {server} | {writer} | {checkpoint} | {} |",
             r.what,
             r.concurrency,
             r.requests,

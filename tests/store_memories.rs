@@ -1327,3 +1327,39 @@ async fn saving_a_superseding_memory_is_one_transaction() {
         .unwrap();
     assert!(disabled.is_empty());
 }
+
+/// The WAL is copied into the database by the store's checkpoint thread while the store keeps
+/// running (the writer itself never checkpoints on its own): after a few thousand saves the
+/// database file holds their pages without any explicit checkpoint or close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_checkpointer_copies_the_wal_into_the_database() {
+    let (_dir, path, store) = open().await;
+    let w = ws("busy");
+    let before = std::fs::metadata(&path).unwrap().len();
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..16 {
+        let (store, w) = (store.clone(), w.clone());
+        tasks.spawn(async move {
+            for i in 0..200 {
+                let content =
+                    format!("memory {i} of writer {t}: likes kayak, jazz and a long sentence");
+                pub_normal(&store, &w, &content).await;
+            }
+        });
+    }
+    tasks.join_all().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let size = std::fs::metadata(&path).unwrap().len();
+        if size > before + 1_000_000 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the database file is still {size} bytes (was {before}): nothing was checkpointed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!(stats.public.total, 3_200);
+}

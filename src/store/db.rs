@@ -12,6 +12,9 @@
 //!   commits before the latest checkpoint (the database itself stays consistent). For memories and
 //!   reminders of a chat companion that is the usual trade: `FULL` costs one fsync per batch and
 //!   capped saves at a few thousand per second on the benchmark disk (`docs/PERFORMANCE.md`).
+//! * **Checkpoints** run on a thread of their own (`store-ckpt`, a passive checkpoint each time
+//!   the WAL has grown by `CHECKPOINT_FRAMES`), so the writer never stalls to copy the WAL
+//!   into the database; backups and shutdown checkpoint on the writer.
 //! * **Reads** run on `spawn_blocking` with a connection from a small pool (WAL lets them run
 //!   beside the writer), each inside a read transaction for a consistent snapshot.
 //!
@@ -38,6 +41,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BATCH: usize = 1024;
 /// Read connections (and concurrent blocking reads).
 const READERS: usize = 4;
+/// WAL frames after which the checkpointer copies the WAL into the database (SQLite's default
+/// automatic checkpoint threshold).
+const CHECKPOINT_FRAMES: i32 = 1000;
 
 /// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -102,6 +108,23 @@ impl Db {
         }
         migrate(&mut conn)?;
         (hooks.prepare)(&conn)?;
+        let checkpoints = start_checkpointer(path)?;
+        // The writer never checkpoints on its own: past CHECKPOINT_FRAMES it wakes the
+        // checkpointer thread, so copying the WAL into the database is not on the save path.
+        conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
+        let mut signalled_at = 0;
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: i32| {
+            // Once per CHECKPOINT_FRAMES new frames (the WAL restarts from 0 after a checkpoint
+            // that caught up), not after every commit past the threshold.
+            if frames < signalled_at {
+                signalled_at = 0;
+            }
+            if frames - signalled_at >= CHECKPOINT_FRAMES {
+                signalled_at = frames;
+                let _ = checkpoints.try_send(());
+            }
+            Ok(())
+        }))?;
 
         let mut readers = Vec::with_capacity(READERS);
         for _ in 0..READERS {
@@ -330,6 +353,35 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, finish: BatchFinis
         }
         run_batch(&conn, &mut pending, finish);
     }
+}
+
+/// The checkpointer: a thread with its own connection that runs a passive checkpoint (never
+/// waiting for the writer or the readers) each time the writer says the WAL has grown past
+/// `CHECKPOINT_FRAMES`. It ends when the writer's connection, holding the only sender, is
+/// closed. Explicit checkpoints (backups, shutdown) still run on the writer, as `TRUNCATE`.
+fn start_checkpointer(path: &Path) -> Result<std_mpsc::SyncSender<()>, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    configure(&conn)?;
+    let (tx, rx) = std_mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name("store-ckpt".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::warn!(error = %e, "store: background checkpoint failed");
+                }
+            }
+        })
+        .map_err(|e| StoreError::Io {
+            context: "spawning the store checkpoint thread".into(),
+            source: Arc::new(e),
+        })?;
+    Ok(tx)
 }
 
 fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
