@@ -272,7 +272,9 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+/// A configured connection to `path` of the writer's kind (read-write, no SQLite mutex: each
+/// connection is used by one thread at a time).
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -280,6 +282,11 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     configure(&conn)?;
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_connection(path)?;
     conn.execute_batch("PRAGMA query_only = ON;")?;
     Ok(conn)
 }
@@ -360,13 +367,7 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, finish: BatchFinis
 /// `CHECKPOINT_FRAMES`. It ends when the writer's connection, holding the only sender, is
 /// closed. Explicit checkpoints (backups, shutdown) still run on the writer, as `TRUNCATE`.
 fn start_checkpointer(path: &Path) -> Result<std_mpsc::SyncSender<()>, StoreError> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_URI
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    configure(&conn)?;
+    let conn = open_connection(path)?;
     let (tx, rx) = std_mpsc::sync_channel::<()>(1);
     std::thread::Builder::new()
         .name("store-ckpt".into())
