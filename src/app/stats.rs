@@ -14,8 +14,12 @@ use anyhow::Context;
 use chrono::{Duration as Days, Utc};
 
 use crate::observability::LogTarget;
-use crate::store::analytics::SkillCallSummary;
-use crate::store::{Store, StoreError};
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+
+use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
+use crate::store::{LlmUsage, MaintenanceSummary, Store, StoreError};
 
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
@@ -56,6 +60,19 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     store.close().await?;
 
     let mut out = String::new();
+    skills_section(&mut out, &day, &week);
+    workspaces_section(&mut out, &workspaces);
+    tokens_section(&mut out, &tokens);
+    maintenance_section(&mut out, &maintenance);
+    Ok(out)
+}
+
+/// Per skill: calls, errors and latency over the last day and the last week.
+fn skills_section(
+    out: &mut String,
+    day: &BTreeMap<String, SkillCallSummary>,
+    week: &BTreeMap<String, SkillCallSummary>,
+) {
     let _ = writeln!(out, "Skill calls (last 24 hours | last 7 days)");
     if week.is_empty() {
         let _ = writeln!(out, "  none recorded yet");
@@ -66,7 +83,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             "skill", "calls", "errors", "p50", "p99", "calls", "errors", "p50", "p99"
         );
         let empty = SkillCallSummary::default();
-        for (skill, w) in &week {
+        for (skill, w) in week {
             let d = day.get(skill).unwrap_or(&empty);
             let codes: Vec<String> = w.errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
             let _ = writeln!(
@@ -93,6 +110,10 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             "  (latencies are the upper bound of their bucket: 1, 2, 5, 10, 25, 50, 100, 250, 500 ms, 1, 2.5, 10 s)"
         );
     }
+}
+
+/// Per workspace: memories by state and reminders by state.
+fn workspaces_section(out: &mut String, workspaces: &BTreeMap<String, WorkspaceOverview>) {
     let _ = writeln!(out, "\nWorkspaces");
     if workspaces.is_empty() {
         let _ = writeln!(out, "  none yet");
@@ -102,7 +123,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             "  {:<32} {:>8} {:>8} {:>9} {:>7}  reminders",
             "workspace", "enabled", "disabled", "important", "private"
         );
-        for (ws, o) in &workspaces {
+        for (ws, o) in workspaces {
             let reminders: Vec<String> = o
                 .reminders
                 .iter()
@@ -124,6 +145,10 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             );
         }
     }
+}
+
+/// The model gateway's tokens per day.
+fn tokens_section(out: &mut String, tokens: &[(NaiveDate, LlmUsage)]) {
     let _ = writeln!(out, "\nModel tokens per day (gateway, all users)");
     if tokens.is_empty() {
         let _ = writeln!(out, "  none metered in the last 7 days");
@@ -133,7 +158,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             "  {:<10} {:>12} {:>12} {:>9}",
             "day", "input", "output", "requests"
         );
-        for (day, u) in &tokens {
+        for (day, u) in tokens {
             let _ = writeln!(
                 out,
                 "  {:<10} {:>12} {:>12} {:>9}",
@@ -144,6 +169,10 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             );
         }
     }
+}
+
+/// Memory maintenance runs per workspace and visibility.
+fn maintenance_section(out: &mut String, maintenance: &[MaintenanceSummary]) {
     let _ = writeln!(out, "\nMemory maintenance (last 7 days)");
     if maintenance.is_empty() {
         let _ = writeln!(out, "  no runs");
@@ -153,7 +182,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             "  {:<32} {:<8} {:>5} {:>7} {:>8} {:>9}  last run",
             "workspace", "memories", "runs", "saved", "disabled", "tokens"
         );
-        for m in &maintenance {
+        for m in maintenance {
             let dry = if m.dry_runs > 0 {
                 format!(" ({} dry)", m.dry_runs)
             } else {
@@ -173,7 +202,6 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
             );
         }
     }
-    Ok(out)
 }
 
 fn latency(s: &SkillCallSummary, q: f64) -> String {
