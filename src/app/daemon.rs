@@ -176,11 +176,6 @@ pub async fn start(
     let sandboxed = sandbox.is_enabled();
     let conversation_metrics = ConversationMetrics::new(metrics, &platforms.kinds());
     let runner = agent_runner(config, &skills, &skills_dir, sandbox, observers.activity);
-    let credentials: Vec<String> = skills
-        .enabled_credential_env_vars(|name| !config.skills.disabled.iter().any(|d| d == name))
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
     let prompts = Arc::new(PromptLibrary::new(&config.prompts.dir));
     shutdown.spawn(
         "sighup",
@@ -209,20 +204,13 @@ pub async fn start(
         egress,
         runner,
         workspaces: Workspaces::new(&workspaces_root),
-        env: AgentEnvTemplate {
-            agent: config.agent.clone(),
-            skills_dir: skills_dir.clone(),
+        env: agent_env_template(
+            config,
+            &skills,
+            &skills_dir,
             air_friends_bin,
-            api_url: skill_api_url.clone(),
-            skill_credentials: credentials,
-            secret_values: config.secret_values(),
-            gateway_providers: config
-                .agent
-                .providers
-                .iter()
-                .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
-                .collect(),
-        },
+            &skill_api_url,
+        ),
         stop: shutdown.stop(),
     });
     let interactions = Interactions {
@@ -267,17 +255,9 @@ pub async fn start(
     });
 
     start_reminders(config, &store, &platforms, metrics, shutdown);
-    if config.memory.maintenance.enabled {
-        let job = Maintenance::new(
-            launcher,
-            store.clone(),
-            prompts,
-            gateway.budget().clone(),
-            config.memory.maintenance.clone(),
-            MaintenanceMetrics::new(metrics),
-        );
-        shutdown.spawn("memory_maintenance", job.run(shutdown.draining()));
-    }
+    start_maintenance(
+        config, launcher, &store, prompts, &gateway, metrics, shutdown,
+    );
 
     Ok(Started {
         store,
@@ -378,6 +358,59 @@ fn agent_runner(
 }
 
 /// The reminder scheduler, when `reminders.enabled`.
+/// What every agent's environment is built from: the agent configuration, the skills and
+/// their credential variables, this executable, the Skill API URL, the secrets never to pass
+/// on, and the providers the model gateway serves.
+fn agent_env_template(
+    config: &Config,
+    skills: &LoadedSkills,
+    skills_dir: &Path,
+    air_friends_bin: PathBuf,
+    api_url: &str,
+) -> AgentEnvTemplate {
+    AgentEnvTemplate {
+        agent: config.agent.clone(),
+        skills_dir: skills_dir.to_path_buf(),
+        air_friends_bin,
+        api_url: api_url.to_owned(),
+        skill_credentials: skills
+            .enabled_credential_env_vars(|name| !config.skills.disabled.iter().any(|d| d == name))
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+        secret_values: config.secret_values(),
+        gateway_providers: config
+            .agent
+            .providers
+            .iter()
+            .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
+            .collect(),
+    }
+}
+
+/// `memory.maintenance`: the consolidation scheduler, when enabled.
+fn start_maintenance(
+    config: &Config,
+    launcher: Arc<Launcher>,
+    store: &Store,
+    prompts: Arc<PromptLibrary>,
+    gateway: &Gateway,
+    metrics: &Metrics,
+    shutdown: &Shutdown,
+) {
+    if config.memory.maintenance.enabled {
+        let job = Maintenance::new(
+            launcher,
+            store.clone(),
+            prompts,
+            gateway.budget().clone(),
+            config.memory.maintenance.clone(),
+            MaintenanceMetrics::new(metrics),
+        );
+        shutdown.spawn("memory_maintenance", job.run(shutdown.draining()));
+    }
+}
+
 fn start_reminders(
     config: &Config,
     store: &Store,
