@@ -179,7 +179,7 @@ impl Interactions {
                 &self.prompt,
             )
             .await;
-            let spec = self.launcher.agent_spec(&resources, msg.is_dm);
+            let spec = self.launcher.agent_spec(&resources);
             let shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are

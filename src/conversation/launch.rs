@@ -136,8 +136,9 @@ impl Launcher {
     }
 
     /// The agent for an opened session: its folders, socket, and environment (the session's
-    /// identity and gateway route; `dm` decides whether the sandbox shows `private/`).
-    pub fn agent_spec(&self, resources: &SessionResources, dm: bool) -> AgentSpec {
+    /// identity and gateway route); the sandbox shows `private/` when the session is a DM.
+    pub fn agent_spec(&self, resources: &SessionResources) -> AgentSpec {
+        let dm = resources.registered.handle.context().is_dm;
         let session_id = resources.registered.session_id.as_str().to_owned();
         let identity = SessionIdentity {
             session_id: session_id.clone(),

@@ -91,11 +91,7 @@ impl SkillHandler for MemorySave {
                 .map_err(|e| store_error(e, "memory"))?
         };
         tracing::debug!(session_id = %ctx.session_id(), memory_id = %memory.id, chars, disabled = disabled.len(), "memory saved");
-        let disabled_n = u32::try_from(disabled.len()).unwrap_or(u32::MAX);
-        ctx.with_state(|s| {
-            s.memories_saved = s.memories_saved.saturating_add(1);
-            s.memories_disabled = s.memories_disabled.saturating_add(disabled_n);
-        });
+        ctx.with_state(|s| s.count_memory_changes(1, disabled.len()));
         if let Some(semantic) = &self.0.semantic {
             semantic.wake();
         }
@@ -259,7 +255,7 @@ impl SkillHandler for MemoryPatch {
                 )
             })?;
         if disables {
-            ctx.with_state(|s| s.memories_disabled = s.memories_disabled.saturating_add(1));
+            ctx.with_state(|s| s.count_memory_changes(0, 1));
         }
         Ok(json!({
             "patchId": record.patch_id,

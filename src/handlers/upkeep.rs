@@ -47,17 +47,13 @@ pub(crate) async fn check_targets(
 
 /// The answer of a dry-run call (`would` says what would have happened), logged at info and
 /// counted in the session's tally like the real thing.
-pub(crate) fn dry_run(ctx: &CallContext, saved: u32, disabled: &[String], would: Value) -> Value {
+pub(crate) fn dry_run(ctx: &CallContext, saved: usize, disabled: &[String], would: Value) -> Value {
     tracing::info!(
         session_id = %ctx.session_id(),
         skill = ctx.skill(),
         would = %would,
         "memory maintenance dry run: nothing written"
     );
-    let disabled_n = u32::try_from(disabled.len()).unwrap_or(u32::MAX);
-    ctx.with_state(|s| {
-        s.memories_saved = s.memories_saved.saturating_add(saved);
-        s.memories_disabled = s.memories_disabled.saturating_add(disabled_n);
-    });
+    ctx.with_state(|s| s.count_memory_changes(saved, disabled.len()));
     json!({"dryRun": true, "wouldDo": would, "note": "dry run: nothing was saved or changed"})
 }

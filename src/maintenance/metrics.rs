@@ -18,15 +18,47 @@ struct ActionLabels {
     action: String,
 }
 
-/// How a run can end (see `run::Outcome`).
-pub const OUTCOMES: [&str; 6] = [
-    "completed",
-    "skipped",
-    "over_budget",
-    "failed",
-    "timed_out",
-    "cancelled",
-];
+/// How a maintenance run ended: its `outcome` label in the log record, the `maintenance_runs`
+/// row and the `air_friends_maintenance_runs_total` metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// The agent's turn ended, whatever it changed.
+    Completed,
+    /// Fewer than two memories were old enough: no agent was started.
+    Skipped,
+    /// The workspace's daily model budget is used up: no agent was started.
+    OverBudget,
+    /// The run could not start, or the agent failed.
+    Failed,
+    /// The agent hit its time limit.
+    TimedOut,
+    /// The daemon stopped the run (shutdown or termination).
+    Cancelled,
+}
+
+impl RunOutcome {
+    /// Every outcome, in label order.
+    pub const ALL: [RunOutcome; 6] = [
+        Self::Completed,
+        Self::Skipped,
+        Self::OverBudget,
+        Self::Failed,
+        Self::TimedOut,
+        Self::Cancelled,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Skipped => "skipped",
+            Self::OverBudget => "over_budget",
+            Self::Failed => "failed",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
 const ACTIONS: [&str; 3] = ["read", "saved", "disabled"];
 
 /// The maintenance job's counters.
@@ -40,8 +72,8 @@ impl MaintenanceMetrics {
     /// Registers both families.
     pub fn new(metrics: &Metrics) -> Self {
         let m = Self::default();
-        for outcome in OUTCOMES {
-            m.run(outcome, 0);
+        for outcome in RunOutcome::ALL {
+            m.run(outcome.as_str(), 0);
         }
         for action in ACTIONS {
             m.memories(action, 0);

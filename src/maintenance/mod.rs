@@ -24,7 +24,7 @@ use std::time::Duration;
 use chrono::{Local, Utc};
 use tokio_util::sync::CancellationToken;
 
-pub use metrics::MaintenanceMetrics;
+pub use metrics::{MaintenanceMetrics, RunOutcome};
 
 use crate::config::MaintenanceConfig;
 use crate::conversation::Launcher;

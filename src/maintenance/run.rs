@@ -10,6 +10,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
+use super::metrics::RunOutcome;
 use super::prompt;
 use crate::agent::{Outcome, TurnSpec};
 use crate::platform::PlatformKind;
@@ -53,7 +54,7 @@ impl Maintenance {
             visibility,
             started_at,
             finished_at: started_at,
-            outcome: "failed".into(),
+            outcome: RunOutcome::Failed.as_str().into(),
             dry_run: self.config.dry_run,
             read: 0,
             saved: 0,
@@ -79,11 +80,11 @@ impl Maintenance {
             }
         };
         if memories.len() < MIN_CANDIDATES {
-            run.outcome = "skipped".into();
+            run.outcome = RunOutcome::Skipped.as_str().into();
             return run;
         }
         if !self.budget.is_unlimited() && self.budget.check(&self.store, ws).await.is_err() {
-            run.outcome = "over_budget".into();
+            run.outcome = RunOutcome::OverBudget.as_str().into();
             return run;
         }
         let Ok(platform) = ws.platform().parse::<PlatformKind>() else {
@@ -131,7 +132,7 @@ impl Maintenance {
         run.read = memories.len() as u64;
         let handle = resources.registered.handle.clone();
         let session_id = handle.id().as_str().to_owned();
-        let spec = self.launcher.agent_spec(&resources, is_dm);
+        let spec = self.launcher.agent_spec(&resources);
         let terminate = stop.child_token();
         tracing::info!(
             workspace = %ws,
@@ -173,7 +174,7 @@ impl Maintenance {
         };
         let state = handle.state();
         resources.release().await;
-        run.outcome = outcome_label(&outcome).into();
+        run.outcome = outcome_of(&outcome).as_str().into();
         run.saved = u64::from(state.memories_saved);
         run.disabled = u64::from(state.memories_disabled);
         run.tokens = state.model_tokens;
@@ -206,12 +207,12 @@ impl Maintenance {
     }
 }
 
-/// A run's outcome label: the agent's turn ended (whatever it did) → `completed`.
-fn outcome_label(outcome: &Outcome) -> &'static str {
+/// A run's outcome: the agent's turn ended (whatever it did) → `Completed`.
+fn outcome_of(outcome: &Outcome) -> RunOutcome {
     match outcome {
-        Outcome::Responded { .. } | Outcome::NoResponse { .. } => "completed",
-        Outcome::TimedOut { .. } => "timed_out",
-        Outcome::Cancelled | Outcome::Terminated => "cancelled",
-        Outcome::Failed { .. } => "failed",
+        Outcome::Responded { .. } | Outcome::NoResponse { .. } => RunOutcome::Completed,
+        Outcome::TimedOut { .. } => RunOutcome::TimedOut,
+        Outcome::Cancelled | Outcome::Terminated => RunOutcome::Cancelled,
+        Outcome::Failed { .. } => RunOutcome::Failed,
     }
 }

@@ -332,6 +332,13 @@ impl SessionState {
         }
     }
 
+    /// Counts memories this session saved and disabled (in a maintenance dry run: would have).
+    pub fn count_memory_changes(&mut self, saved: usize, disabled: usize) {
+        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        self.memories_saved = self.memories_saved.saturating_add(n(saved));
+        self.memories_disabled = self.memories_disabled.saturating_add(n(disabled));
+    }
+
     /// Records a message this session sent (so `edit-reply` may edit it later).
     pub fn record_sent_message(&mut self, message_id: impl Into<String>) {
         self.sent_message_ids.insert(message_id.into());

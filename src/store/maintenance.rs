@@ -24,8 +24,8 @@ pub struct MaintenanceRun {
     pub started_at: DateTime<Utc>,
     /// When it ended.
     pub finished_at: DateTime<Utc>,
-    /// How the agent run ended (`responded`, `no_response`, `timeout`, `failed`, ...), or
-    /// `skipped` when there was nothing to consolidate.
+    /// How the run ended: `completed`, `skipped` (nothing old enough to consolidate),
+    /// `over_budget`, `failed`, `timed_out` or `cancelled` (the maintenance job's `RunOutcome`).
     pub outcome: String,
     /// Whether saves and patches were only logged.
     pub dry_run: bool,

@@ -528,6 +528,14 @@ mod tests {
             let left: i64 =
                 c.query_row("SELECT count(*) FROM temp.index_pending", [], |r| r.get(0))?;
             assert_eq!(left, 0);
+            // Read the indexes themselves, not through the memories (a search joins them and
+            // would hide an entry left by the failed job).
+            let count = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0));
+            let grams = "SELECT count(*) FROM memories_grams WHERE memories_grams MATCH";
+            assert_eq!(count(&format!("{grams} '犬'"))?, 0);
+            assert_eq!(count(&format!("{grams} '猫'"))?, 1);
+            let trigram = "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'kayak'";
+            assert_eq!(count(trigram)?, 2);
             Ok(())
         })
         .await
