@@ -98,16 +98,22 @@ fn greedy_agent(files: &Path) -> Value {
     ])
 }
 
-fn maintenance_yaml(dry_run: bool) -> String {
+fn maintenance_yaml(dry_run: bool, quiet_hours: &str) -> String {
     format!(
-        "memory:\n  maintenance:\n    enabled: true\n    dryRun: {dry_run}\n    quietHours: \"00:00-00:00\"\n    minMemories: 3\n    intervalHours: 24\n    minAgeDays: 30\n"
+        "memory:\n  maintenance:\n    enabled: true\n    dryRun: {dry_run}\n    quietHours: \"{quiet_hours}\"\n    minMemories: 3\n    intervalHours: 24\n    minAgeDays: 30\n"
     )
 }
 
+/// The daemon with the data tree and the greedy agent; the quiet hours are all day.
 async fn start(dry_run: bool) -> Bot {
+    start_with(dry_run, "00:00-00:00").await
+}
+
+async fn start_with(dry_run: bool, quiet_hours: &str) -> Bot {
+    let quiet_hours = quiet_hours.to_owned();
     Bot::start(|files| Setup {
         script: greedy_agent(files),
-        extra_yaml: maintenance_yaml(dry_run),
+        extra_yaml: maintenance_yaml(dry_run, &quiet_hours),
         import: Some(data_tree(files)),
         ..Setup::default()
     })
@@ -271,6 +277,30 @@ async fn a_dry_run_changes_nothing_and_records_what_it_would_have_done() {
     assert!(all.iter().all(|m| m.enabled), "{all:#?}");
     let recorded = store.maintenance_runs(&ws()).await.unwrap();
     assert!(recorded.len() == 2 && recorded.iter().all(|r| r.dry_run));
+    drop(store);
+    bot.stop();
+}
+
+/// Outside the quiet hours nothing runs, however due a workspace is: the window here opens two
+/// hours from now (the daemon's local time, as the test's) and closes an hour later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_the_quiet_hours_no_run_starts() {
+    let now = chrono::Local::now().time();
+    let at = |hours: i64| (now + Duration::hours(hours)).format("%H:%M").to_string();
+    let mut bot = start_with(false, &format!("{}-{}", at(2), at(3))).await;
+    let scheduled = |v: &Value| v["message"] == "memory maintenance scheduled";
+    if !bot.logged().iter().any(scheduled) {
+        bot.wait_log(scheduled);
+    }
+    // The scheduler decides at once; give it far more than that.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // A run would have started the fake agent (its log file) and left a record.
+    assert!(
+        bot.agent_log_lines().is_empty(),
+        "an agent was started outside the quiet hours"
+    );
+    let store = store_of(&bot).await;
+    assert!(store.maintenance_runs(&ws()).await.unwrap().is_empty());
     drop(store);
     bot.stop();
 }
