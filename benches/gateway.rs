@@ -27,7 +27,7 @@ use air_friends::config::{AgentConfig, AuthHeader, ProviderConfig};
 use air_friends::gateway::{Gateway, GatewayMetrics, GatewaySettings};
 use air_friends::observability::Metrics;
 use air_friends::platform::PlatformKind;
-use air_friends::skill_api::{SessionContext, SessionRegistry};
+use air_friends::session::{SessionContext, SessionRegistry};
 use air_friends::store::Store;
 use axum::body::{Body, Bytes};
 use axum::http::header;

@@ -28,9 +28,8 @@ use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
 use air_friends::handlers::{Clock, HandlerDeps, build_registry};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{PlatformAdapter, PlatformKind, PlatformRegistry};
-use air_friends::skill_api::{
-    RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings, SkillApiState, serve,
-};
+use air_friends::session::{RegisteredSession, SessionContext};
+use air_friends::skill_api::{SkillApiMetrics, SkillApiSettings, SkillApiState, serve};
 use air_friends::skills::{LoadedSkills, load_skills};
 use air_friends::store::{Importance, NewMemory, Scope, Store, Visibility, WorkspaceKey};
 use prometheus_client::registry::Registry;

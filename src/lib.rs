@@ -26,6 +26,8 @@
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
 //! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
+//! * [`session`] — who may call the Skill API for which conversation: session ids, caller
+//!   tokens, the registry with idle expiry, per-turn state, termination signals.
 //! * [`setup`] — `air-friends setup`: installs the pinned OpenCode, ripgrep, bubblewrap and the
 //!   default configuration.
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
@@ -45,11 +47,12 @@
 //! | 1 | `config`, `store`, `skills` |
 //! | 2 | `observability`, `embeddings` |
 //! | 3 | `ops`, `platform` |
-//! | 4 | `setup`, `attachments`, `agent`, `skill_api`, `reminders` |
-//! | 5 | `gateway` |
-//! | 6 | `conversation` |
-//! | 7 | `handlers`, `maintenance` |
-//! | 8 | `app` (the composition root and the commands) |
+//! | 4 | `setup`, `attachments`, `agent`, `session`, `reminders` |
+//! | 5 | `skill_api` |
+//! | 6 | `gateway` |
+//! | 7 | `conversation` |
+//! | 8 | `handlers`, `maintenance` |
+//! | 9 | `app` (the composition root and the commands) |
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -69,6 +72,7 @@ pub mod observability;
 pub mod ops;
 pub mod platform;
 pub mod reminders;
+pub mod session;
 pub mod setup;
 pub mod shutdown;
 pub mod skill_api;

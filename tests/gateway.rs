@@ -12,8 +12,8 @@ use air_friends::config::{AgentConfig, AuthHeader, BudgetConfig, ProviderConfig}
 use air_friends::gateway::{BudgetLimit, Gateway, GatewayMetrics, GatewaySettings};
 use air_friends::observability::{Format, Metrics};
 use air_friends::platform::PlatformKind;
+use air_friends::session::{RegisteredSession, SessionContext, SessionRegistry};
 use air_friends::skill_api::auth::SocketSession;
-use air_friends::skill_api::{RegisteredSession, SessionContext, SessionRegistry};
 use air_friends::store::{LlmUsage, Store, WorkspaceKey};
 use axum::Router;
 use axum::body::{Body, Bytes};

@@ -508,7 +508,7 @@ async fn a_save_superseding_older_memories_disables_them_in_the_same_step() {
 
 mod maintenance {
     use super::*;
-    use air_friends::skill_api::{MaintenancePolicy, SessionPurpose};
+    use air_friends::session::{MaintenancePolicy, SessionPurpose};
     use air_friends::store::Visibility;
     use chrono::{DateTime, Utc};
     use handlers_support::Session;

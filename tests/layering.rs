@@ -26,13 +26,14 @@ const LAYERS: &[(&str, u8)] = &[
     ("setup", 4),
     ("attachments", 4),
     ("agent", 4),
-    ("skill_api", 4),
+    ("session", 4),
     ("reminders", 4),
-    ("gateway", 5),
-    ("conversation", 6),
-    ("handlers", 7),
-    ("maintenance", 7),
-    ("app", 8),
+    ("skill_api", 5),
+    ("gateway", 6),
+    ("conversation", 7),
+    ("handlers", 8),
+    ("maintenance", 8),
+    ("app", 9),
 ];
 
 /// Imports that run against the layers today, each with where and why. Remove an entry when

@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use air_friends::observability::{RedactingMakeWriter, Redactor};
 use air_friends::platform::PlatformKind;
-use air_friends::skill_api::{
-    SessionContext, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry,
-};
+use air_friends::session::SessionContext;
+use air_friends::skill_api::{SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry};
 use prometheus_client::registry::Registry;
 use serde_json::json;
 

@@ -572,7 +572,7 @@ async fn non_cacheable_skills_run_every_time() {
 
 /// Starts a call of `skill` with `{"x": 9}` and abandons it (the client goes away) after 50 ms,
 /// while the 300 ms handler is still running.
-async fn abandon(app: &TestApp, s: &air_friends::skill_api::RegisteredSession, skill: &str) {
+async fn abandon(app: &TestApp, s: &air_friends::session::RegisteredSession, skill: &str) {
     let token = s.caller_token.expose_secret().to_owned();
     let body = json!({"sessionId": s.session_id.as_str(), "parameters": {"x": 9}}).to_string();
     let abandoned = tokio::time::timeout(

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use air_friends::session::RegisteredSession;
 use air_friends::skill_api::{
-    RegisteredSession, SessionSocket, SkillApiMetrics, SkillApiSettings, SkillApiState,
-    SkillRegistry, SkillSpec, SocketSession, serve, socket_session_matches,
+    SessionSocket, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry, SkillSpec,
+    SocketSession, serve, socket_session_matches,
 };
 use axum::Router;
 use axum::extract::{Path as UrlPath, Request};
@@ -33,7 +34,7 @@ const NEVER: Duration = Duration::from_secs(20);
 /// How long the `stall` skill runs: far beyond every close grace under test.
 const STALL: Duration = Duration::from_secs(10);
 
-/// A test app whose `send-reply` is a counter (a doom-loop-counted skill, so a call that
+/// A test app whose `send-reply` is a counter with a doom-loop limit (so a call that
 /// reaches the pipeline shows in the session's state), with sockets under a temporary folder.
 struct SocketApp {
     app: TestApp,
@@ -62,6 +63,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 calls: reply_calls.clone(),
                 delay: Duration::ZERO,
                 read_only: false,
+                stops_agent_at: Some(4),
             }),
             SkillSpec::new(open.clone()),
         )
@@ -73,6 +75,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 calls: slow_calls.clone(),
                 delay: Duration::from_millis(300),
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -85,6 +88,7 @@ fn socket_app(change: impl FnOnce(&mut SkillApiSettings)) -> SocketApp {
                 calls: stall_calls.clone(),
                 delay: STALL,
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open),
         )
@@ -330,7 +334,11 @@ async fn a_call_naming_another_live_session_is_refused_and_leaves_it_untouched()
         refused.error()
     );
     assert_eq!(t.reply_calls.load(Ordering::SeqCst), 0, "nothing ran");
-    assert_eq!(b_handle.state().reply_attempts, 0, "B's state untouched");
+    assert_eq!(
+        b_handle.state().attempts("send-reply"),
+        0,
+        "B's state untouched"
+    );
     assert_eq!(b_handle.state(), Default::default());
 
     // Nothing was cached for B: B's own identical call runs (count 1), and A's repeat of it
@@ -341,7 +349,7 @@ async fn a_call_naming_another_live_session_is_refused_and_leaves_it_untouched()
         own.body["data"]["count"], 1,
         "B's call ran, not a cached answer"
     );
-    assert_eq!(b_handle.state().reply_attempts, 1);
+    assert_eq!(b_handle.state().attempts("send-reply"), 1);
     let again = call_on(
         &socket_a,
         "send-reply",
@@ -357,7 +365,7 @@ async fn a_call_naming_another_live_session_is_refused_and_leaves_it_untouched()
         again.body
     );
     assert_eq!(
-        b_handle.state().reply_attempts,
+        b_handle.state().attempts("send-reply"),
         1,
         "the refused call did not count"
     );

@@ -19,7 +19,7 @@ use air_friends::conversation::warm::{
 };
 use air_friends::conversation::workspace::Workspaces;
 use air_friends::platform::PlatformKind;
-use air_friends::skill_api::sessions::{SessionContext, SessionRegistry};
+use air_friends::session::{SessionContext, SessionRegistry};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -24,9 +24,7 @@ use crate::agent::{Outcome, PromptImage, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
-use crate::skill_api::sessions::{
-    SessionContext, SessionHandle, SessionPurpose, TerminationSignal,
-};
+use crate::session::{SessionContext, SessionHandle, SessionPurpose, TerminationSignal};
 use crate::store::Store;
 use crate::store::WorkspaceKey;
 use crate::text::estimate_tokens;

@@ -16,7 +16,7 @@ use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_en
 use crate::agent::{AgentRunner, AgentSpec};
 use crate::config::{AgentConfig, ProcessEnv};
 use crate::egress::EgressProxy;
-use crate::skill_api::sessions::{SessionContext, SessionError, SessionRegistry};
+use crate::session::{SessionContext, SessionError, SessionRegistry};
 use crate::skill_api::{SkillApiState, SocketError};
 
 /// What the agent's environment is built from, fixed for the daemon's life.

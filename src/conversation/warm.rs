@@ -33,7 +33,7 @@ use crate::config::WarmConfig;
 use crate::egress::EgressSession;
 use crate::observability::Metrics;
 use crate::platform::{IncomingMessage, PlatformKind};
-use crate::skill_api::sessions::{RegisteredSession, SessionRegistry};
+use crate::session::{RegisteredSession, SessionRegistry};
 use crate::skill_api::socket::SessionSocket;
 use crate::sync::lock;
 

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::Gateway;
 use super::metrics::Outcome;
 use super::usage::{Usage, UsageParser};
-use crate::skill_api::SessionHandle;
+use crate::session::SessionHandle;
 use crate::store::WorkspaceKey;
 
 type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;

@@ -45,7 +45,7 @@ pub use proxy::GatewayError;
 pub use usage::{BodyKind, Usage, UsageParser};
 
 use crate::config::{AgentConfig, EnvSource};
-use crate::skill_api::SessionRegistry;
+use crate::session::SessionRegistry;
 use crate::store::Store;
 use providers::Providers;
 

@@ -15,9 +15,8 @@ use serde_json::Value;
 use super::render;
 use crate::conversation::workspace::Workspaces;
 use crate::platform::{CommandInvocation, CommandReply};
-use crate::skill_api::{
-    CallContext, SessionContext, SessionHandle, SessionPurpose, SkillApiState, SkillError, invoke,
-};
+use crate::session::{SessionContext, SessionHandle, SessionPurpose};
+use crate::skill_api::{CallContext, SkillApiState, SkillError, invoke};
 use crate::skills::LoadedSkills;
 
 /// Runs user commands against the Skill API's registered handlers.

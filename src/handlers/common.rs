@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::{Clock, HandlerDeps};
 use crate::config::{MemoryConfig, RemindersConfig, SkillsConfig};
 use crate::platform::{PlatformAdapter, PlatformError, PlatformRegistry};
-use crate::skill_api::{CallContext, ParamProblem, SessionContext, SkillError};
+use crate::session::SessionContext;
+use crate::skill_api::{CallContext, ParamProblem, SkillError};
 use crate::store::{Scope, Store, StoreError, WorkspaceKey};
 
 /// The dependencies every handler holds (one `Arc` shared by all of them).

@@ -13,9 +13,13 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, outgoing_text, params, platform_error};
 use super::preflight::{self, FileLimits, PreflightError};
-use crate::skill_api::sessions::MAX_FILE_SENDS_PER_SESSION;
-use crate::skill_api::{CallContext, CountedSkill, SkillError, SkillHandler};
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
+
+/// `send-file`: successful calls allowed per turn.
+pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
+/// `send-file`: the call (counting every call) that also stops the agent.
+pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
 
 /// send-file.
 pub(crate) struct SendFile(pub Deps);
@@ -34,12 +38,16 @@ impl SkillHandler for SendFile {
         "send-file"
     }
 
+    fn stops_agent_at(&self) -> Option<u32> {
+        Some(MAX_FILE_ATTEMPTS_BEFORE_TERMINATE)
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let session = ctx.session();
         let has_trigger = session.trigger_message_id.is_some();
         // Counted by the Skill API before its rate limit; the 4th attempt also asks for
         // termination there.
-        let attempt = ctx.count_attempt(CountedSkill::SendFile);
+        let attempt = ctx.count_attempt(MAX_FILE_ATTEMPTS_BEFORE_TERMINATE);
         let free = ctx.with_state(|state| {
             let free = state.file_successes < MAX_FILE_SENDS_PER_SESSION;
             if free && has_trigger {

@@ -16,10 +16,11 @@
 //! * [`commands`] (+ `render`) — the user-command entry point for humans: the same
 //!   handlers, run without an agent, answered as short readable text.
 //!
-//! Per-session quotas live in the handlers and use the session's
-//! [`SessionState`](crate::skill_api::SessionState) under its lock; every platform or store call
-//! happens outside that lock. Doom-loop attempts are counted by the Skill API before its rate
-//! limit ([`CountedSkill`](crate::skill_api::CountedSkill)); the handlers read the count.
+//! Per-session quotas live in the handlers, each beside the handler that enforces it, and use
+//! the session's [`SessionState`](crate::session::SessionState) under its lock; every platform or
+//! store call happens outside that lock. A handler with a doom-loop limit declares it
+//! ([`SkillHandler::stops_agent_at`](crate::skill_api::SkillHandler::stops_agent_at)); the call
+//! pipeline counts attempts before its rate limit, and the handler reads the count.
 //!
 //! [`PlatformError`]: crate::platform::PlatformError
 //! [`StoreError`]: crate::store::StoreError

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, params, platform_error};
 use crate::platform::ReactionEmoji;
-use crate::skill_api::sessions::Reaction;
+use crate::session::Reaction;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 
 /// react-message.

@@ -3,7 +3,8 @@
 //! * send-reply: one successful reply per session, threaded to the reply anchor
 //!   (`lastFileMessageId ?? triggerMessageId`; a new message without a trigger). Further calls are
 //!   429 `QUOTA_EXCEEDED` pointing to edit-reply; the 4th call in total also terminates the agent
-//!   (attempts are counted by the Skill API before its rate limit, see `CountedSkill`).
+//!   (attempts are counted by the call pipeline before its rate limit, see
+//!   `SkillHandler::stops_agent_at`).
 //!   Long text is split into several messages (all ids returned), never truncated.
 //! * edit-reply: only messages this session sent; the 3rd call terminates instead of editing.
 //!   Misskey re-creates the message threaded to the anchor the reply was created with.
@@ -15,9 +16,16 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, outgoing_text, params, platform_error, platform_lookup_error};
 use crate::platform::{PlatformAdapter, SendTextError, send_text};
-use crate::skill_api::sessions::{MAX_EDIT_CALLS_BEFORE_TERMINATE, MAX_REPLIES_PER_SESSION};
-use crate::skill_api::{CallContext, CountedSkill, SkillError, SkillHandler};
+use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
+
+/// `send-reply`: successful calls allowed per turn.
+pub const MAX_REPLIES_PER_SESSION: u32 = 1;
+/// `send-reply`: the call (counting every call) that also stops the agent.
+pub const MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
+/// `edit-reply`: the call that stops the agent instead of editing (so two real edits are
+/// possible).
+pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
 
 /// send-reply.
 pub(crate) struct SendReply(pub Deps);
@@ -41,11 +49,15 @@ impl SkillHandler for SendReply {
         "send-reply"
     }
 
+    fn stops_agent_at(&self) -> Option<u32> {
+        Some(MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE)
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         let session = ctx.session();
         // Already counted by the Skill API before its rate limit; the 4th attempt also asks
         // for termination there.
-        let attempt = ctx.count_attempt(CountedSkill::SendReply);
+        let attempt = ctx.count_attempt(MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE);
         let slot = ctx.with_state(|state| {
             if state.reply_successes >= MAX_REPLIES_PER_SESSION {
                 ReplySlot::Used {
@@ -159,8 +171,12 @@ impl SkillHandler for EditReply {
         "edit-reply"
     }
 
+    fn stops_agent_at(&self) -> Option<u32> {
+        Some(MAX_EDIT_CALLS_BEFORE_TERMINATE)
+    }
+
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
-        let attempt = ctx.count_attempt(CountedSkill::EditReply);
+        let attempt = ctx.count_attempt(MAX_EDIT_CALLS_BEFORE_TERMINATE);
         if attempt.terminates() {
             return Err(SkillError::QuotaExceeded {
                 message: format!(

@@ -10,7 +10,8 @@
 use serde_json::{Value, json};
 
 use super::common::{Deps, scope, store_error, workspace_key};
-use crate::skill_api::{CallContext, MaintenancePolicy, SkillError};
+use crate::session::MaintenancePolicy;
+use crate::skill_api::{CallContext, SkillError};
 
 /// Refuses `ids` that this maintenance run may not touch: not visible (404), of the other
 /// visibility, or created at or after the run's cut-off (403, naming the id and why).

@@ -14,7 +14,7 @@ use super::metrics::RunOutcome;
 use super::prompt;
 use crate::agent::{Outcome, TurnSpec};
 use crate::platform::PlatformKind;
-use crate::skill_api::{MaintenancePolicy, SessionContext, SessionPurpose};
+use crate::session::{MaintenancePolicy, SessionContext, SessionPurpose};
 use crate::store::{MaintenanceRun, Visibility, WorkspaceKey};
 
 use super::Maintenance;

@@ -23,17 +23,10 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use subtle::ConstantTimeEq;
 
 use super::error::SkillError;
-use super::sessions::SessionHandle;
 use super::state::SkillApiState;
-
-/// Compares two byte strings in time independent of their contents (via `subtle`). Lengths are
-/// not secret (every caller token has the same length) and may short-circuit.
-pub fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
-    expected.ct_eq(presented).into()
-}
+use crate::session::SessionHandle;
 
 /// The session whose per-session socket a request arrived on: a request extension set by the
 /// server for every request of a [`SessionSocket`](super::SessionSocket), never by the client.
@@ -213,15 +206,6 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
-
-    #[test]
-    fn constant_time_eq_matches_only_identical_bytes() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
-        assert!(!constant_time_eq(b"abc", b""));
-        assert!(constant_time_eq(b"", b""));
-    }
 
     #[test]
     fn bearer_tokens_are_parsed_strictly() {

@@ -28,9 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::{ParamProblem, SkillError};
-use super::sessions::{
-    Attempt, CountedSkill, SessionContext, SessionHandle, SessionId, SessionState,
-};
+use crate::session::{Attempt, SessionContext, SessionHandle, SessionId, SessionState};
 pub use crate::skills::manifest::RateLimit;
 
 /// Longest `problem` text reported per parameter (the validator may quote the whole value).
@@ -49,6 +47,16 @@ pub trait SkillHandler: Send + Sync + 'static {
     /// write (`skill_api::server`).
     fn read_only(&self) -> bool {
         false
+    }
+
+    /// This skill's doom-loop limit: the call of the turn (1-based, every call counted, those
+    /// the rate limit, the schema or the quota refuse included) that also stops the agent.
+    /// `None` (the default) for skills without one. The pipeline counts the call before anything
+    /// else can refuse it ([`CallContext::count_attempt`]), so the limit fires whatever the
+    /// pacing (`tests/skill_api_doom_loop.rs`); calls joined to an identical in-flight call or
+    /// served from the de-duplication cache are the same call retried and do not count again.
+    fn stops_agent_at(&self) -> Option<u32> {
+        None
     }
 
     /// Runs the skill. `params` has been validated against the spec's `input_schema`, with
@@ -125,22 +133,28 @@ impl CallContext {
         }
     }
 
-    /// Counts this call toward `skill`'s doom-loop threshold, once per call: the Skill API does
-    /// it before the rate limit (so refused attempts count too), and a handler asking again
-    /// gets the same [`Attempt`]. An attempt at the threshold requests termination after the
-    /// response ([`terminate_after_response`](Self::terminate_after_response)).
-    pub fn count_attempt(&self, skill: CountedSkill) -> Attempt {
+    /// Counts this call toward its skill's doom-loop limit (`stops_agent_at`), once per call:
+    /// the pipeline does it before the rate limit (so refused attempts count too), and a handler
+    /// asking again gets the same [`Attempt`]. An attempt at the limit requests termination
+    /// after the response ([`terminate_after_response`](Self::terminate_after_response)).
+    pub fn count_attempt(&self, stops_agent_at: u32) -> Attempt {
         let attempt = {
             let mut slot = lock(&self.attempt);
             if let Some(attempt) = *slot {
                 return attempt;
             }
-            let attempt = self.session.with_state(|state| state.record_attempt(skill));
+            let number = self
+                .session
+                .with_state(|state| state.record_attempt(&self.skill));
+            let attempt = Attempt {
+                number,
+                stops_agent_at,
+            };
             *slot = Some(attempt);
             attempt
         };
         if attempt.terminates() {
-            self.terminate_after_response(attempt.termination_reason());
+            self.terminate_after_response(format!("{}: per-session quota exhausted", self.skill));
         }
         attempt
     }

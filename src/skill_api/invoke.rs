@@ -11,7 +11,6 @@ use serde_json::{Map, Value};
 
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
-use super::sessions::CountedSkill;
 use super::state::SkillApiState;
 
 /// Runs `skill` for the session of `ctx` with the caller's raw `params`.
@@ -39,8 +38,8 @@ async fn run(
     ctx: &CallContext,
     params: Map<String, Value>,
 ) -> Result<Value, SkillError> {
-    if let Some(counted) = CountedSkill::of(skill.name()) {
-        ctx.count_attempt(counted);
+    if let Some(limit) = skill.handler().stops_agent_at() {
+        ctx.count_attempt(limit);
     }
     if let Some(limit) = &skill.spec().rate_limit {
         let session = ctx.session();

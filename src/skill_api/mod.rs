@@ -6,8 +6,6 @@
 //!   session lookup, constant-time caller-token check).
 //! * [`socket`] — [`SessionSocket`]: the Skill API served on a per-session Unix socket whose
 //!   folder is bound into that session's sandbox, so the OS decides who is calling.
-//! * [`sessions`] — the [`SessionRegistry`]: session ids, caller tokens, per-session state,
-//!   idle expiry, termination signals for the agent runner.
 //! * [`handler`] — the seam for skill handlers: [`SkillHandler`], [`CallContext`],
 //!   [`SkillSpec`] (schema, rate limit, cacheable, enabled) and [`SkillRegistry`].
 //! * [`invoke`] — the in-process call pipeline (rate limit, parameters, handler time-out) shared
@@ -28,7 +26,6 @@ pub mod invoke;
 pub mod metrics;
 pub mod ratelimit;
 pub mod server;
-pub mod sessions;
 pub mod socket;
 pub mod state;
 
@@ -40,10 +37,5 @@ pub use handler::{
 pub use invoke::invoke;
 pub use metrics::SkillApiMetrics;
 pub use server::{router, serve};
-pub use sessions::{
-    Attempt, CallerToken, CountedSkill, MAINTENANCE_SKILLS, MaintenancePolicy, RegisteredSession,
-    SessionContext, SessionError, SessionHandle, SessionId, SessionPurpose, SessionRegistry,
-    SessionState, TerminationSignal,
-};
 pub use socket::{SessionSocket, SocketError};
 pub use state::{SkillApiSettings, SkillApiState};

@@ -6,8 +6,8 @@
 //! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
 //! learn nothing about skills) → the session's purpose (403 `FORBIDDEN_CONTEXT` for a skill a
 //! maintenance session may not call) → de-duplication → per-(skill, user) rate limit → schema
-//! validation → handler (per-session quotas live in handlers) → audit event. Calls of the
-//! doom-loop-counted skills ([`CountedSkill`]) are counted right before the rate limit, so a
+//! validation → handler (per-session quotas live in handlers) → audit event. Calls of a
+//! skill with a doom-loop limit (`SkillHandler::stops_agent_at`) are counted right before the rate limit, so a
 //! refused attempt still counts and a terminating one answers with `sessionTerminated`. For a
 //! call that changes something, everything from the rate limit on runs in a task tracked by
 //! [`SkillApiState`], detached from the HTTP request, so a disconnecting client neither cancels
@@ -50,8 +50,8 @@ use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
 use super::invoke::invoke;
 use super::metrics::UNKNOWN_SKILL_LABEL;
-use super::sessions::{MAINTENANCE_SKILLS, SessionHandle};
 use super::state::SkillApiState;
+use crate::session::{MAINTENANCE_SKILLS, SessionHandle};
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
 const MAX_LOGGED_NAME: usize = 64;

@@ -46,8 +46,9 @@ use tracing::Instrument;
 
 use super::auth::SocketSession;
 use super::server::{ConnectionPolicy, run_listener};
-use super::sessions::{SESSION_ID_CHARS, SessionId};
 use super::state::SkillApiSettings;
+use crate::session::SessionId;
+use crate::session::ids::SESSION_ID_CHARS;
 
 /// File name of the socket inside a session's folder.
 pub const SOCKET_FILE_NAME: &str = "api.sock";
@@ -356,7 +357,7 @@ mod tests {
 
     use super::*;
     use crate::platform::PlatformKind;
-    use crate::skill_api::sessions::{SessionContext, SessionRegistry};
+    use crate::session::{SessionContext, SessionRegistry};
 
     fn session_id() -> SessionId {
         SessionRegistry::new(Duration::from_secs(60))

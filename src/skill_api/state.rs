@@ -25,9 +25,9 @@ use super::dedup::{DEFAULT_MAX_ENTRIES, DedupCache};
 use super::handler::SkillRegistry;
 use super::metrics::SkillApiMetrics;
 use super::ratelimit::RateLimiter;
-use super::sessions::{SessionId, SessionRegistry};
 use super::socket::{SessionSocket, SocketError};
 use crate::observability::LiveSecrets;
+use crate::session::{SessionId, SessionRegistry};
 
 /// Tunables of the Skill API server (the transport: host/port/allowNonLoopback are the
 /// integrator's business, it binds the listener).
@@ -268,7 +268,7 @@ impl SkillApiState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skill_api::sessions::SessionContext;
+    use crate::session::SessionContext;
     use prometheus_client::registry::Registry;
 
     #[tokio::test(start_paused = true)]

@@ -11,9 +11,8 @@ use air_friends::conversation::workspace::Workspaces;
 use air_friends::handlers::{Clock, HandlerDeps, UserCommandRunner, build_registry};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
-use air_friends::skill_api::{
-    RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings, SkillApiState, router,
-};
+use air_friends::session::{RegisteredSession, SessionContext};
+use air_friends::skill_api::{SkillApiMetrics, SkillApiSettings, SkillApiState, router};
 use air_friends::skills::{LoadedSkills, load_skills};
 use air_friends::store::Store;
 use axum::Router;

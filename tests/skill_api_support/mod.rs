@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use air_friends::session::{RegisteredSession, SessionContext};
 use air_friends::skill_api::{
-    CallContext, RateLimit, RegisteredSession, SessionContext, SkillApiMetrics, SkillApiSettings,
-    SkillApiState, SkillError, SkillHandler, SkillRegistry, SkillSpec, router,
+    CallContext, RateLimit, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillError,
+    SkillHandler, SkillRegistry, SkillSpec, router,
 };
 use async_trait::async_trait;
 use axum::Router;
@@ -51,6 +52,8 @@ pub struct Counter {
     pub delay: Duration,
     /// Declared read-only (runs on the request's own task).
     pub read_only: bool,
+    /// The doom-loop limit it declares (`SkillHandler::stops_agent_at`).
+    pub stops_agent_at: Option<u32>,
 }
 
 #[async_trait]
@@ -60,6 +63,9 @@ impl SkillHandler for Counter {
     }
     fn read_only(&self) -> bool {
         self.read_only
+    }
+    fn stops_agent_at(&self) -> Option<u32> {
+        self.stops_agent_at
     }
     async fn call(&self, _ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
@@ -165,6 +171,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: counter_calls.clone(),
                 delay: Duration::ZERO,
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -176,6 +183,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: slow_calls.clone(),
                 delay: Duration::from_millis(300),
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -187,6 +195,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: slow_read_calls.clone(),
                 delay: Duration::from_millis(300),
                 read_only: true,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()),
         )
@@ -198,6 +207,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: nocache_calls.clone(),
                 delay: Duration::ZERO,
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()).with_cacheable(false),
         )
@@ -209,6 +219,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: Arc::new(AtomicUsize::new(0)),
                 delay: Duration::ZERO,
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open.clone()).with_rate_limit(RateLimit {
                 window_ms: 60_000,
@@ -224,6 +235,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
                 calls: Arc::new(AtomicUsize::new(0)),
                 delay: Duration::ZERO,
                 read_only: false,
+                stops_agent_at: None,
             }),
             SkillSpec::new(open).with_enabled(false),
         )

@@ -1,394 +1,22 @@
-//! The session registry: who may call the Skill API, on behalf of which conversation.
-//!
-//! The agent runner [`register`](SessionRegistry::register)s one session per agent run and gets a
-//! session id (128 random bits), a distinct caller token (256 random bits, both from the OS RNG),
-//! a [`SessionHandle`] to read the per-session state at the end of the run, and a
-//! [`TerminationSignal`] it must await alongside the agent: the Skill API fires it (doom-loop
-//! protection) after the offending call's response went out.
-//!
-//! Sessions expire after `session_timeout` without an authenticated call; [`lookup`] treats an
-//! idle-expired session as absent and [`run_reaper`] removes them in the background. All locks are
-//! `std::sync` locks held only for short, non-async sections.
-//!
-//! [`lookup`]: SessionRegistry::lookup
-//! [`run_reaper`]: SessionRegistry::run_reaper
+//! The registry of live sessions: registration (ids and caller tokens minted from the OS
+//! RNG, the token published to the log redactor), lookup with idle expiry, turns of a kept
+//! session, unregistration and the background reaper. All locks are `std::sync` locks held only
+//! for short, non-async sections.
 
-use crate::sync::lock;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::TryRng;
-use rand::rngs::SysRng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::ids::{CALLER_TOKEN_BYTES, SESSION_ID_BYTES, hex, random_bytes};
+use super::{
+    CallerToken, SessionContext, SessionError, SessionId, SessionState, TerminationSignal,
+};
 use crate::observability::LiveSecrets;
-use crate::platform::PlatformKind;
-
-/// `send-reply`: successful calls allowed per session.
-pub const MAX_REPLIES_PER_SESSION: u32 = 1;
-/// `send-reply`: the attempt (counting every call) that also terminates the agent.
-pub const MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
-/// `edit-reply`: the call that terminates the agent (so two real edits are possible).
-pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
-/// `send-file`: successful calls allowed per session.
-pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
-/// `send-file`: the attempt that also terminates the agent.
-pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
-
-/// A skill whose every call counts toward a doom-loop threshold (the `MAX_*` constants above).
-///
-/// The Skill API counts the attempt as the first step after de-duplication, *before* the
-/// per-skill rate limit, schema validation and the handler's quota: an attempt refused with
-/// `RATE_LIMITED`, `INVALID_PARAMS` or `QUOTA_EXCEEDED` still counts, so the threshold fires
-/// whatever the pacing (`tests/skill_api_doom_loop.rs`). Calls joined to an identical in-flight
-/// call or served from the de-duplication cache are the same call retried and do not count again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CountedSkill {
-    /// `send-reply`: terminates at [`MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE`].
-    SendReply,
-    /// `edit-reply`: terminates at [`MAX_EDIT_CALLS_BEFORE_TERMINATE`].
-    EditReply,
-    /// `send-file`: terminates at [`MAX_FILE_ATTEMPTS_BEFORE_TERMINATE`].
-    SendFile,
-}
-
-impl CountedSkill {
-    /// The counted skill of this name, if it is one.
-    pub fn of(skill: &str) -> Option<Self> {
-        match skill {
-            "send-reply" => Some(Self::SendReply),
-            "edit-reply" => Some(Self::EditReply),
-            "send-file" => Some(Self::SendFile),
-            _ => None,
-        }
-    }
-
-    /// The skill name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::SendReply => "send-reply",
-            Self::EditReply => "edit-reply",
-            Self::SendFile => "send-file",
-        }
-    }
-
-    /// The attempt (1-based) that terminates the agent.
-    pub fn threshold(self) -> u32 {
-        match self {
-            Self::SendReply => MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE,
-            Self::EditReply => MAX_EDIT_CALLS_BEFORE_TERMINATE,
-            Self::SendFile => MAX_FILE_ATTEMPTS_BEFORE_TERMINATE,
-        }
-    }
-
-    fn counter(self, state: &mut SessionState) -> &mut u32 {
-        match self {
-            Self::SendReply => &mut state.reply_attempts,
-            Self::EditReply => &mut state.edit_calls,
-            Self::SendFile => &mut state.file_attempts,
-        }
-    }
-}
-
-/// One counted call of a [`CountedSkill`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attempt {
-    /// Which skill.
-    pub skill: CountedSkill,
-    /// 1 for the session's first call of that skill, 2 for the second, ...
-    pub number: u32,
-}
-
-impl Attempt {
-    /// Whether this attempt reaches the skill's termination threshold.
-    pub fn terminates(self) -> bool {
-        self.number >= self.skill.threshold()
-    }
-
-    /// The termination reason reported to the runner.
-    pub fn termination_reason(self) -> String {
-        format!("{}: per-session quota exhausted", self.skill.name())
-    }
-}
-
-/// Bytes of randomness in a session id (128 bits).
-const SESSION_ID_BYTES: usize = 16;
-/// Characters of a session id (lowercase hex of [`SESSION_ID_BYTES`]); the session sockets'
-/// path length is checked against it.
-pub(crate) const SESSION_ID_CHARS: usize = SESSION_ID_BYTES * 2;
-/// Bytes of randomness in a caller token (256 bits).
-const CALLER_TOKEN_BYTES: usize = 32;
-
-/// Errors of the session registry.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    /// The operating system's random number generator failed; no session can be minted safely.
-    #[error("the OS random number generator failed: {0}")]
-    Entropy(String),
-}
-
-/// A session id: 128 random bits, lowercase hex (URL-safe). Not a secret on its own.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SessionId(String);
-
-impl SessionId {
-    /// The id as text (what goes into `SESSION_ID` and the request body).
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for SessionId {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SessionId({})", self.0)
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// The per-session caller token (256 random bits, lowercase hex). A secret: its `Debug` prints
-/// `***` and it has no `Display`. Only [`expose_secret`](Self::expose_secret) reveals it, for
-/// putting it into the agent's `SKILL_API_TOKEN`.
-#[derive(Clone)]
-pub struct CallerToken(String);
-
-impl CallerToken {
-    /// The token text. Use only to build the agent's environment; never log it.
-    pub fn expose_secret(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for CallerToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("CallerToken(***)")
-    }
-}
-
-/// Who and where a session answers: fixed at registration.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionContext {
-    /// Platform the conversation is on (selects the adapter the handlers act through).
-    pub platform: PlatformKind,
-    /// Channel the trigger message arrived in (`chat:{userId}`/`note:{noteId}` on Misskey).
-    pub channel_id: String,
-    /// The user the session answers.
-    pub user_id: String,
-    /// The user's display name.
-    pub username: String,
-    /// Whether the conversation is a direct message (private memories, reminders).
-    pub is_dm: bool,
-    /// Guild (Discord server) id, when the message came from one.
-    pub guild_id: Option<String>,
-    /// The message that started the session; `None` for sessions without a trigger.
-    pub trigger_message_id: Option<String>,
-    /// The user's workspace directory (`{repo}/{workspacesDir}/{platform}/{userId}`).
-    pub workspace: PathBuf,
-    /// What the session is for: answering a user, or maintaining their memories.
-    pub purpose: SessionPurpose,
-}
-
-/// The skills a maintenance session may call: reading and writing memories, nothing that
-/// reaches a user or a platform.
-pub const MAINTENANCE_SKILLS: [&str; 4] = [
-    "memory-search",
-    "memory-save",
-    "memory-patch",
-    "memory-stats",
-];
-
-/// What a session is for, fixed at registration.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum SessionPurpose {
-    /// Answering a user's message: every enabled skill.
-    #[default]
-    Conversation,
-    /// The memory maintenance job: no message, no user, only [`MAINTENANCE_SKILLS`], and the
-    /// memory handlers keep to the [`MaintenancePolicy`].
-    Maintenance(MaintenancePolicy),
-}
-
-impl SessionPurpose {
-    /// Whether a session of this purpose may call `skill` (the Skill API answers 403 before
-    /// anything else runs when it may not).
-    pub fn allows_skill(&self, skill: &str) -> bool {
-        match self {
-            Self::Conversation => true,
-            Self::Maintenance(_) => MAINTENANCE_SKILLS.contains(&skill),
-        }
-    }
-
-    /// The maintenance rules, for a maintenance session.
-    pub fn maintenance(&self) -> Option<&MaintenancePolicy> {
-        match self {
-            Self::Conversation => None,
-            Self::Maintenance(policy) => Some(policy),
-        }
-    }
-
-    /// The label in logs and errors.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Conversation => "conversation",
-            Self::Maintenance(_) => "maintenance",
-        }
-    }
-}
-
-/// What a maintenance session may change, enforced by the memory handlers whatever the agent
-/// asks: public and private memories are consolidated in separate runs, so a run saves only at
-/// its own visibility and touches only memories of that visibility; memories created at or
-/// after `created_before` are left alone; visibility never changes; in a dry run nothing is
-/// written and the handlers answer (and log) what would have been done.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MaintenancePolicy {
-    /// The visibility of the memories this run consolidates (and of every summary it saves).
-    pub visibility: crate::store::Visibility,
-    /// Only log what would be saved or disabled.
-    pub dry_run: bool,
-    /// Memories created at or after this instant are too young to be merged or disabled.
-    pub created_before: chrono::DateTime<chrono::Utc>,
-}
-
-/// The reaction this session currently has on the trigger message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reaction {
-    /// Unicode emoji or custom emoji reference as sent to the platform.
-    pub emoji: String,
-    /// The message the reaction is on.
-    pub message_id: String,
-}
-
-/// Mutable per-session counters and anchors. Handlers update it through
-/// [`SessionHandle::with_state`]; the agent runner reads it when the run ends.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SessionState {
-    /// Every `send-reply` call, successful or not, rate-limited included (doom-loop counter,
-    /// kept by [`SessionState::record_attempt`]).
-    pub reply_attempts: u32,
-    /// Successful `send-reply` calls (quota [`MAX_REPLIES_PER_SESSION`]).
-    pub reply_successes: u32,
-    /// Every `edit-reply` call, rate-limited included (doom-loop counter).
-    pub edit_calls: u32,
-    /// Every `send-file` call, successful or not, rate-limited included (doom-loop counter).
-    pub file_attempts: u32,
-    /// Successful `send-file` calls (quota [`MAX_FILE_SENDS_PER_SESSION`]).
-    pub file_successes: u32,
-    /// The current reaction; a second `react-message` replaces it.
-    pub reaction: Option<Reaction>,
-    /// Whether `set-reminder` already succeeded (one per session).
-    pub reminder_set: bool,
-    /// Last message sent by `send-reply`/`edit-reply`.
-    pub last_sent_message_id: Option<String>,
-    /// Last message delivered by `send-file`.
-    pub last_file_message_id: Option<String>,
-    /// The anchor the reply was threaded to when created; keeps `edit-reply` on that parent.
-    pub last_reply_anchor_message_id: Option<String>,
-    /// Every message id this session sent; `edit-reply` may only edit these.
-    pub sent_message_ids: HashSet<String>,
-    /// Memories saved by memory-save (in a dry run: that would have been saved).
-    pub memories_saved: u32,
-    /// Memories disabled by memory-save `--supersedes` or memory-patch (in a dry run: that
-    /// would have been).
-    pub memories_disabled: u32,
-    /// Model tokens (input + output) the model gateway metered for this session's turn.
-    pub model_tokens: u64,
-}
-
-impl SessionState {
-    /// Whether the user has received something: a reply, a reaction or a file.
-    pub fn responded(&self) -> bool {
-        self.reply_successes > 0 || self.reaction.is_some() || self.file_successes > 0
-    }
-
-    /// Where a new reply threads to: `lastFileMessageId ?? triggerMessageId`.
-    pub fn reply_anchor<'a>(&'a self, context: &'a SessionContext) -> Option<&'a str> {
-        self.last_file_message_id
-            .as_deref()
-            .or(context.trigger_message_id.as_deref())
-    }
-
-    /// Counts one call of `skill` toward its doom-loop threshold and returns which attempt it is.
-    pub fn record_attempt(&mut self, skill: CountedSkill) -> Attempt {
-        let counter = skill.counter(self);
-        *counter = counter.saturating_add(1);
-        Attempt {
-            skill,
-            number: *counter,
-        }
-    }
-
-    /// Counts memories this session saved and disabled (in a maintenance dry run: would have).
-    pub fn count_memory_changes(&mut self, saved: usize, disabled: usize) {
-        let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
-        self.memories_saved = self.memories_saved.saturating_add(n(saved));
-        self.memories_disabled = self.memories_disabled.saturating_add(n(disabled));
-    }
-
-    /// Records a message this session sent (so `edit-reply` may edit it later).
-    pub fn record_sent_message(&mut self, message_id: impl Into<String>) {
-        self.sent_message_ids.insert(message_id.into());
-    }
-
-    /// Whether this session sent the message.
-    pub fn sent_message(&self, message_id: &str) -> bool {
-        self.sent_message_ids.contains(message_id)
-    }
-}
-
-/// Fired when the Skill API asks the agent runner to stop a session's agent.
-///
-/// The first reason wins; firing is idempotent. Cloning shares the same signal.
-#[derive(Clone, Debug, Default)]
-pub struct TerminationSignal {
-    token: CancellationToken,
-    reason: Arc<Mutex<Option<String>>>,
-}
-
-impl TerminationSignal {
-    /// Waits until termination is requested and returns the reason.
-    pub async fn requested(&self) -> String {
-        self.token.cancelled().await;
-        self.reason().unwrap_or_default()
-    }
-
-    /// Whether termination has been requested.
-    pub fn is_requested(&self) -> bool {
-        self.token.is_cancelled()
-    }
-
-    /// The reason, once requested.
-    pub fn reason(&self) -> Option<String> {
-        lock(&self.reason).clone()
-    }
-
-    /// Requests termination. Returns `false` when it had already been requested.
-    pub(crate) fn fire(&self, reason: &str) -> bool {
-        {
-            let mut slot = lock(&self.reason);
-            if slot.is_some() {
-                return false;
-            }
-            *slot = Some(reason.to_owned());
-        }
-        self.token.cancel();
-        true
-    }
-}
+use crate::sync::lock;
 
 /// What [`SessionRegistry::register`] returns to the agent runner.
 #[derive(Debug)]
@@ -529,7 +157,7 @@ impl SessionHandle {
     pub(crate) fn token_matches(&self, presented: &[u8]) -> bool {
         let token = self.entry.token.expose_secret().as_bytes();
         // An unregistered session's empty token matches nothing, not even an empty key.
-        !token.is_empty() && super::auth::constant_time_eq(token, presented)
+        !token.is_empty() && super::constant_time_eq(token, presented)
     }
 
     fn last_activity(&self) -> Instant {
@@ -743,27 +371,12 @@ impl SessionRegistry {
     }
 }
 
-fn random_bytes<const N: usize>() -> Result<[u8; N], SessionError> {
-    let mut bytes = [0u8; N];
-    SysRng
-        .try_fill_bytes(&mut bytes)
-        .map_err(|e| SessionError::Entropy(e.to_string()))?;
-    Ok(bytes)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::PlatformKind;
+    use std::collections::HashSet;
+    use std::path::PathBuf;
 
     fn context() -> SessionContext {
         SessionContext {
@@ -785,7 +398,7 @@ mod tests {
         let r = registry.register(context()).unwrap();
         r.handle.with_state(|s| {
             s.reply_successes = 1;
-            s.record_attempt(CountedSkill::SendReply);
+            s.record_attempt("send-reply");
         });
         assert!(r.handle.request_termination("quota"));
         assert!(r.termination.is_requested());
@@ -951,14 +564,5 @@ mod tests {
         assert_eq!(registry.reap_expired(), 1);
         assert!(redactor_view.is_empty(), "expired by the reaper");
         drop(c);
-    }
-
-    #[test]
-    fn reply_anchor_prefers_the_file_message() {
-        let ctx = context();
-        let mut st = SessionState::default();
-        assert_eq!(st.reply_anchor(&ctx), Some("m1"));
-        st.last_file_message_id = Some("f1".into());
-        assert_eq!(st.reply_anchor(&ctx), Some("f1"));
     }
 }

@@ -1,0 +1,91 @@
+//! Who and where a session answers ([`SessionContext`]), and what it is for
+//! ([`SessionPurpose`]): both fixed at registration, so every call of the session is judged by
+//! the same facts.
+
+use std::path::PathBuf;
+
+use crate::platform::PlatformKind;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionContext {
+    /// Platform the conversation is on (selects the adapter the handlers act through).
+    pub platform: PlatformKind,
+    /// Channel the trigger message arrived in (`chat:{userId}`/`note:{noteId}` on Misskey).
+    pub channel_id: String,
+    /// The user the session answers.
+    pub user_id: String,
+    /// The user's display name.
+    pub username: String,
+    /// Whether the conversation is a direct message (private memories, reminders).
+    pub is_dm: bool,
+    /// Guild (Discord server) id, when the message came from one.
+    pub guild_id: Option<String>,
+    /// The message that started the session; `None` for sessions without a trigger.
+    pub trigger_message_id: Option<String>,
+    /// The user's workspace directory (`{repo}/{workspacesDir}/{platform}/{userId}`).
+    pub workspace: PathBuf,
+    /// What the session is for: answering a user, or maintaining their memories.
+    pub purpose: SessionPurpose,
+}
+
+/// The skills a maintenance session may call: reading and writing memories, nothing that
+/// reaches a user or a platform.
+pub const MAINTENANCE_SKILLS: [&str; 4] = [
+    "memory-search",
+    "memory-save",
+    "memory-patch",
+    "memory-stats",
+];
+
+/// What a session is for, fixed at registration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum SessionPurpose {
+    /// Answering a user's message: every enabled skill.
+    #[default]
+    Conversation,
+    /// The memory maintenance job: no message, no user, only [`MAINTENANCE_SKILLS`], and the
+    /// memory handlers keep to the [`MaintenancePolicy`].
+    Maintenance(MaintenancePolicy),
+}
+
+impl SessionPurpose {
+    /// Whether a session of this purpose may call `skill` (the Skill API answers 403 before
+    /// anything else runs when it may not).
+    pub fn allows_skill(&self, skill: &str) -> bool {
+        match self {
+            Self::Conversation => true,
+            Self::Maintenance(_) => MAINTENANCE_SKILLS.contains(&skill),
+        }
+    }
+
+    /// The maintenance rules, for a maintenance session.
+    pub fn maintenance(&self) -> Option<&MaintenancePolicy> {
+        match self {
+            Self::Conversation => None,
+            Self::Maintenance(policy) => Some(policy),
+        }
+    }
+
+    /// The label in logs and errors.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Conversation => "conversation",
+            Self::Maintenance(_) => "maintenance",
+        }
+    }
+}
+
+/// What a maintenance session may change, enforced by the memory handlers whatever the agent
+/// asks: public and private memories are consolidated in separate runs, so a run saves only at
+/// its own visibility and touches only memories of that visibility; memories created at or
+/// after `created_before` are left alone; visibility never changes; in a dry run nothing is
+/// written and the handlers answer (and log) what would have been done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MaintenancePolicy {
+    /// The visibility of the memories this run consolidates (and of every summary it saves).
+    pub visibility: crate::store::Visibility,
+    /// Only log what would be saved or disabled.
+    pub dry_run: bool,
+    /// Memories created at or after this instant are too young to be merged or disabled.
+    pub created_before: chrono::DateTime<chrono::Utc>,
+}
