@@ -99,7 +99,7 @@ fn manifests_match_the_spec_table() {
 }
 
 /// The shipped schemas validate calls the way the Skill API does: compiled once by the loader
-/// and registered with that compilation (`SkillSpec::with_compiled_schema`); violations come
+/// and registered with that compilation (`SkillSpec::from_package`); violations come
 /// back as `INVALID_PARAMS` details with JSON Pointer paths, formats (`date-time`) included.
 #[test]
 fn shipped_schemas_give_invalid_params_details_through_the_registry() {

@@ -176,13 +176,9 @@ pub fn build_registry(
         let skill = loaded
             .get(&name)
             .ok_or_else(|| BuildError::MissingManifest(name.clone()))?;
-        let mut spec = SkillSpec::new(skill.input_schema().clone())
-            .with_compiled_schema(skill.compiled_schema())
+        let spec = SkillSpec::from_package(skill)
             .with_cacheable(name != "send-file")
             .with_enabled(enabled_by_config(&name, &shared));
-        if let Some(limit) = skill.manifest.rate_limit {
-            spec = spec.with_rate_limit(limit);
-        }
         if !spec.enabled {
             tracing::info!(skill = %name, "skill disabled by configuration");
         }

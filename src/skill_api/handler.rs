@@ -4,8 +4,9 @@
 //! which conversation, with access to the session's mutable state) plus parameters that have
 //! already been checked against the skill's input schema. What the server needs to know about a
 //! skill is **data**, a [`SkillSpec`]: the JSON Schema of its parameters, its rate limit, whether
-//! its results may be de-duplicated and whether it is enabled. The specs come from
-//! `skills/<name>/manifest.json` (`handlers::build_registry`); no handler contains validation
+//! its results may be de-duplicated and whether it is enabled. The specs are derived from the
+//! loaded packages' `skills/<name>/manifest.json` ([`SkillSpec::from_package`], in
+//! `handlers::build_registry`); no handler contains validation
 //! code of its own.
 //!
 //! Parameter preparation ([`RegisteredSkill::prepare_params`]): top-level `default` values of the
@@ -29,6 +30,7 @@ use serde_json::{Map, Value};
 
 use super::error::{ParamProblem, SkillError};
 use crate::session::{Attempt, SessionContext, SessionHandle, SessionId, SessionState};
+use crate::skills::SkillPackage;
 pub use crate::skills::manifest::RateLimit;
 
 /// Longest `problem` text reported per parameter (the validator may quote the whole value).
@@ -207,6 +209,17 @@ fn default_true() -> bool {
 }
 
 impl SkillSpec {
+    /// The spec of a loaded skill package: its manifest's `input_schema` (with the compilation
+    /// the loader made, so it is compiled once) and rate limit; cacheable and enabled.
+    pub fn from_package(package: &SkillPackage) -> Self {
+        let spec = Self::new(package.input_schema().clone())
+            .with_compiled_schema(package.compiled_schema());
+        match package.manifest.rate_limit {
+            Some(limit) => spec.with_rate_limit(limit),
+            None => spec,
+        }
+    }
+
     /// A cacheable, enabled, unlimited skill with this parameter schema.
     pub fn new(input_schema: Value) -> Self {
         Self {

@@ -77,9 +77,11 @@ pub struct ParamProblem {
     pub problem: String,
 }
 
-/// A loaded, validated skill.
+/// A loaded, validated skill package (`skills/<name>/`): what the package says. The Skill API
+/// serves it from the [`skill_api::SkillSpec`](crate::skill_api::SkillSpec) derived from it
+/// (`SkillSpec::from_package`).
 #[derive(Debug, Clone)]
-pub struct SkillSpec {
+pub struct SkillPackage {
     /// Name (= directory name = frontmatter name).
     pub name: String,
     /// The package directory.
@@ -91,7 +93,7 @@ pub struct SkillSpec {
     validator: Arc<jsonschema::Validator>,
 }
 
-impl SkillSpec {
+impl SkillPackage {
     /// The frontmatter description (what the skill does and when to use it).
     pub fn description(&self) -> &str {
         &self.doc.frontmatter.description
@@ -104,7 +106,7 @@ impl SkillSpec {
 
     /// The compiled `input_schema` (formats such as `date-time` checked), compiled once when the
     /// skill was loaded; the Skill API validates calls with it
-    /// (`skill_api::SkillSpec::with_compiled_schema`).
+    /// (`skill_api::SkillSpec::from_package`).
     pub fn compiled_schema(&self) -> Arc<jsonschema::Validator> {
         Arc::clone(&self.validator)
     }
@@ -122,13 +124,13 @@ pub fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
 /// Every skill of a skills directory, validated.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedSkills {
-    skills: BTreeMap<String, SkillSpec>,
+    skills: BTreeMap<String, SkillPackage>,
     warnings: Vec<String>,
 }
 
 impl LoadedSkills {
     /// The skill called `name`.
-    pub fn get(&self, name: &str) -> Option<&SkillSpec> {
+    pub fn get(&self, name: &str) -> Option<&SkillPackage> {
         self.skills.get(name)
     }
 
@@ -138,7 +140,7 @@ impl LoadedSkills {
     }
 
     /// All skills, sorted by name.
-    pub fn iter(&self) -> impl Iterator<Item = &SkillSpec> {
+    pub fn iter(&self) -> impl Iterator<Item = &SkillPackage> {
         self.skills.values()
     }
 
@@ -154,7 +156,7 @@ impl LoadedSkills {
 
     /// `input_schema` of a skill.
     pub fn input_schema(&self, name: &str) -> Option<&Value> {
-        self.get(name).map(SkillSpec::input_schema)
+        self.get(name).map(SkillPackage::input_schema)
     }
 
     /// `rate_limit` of a skill (None: unlimited or unknown skill).
@@ -195,13 +197,13 @@ impl LoadedSkills {
     }
 
     /// Skills with `user_command: true`.
-    pub fn user_commands(&self) -> impl Iterator<Item = &SkillSpec> {
+    pub fn user_commands(&self) -> impl Iterator<Item = &SkillPackage> {
         self.iter().filter(|s| s.manifest.user_command)
     }
 
     /// The frontmatter description of a skill.
     pub fn description(&self, name: &str) -> Option<&str> {
-        self.get(name).map(SkillSpec::description)
+        self.get(name).map(SkillPackage::description)
     }
 
     /// Validator warnings (the skills still loaded).
@@ -249,7 +251,7 @@ pub fn load_skills(dir: &Path) -> Result<LoadedSkills, LoadError> {
             })?;
         loaded.skills.insert(
             p.name.clone(),
-            SkillSpec {
+            SkillPackage {
                 name: p.name,
                 dir: p.dir,
                 doc,
