@@ -20,6 +20,7 @@
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;
 
+use air_friends::platform::Origin;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -158,13 +159,15 @@ fn main() {
         let sessions = SessionRegistry::new(Duration::from_secs(3600));
         let session = sessions
             .register(SessionContext {
+                origin: Origin {
+                    platform: PlatformKind::Console,
+                    channel_id: "bench".into(),
+                    guild_id: None,
+                    user_id: "bench".into(),
+                    username: "bench".into(),
+                    is_dm: true,
+                },
                 purpose: Default::default(),
-                platform: PlatformKind::Console,
-                channel_id: "bench".into(),
-                user_id: "bench".into(),
-                username: "bench".into(),
-                is_dm: true,
-                guild_id: None,
                 trigger_message_id: None,
                 workspace: tmp.path().to_path_buf(),
             })

@@ -19,6 +19,7 @@
 //! parameters) comes from a session of its own. Cases run stats → search → save, so search and
 //! stats see exactly 10 000 memories; the save cases then grow the workspace.
 
+use air_friends::platform::Origin;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -248,13 +249,15 @@ fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
     state
         .sessions()
         .register(SessionContext {
+            origin: Origin {
+                platform: PlatformKind::Discord,
+                channel_id: format!("dm:{USER}"),
+                guild_id: None,
+                user_id: USER.into(),
+                username: USER.into(),
+                is_dm: true,
+            },
             purpose: Default::default(),
-            platform: PlatformKind::Discord,
-            channel_id: format!("dm:{USER}"),
-            user_id: USER.into(),
-            username: USER.into(),
-            is_dm: true,
-            guild_id: None,
             trigger_message_id: None,
             workspace: workspace.to_owned(),
         })

@@ -4,6 +4,7 @@
 
 mod common;
 
+use air_friends::platform::Origin;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,13 +54,15 @@ fn provider(base_url: &str, auth: AuthHeader, pass: &[&str]) -> ProviderConfig {
 
 fn context(user: &str) -> SessionContext {
     SessionContext {
+        origin: Origin {
+            platform: PlatformKind::Discord,
+            channel_id: "c1".into(),
+            guild_id: None,
+            user_id: user.into(),
+            username: "User".into(),
+            is_dm: true,
+        },
         purpose: Default::default(),
-        platform: PlatformKind::Discord,
-        channel_id: "c1".into(),
-        user_id: user.into(),
-        username: "User".into(),
-        is_dm: true,
-        guild_id: None,
         trigger_message_id: None,
         workspace: "/tmp/ws".into(),
     }

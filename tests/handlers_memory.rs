@@ -528,8 +528,8 @@ mod maintenance {
             dry_run,
             created_before,
         });
-        context.is_dm = visibility == Visibility::Private;
-        context.channel_id = String::new();
+        context.origin.is_dm = visibility == Visibility::Private;
+        context.origin.channel_id = String::new();
         context.trigger_message_id = None;
         app.register(context)
     }

@@ -8,6 +8,7 @@
 
 mod common;
 
+use air_friends::platform::Origin;
 use common::fake_agent;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -45,13 +46,15 @@ impl Captured {
 
 fn context() -> SessionContext {
     SessionContext {
+        origin: Origin {
+            platform: PlatformKind::Console,
+            channel_id: "console".into(),
+            guild_id: None,
+            user_id: "u1".into(),
+            username: "alice".into(),
+            is_dm: true,
+        },
         purpose: Default::default(),
-        platform: PlatformKind::Console,
-        channel_id: "console".into(),
-        user_id: "u1".into(),
-        username: "alice".into(),
-        is_dm: true,
-        guild_id: None,
         trigger_message_id: Some("m1".into()),
         workspace: PathBuf::from("/tmp/ws"),
     }

@@ -6,6 +6,7 @@
 
 mod common;
 
+use air_friends::platform::Origin;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -79,13 +80,15 @@ impl World {
         let registered = self
             .sessions
             .register(SessionContext {
+                origin: Origin {
+                    platform: PlatformKind::Console,
+                    channel_id: format!("dm-{user}"),
+                    guild_id: None,
+                    user_id: user.into(),
+                    username: user.into(),
+                    is_dm: true,
+                },
                 purpose: Default::default(),
-                platform: PlatformKind::Console,
-                channel_id: format!("dm-{user}"),
-                user_id: user.into(),
-                username: user.into(),
-                is_dm: true,
-                guild_id: None,
                 trigger_message_id: Some("m1".into()),
                 workspace: workspace.clone(),
             })

@@ -144,13 +144,8 @@ impl Interactions {
         received: Instant,
     ) -> &'static str {
         let context = SessionContext {
+            origin: msg.origin(),
             purpose: SessionPurpose::Conversation,
-            platform: msg.platform,
-            channel_id: msg.channel_id.clone(),
-            user_id: msg.user_id.clone(),
-            username: msg.username.clone(),
-            is_dm: msg.is_dm,
-            guild_id: msg.guild_id.clone(),
             trigger_message_id: Some(msg.message_id.clone()),
             workspace,
         };

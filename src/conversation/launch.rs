@@ -87,7 +87,7 @@ impl Launcher {
     /// staging folder, and with the sandbox on its socket and egress proxy. On an error,
     /// whatever was opened is released before returning.
     pub async fn open(&self, context: SessionContext) -> Result<SessionResources, LaunchError> {
-        let (platform, user_id) = (context.platform, context.user_id.clone());
+        let (platform, user_id) = (context.origin.platform, context.origin.user_id.clone());
         let registered = self.sessions.register(context)?;
         let session_id = registered.session_id.as_str().to_owned();
         let dirs = match self
@@ -138,7 +138,7 @@ impl Launcher {
     /// The agent for an opened session: its folders, socket, and environment (the session's
     /// identity and gateway route); the sandbox shows `private/` when the session is a DM.
     pub fn agent_spec(&self, resources: &SessionResources) -> AgentSpec {
-        let dm = resources.registered.handle.context().is_dm;
+        let dm = resources.registered.handle.context().origin.is_dm;
         let session_id = resources.registered.session_id.as_str().to_owned();
         let identity = SessionIdentity {
             session_id: session_id.clone(),

@@ -365,7 +365,8 @@ async fn forward(
         .ok_or_else(|| refuse(GatewayError::BadPath, label))?;
 
     let context = session.context();
-    let workspace = WorkspaceKey::new(context.platform.as_str(), &context.user_id).ok();
+    let workspace =
+        WorkspaceKey::new(context.origin.platform.as_str(), &context.origin.user_id).ok();
     if let Some(workspace) = &workspace
         && !inner.budget.is_unlimited()
     {

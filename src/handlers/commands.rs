@@ -95,13 +95,8 @@ impl UserCommandRunner {
             return Err(SkillError::SkillDisabled(name.to_owned()));
         }
         let context = SessionContext {
+            origin: invocation.origin(),
             purpose: SessionPurpose::Conversation,
-            platform: invocation.platform,
-            channel_id: invocation.channel_id.clone(),
-            user_id: invocation.user_id.clone(),
-            username: invocation.username.clone(),
-            is_dm: invocation.is_dm,
-            guild_id: invocation.guild_id.clone(),
             trigger_message_id: invocation.message_id.clone(),
             // Only used by send-file, which is no user command; an id that cannot name a folder
             // is refused like everywhere else.

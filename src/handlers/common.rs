@@ -45,12 +45,14 @@ impl Shared {
         &self,
         session: &SessionContext,
     ) -> Result<Arc<dyn PlatformAdapter>, SkillError> {
-        self.platforms.require(session.platform).map_err(|_| {
-            SkillError::internal(anyhow::anyhow!(
-                "no adapter for platform {} of a live session",
-                session.platform
-            ))
-        })
+        self.platforms
+            .require(session.origin.platform)
+            .map_err(|_| {
+                SkillError::internal(anyhow::anyhow!(
+                    "no adapter for platform {} of a live session",
+                    session.origin.platform
+                ))
+            })
     }
 }
 
@@ -75,12 +77,13 @@ pub(crate) fn invalid(path: &str, problem: impl Into<String>) -> SkillError {
 
 /// The memory/reminder owner of the session: `platform/userId`.
 pub(crate) fn workspace_key(session: &SessionContext) -> Result<WorkspaceKey, SkillError> {
-    WorkspaceKey::new(session.platform.as_str(), &session.user_id).map_err(SkillError::internal)
+    WorkspaceKey::new(session.origin.platform.as_str(), &session.origin.user_id)
+        .map_err(SkillError::internal)
 }
 
 /// Which memories the session may see: private ones only in a DM.
 pub(crate) fn scope(session: &SessionContext) -> Scope {
-    Scope::for_dm(session.is_dm)
+    Scope::for_dm(session.origin.is_dm)
 }
 
 /// The content pipeline for text that goes to a platform: [`crate::text::process_outgoing`];
@@ -150,7 +153,7 @@ pub(crate) fn store_error(error: StoreError, not_found: &str) -> SkillError {
 
 /// 403 `FORBIDDEN_CONTEXT` unless the session is a direct message.
 pub(crate) fn require_dm(ctx: &CallContext, what: &str) -> Result<(), SkillError> {
-    if ctx.session().is_dm {
+    if ctx.session().origin.is_dm {
         Ok(())
     } else {
         Err(SkillError::ForbiddenContext(format!(

@@ -43,19 +43,19 @@ impl SkillHandler for FetchContext {
         let p: ContextParams = params(raw)?;
         let session = ctx.session();
         let adapter = self.0.adapter(session)?;
-        let channel = session.channel_id.as_str();
+        let channel = session.origin.channel_id.as_str();
         let mut messages = match p.kind {
             Kind::UserInfo => {
                 let user = adapter
-                    .user_info(channel, &session.user_id)
+                    .user_info(channel, &session.origin.user_id)
                     .await
                     .map_err(platform_error)?;
                 return Ok(json!({
                     "userId": user.user_id,
                     "username": user.username,
                     "displayName": user.display_name,
-                    "platform": session.platform,
-                    "isDm": session.is_dm,
+                    "platform": session.origin.platform,
+                    "isDm": session.origin.is_dm,
                 }));
             }
             Kind::RecentMessages => adapter

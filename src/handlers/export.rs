@@ -83,7 +83,7 @@ impl SkillHandler for MemoryExport {
             Format::Json => "application/json",
         });
         let delivery = adapter
-            .send_dm_files(&session.user_id, vec![file], Some(&caption))
+            .send_dm_files(&session.origin.user_id, vec![file], Some(&caption))
             .await
             .map_err(platform_error)?;
         let message_id = delivery

@@ -90,13 +90,13 @@ impl SendFile {
         let caption_parts = match &p.caption {
             Some(raw) => split_message(
                 &outgoing_text(raw, "/caption")?,
-                adapter.text_limit(&session.channel_id),
+                adapter.text_limit(&session.origin.channel_id),
             ),
             None => Vec::new(),
         };
         let limits = FileLimits::from_config(&self.0.skills_config.send_file);
         let workspace = session.workspace.clone();
-        let dm = session.is_dm;
+        let dm = session.origin.is_dm;
         let requested = p.file_paths.clone();
         let own = ctx.session_id().as_str().to_owned();
         let files = tokio::task::spawn_blocking(move || {
@@ -116,7 +116,7 @@ impl SendFile {
         let requested_count = files.len();
         let delivery = adapter
             .send_files(
-                &session.channel_id,
+                &session.origin.channel_id,
                 files,
                 caption_parts.first().map(String::as_str),
                 anchor.as_deref(),
@@ -136,7 +136,7 @@ impl SendFile {
         // Caption text beyond the platform limit follows as plain messages under the file.
         for part in caption_parts.iter().skip(1) {
             match adapter
-                .send_message(&session.channel_id, part, Some(&last))
+                .send_message(&session.origin.channel_id, part, Some(&last))
                 .await
             {
                 Ok(sent) => ids.push(sent.message_id),

@@ -40,7 +40,7 @@ impl SkillHandler for MemorySave {
         let maintenance = session.purpose.maintenance();
         // A maintenance run saves at its own visibility, whatever the agent asked.
         let visibility = maintenance.map_or(p.visibility, |m| m.visibility);
-        if visibility == Visibility::Private && !session.is_dm {
+        if visibility == Visibility::Private && !session.origin.is_dm {
             return Err(SkillError::ForbiddenContext(
                 "private memories can only be saved in a direct message with the user; save it \
                  with --visibility public if it is fine for others to know, or not at all"

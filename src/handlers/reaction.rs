@@ -56,7 +56,7 @@ impl SkillHandler for ReactMessage {
             return Ok(json!({"emoji": emoji.to_string(), "messageId": trigger}));
         }
         let adapter = self.0.adapter(session)?;
-        let channel = session.channel_id.as_str();
+        let channel = session.origin.channel_id.as_str();
         if let (Some(old), Some(old_emoji)) = (&previous, &previous_emoji) {
             adapter
                 .remove_reaction(channel, &old.message_id, old_emoji)

@@ -115,7 +115,7 @@ impl SendReply {
         let text = outgoing_text(&p.message, "/message")?;
         let adapter = self.0.adapter(session)?;
         let (sent, failure) =
-            match send_text(adapter.as_ref(), &session.channel_id, &text, anchor).await {
+            match send_text(adapter.as_ref(), &session.origin.channel_id, &text, anchor).await {
                 Ok(sent) => (sent, None),
                 Err(SendTextError { sent, error }) if !sent.is_empty() => (sent, Some(error)),
                 Err(SendTextError { error, .. }) => return Err(platform_error(error)),
@@ -142,7 +142,7 @@ impl SendReply {
             "timestamp": first.timestamp,
         });
         if let Some(error) = failure {
-            let total = split_message(&text, adapter.text_limit(&session.channel_id)).len();
+            let total = split_message(&text, adapter.text_limit(&session.origin.channel_id)).len();
             data["partial"] = json!(true);
             data["note"] = json!(format!(
                 "Only {} of {total} parts of your reply were delivered ({error}). The reply \
@@ -205,12 +205,17 @@ impl SkillHandler for EditReply {
         }
         let text = outgoing_text(&p.message, "/message")?;
         let adapter = self.0.adapter(session)?;
-        let parts = split_message(&text, adapter.text_limit(&session.channel_id));
+        let parts = split_message(&text, adapter.text_limit(&session.origin.channel_id));
         let Some((head, rest)) = parts.split_first() else {
             return Err(super::common::invalid("/message", "the new text is empty"));
         };
         let edited = adapter
-            .edit_message(&session.channel_id, &p.message_id, head, anchor.as_deref())
+            .edit_message(
+                &session.origin.channel_id,
+                &p.message_id,
+                head,
+                anchor.as_deref(),
+            )
             .await
             .map_err(|e| platform_lookup_error(e, &format!("message {}", p.message_id)))?;
         ctx.with_state(|state| {
@@ -222,7 +227,7 @@ impl SkillHandler for EditReply {
                 state.last_sent_message_id = Some(edited.message_id.clone());
             }
         });
-        let extra = send_rest(ctx, adapter.as_ref(), &session.channel_id, rest).await?;
+        let extra = send_rest(ctx, adapter.as_ref(), &session.origin.channel_id, rest).await?;
         tracing::info!(
             session_id = %ctx.session_id(),
             parts = parts.len(),
@@ -301,7 +306,7 @@ impl SkillHandler for GetMessage {
         let session = ctx.session();
         let adapter = self.0.adapter(session)?;
         let message = adapter
-            .get_message(&session.channel_id, &id)
+            .get_message(&session.origin.channel_id, &id)
             .await
             .map_err(|e| platform_lookup_error(e, &format!("message {id}")))?;
         serde_json::to_value(message).map_err(SkillError::internal)

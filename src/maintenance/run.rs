@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::RunOutcome;
 use super::prompt;
 use crate::agent::{Outcome, TurnSpec};
-use crate::platform::PlatformKind;
+use crate::platform::{Origin, PlatformKind};
 use crate::session::{MaintenancePolicy, SessionContext, SessionPurpose};
 use crate::store::{MaintenanceRun, Visibility, WorkspaceKey};
 
@@ -100,17 +100,19 @@ impl Maintenance {
         };
         let is_dm = visibility == Visibility::Private;
         let context = SessionContext {
+            origin: Origin {
+                platform,
+                channel_id: String::new(),
+                guild_id: None,
+                user_id: ws.user_id().to_owned(),
+                username: String::new(),
+                is_dm,
+            },
             purpose: SessionPurpose::Maintenance(MaintenancePolicy {
                 visibility,
                 dry_run: self.config.dry_run,
                 created_before,
             }),
-            platform,
-            channel_id: String::new(),
-            user_id: ws.user_id().to_owned(),
-            username: String::new(),
-            is_dm,
-            guild_id: None,
             trigger_message_id: None,
             workspace,
         };

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{IncomingMessage, PlatformKind};
+use super::{IncomingMessage, Origin, PlatformKind};
 
 /// Where adapters send what they receive.
 pub type EventSink = mpsc::Sender<PlatformEvent>;
@@ -48,6 +48,20 @@ pub struct CommandInvocation {
     pub message_id: Option<String>,
     /// Where the answer goes; the adapter delivers it (ephemeral on Discord, by DM on Misskey).
     pub reply: oneshot::Sender<CommandReply>,
+}
+
+impl CommandInvocation {
+    /// Who ran it and where.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            platform: self.platform,
+            channel_id: self.channel_id.clone(),
+            guild_id: self.guild_id.clone(),
+            user_id: self.user_id.clone(),
+            username: self.username.clone(),
+            is_dm: self.is_dm,
+        }
+    }
 }
 
 /// The answer to a user command.

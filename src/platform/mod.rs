@@ -48,7 +48,7 @@ pub use events::{
 };
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
-    InvalidEmoji, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
+    InvalidEmoji, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
     UserInfo,
 };
 

@@ -87,6 +87,26 @@ pub struct Attachment {
     pub size: u64,
 }
 
+/// Who said something, and where: the part of a message or user command that decides whose
+/// data a session may touch and where its answers go. [`IncomingMessage::origin`] and
+/// [`CommandInvocation::origin`](super::CommandInvocation::origin) are the one place each is
+/// taken from an event; the session keeps it (`session::SessionContext::origin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// Platform it came from.
+    pub platform: PlatformKind,
+    /// Channel to answer in (Discord channel or DM channel id; Misskey `note:{id}` / `chat:{id}`).
+    pub channel_id: String,
+    /// Discord guild (server) id; `None` in DMs and on Misskey.
+    pub guild_id: Option<String>,
+    /// The user's id.
+    pub user_id: String,
+    /// The user's account name.
+    pub username: String,
+    /// A direct message (private memories, reminders and private data only there).
+    pub is_dm: bool,
+}
+
 /// A message an adapter received and hands to the conversation router.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,6 +144,18 @@ pub struct IncomingMessage {
 }
 
 impl IncomingMessage {
+    /// Who wrote it and where.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            platform: self.platform,
+            channel_id: self.channel_id.clone(),
+            guild_id: self.guild_id.clone(),
+            user_id: self.user_id.clone(),
+            username: self.username.clone(),
+            is_dm: self.is_dm,
+        }
+    }
+
     /// The conversation this message belongs to, `platform:channelId`: the key of the
     /// per-conversation FIFO.
     pub fn conversation_key(&self) -> String {

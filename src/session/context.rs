@@ -4,22 +4,13 @@
 
 use std::path::PathBuf;
 
-use crate::platform::PlatformKind;
+use crate::platform::Origin;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionContext {
-    /// Platform the conversation is on (selects the adapter the handlers act through).
-    pub platform: PlatformKind,
-    /// Channel the trigger message arrived in (`chat:{userId}`/`note:{noteId}` on Misskey).
-    pub channel_id: String,
-    /// The user the session answers.
-    pub user_id: String,
-    /// The user's display name.
-    pub username: String,
-    /// Whether the conversation is a direct message (private memories, reminders).
-    pub is_dm: bool,
-    /// Guild (Discord server) id, when the message came from one.
-    pub guild_id: Option<String>,
+    /// Who the session answers and where: the user, their platform and channel, whether it is
+    /// a DM (private memories, reminders). Selects the adapter the handlers act through.
+    pub origin: Origin,
     /// The message that started the session; `None` for sessions without a trigger.
     pub trigger_message_id: Option<String>,
     /// The user's workspace directory (`{repo}/{workspacesDir}/{platform}/{userId}`).

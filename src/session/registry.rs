@@ -374,19 +374,22 @@ impl SessionRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::Origin;
     use crate::platform::PlatformKind;
     use std::collections::HashSet;
     use std::path::PathBuf;
 
     fn context() -> SessionContext {
         SessionContext {
+            origin: Origin {
+                platform: PlatformKind::Discord,
+                channel_id: "c1".into(),
+                guild_id: Some("g1".into()),
+                user_id: "u1".into(),
+                username: "alice".into(),
+                is_dm: false,
+            },
             purpose: Default::default(),
-            platform: PlatformKind::Discord,
-            channel_id: "c1".into(),
-            user_id: "u1".into(),
-            username: "alice".into(),
-            is_dm: false,
-            guild_id: Some("g1".into()),
             trigger_message_id: Some("m1".into()),
             workspace: PathBuf::from("/tmp/ws"),
         }
@@ -412,7 +415,11 @@ mod tests {
             next.is_requested(),
             "the registry fires the current turn's signal"
         );
-        assert_eq!(r.handle.context().channel_id, "c1", "the rest is kept");
+        assert_eq!(
+            r.handle.context().origin.channel_id,
+            "c1",
+            "the rest is kept"
+        );
     }
 
     #[test]
@@ -455,7 +462,7 @@ mod tests {
         assert!(registry.lookup("user-command").is_none());
         assert!(!handle.token_matches(b""));
         assert!(!handle.token_matches(b"anything"));
-        assert_eq!(handle.context().user_id, context().user_id);
+        assert_eq!(handle.context().origin.user_id, context().origin.user_id);
     }
 
     #[test]

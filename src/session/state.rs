@@ -114,18 +114,21 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::Origin;
     use std::path::PathBuf;
 
     #[test]
     fn reply_anchor_prefers_the_file_message() {
         let ctx = SessionContext {
+            origin: Origin {
+                platform: crate::platform::PlatformKind::Discord,
+                channel_id: "c1".into(),
+                guild_id: None,
+                user_id: "u1".into(),
+                username: "alice".into(),
+                is_dm: false,
+            },
             purpose: Default::default(),
-            platform: crate::platform::PlatformKind::Discord,
-            channel_id: "c1".into(),
-            user_id: "u1".into(),
-            username: "alice".into(),
-            is_dm: false,
-            guild_id: None,
             trigger_message_id: Some("m1".into()),
             workspace: PathBuf::from("/tmp/ws"),
         };

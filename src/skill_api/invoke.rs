@@ -47,8 +47,8 @@ async fn run(
             .rate_limiter()
             .check(
                 skill.name(),
-                session.platform.as_str(),
-                &session.user_id,
+                session.origin.platform.as_str(),
+                &session.origin.user_id,
                 limit,
             )
             .map_err(|retry_after| SkillError::RateLimited { retry_after })?;

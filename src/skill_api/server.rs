@@ -348,8 +348,8 @@ impl Audit {
 
     fn session(&mut self, session: &SessionHandle) {
         self.session_id = Some(session.id().as_str().to_owned());
-        self.user = Some(session.context().user_id.clone());
-        self.platform = Some(session.context().platform.as_str().to_owned());
+        self.user = Some(session.context().origin.user_id.clone());
+        self.platform = Some(session.context().origin.platform.as_str().to_owned());
     }
 
     fn finish(mut self, response: Response, code: &str) -> Response {
@@ -526,8 +526,8 @@ async fn execute(
         "skill",
         skill = skill.name(),
         session_id = %call.session.id(),
-        platform = %context.platform,
-        channel = %context.channel_id,
+        platform = %context.origin.platform,
+        channel = %context.origin.channel_id,
     );
     if skill.handler().read_only() {
         return run_call(state.clone(), skill, call, leader)

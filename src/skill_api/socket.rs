@@ -356,19 +356,22 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::platform::Origin;
     use crate::platform::PlatformKind;
     use crate::session::{SessionContext, SessionRegistry};
 
     fn session_id() -> SessionId {
         SessionRegistry::new(Duration::from_secs(60))
             .register(SessionContext {
+                origin: Origin {
+                    platform: PlatformKind::Console,
+                    channel_id: "c".into(),
+                    guild_id: None,
+                    user_id: "u".into(),
+                    username: "n".into(),
+                    is_dm: true,
+                },
                 purpose: Default::default(),
-                platform: PlatformKind::Console,
-                channel_id: "c".into(),
-                user_id: "u".into(),
-                username: "n".into(),
-                is_dm: true,
-                guild_id: None,
                 trigger_message_id: None,
                 workspace: "/tmp/ws".into(),
             })

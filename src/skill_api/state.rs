@@ -268,6 +268,7 @@ impl SkillApiState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::platform::Origin;
     use crate::session::SessionContext;
     use prometheus_client::registry::Registry;
 
@@ -286,13 +287,15 @@ mod tests {
         state
             .sessions()
             .register(SessionContext {
+                origin: Origin {
+                    platform: crate::platform::PlatformKind::Console,
+                    channel_id: "c".into(),
+                    guild_id: None,
+                    user_id: "u".into(),
+                    username: "n".into(),
+                    is_dm: true,
+                },
                 purpose: Default::default(),
-                platform: crate::platform::PlatformKind::Console,
-                channel_id: "c".into(),
-                user_id: "u".into(),
-                username: "n".into(),
-                is_dm: true,
-                guild_id: None,
                 trigger_message_id: None,
                 workspace: "/tmp/ws".into(),
             })

@@ -3,6 +3,7 @@
 //! a Discord-like and a Misskey-like `FakePlatform`, session helpers and a request helper.
 #![allow(dead_code)]
 
+use air_friends::platform::Origin;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -202,13 +203,15 @@ impl App {
             .join(&incoming.user_id);
         std::fs::create_dir_all(&workspace).expect("workspace");
         let context = SessionContext {
+            origin: Origin {
+                platform: incoming.platform,
+                channel_id: incoming.channel_id.clone(),
+                guild_id: incoming.guild_id.clone(),
+                user_id: incoming.user_id.clone(),
+                username: incoming.username.clone(),
+                is_dm: incoming.is_dm,
+            },
             purpose: Default::default(),
-            platform: incoming.platform,
-            channel_id: incoming.channel_id.clone(),
-            user_id: incoming.user_id.clone(),
-            username: incoming.username.clone(),
-            is_dm: incoming.is_dm,
-            guild_id: incoming.guild_id.clone(),
             trigger_message_id: Some(incoming.message_id.clone()),
             workspace,
         };

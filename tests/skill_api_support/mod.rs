@@ -1,6 +1,7 @@
 //! Shared fixtures for the Skill API tests: test handlers, an app builder and a request helper.
 #![allow(dead_code)]
 
+use air_friends::platform::Origin;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +30,7 @@ impl SkillHandler for Echo {
         "echo"
     }
     async fn call(&self, ctx: &CallContext, params: Value) -> Result<Value, SkillError> {
-        Ok(json!({"params": params, "user": ctx.session().user_id}))
+        Ok(json!({"params": params, "user": ctx.session().origin.user_id}))
     }
 }
 
@@ -266,13 +267,15 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
 
 pub fn context(user: &str, is_dm: bool) -> SessionContext {
     SessionContext {
+        origin: Origin {
+            platform: air_friends::platform::PlatformKind::Discord,
+            channel_id: "chan-1".into(),
+            guild_id: (!is_dm).then(|| "guild-1".into()),
+            user_id: user.into(),
+            username: format!("{user}-name"),
+            is_dm,
+        },
         purpose: Default::default(),
-        platform: air_friends::platform::PlatformKind::Discord,
-        channel_id: "chan-1".into(),
-        user_id: user.into(),
-        username: format!("{user}-name"),
-        is_dm,
-        guild_id: (!is_dm).then(|| "guild-1".into()),
         trigger_message_id: Some("msg-1".into()),
         workspace: PathBuf::from("/tmp/ws"),
     }
