@@ -8,6 +8,7 @@
 //! * `search`: FTS5 trigram search plus a CJK unigram/bigram index for 1–2 character keywords,
 //!   with all user text quoted so it can never become FTS5 or SQL syntax.
 //! * `reminders`: reminder life cycle (pending → delivered | cancelled | failed).
+//! * `reminder_api`: the [`Store`] methods over `reminders` (and the scheduler's change signal).
 //! * `maintenance`: what the memory maintenance job reads (due workspaces, a run's candidates)
 //!   and its run records.
 //! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
@@ -24,6 +25,7 @@ pub mod import;
 mod llm_usage;
 mod maintenance;
 mod memories;
+mod reminder_api;
 mod reminders;
 mod search;
 mod types;
@@ -433,130 +435,6 @@ impl Store {
             .await
     }
 
-    // ---- reminders ------------------------------------------------------------------------
-
-    /// Creates a pending reminder, unless the owner already has `max_pending_per_user` pending
-    /// ones ([`StoreError::LimitReached`]); the check and the insert are one atomic step.
-    /// Time-window rules (minimum interval, maximum horizon) are the caller's.
-    pub async fn create_reminder(
-        &self,
-        new: NewReminder,
-        max_pending_per_user: u32,
-    ) -> Result<Reminder, StoreError> {
-        let chars = new.message.chars().count();
-        if new.message.trim().is_empty() || chars > MAX_REMINDER_CHARS {
-            return Err(StoreError::Invalid(format!(
-                "reminder message must be 1..={MAX_REMINDER_CHARS} characters and not blank"
-            )));
-        }
-        let now = memories::now_ms();
-        let scheduled = to_ms(new.scheduled_at);
-        let row = reminders::ReminderInsert {
-            id: new_id("rem"),
-            workspace: new.workspace,
-            message: new.message,
-            scheduled_at_ms: scheduled,
-            created_at_ms: now,
-            state: ReminderState::Pending,
-            attempts: 0,
-            delivered_at_ms: None,
-            late: false,
-            updated_at_ms: now,
-        };
-        let r = self
-            .db
-            .write(move |c| reminders::create(c, &row, max_pending_per_user))
-            .await?;
-        self.reminders_changed.send_modify(|v| *v += 1);
-        Ok(r)
-    }
-
-    /// Cancels a pending reminder owned by `ws`. [`StoreError::NotFound`] when it does not exist,
-    /// is someone else's, or is no longer pending.
-    pub async fn cancel_reminder(
-        &self,
-        ws: &WorkspaceKey,
-        id: &str,
-    ) -> Result<Reminder, StoreError> {
-        let (ws, id) = (ws.clone(), id.to_owned());
-        let now = memories::now_ms();
-        let r = self
-            .db
-            .write(move |c| reminders::cancel(c, &ws, &id, now))
-            .await?;
-        self.reminders_changed.send_modify(|v| *v += 1);
-        Ok(r)
-    }
-
-    /// A reminder by id (any owner, any state), for the scheduler and diagnostics.
-    pub async fn get_reminder(&self, id: &str) -> Result<Option<Reminder>, StoreError> {
-        let id = id.to_owned();
-        self.db.read(move |c| reminders::get(c, &id)).await
-    }
-
-    /// Pending reminders of `ws`, soonest first.
-    pub async fn pending_reminders(&self, ws: &WorkspaceKey) -> Result<Vec<Reminder>, StoreError> {
-        let ws = ws.clone();
-        self.db.read(move |c| reminders::pending(c, &ws)).await
-    }
-
-    /// When the scheduler should next wake: the earliest `nextAttemptAt` of any pending reminder.
-    pub async fn next_due_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let ms = self.db.read(reminders::next_due).await?;
-        ms.map(from_ms).transpose()
-    }
-
-    /// Pending reminders due at `now` (`nextAttemptAt <= now`), oldest first, at most `limit`.
-    /// They stay pending until marked delivered or failed.
-    pub async fn due_reminders(
-        &self,
-        now: DateTime<Utc>,
-        limit: u32,
-    ) -> Result<Vec<Reminder>, StoreError> {
-        let now = to_ms(now);
-        self.db.read(move |c| reminders::due(c, now, limit)).await
-    }
-
-    /// Records a successful delivery at `at` (attempts + 1; `late` when it went out late, e.g.
-    /// after a restart). [`StoreError::NotFound`] unless the reminder is pending.
-    pub async fn mark_reminder_delivered(
-        &self,
-        id: &str,
-        at: DateTime<Utc>,
-        late: bool,
-    ) -> Result<Reminder, StoreError> {
-        let id = id.to_owned();
-        let at = to_ms(at);
-        self.db
-            .write(move |c| reminders::mark_delivered(c, &id, at, late))
-            .await
-    }
-
-    /// Records a failed delivery attempt (attempts + 1, `lastError`). With `retry_at` the
-    /// reminder stays pending and becomes due again then; with `None` it is marked `failed`.
-    pub async fn record_reminder_failure(
-        &self,
-        id: &str,
-        error: &str,
-        retry_at: Option<DateTime<Utc>>,
-    ) -> Result<Reminder, StoreError> {
-        let (id, error) = (id.to_owned(), error.to_owned());
-        let retry = retry_at.map(to_ms);
-        let now = memories::now_ms();
-        let r = self
-            .db
-            .write(move |c| reminders::record_failure(c, &id, &error, retry, now))
-            .await?;
-        self.reminders_changed.send_modify(|v| *v += 1);
-        Ok(r)
-    }
-
-    /// A receiver that changes whenever pending reminders are added, cancelled or rescheduled,
-    /// so the scheduler can sleep until `next_due_at` and re-arm on change.
-    pub fn reminder_changes(&self) -> watch::Receiver<u64> {
-        self.reminders_changed.subscribe()
-    }
-
     // ---- memory maintenance ---------------------------------------------------------------
 
     /// Workspaces due for memory maintenance: more than `min_enabled` enabled memories and no
@@ -641,9 +519,5 @@ impl Store {
 
     pub(crate) fn db(&self) -> &db::Db {
         &self.db
-    }
-
-    pub(crate) fn notify_reminders_changed(&self) {
-        self.reminders_changed.send_modify(|v| *v += 1);
     }
 }

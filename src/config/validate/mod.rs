@@ -1,12 +1,17 @@
-//! Every cross-field and value check of the configuration, in one place.
+//! Every cross-field and value check of the configuration, in one place: the sections' checks
+//! here and in `agent.rs`, the checks of single values in `values.rs`.
 //!
 //! `Config::validate` collects all problems (not just the first) so an operator fixes a file in
 //! one pass. Each problem names the exact key path.
 
-use std::net::IpAddr;
+mod agent;
+mod values;
+
 use std::path::Component;
 
-use super::{AuthHeader, Config, ConfigError, ConfigIssue, ReplyTo};
+use super::{Config, ConfigError, ConfigIssue, ReplyTo};
+use values::{LOG_LEVELS, check_base_url, check_log_filter, check_whitelist_entry, is_snowflake};
+pub use values::{is_skill_name, parse_host};
 
 impl Config {
     /// Checks the whole configuration; returns every problem found.
@@ -149,161 +154,6 @@ impl Config {
             }
             if rl.window_ms == 0 {
                 v.add("rateLimit.windowMs", "must be greater than 0");
-            }
-        }
-    }
-
-    fn check_agent(&self, v: &mut Problems) {
-        let a = &self.agent;
-        if a.command.trim().is_empty() {
-            v.add("agent.command", "must not be empty");
-        }
-        if a.max_concurrent_sessions == 0 {
-            v.add("agent.maxConcurrentSessions", "must be at least 1");
-        }
-        if a.max_queued_per_conversation == 0 {
-            v.add("agent.maxQueuedPerConversation", "must be at least 1");
-        }
-        for (key, ms) in [
-            ("agent.connectTimeoutMs", a.connect_timeout_ms),
-            ("agent.idleTimeoutMs", a.idle_timeout_ms),
-            ("agent.maxTurnMs", a.max_turn_ms),
-        ] {
-            if ms == 0 {
-                v.add(key, "must be greater than 0");
-            }
-        }
-        if a.idle_timeout_ms > a.max_turn_ms {
-            v.add(
-                "agent.idleTimeoutMs",
-                format!(
-                    "{} is longer than agent.maxTurnMs ({}); it would never fire",
-                    a.idle_timeout_ms, a.max_turn_ms
-                ),
-            );
-        }
-        let w = &a.warm;
-        if w.enabled {
-            for (key, zero) in [
-                ("agent.warm.idleMs", w.idle_ms == 0),
-                ("agent.warm.maxProcesses", w.max_processes == Some(0)),
-                ("agent.warm.maxTurns", w.max_turns == 0),
-                ("agent.warm.maxContextTokens", w.max_context_tokens == 0),
-            ] {
-                if zero {
-                    v.add(
-                        key,
-                        "must be greater than 0 (agent.warm.enabled: false turns warm agents off)",
-                    );
-                }
-            }
-        }
-        if self.context.important_memories_budget >= a.token_limit {
-            v.add(
-                "context.importantMemoriesBudget",
-                format!(
-                    "{} is not less than agent.tokenLimit ({}): the memories would leave no room for the conversation",
-                    self.context.important_memories_budget, a.token_limit
-                ),
-            );
-        }
-        if a.token_limit < 1_000 {
-            v.add(
-                "agent.tokenLimit",
-                "must be at least 1000 (the instructions alone need several hundred tokens)",
-            );
-        }
-        if let Some(model) = &a.model
-            && !model.contains('/')
-        {
-            v.add(
-                "agent.model",
-                format!("{model:?} must be `provider/model`, e.g. `openrouter/anthropic/claude-sonnet-4`"),
-            );
-        }
-        for (i, name) in a.auto_approve_skills.iter().enumerate() {
-            if !is_skill_name(name) {
-                v.add(
-                    format!("agent.autoApproveSkills.{i}"),
-                    format!("{name:?} is not a skill name (lowercase letters, digits, hyphens)"),
-                );
-            }
-        }
-        for (key, names) in [
-            ("agent.providerEnvVars", &a.provider_env_vars),
-            ("agent.sandbox.allowedEnvVars", &a.sandbox.allowed_env_vars),
-        ] {
-            for (i, name) in names.iter().enumerate() {
-                if !is_env_name(name) {
-                    v.add(
-                        format!("{key}.{i}"),
-                        format!("{name:?} is not an environment variable name"),
-                    );
-                }
-            }
-        }
-        for (i, entry) in a.sandbox.egress_allow_hosts.iter().enumerate() {
-            if let Err(problem) = crate::egress::parse_allow_entry(entry) {
-                v.add(
-                    format!("agent.sandbox.egressAllowHosts.{i}"),
-                    problem.to_string(),
-                );
-            }
-        }
-        for name in a.env.keys() {
-            if !is_env_name(name) {
-                v.add(
-                    format!("agent.env.{name}"),
-                    "not an environment variable name",
-                );
-            }
-        }
-    }
-
-    /// `agent.providers`: ids usable as one URL path segment, upstream URLs that keep the key
-    /// on TLS (plain `http` only to loopback or without a key), header names the gateway can
-    /// send without clobbering its own framing or auth.
-    fn check_gateway(&self, v: &mut Problems) {
-        for (id, p) in &self.agent.providers {
-            let key = format!("agent.providers.{id}");
-            if !is_provider_id(id) {
-                v.add(
-                    &key,
-                    format!("{id:?} is not a provider id (1-64 of a-z, 0-9, `.`, `_`, `-`; starting with a letter or digit)"),
-                );
-            }
-            if let Err(problem) = check_base_url(&p.base_url, !p.api_key_env.is_empty()) {
-                v.add(format!("{key}.baseUrl"), problem);
-            }
-            if !p.api_key_env.is_empty() && !is_env_name(&p.api_key_env) {
-                v.add(
-                    format!("{key}.apiKeyEnv"),
-                    format!("{:?} is not an environment variable name", p.api_key_env),
-                );
-            }
-            if let AuthHeader::Custom(name) = &p.auth_header
-                && (!is_header_name(name) || RESERVED_HEADERS.contains(&name.as_str()))
-            {
-                v.add(
-                    format!("{key}.authHeader"),
-                    format!(
-                        "{name:?} must be `bearer`, `x-api-key` or a header name other than {}",
-                        RESERVED_HEADERS.join(", ")
-                    ),
-                );
-            }
-            for (i, name) in p.pass_headers.iter().enumerate() {
-                let lower = name.to_ascii_lowercase();
-                if !is_header_name(&lower)
-                    || RESERVED_HEADERS.contains(&lower.as_str())
-                    || ["authorization", "x-api-key", p.auth_header.as_str()]
-                        .contains(&lower.as_str())
-                {
-                    v.add(
-                        format!("{key}.passHeaders.{i}"),
-                        format!("{name:?} cannot be passed: not a header name, an auth header or one the gateway sets itself"),
-                    );
-                }
             }
         }
     }
@@ -502,38 +352,6 @@ impl Config {
     }
 }
 
-/// The levels `logging.level` accepts on its own or after `target=`.
-const LOG_LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
-
-/// `logging.level`: a tracing `EnvFilter` whose every directive is a level or ends in `=level`.
-/// `EnvFilter` alone would take a bare word such as `loud` as "everything from target `loud`",
-/// which silences the daemon's own logs.
-fn check_log_filter(filter: &str) -> Result<(), String> {
-    let is_level = |s: &str| LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(s.trim()));
-    let directives: Vec<&str> = filter
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .collect();
-    if directives.is_empty() {
-        return Err("is empty".into());
-    }
-    for d in &directives {
-        let level_ok = match d.rsplit_once('=') {
-            Some((_, level)) => is_level(level),
-            None => is_level(d),
-        };
-        if !level_ok {
-            return Err(format!(
-                "is not a log level or filter (`{d}` names no level)"
-            ));
-        }
-    }
-    tracing_subscriber::EnvFilter::try_new(filter)
-        .map(drop)
-        .map_err(|e| format!("is not a log level or filter ({e})"))
-}
-
 /// Collected problems.
 #[derive(Default)]
 struct Problems(Vec<ConfigIssue>);
@@ -542,114 +360,4 @@ impl Problems {
     fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigIssue::new(path, message));
     }
-}
-
-/// Parses a listener host: an IP address or `localhost`.
-pub fn parse_host(host: &str) -> Option<IpAddr> {
-    if host.eq_ignore_ascii_case("localhost") {
-        return Some(IpAddr::from([127, 0, 0, 1]));
-    }
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
-}
-
-fn is_snowflake(id: &str) -> bool {
-    crate::names::parse_snowflake(id).is_some()
-}
-
-/// Skill names (see [`crate::names::is_skill_name`]).
-pub fn is_skill_name(name: &str) -> bool {
-    crate::names::is_skill_name(name)
-}
-
-/// Headers a provider entry may not name: the gateway sets or strips them itself.
-const RESERVED_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "content-type",
-    "content-encoding",
-    "accept-encoding",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "proxy-connection",
-    "cookie",
-];
-
-fn is_provider_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && id.bytes().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
-        })
-}
-
-fn is_header_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// A provider's `baseUrl`: `http(s)://host[:port][/path]`, no credentials, query or fragment;
-/// plain `http` only to a loopback host when a key would be sent.
-fn check_base_url(url: &str, sends_key: bool) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(format!("{url:?} must be an http(s) URL with a host"));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err("must not carry credentials; name the key variable in apiKeyEnv".into());
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(format!("{url:?} must not have a query or fragment"));
-    }
-    let loopback = parsed
-        .host_str()
-        .and_then(parse_host)
-        .is_some_and(|ip| ip.is_loopback());
-    if sends_key && parsed.scheme() == "http" && !loopback {
-        return Err(format!(
-            "{url:?} would send the key unencrypted; use https (plain http only to loopback or with apiKeyEnv: \"\")"
-        ));
-    }
-    Ok(())
-}
-
-fn is_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-fn check_whitelist_entry(entry: &str) -> Result<(), String> {
-    let parts: Vec<&str> = entry.split('/').collect();
-    let [platform, kind, id] = parts.as_slice() else {
-        return Err(format!(
-            "{entry:?} must look like `platform/account/ID` or `platform/channel/ID`"
-        ));
-    };
-    if !matches!(*platform, "discord" | "misskey" | "console") {
-        return Err(format!(
-            "{entry:?}: platform must be discord, misskey or console"
-        ));
-    }
-    if !matches!(*kind, "account" | "channel") {
-        return Err(format!(
-            "{entry:?}: the middle part must be account or channel"
-        ));
-    }
-    if id.is_empty() {
-        return Err(format!("{entry:?}: the ID is missing"));
-    }
-    Ok(())
 }

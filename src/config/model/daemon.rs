@@ -1,0 +1,99 @@
+//! The daemon's own places and outputs: the workspaces root, the database, the prompt
+//! templates, logging and the ops listener.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Workspaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct WorkspaceConfig {
+    /// Data root: holds workspaces and, by default, the database.
+    pub repo_path: PathBuf,
+    /// Folder under `repoPath` with one workspace per `platform/userId`.
+    pub workspaces_dir: String,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        Self {
+            repo_path: PathBuf::from("./data"),
+            workspaces_dir: "workspaces".into(),
+        }
+    }
+}
+
+/// SQLite.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct StorageConfig {
+    /// Database file; unset = `{workspace.repoPath}/air-friends.db`.
+    pub path: Option<PathBuf>,
+}
+
+/// Prompt templates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PromptsConfig {
+    /// Folder with `system.md` and its `{{fragment}}` files.
+    pub dir: PathBuf,
+}
+
+impl Default for PromptsConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("./prompts"),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// Human-readable, for a terminal.
+    Pretty,
+}
+
+/// Logging.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LoggingConfig {
+    /// `error` | `warn` | `info` | `debug` | `trace`, or a full filter such as
+    /// `info,air_friends=debug` (env `LOG_LEVEL`; `RUST_LOG` wins over both).
+    pub level: String,
+    /// `json` | `pretty`.
+    pub format: LogFormat,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Json,
+        }
+    }
+}
+
+/// The ops listener.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct HealthConfig {
+    /// Bind address.
+    pub host: String,
+    /// Bind port (env `HEALTH_PORT`); 0 picks a free port.
+    pub port: u16,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The configuration file's shape: one typed struct per section of `config.yaml`. The top-level
+//! [`Config`] is here; its sections are grouped by subject in the files below (platforms, agent,
+//! skills, context, daemon), all re-exported so every type is `crate::config::X`.
+//!
+//! Keys are camelCase in the file. Every default is defined in this module, once, in the
+//! `Default` impls (`config.example.yaml` is tested against them). Durations are milliseconds in
+//! keys ending in `Ms`. Each section is a plain struct with `#[serde(default)]`, so a file only
+//! needs the keys it changes; unknown keys are caught by the loader (`load.rs`), cross-field
+//! rules by `validate.rs`.
+
+mod agent;
+mod context;
+mod daemon;
+mod platforms;
+mod skills;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use agent::*;
+pub use context::*;
+pub use daemon::*;
+pub use platforms::*;
+pub use skills::*;
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// Chat platforms to connect to.
+    pub platforms: PlatformsConfig,
+    /// Who the bot answers.
+    pub access_control: AccessControlConfig,
+    /// Per-user message rate limit.
+    pub rate_limit: RateLimitConfig,
+    /// The ACP agent that is started per interaction.
+    pub agent: AgentConfig,
+    /// The HTTP API the agent's skill scripts call.
+    pub skill_api: SkillApiConfig,
+    /// Per-skill switches and limits.
+    pub skills: SkillsConfig,
+    /// Reminder limits and delivery.
+    pub reminders: RemindersConfig,
+    /// Conversation context fed to the agent.
+    pub memory: MemoryConfig,
+    /// How the prompt's context is budgeted.
+    pub context: ContextConfig,
+    /// Files and pictures users attach: fetched by the daemon, read by the agent.
+    pub attachments: AttachmentsConfig,
+    /// Where user workspaces live.
+    pub workspace: WorkspaceConfig,
+    /// The SQLite database.
+    pub storage: StorageConfig,
+    /// Prompt templates.
+    pub prompts: PromptsConfig,
+    /// Log output.
+    pub logging: LoggingConfig,
+    /// The ops listener: `/healthz`, `/readyz`, `/metrics`.
+    pub health: HealthConfig,
+    /// How long running sessions may finish after SIGTERM before they are cancelled.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            platforms: PlatformsConfig::default(),
+            access_control: AccessControlConfig::default(),
+            rate_limit: RateLimitConfig::default(),
+            agent: AgentConfig::default(),
+            skill_api: SkillApiConfig::default(),
+            skills: SkillsConfig::default(),
+            reminders: RemindersConfig::default(),
+            memory: MemoryConfig::default(),
+            context: ContextConfig::default(),
+            attachments: AttachmentsConfig::default(),
+            workspace: WorkspaceConfig::default(),
+            storage: StorageConfig::default(),
+            prompts: PromptsConfig::default(),
+            logging: LoggingConfig::default(),
+            health: HealthConfig::default(),
+            shutdown_grace_ms: 30_000,
+        }
+    }
+}
+
+impl Config {
+    /// The database file: `storage.path`, else `{workspace.repoPath}/air-friends.db`.
+    pub fn database_path(&self) -> PathBuf {
+        self.storage
+            .path
+            .clone()
+            .unwrap_or_else(|| self.workspace.repo_path.join("air-friends.db"))
+    }
+
+    /// The per-session sockets' folder: `skillApi.socketDir`, else `{workspace.repoPath}/run`.
+    pub fn skill_api_socket_dir(&self) -> PathBuf {
+        self.skill_api
+            .socket_dir
+            .clone()
+            .unwrap_or_else(|| self.workspace.repo_path.join("run"))
+    }
+
+    /// Every configured secret value, for log redaction.
+    pub fn secret_values(&self) -> Vec<String> {
+        [&self.platforms.discord.token, &self.platforms.misskey.token]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.expose().to_owned())
+            .collect()
+    }
+}
