@@ -247,10 +247,23 @@ impl Plan {
             notes: Vec::new(),
         };
         let need_opencode = !machine.opencode_installed();
+        plan.add_packages(machine, need_opencode)?;
+        plan.add_opencode(machine, need_opencode);
+        if machine.config_exists {
+            plan.present
+                .push(format!("configuration: {} (kept)", config.display()));
+        } else {
+            plan.steps.push(Step::WriteConfig(config.to_path_buf()));
+        }
+        Ok(plan)
+    }
+
+    /// The packages found, and apt-get for the missing ones (npm only if OpenCode is needed).
+    fn add_packages(&mut self, machine: &Machine, need_opencode: bool) -> Result<(), SetupError> {
         let mut missing: Vec<&'static str> = Vec::new();
         for (package, found) in &machine.packages {
             match found {
-                Some(path) => plan.present.push(format!(
+                Some(path) => self.present.push(format!(
                     "{} ({}): {}",
                     package.name,
                     package.purpose,
@@ -264,31 +277,38 @@ impl Plan {
             // Debian's nodejs only recommends the certificates npm needs to reach its registry.
             missing.push("ca-certificates");
         }
-        if !missing.is_empty() {
-            let sudo: &[&str] = match (machine.root, machine.sudo) {
-                (true, _) => &[],
-                (false, true) => &["sudo"],
-                (false, false) => {
-                    return Err(SetupError::NoSudo {
-                        packages: missing.join(" "),
-                    });
-                }
-            };
-            let argv = |args: &[&str]| -> Vec<String> {
-                sudo.iter()
-                    .chain(args)
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>()
-            };
-            plan.steps
-                .push(Step::Run(argv(&["apt-get", "update", "-q"])));
-            let mut install = argv(&["apt-get", "install", "-y", "-q", "--no-install-recommends"]);
-            install.extend(missing.iter().map(|p| p.to_string()));
-            plan.steps.push(Step::Run(install));
+        if missing.is_empty() {
+            return Ok(());
         }
+        let sudo: &[&str] = match (machine.root, machine.sudo) {
+            (true, _) => &[],
+            (false, true) => &["sudo"],
+            (false, false) => {
+                return Err(SetupError::NoSudo {
+                    packages: missing.join(" "),
+                });
+            }
+        };
+        let argv = |args: &[&str]| -> Vec<String> {
+            sudo.iter()
+                .chain(args)
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
+        self.steps
+            .push(Step::Run(argv(&["apt-get", "update", "-q"])));
+        let mut install = argv(&["apt-get", "install", "-y", "-q", "--no-install-recommends"]);
+        install.extend(missing.iter().map(|p| p.to_string()));
+        self.steps.push(Step::Run(install));
+        Ok(())
+    }
+
+    /// npm for OpenCode unless the pinned version is in place; a note if another `opencode`
+    /// on PATH would come first.
+    fn add_opencode(&mut self, machine: &Machine, need_opencode: bool) {
         let dir = machine.opencode_dir.display().to_string();
         if need_opencode {
-            plan.steps.push(Step::Run(
+            self.steps.push(Step::Run(
                 [
                     "npm",
                     "install",
@@ -303,26 +323,19 @@ impl Plan {
                 .to_vec(),
             ));
         } else {
-            plan.present.push(format!(
+            self.present.push(format!(
                 "OpenCode {OPENCODE_VERSION}: {}",
                 machine.opencode_executable().display()
             ));
         }
         if let Some(other) = &machine.opencode_on_path {
-            plan.notes.push(format!(
+            self.notes.push(format!(
                 "`opencode` on PATH ({}) comes first for the daemon; remove it or set \
                  agent.command to {} to run the tested version",
                 other.display(),
                 machine.opencode_executable().display()
             ));
         }
-        if machine.config_exists {
-            plan.present
-                .push(format!("configuration: {} (kept)", config.display()));
-        } else {
-            plan.steps.push(Step::WriteConfig(config.to_path_buf()));
-        }
-        Ok(plan)
     }
 }
 

@@ -26,6 +26,7 @@ use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
 use crate::platform::console::{ConsoleAdapter, Diagnostics, stdin_lines};
 use crate::shutdown::Shutdown;
+use crate::store::Store;
 
 /// After the first Ctrl-C, the longest the cancelled turn and the drain may take before the
 /// process exits anyway (sandboxed agents die with it: bubblewrap's `--die-with-parent`).
@@ -96,21 +97,7 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let readiness = Readiness::new();
     let username = std::env::var("USER").unwrap_or_else(|_| "you".into());
-    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
-        .unwrap_or_else(|_| config.agent.skills_dir.clone());
-    let console = Arc::new(
-        ConsoleAdapter::new(
-            Box::new(std::io::stdout()),
-            config.workspace.repo_path.join("console-downloads"),
-            &username,
-        )
-        .with_diagnostics(Diagnostics {
-            err: Box::new(std::io::stderr()),
-            status_line: std::io::stderr().is_terminal(),
-            skills_dir,
-            model: config.agent.model.clone(),
-        }),
-    );
+    let console = console_adapter(&config, &username);
     let started = super::daemon::start(
         &config,
         &shutdown,
@@ -155,12 +142,44 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
         started.store.close().await?;
         return Ok(());
     };
+    cancel_and_exit(&shutdown, started.store, grace, &mut interrupts, signal).await
+}
+
+/// The console platform: prints answers on stdout, its diagnostics (and, on a terminal, the
+/// status line) on stderr.
+fn console_adapter(config: &Config, username: &str) -> Arc<ConsoleAdapter> {
+    let skills_dir = std::fs::canonicalize(&config.agent.skills_dir)
+        .unwrap_or_else(|_| config.agent.skills_dir.clone());
+    Arc::new(
+        ConsoleAdapter::new(
+            Box::new(std::io::stdout()),
+            config.workspace.repo_path.join("console-downloads"),
+            username,
+        )
+        .with_diagnostics(Diagnostics {
+            err: Box::new(std::io::stderr()),
+            status_line: std::io::stderr().is_terminal(),
+            skills_dir,
+            model: config.agent.model.clone(),
+        }),
+    )
+}
+
+/// After the first interrupt: cancels the running turn, drains and closes the store within
+/// [`EXIT_WITHIN`]; a second interrupt meanwhile exits at once.
+async fn cancel_and_exit(
+    shutdown: &Shutdown,
+    store: Store,
+    grace: Duration,
+    interrupts: &mut Interrupts,
+    signal: &'static str,
+) -> anyhow::Result<()> {
     tracing::info!(signal, "interrupted: cancelling the running turn");
     // Cancel running work now rather than letting it finish (`drain` would wait for it).
     shutdown.stop().cancel();
     let finish = async {
         shutdown.drain(grace).await;
-        started.store.close().await
+        store.close().await
     };
     tokio::select! {
         closed = tokio::time::timeout(EXIT_WITHIN, finish) => match closed {

@@ -223,46 +223,10 @@ async fn call_inner(
     let (session_id, token, api_url) = identity(env)?;
     let endpoint = endpoint(&api_url, name)?;
 
-    let workspace = env.workspace.clone().unwrap_or_else(|| env.cwd.clone());
     let mut params = parsed.params;
-    let mut payloads: Vec<Payload> = Vec::new();
-    for p in &parsed.payloads {
-        let example = args::example(name, &m, &[p.flag.as_str()]);
-        let read = payload::read_payload(
-            &p.flag,
-            &p.path,
-            &env.cwd,
-            &workspace,
-            &session_id,
-            &example,
-        )?;
-        params.insert(p.param.clone(), Value::String(read.text.clone()));
-        payloads.push(read);
-    }
-
+    let payloads = read_payloads(name, &m, &parsed.payloads, env, &session_id, &mut params)?;
     let body = json!({"sessionId": session_id, "parameters": Value::Object(params)});
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| {
-            ClientError::new(
-                ErrorCode::ApiUnreachable,
-                format!("cannot build the HTTP client: {e}"),
-            )
-        })?;
-    let response = client
-        .post(endpoint.clone())
-        .bearer_auth(&token)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| unreachable_error(name, &m, &e))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|e| unreachable_error(name, &m, &e))?;
+    let (status, text) = post(name, &m, &endpoint, &token, &body).await?;
     if status.is_success() {
         payload::delete_payloads(&payloads);
         let mut stdout = text;
@@ -275,23 +239,86 @@ async fn call_inner(
             exit_code: 0,
         });
     }
-    let stderr = match serde_json::from_str::<Value>(&text) {
+    Ok(api_error_output(&endpoint, status, &text))
+}
+
+/// Reads every payload file given and sets its parameter to the file's text.
+fn read_payloads(
+    name: &str,
+    m: &Manifest,
+    given: &[args::PayloadArg],
+    env: &ClientEnv,
+    session_id: &str,
+    params: &mut serde_json::Map<String, Value>,
+) -> Result<Vec<Payload>, ClientError> {
+    let workspace = env.workspace.clone().unwrap_or_else(|| env.cwd.clone());
+    let mut payloads: Vec<Payload> = Vec::new();
+    for p in given {
+        let example = args::example(name, m, &[p.flag.as_str()]);
+        let read =
+            payload::read_payload(&p.flag, &p.path, &env.cwd, &workspace, session_id, &example)?;
+        params.insert(p.param.clone(), Value::String(read.text.clone()));
+        payloads.push(read);
+    }
+    Ok(payloads)
+}
+
+/// POSTs the call to the Skill API: the answer's status and body text.
+async fn post(
+    name: &str,
+    m: &Manifest,
+    endpoint: &reqwest::Url,
+    token: &str,
+    body: &Value,
+) -> Result<(reqwest::StatusCode, String), ClientError> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| {
+            ClientError::new(
+                ErrorCode::ApiUnreachable,
+                format!("cannot build the HTTP client: {e}"),
+            )
+        })?;
+    let response = client
+        .post(endpoint.clone())
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .map_err(|e| unreachable_error(name, m, &e))?;
+    let status = response.status();
+    let text = response
+        .text()
+        .await
+        .map_err(|e| unreachable_error(name, m, &e))?;
+    Ok((status, text))
+}
+
+/// A non-2xx answer: its JSON error passed on, or one of our own if the body is not JSON.
+fn api_error_output(
+    endpoint: &reqwest::Url,
+    status: reqwest::StatusCode,
+    text: &str,
+) -> ClientOutput {
+    let stderr = match serde_json::from_str::<Value>(text) {
         Ok(v @ Value::Object(_)) => v.to_string(),
         _ => ClientError::new(
             ErrorCode::ApiUnreachable,
             format!(
                 "The Skill API at {} answered HTTP {} without a JSON error. SKILL_API_URL may not point at the air-friends daemon; do not retry, finish your turn.",
-                redact_url(&endpoint),
+                redact_url(endpoint),
                 status.as_u16()
             ),
         )
         .to_json(),
     };
-    Ok(ClientOutput {
+    ClientOutput {
         stdout: String::new(),
         stderr: format!("{stderr}\n"),
         exit_code: 1,
-    })
+    }
 }
 
 fn unreachable_error(name: &str, m: &Manifest, e: &reqwest::Error) -> ClientError {

@@ -81,6 +81,41 @@ fn split(text: &str) -> Result<(&str, &str, usize), Finding> {
 /// (the `name` must equal it). All rule violations are reported, not just the first.
 pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding>> {
     let (yaml, body, body_line) = split(text).map_err(|f| vec![f])?;
+    let map = read_mapping(yaml)?;
+    let mut errors = Vec::new();
+    let fields = collect_fields(map, &mut errors);
+
+    let name = required_string(&fields, "name", &mut errors);
+    if let Some(n) = &name {
+        check_name(n, dir_name, &mut errors);
+    }
+    let description = required_string(&fields, "description", &mut errors);
+    if let Some(d) = &description {
+        check_description(d, &mut errors);
+    }
+    let compatibility = compatibility_field(&fields, &mut errors);
+    let license = license_field(&fields, &mut errors);
+    let metadata = metadata_field(&fields, &mut errors);
+    let allowed_tools = allowed_tools_field(&fields, &mut errors);
+    match (errors.is_empty(), name, description) {
+        (true, Some(name), Some(description)) => Ok(SkillDoc {
+            frontmatter: Frontmatter {
+                name,
+                description,
+                license,
+                compatibility,
+                metadata,
+                allowed_tools,
+            },
+            body: body.to_owned(),
+            body_line,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// The frontmatter text as a YAML mapping.
+fn read_mapping(yaml: &str) -> Result<serde_yaml::Mapping, Vec<Finding>> {
     let value: Yaml = serde_yaml::from_str(yaml).map_err(|e| {
         vec![Finding::error(
             format!("Invalid YAML in frontmatter: {e}"),
@@ -93,7 +128,11 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             "write the frontmatter as \"key: value\" lines (name, description, ...)",
         )]);
     };
-    let mut errors = Vec::new();
+    Ok(map)
+}
+
+/// The mapping's entries by key text; keys outside [`ALLOWED_KEYS`] are one finding.
+fn collect_fields(map: serde_yaml::Mapping, errors: &mut Vec<Finding>) -> BTreeMap<String, Yaml> {
     let mut fields: BTreeMap<String, Yaml> = BTreeMap::new();
     let mut extra = Vec::new();
     for (k, v) in map {
@@ -121,22 +160,25 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             "move project-specific data into manifest.json (or into `metadata` as strings) and remove the key",
         ));
     }
+    fields
+}
 
-    let name = required_string(&fields, "name", &mut errors);
-    if let Some(n) = &name {
-        check_name(n, dir_name, &mut errors);
+fn check_description(d: &str, errors: &mut Vec<Finding>) {
+    let k = d.chars().count();
+    if k > 1024 {
+        errors.push(Finding::error(
+            format!("Description exceeds 1024 character limit ({k} chars)"),
+            "shorten the description; move details into the body",
+        ));
     }
-    let description = required_string(&fields, "description", &mut errors);
-    if let Some(d) = &description {
-        let k = d.chars().count();
-        if k > 1024 {
-            errors.push(Finding::error(
-                format!("Description exceeds 1024 character limit ({k} chars)"),
-                "shorten the description; move details into the body",
-            ));
-        }
-    }
-    let compatibility = match fields.get("compatibility") {
+}
+
+/// Optional `compatibility`: a non-empty string of at most 500 characters.
+fn compatibility_field(
+    fields: &BTreeMap<String, Yaml>,
+    errors: &mut Vec<Finding>,
+) -> Option<String> {
+    match fields.get("compatibility") {
         None => None,
         Some(Yaml::String(c)) => {
             let k = c.chars().count();
@@ -160,8 +202,12 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             ));
             None
         }
-    };
-    let license = match fields.get("license") {
+    }
+}
+
+/// Optional `license`: a string.
+fn license_field(fields: &BTreeMap<String, Yaml>, errors: &mut Vec<Finding>) -> Option<String> {
+    match fields.get("license") {
         None => None,
         Some(Yaml::String(l)) => Some(l.clone()),
         Some(_) => {
@@ -171,8 +217,15 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             ));
             None
         }
-    };
-    let metadata = match fields.get("metadata") {
+    }
+}
+
+/// Optional `metadata`: a flat map of scalar keys to scalar values, read as strings.
+fn metadata_field(
+    fields: &BTreeMap<String, Yaml>,
+    errors: &mut Vec<Finding>,
+) -> BTreeMap<String, String> {
+    match fields.get("metadata") {
         None => BTreeMap::new(),
         Some(Yaml::Mapping(m)) => {
             let mut out = BTreeMap::new();
@@ -196,8 +249,15 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             ));
             BTreeMap::new()
         }
-    };
-    let allowed_tools = match fields.get("allowed-tools") {
+    }
+}
+
+/// Optional `allowed-tools`: a string, or a list of strings joined with spaces.
+fn allowed_tools_field(
+    fields: &BTreeMap<String, Yaml>,
+    errors: &mut Vec<Finding>,
+) -> Option<String> {
+    match fields.get("allowed-tools") {
         None => None,
         Some(Yaml::String(s)) => Some(s.clone()),
         Some(Yaml::Sequence(items)) if items.iter().all(|i| matches!(i, Yaml::String(_))) => Some(
@@ -214,21 +274,6 @@ pub fn parse(text: &str, dir_name: Option<&str>) -> Result<SkillDoc, Vec<Finding
             ));
             None
         }
-    };
-    match (errors.is_empty(), name, description) {
-        (true, Some(name), Some(description)) => Ok(SkillDoc {
-            frontmatter: Frontmatter {
-                name,
-                description,
-                license,
-                compatibility,
-                metadata,
-                allowed_tools,
-            },
-            body: body.to_owned(),
-            body_line,
-        }),
-        _ => Err(errors),
     }
 }
 

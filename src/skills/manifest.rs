@@ -3,12 +3,16 @@
 //! the input schema, the flags and the permissions. Every rule returns [`Finding`]s (message +
 //! fix hint) instead of failing fast, so the validator can show the whole check chain at once.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod flags;
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::validate::Finding;
+
+pub use flags::check_flags;
 
 /// Free-text flags of the old protocol. Free text never goes on the command line (the shell
 /// expands `$VAR` inside it), so these names are reserved: the client rejects them with
@@ -390,127 +394,6 @@ fn closed_set_hint(p: &serde_json::Map<String, Value>) -> Option<String> {
     let desc = p.get("description").and_then(Value::as_str)?.to_lowercase();
     desc.contains("one of")
         .then(|| "[\"value-a\", \"value-b\"]".to_owned())
-}
-
-/// Rules on `flags` and `order`: kebab-case names, no reserved names, every flag maps to a
-/// declared property of a compatible type, payload flags end in `-file` and set strings.
-pub fn check_flags(m: &Manifest) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut seen_params: BTreeMap<&str, &str> = BTreeMap::new();
-    for (flag, spec) in &m.flags {
-        if !is_kebab(flag) {
-            out.push(Finding::error(
-                format!("flag \"{flag}\" is not kebab-case"),
-                "name flags with lowercase letters, digits and single hyphens (e.g. \"memory-id\")",
-            ));
-        }
-        if LEGACY_FREE_TEXT_FLAGS.contains(&flag.as_str()) {
-            out.push(Finding::error(
-                format!("flag \"{flag}\" is a reserved legacy free-text flag"),
-                format!("rename it to \"{flag}-file\" with \"payload\": true: free text travels in payload files"),
-            ));
-        }
-        if flag == SINGLE_FILE_FLAG || flag == "help" || flag.starts_with("no-") {
-            out.push(Finding::error(
-                format!("flag \"{flag}\" uses a reserved name"),
-                "choose another name (\"help\", \"file-path\" and \"no-…\" are reserved)",
-            ));
-        }
-        let Some(prop) = m.property(&spec.param) else {
-            out.push(Finding::error(
-                format!(
-                    "flag \"{flag}\" sets parameter \"{}\", which input_schema does not declare",
-                    spec.param
-                ),
-                format!(
-                    "declare \"{}\" under input_schema.properties or correct the flag's \"param\"",
-                    spec.param
-                ),
-            ));
-            continue;
-        };
-        if let Some(other) = seen_params.insert(&spec.param, flag) {
-            out.push(Finding::error(
-                format!(
-                    "flags \"{other}\" and \"{flag}\" both set parameter \"{}\"",
-                    spec.param
-                ),
-                "keep one flag per parameter",
-            ));
-        }
-        let ty = ParamType::of(prop);
-        if spec.payload {
-            if !flag.ends_with("-file") {
-                out.push(Finding::error(
-                    format!("payload flag \"{flag}\" does not end in \"-file\""),
-                    format!("rename it to \"{flag}-file\" so the agent sees it takes a file path"),
-                ));
-            }
-            if ty != ParamType::String {
-                out.push(Finding::error(
-                    format!(
-                        "payload flag \"{flag}\" sets \"{}\", which is not a string",
-                        spec.param
-                    ),
-                    "payload files carry text: map them to string parameters",
-                ));
-            }
-        }
-        if spec.separator.is_some() && ty != ParamType::Array {
-            out.push(Finding::error(
-                format!(
-                    "flag \"{flag}\" has a separator but \"{}\" is not an array",
-                    spec.param
-                ),
-                "remove \"separator\" or make the parameter an array",
-            ));
-        }
-    }
-    if let Some(Value::Object(props)) = m.input_schema.get("properties") {
-        for name in props.keys() {
-            if !seen_params.contains_key(name.as_str()) && m.flag_for_param(name).is_none() {
-                out.push(Finding::warning(
-                    format!("parameter \"{name}\" has no flag; the client can never send it"),
-                    format!("add a flag for \"{name}\" to \"flags\""),
-                ));
-            }
-        }
-    }
-    let mut in_order = BTreeSet::new();
-    for (i, flag) in m.order.iter().enumerate() {
-        if !in_order.insert(flag) {
-            out.push(Finding::error(
-                format!("order lists \"{flag}\" twice"),
-                "list each flag once",
-            ));
-        }
-        match m.flags.get(flag) {
-            None => out.push(Finding::error(
-                format!("order lists \"{flag}\", which is not in \"flags\""),
-                "list only declared flags in \"order\"",
-            )),
-            Some(spec) if spec.payload => out.push(Finding::error(
-                format!("order lists payload flag \"{flag}\""),
-                "payload flags must be named explicitly; remove it from \"order\"",
-            )),
-            Some(_) => {
-                let ty = m.flag_type(flag);
-                if ty == ParamType::Boolean {
-                    out.push(Finding::error(
-                        format!("order lists boolean flag \"{flag}\""),
-                        "booleans are bare flags; remove it from \"order\"",
-                    ));
-                }
-                if ty == ParamType::Array && i + 1 != m.order.len() {
-                    out.push(Finding::error(
-                        format!("order lists array flag \"{flag}\" before the end"),
-                        "an array can only be the last positional argument",
-                    ));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Rules on one permission: `resource:action:scope`, the scope a glob, never a regex; a single

@@ -42,93 +42,127 @@ pub fn read_payload(
     session_id: &str,
     example: &str,
 ) -> Result<Payload, ClientError> {
-    let stem = flag.trim_end_matches("-file");
-    let err = |code: ErrorCode, msg: String| {
-        ClientError::new(code, format!("{msg} Corrected example: {example}"))
+    let workspace = absolute(workspace, cwd);
+    let req = Request {
+        flag,
+        given,
+        stem: flag.trim_end_matches("-file"),
+        staging: staging_dir(&workspace, session_id),
+        candidate: absolute(Path::new(given), cwd),
+        example,
     };
     if given.trim().is_empty() {
-        return Err(err(
+        return Err(req.err(
             ErrorCode::MissingPayload,
             format!(
-                "--{flag} is empty: write the text to $TMPDIR/$SESSION_ID/{stem}.md first and pass that path."
+                "--{flag} is empty: write the text to $TMPDIR/$SESSION_ID/{}.md first and pass that path.",
+                req.stem
             ),
         ));
     }
-    let workspace = absolute(workspace, cwd);
-    let staging = staging_dir(&workspace, session_id);
-    let candidate = absolute(Path::new(given), cwd);
-    let out_of_bounds = |why: &str| {
-        err(
+    let opened =
+        Confine::new(&req.staging).and_then(|c| c.open_read(&req.candidate, MAX_PAYLOAD_BYTES));
+    let file = opened.and_then(|f| Ok((f.path().to_path_buf(), f.read_all()?)));
+    let (real, bytes) = file.map_err(|e| req.refused(e))?;
+    let text = req.text(bytes)?;
+    Ok(Payload { path: real, text })
+}
+
+/// One payload flag being read: what its error messages name.
+struct Request<'a> {
+    flag: &'a str,
+    given: &'a str,
+    /// The flag without `-file`: the suggested file name.
+    stem: &'a str,
+    staging: PathBuf,
+    candidate: PathBuf,
+    example: &'a str,
+}
+
+impl Request<'_> {
+    fn err(&self, code: ErrorCode, msg: String) -> ClientError {
+        ClientError::new(code, format!("{msg} Corrected example: {}", self.example))
+    }
+
+    fn out_of_bounds(&self, why: &str) -> ClientError {
+        self.err(
             ErrorCode::PayloadOutOfBounds,
             format!(
-                "--{flag} {given}: {why}. Payload files must be inside this session's staging directory $TMPDIR/$SESSION_ID/ ({}). Write the text there with your file tool, then pass that path.",
-                staging.display()
+                "--{} {}: {why}. Payload files must be inside this session's staging directory $TMPDIR/$SESSION_ID/ ({}). Write the text there with your file tool, then pass that path.",
+                self.flag,
+                self.given,
+                self.staging.display()
             ),
         )
-    };
-    let not_found = |why: String| {
-        err(
+    }
+
+    fn not_found(&self, why: String) -> ClientError {
+        self.err(
             ErrorCode::PayloadNotFound,
             format!(
-                "--{flag} {given}: {why}. Write the text with your file tool to $TMPDIR/$SESSION_ID/{stem}.md (inside {}) and pass exactly that path; a file is deleted after a successful call, so write a new one for every call.",
-                staging.display()
+                "--{} {}: {why}. Write the text with your file tool to $TMPDIR/$SESSION_ID/{}.md (inside {}) and pass exactly that path; a file is deleted after a successful call, so write a new one for every call.",
+                self.flag,
+                self.given,
+                self.stem,
+                self.staging.display()
             ),
         )
-    };
-    let opened = Confine::new(&staging).and_then(|c| c.open_read(&candidate, MAX_PAYLOAD_BYTES));
-    let file = opened.and_then(|f| Ok((f.path().to_path_buf(), f.read_all()?)));
-    let (real, bytes) = match file {
-        Ok(read) => read,
-        Err(ConfineError::Outside | ConfineError::Hidden) => {
-            let is_link = std::fs::symlink_metadata(&candidate)
-                .map(|m| m.file_type().is_symlink())
-                .unwrap_or(false);
-            return Err(out_of_bounds(if is_link {
-                "it is a symbolic link pointing outside the staging directory"
-            } else {
-                "the path is outside the staging directory"
-            }));
-        }
-        Err(ConfineError::TooManyLinks { links }) => {
-            return Err(out_of_bounds(&format!(
+    }
+
+    /// The error for a file the confinement refused to open or read.
+    fn refused(&self, e: ConfineError) -> ClientError {
+        let (flag, given) = (self.flag, self.given);
+        match e {
+            ConfineError::Outside | ConfineError::Hidden => {
+                let is_link = std::fs::symlink_metadata(&self.candidate)
+                    .map(|m| m.file_type().is_symlink())
+                    .unwrap_or(false);
+                self.out_of_bounds(if is_link {
+                    "it is a symbolic link pointing outside the staging directory"
+                } else {
+                    "the path is outside the staging directory"
+                })
+            }
+            ConfineError::TooManyLinks { links } => self.out_of_bounds(&format!(
                 "the file has {links} hard links, so it may be a file from outside the staging directory; write a new file"
-            )));
-        }
-        Err(ConfineError::NotFound) if !staging.is_dir() => {
-            return Err(not_found(
-                "the staging directory does not exist yet".to_owned(),
-            ));
-        }
-        Err(ConfineError::NotFound) => return Err(not_found("no such file".to_owned())),
-        Err(ConfineError::NotRegular { kind }) => {
-            return Err(not_found(format!("this is {kind}, not a regular file")));
-        }
-        Err(ConfineError::TooLarge { size, max }) => {
-            return Err(err(
+            )),
+            ConfineError::NotFound if !self.staging.is_dir() => {
+                self.not_found("the staging directory does not exist yet".to_owned())
+            }
+            ConfineError::NotFound => self.not_found("no such file".to_owned()),
+            ConfineError::NotRegular { kind } => {
+                self.not_found(format!("this is {kind}, not a regular file"))
+            }
+            ConfineError::TooLarge { size, max } => self.err(
                 ErrorCode::Usage,
                 format!(
                     "--{flag} {given}: the file has {size} bytes; the limit is {max}. Shorten the text."
                 ),
+            ),
+            ConfineError::Io(kind) => self.not_found(kind.to_string()),
+            e @ ConfineError::Exists => self.not_found(e.to_string()),
+        }
+    }
+
+    /// The file's bytes as non-empty UTF-8 text.
+    fn text(&self, bytes: Vec<u8>) -> Result<String, ClientError> {
+        let (flag, given) = (self.flag, self.given);
+        let text = String::from_utf8(bytes).map_err(|_| {
+            self.err(
+                ErrorCode::Usage,
+                format!(
+                    "--{flag} {given}: the file is not UTF-8 text. Write it again as plain UTF-8 text."
+                ),
+            )
+        })?;
+        if text.trim().is_empty() {
+            return Err(self.err(
+                ErrorCode::MissingPayload,
+                format!("--{flag} {given}: the file is empty. Write the text into it first."),
             ));
         }
-        Err(ConfineError::Io(kind)) => return Err(not_found(kind.to_string())),
-        Err(e @ ConfineError::Exists) => return Err(not_found(e.to_string())),
-    };
-    let text = String::from_utf8(bytes).map_err(|_| {
-        err(
-            ErrorCode::Usage,
-            format!(
-                "--{flag} {given}: the file is not UTF-8 text. Write it again as plain UTF-8 text."
-            ),
-        )
-    })?;
-    if text.trim().is_empty() {
-        return Err(err(
-            ErrorCode::MissingPayload,
-            format!("--{flag} {given}: the file is empty. Write the text into it first."),
-        ));
+        Ok(text)
     }
-    Ok(Payload { path: real, text })
 }
 
 /// Deletes payload files after a successful call (errors ignored: the session's staging

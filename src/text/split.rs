@@ -204,18 +204,13 @@ fn paragraph_follows(text: &str, offset: usize) -> bool {
 
 /// Chooses where the part starting at `pos` ends, within `budget` units.
 fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: TextLimits) -> Cut {
-    let mut last: [Option<Cut>; 5] = [None; 5];
+    let mut found = Candidates {
+        text,
+        last: [None; 5],
+    };
     // Whether `text[pos..offset]` holds anything but whitespace: a part made only of blank
     // lines (e.g. an empty code block) is never worth a message.
     let mut has_content = false;
-    let mut record = |kind: Boundary, cut: Cut, has_content: bool| {
-        // A cut inside a line must not move markup to the start of a message, where it would
-        // change meaning (a fence, a heading, a quote, a bullet).
-        let mid_line = matches!(kind, Boundary::Sentence | Boundary::Space);
-        if has_content && !(mid_line && starts_with_line_markup(text[cut.next..].trim_start())) {
-            last[kind as usize] = Some(cut);
-        }
-    };
     let mut units = 0;
     let mut window_end = pos;
     let mut prev: Option<char> = None;
@@ -223,55 +218,8 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
         let offset = pos + i;
         let char_units = limits.unit.char_len(c);
         let zone = zone_at(fences, offset);
-        match (c, zone) {
-            ('\n', Zone::Outside) => {
-                let kind = if paragraph_follows(text, offset) {
-                    Boundary::Paragraph
-                } else {
-                    Boundary::Line
-                };
-                record(
-                    kind,
-                    Cut {
-                        end: offset,
-                        next: offset + 1,
-                        units,
-                        fence: None,
-                        reopen: false,
-                    },
-                    has_content,
-                );
-            }
-            ('\n', Zone::Code(index)) => {
-                let fence = &fences[index];
-                if offset > fence.content_start {
-                    // Before the closing line, the block ends here: no need to re-open it.
-                    let closes = offset + 1 >= fence.content_end;
-                    record(
-                        Boundary::CodeLine,
-                        Cut {
-                            end: offset,
-                            next: if closes { fence.end } else { offset + 1 },
-                            units,
-                            fence: Some(index),
-                            reopen: !closes,
-                        },
-                        has_content,
-                    );
-                }
-            }
-            (c, Zone::Outside) if c.is_whitespace() => record(
-                Boundary::Space,
-                Cut {
-                    end: offset,
-                    next: offset + c.len_utf8(),
-                    units,
-                    fence: None,
-                    reopen: false,
-                },
-                has_content,
-            ),
-            _ => {}
+        if let Some((kind, cut)) = boundary_before(text, fences, offset, c, zone, units) {
+            found.record(kind, cut, has_content);
         }
         // The boundaries above end before `c`, so they fit even when `c` does not.
         if units + char_units > budget {
@@ -285,7 +233,7 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
         {
             let end_units = units + limits.len(&text[window_end..end]);
             if end_units <= budget {
-                record(
+                found.record(
                     Boundary::Sentence,
                     Cut {
                         end,
@@ -300,15 +248,103 @@ fn choose_cut(text: &str, pos: usize, budget: usize, fences: &[Fence], limits: T
         }
         prev = Some(c);
     }
+    found
+        .best(budget)
+        .unwrap_or_else(|| hard_cut(text, pos, window_end, fences))
+}
 
-    let half = budget / 2;
-    if let Some(cut) = last.iter().flatten().find(|cut| cut.units >= half) {
-        return *cut;
+/// The latest usable cut of each [`Boundary`] kind seen so far.
+struct Candidates<'a> {
+    text: &'a str,
+    last: [Option<Cut>; 5],
+}
+
+impl Candidates<'_> {
+    /// Keeps `cut` as the latest of its kind, unless the part before it is empty
+    /// (`has_content` false) or the cut would start the next message with line markup.
+    fn record(&mut self, kind: Boundary, cut: Cut, has_content: bool) {
+        // A cut inside a line must not move markup to the start of a message, where it would
+        // change meaning (a fence, a heading, a quote, a bullet).
+        let mid_line = matches!(kind, Boundary::Sentence | Boundary::Space);
+        if has_content && !(mid_line && starts_with_line_markup(self.text[cut.next..].trim_start()))
+        {
+            self.last[kind as usize] = Some(cut);
+        }
     }
-    if let Some(cut) = last.iter().flatten().max_by_key(|cut| cut.units) {
-        return *cut;
+
+    /// The best kind whose cut lies in the second half of the budget, else the latest cut of
+    /// any kind.
+    fn best(&self, budget: usize) -> Option<Cut> {
+        let half = budget / 2;
+        if let Some(cut) = self.last.iter().flatten().find(|cut| cut.units >= half) {
+            return Some(*cut);
+        }
+        self.last
+            .iter()
+            .flatten()
+            .max_by_key(|cut| cut.units)
+            .copied()
     }
-    hard_cut(text, pos, window_end, fences)
+}
+
+/// The boundary that ends just before the character `c` at `offset` (a line or paragraph break,
+/// a code line, whitespace), with `units` the part's length up to there.
+fn boundary_before(
+    text: &str,
+    fences: &[Fence],
+    offset: usize,
+    c: char,
+    zone: Zone,
+    units: usize,
+) -> Option<(Boundary, Cut)> {
+    match (c, zone) {
+        ('\n', Zone::Outside) => {
+            let kind = if paragraph_follows(text, offset) {
+                Boundary::Paragraph
+            } else {
+                Boundary::Line
+            };
+            Some((
+                kind,
+                Cut {
+                    end: offset,
+                    next: offset + 1,
+                    units,
+                    fence: None,
+                    reopen: false,
+                },
+            ))
+        }
+        ('\n', Zone::Code(index)) => {
+            let fence = &fences[index];
+            if offset <= fence.content_start {
+                return None;
+            }
+            // Before the closing line, the block ends here: no need to re-open it.
+            let closes = offset + 1 >= fence.content_end;
+            Some((
+                Boundary::CodeLine,
+                Cut {
+                    end: offset,
+                    next: if closes { fence.end } else { offset + 1 },
+                    units,
+                    fence: Some(index),
+                    reopen: !closes,
+                },
+            ))
+        }
+        (c, Zone::Outside) if c.is_whitespace() => Some((
+            Boundary::Space,
+            Cut {
+                end: offset,
+                next: offset + c.len_utf8(),
+                units,
+                fence: None,
+                reopen: false,
+            },
+        )),
+        _ => None,
+    }
 }
 
 /// Cuts at the last grapheme boundary at or before `window_end` (after `pos`); falls back to the

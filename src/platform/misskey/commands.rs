@@ -124,23 +124,10 @@ fn parse_arguments(args: &str, schema: &Value) -> Result<Map<String, Value>, Str
             Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
             None => (flag.to_owned(), None),
         };
-        let (name, negated) = match lookup(&props, &flag) {
-            Some(name) => (name, false),
-            None => match flag.strip_prefix("no-").and_then(|f| lookup(&props, f)) {
-                Some(name) if type_of(&props[&name]) == "boolean" && inline.is_none() => {
-                    (name, true)
-                }
-                _ => return Err(format!("Unknown option --{flag}.")),
-            },
-        };
+        let (name, negated) = resolve_flag(&props, &flag, inline.is_some())?;
         let property = &props[&name];
         let value = if type_of(property) == "boolean" {
-            match inline.as_deref() {
-                None => Value::Bool(!negated),
-                Some("true") => Value::Bool(true),
-                Some("false") => Value::Bool(false),
-                Some(other) => return Err(format!("--{flag} takes no value (got {other:?}).")),
-            }
+            switch_value(&flag, negated, inline.as_deref())?
         } else {
             let raw = match inline {
                 Some(raw) => raw,
@@ -150,31 +137,10 @@ fn parse_arguments(args: &str, schema: &Value) -> Result<Map<String, Value>, Str
             };
             typed_value(&flag, property, &raw)?
         };
-        if type_of(property) == "array" {
-            let entry = parameters
-                .entry(name)
-                .or_insert_with(|| Value::Array(Vec::new()));
-            if let Value::Array(items) = entry {
-                items.push(value);
-            }
-        } else if parameters.insert(name, value).is_some() {
-            return Err(format!("--{flag} is given twice."));
-        }
+        store(&mut parameters, &flag, name, property, value)?;
     }
     if !free_text.is_empty() {
-        let Some(target) = free_text_parameter(schema) else {
-            return Err(format!(
-                "Unexpected text {:?}: this command only takes --options.",
-                free_text.join(" ")
-            ));
-        };
-        if parameters.contains_key(&target) {
-            return Err(format!(
-                "{target} is given twice (as text and as --{}).",
-                to_kebab(&target)
-            ));
-        }
-        parameters.insert(target, Value::String(free_text.join(" ")));
+        place_free_text(&mut parameters, schema, &free_text)?;
     }
     for name in required(schema) {
         if !parameters.contains_key(&name) {
@@ -189,6 +155,75 @@ fn parse_arguments(args: &str, schema: &Value) -> Result<Map<String, Value>, Str
         }
     }
     Ok(parameters)
+}
+
+/// The parameter `--flag` sets, and whether it came as `--no-<boolean>` (which takes no
+/// `=value`).
+fn resolve_flag(
+    props: &Map<String, Value>,
+    flag: &str,
+    has_inline: bool,
+) -> Result<(String, bool), String> {
+    if let Some(name) = lookup(props, flag) {
+        return Ok((name, false));
+    }
+    match flag.strip_prefix("no-").and_then(|f| lookup(props, f)) {
+        Some(name) if type_of(&props[&name]) == "boolean" && !has_inline => Ok((name, true)),
+        _ => Err(format!("Unknown option --{flag}.")),
+    }
+}
+
+/// A boolean option's value: bare, negated, or `=true|false`.
+fn switch_value(flag: &str, negated: bool, inline: Option<&str>) -> Result<Value, String> {
+    match inline {
+        None => Ok(Value::Bool(!negated)),
+        Some("true") => Ok(Value::Bool(true)),
+        Some("false") => Ok(Value::Bool(false)),
+        Some(other) => Err(format!("--{flag} takes no value (got {other:?}).")),
+    }
+}
+
+/// Sets `name` to `value`: arrays collect repeated options, anything else is given once.
+fn store(
+    parameters: &mut Map<String, Value>,
+    flag: &str,
+    name: String,
+    property: &Value,
+    value: Value,
+) -> Result<(), String> {
+    if type_of(property) == "array" {
+        let entry = parameters
+            .entry(name)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(items) = entry {
+            items.push(value);
+        }
+    } else if parameters.insert(name, value).is_some() {
+        return Err(format!("--{flag} is given twice."));
+    }
+    Ok(())
+}
+
+/// The words outside options become the schema's free-text parameter, if it has one.
+fn place_free_text(
+    parameters: &mut Map<String, Value>,
+    schema: &Value,
+    free_text: &[String],
+) -> Result<(), String> {
+    let Some(target) = free_text_parameter(schema) else {
+        return Err(format!(
+            "Unexpected text {:?}: this command only takes --options.",
+            free_text.join(" ")
+        ));
+    };
+    if parameters.contains_key(&target) {
+        return Err(format!(
+            "{target} is given twice (as text and as --{}).",
+            to_kebab(&target)
+        ));
+    }
+    parameters.insert(target, Value::String(free_text.join(" ")));
+    Ok(())
 }
 
 /// `--flag…` (or `—flag…`, as phones autocorrect it) without its dashes.
