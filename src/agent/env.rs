@@ -110,6 +110,24 @@ pub fn build_agent_env(
     inputs: &EnvInputs<'_>,
     daemon_env: &impl EnvSource,
 ) -> BTreeMap<String, String> {
+    let mut env = copied_vars(inputs, daemon_env);
+    for (k, v) in &inputs.agent.env {
+        env.insert(k.clone(), v.clone());
+    }
+    set_session_vars(&mut env, inputs);
+    for (name, value) in AGENT_POLICY_ENV {
+        env.insert((*name).to_owned(), (*value).to_owned());
+    }
+    remove_forbidden(&mut env);
+    keep_absolute_path(&mut env);
+    remove_secret_carriers(&mut env, inputs.secret_values);
+    env
+}
+
+/// The variables copied from the daemon's environment when set: the basic and proxy ones, and
+/// the listed provider keys, allowed variables and skill credentials (but no key of a provider
+/// the gateway serves).
+fn copied_vars(inputs: &EnvInputs<'_>, daemon_env: &impl EnvSource) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let copy = |env: &mut BTreeMap<String, String>, name: &str| {
         if let Some(value) = daemon_env.var(name).filter(|v| !v.is_empty()) {
@@ -135,10 +153,12 @@ pub fn build_agent_env(
             copy(&mut env, name);
         }
     }
-    for (k, v) in &inputs.agent.env {
-        env.insert(k.clone(), v.clone());
-    }
+    env
+}
 
+/// OpenCode's configuration, the session's folders and identity for the skill client, and
+/// where this executable and the skills are.
+fn set_session_vars(env: &mut BTreeMap<String, String>, inputs: &EnvInputs<'_>) {
     let config_file: PathBuf = inputs.agent.config_dir.join("opencode.json");
     if config_file.is_file() {
         env.insert(
@@ -168,10 +188,10 @@ pub fn build_agent_env(
         "AIR_FRIENDS_SKILLS_DIR".into(),
         inputs.skills_dir.display().to_string(),
     );
+}
 
-    for (name, value) in AGENT_POLICY_ENV {
-        env.insert((*name).to_owned(), (*value).to_owned());
-    }
+/// Drops [`FORBIDDEN_VARS`] and exported shell functions, with a warning for each.
+fn remove_forbidden(env: &mut BTreeMap<String, String>) {
     for name in FORBIDDEN_VARS {
         if env.remove(*name).is_some() {
             tracing::warn!(var = name, "refused to pass this variable to the agent");
@@ -184,8 +204,11 @@ pub fn build_agent_env(
         }
         !function
     });
-    // Only absolute PATH entries: with `.` or a relative folder on PATH, a bare `sh` or a
-    // command-based skill would resolve to a file the agent wrote in its workspace.
+}
+
+/// Only absolute PATH entries: with `.` or a relative folder on PATH, a bare `sh` or a
+/// command-based skill would resolve to a file the agent wrote in its workspace.
+fn keep_absolute_path(env: &mut BTreeMap<String, String>) {
     if let Some(path) = env.get("PATH") {
         let kept: Vec<&str> = path.split(':').filter(|dir| dir.starts_with('/')).collect();
         let kept = kept.join(":");
@@ -194,9 +217,12 @@ pub fn build_agent_env(
         }
         env.insert("PATH".into(), kept);
     }
+}
+
+/// Drops every variable whose value contains one of the daemon's `secret_values`.
+fn remove_secret_carriers(env: &mut BTreeMap<String, String>, secret_values: &[String]) {
     env.retain(|name, value| {
-        let leaked = inputs
-            .secret_values
+        let leaked = secret_values
             .iter()
             .any(|s| !s.is_empty() && value.contains(s.as_str()));
         if leaked {
@@ -204,7 +230,6 @@ pub fn build_agent_env(
         }
         !leaked
     });
-    env
 }
 
 /// Where loopback stays direct when the agent has an HTTPS proxy: the Skill API and the model

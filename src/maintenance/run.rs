@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::RunOutcome;
 use super::prompt;
-use crate::agent::{Outcome, TurnSpec};
+use crate::agent::{AgentSpec, Outcome, TurnSpec};
 use crate::platform::{Origin, PlatformKind};
 use crate::session::{MaintenancePolicy, SessionContext, SessionPurpose};
-use crate::store::{MaintenanceRun, Visibility, WorkspaceKey};
+use crate::store::{MaintenanceRun, Memory, Visibility, WorkspaceKey};
 
 use super::Maintenance;
 
@@ -42,87 +42,25 @@ impl Maintenance {
         runs
     }
 
+    /// One run: the candidates, the session's context and prompt, then the agent's one turn;
+    /// the record says how far it got.
     async fn pass(
         &self,
         ws: &WorkspaceKey,
         visibility: Visibility,
         stop: &CancellationToken,
     ) -> MaintenanceRun {
-        let started_at = Utc::now();
-        let mut run = MaintenanceRun {
-            workspace: ws.clone(),
-            visibility,
-            started_at,
-            finished_at: started_at,
-            outcome: RunOutcome::Failed.as_str().into(),
-            dry_run: self.config.dry_run,
-            read: 0,
-            saved: 0,
-            disabled: 0,
-            tokens: 0,
-        };
+        let mut run = self.new_record(ws, visibility);
         let created_before =
-            started_at - chrono::Duration::days(i64::from(self.config.min_age_days));
-        let (memories, total) = match self
-            .store
-            .maintenance_candidates(
-                ws,
-                visibility,
-                created_before,
-                self.config.max_memories_per_run,
-            )
-            .await
-        {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::error!(workspace = %ws, error = %e, "cannot read the memories to maintain");
-                return run;
-            }
-        };
-        if memories.len() < MIN_CANDIDATES {
-            run.outcome = RunOutcome::Skipped.as_str().into();
-            return run;
-        }
-        if !self.budget.is_unlimited() && self.budget.check(&self.store, ws).await.is_err() {
-            run.outcome = RunOutcome::OverBudget.as_str().into();
-            return run;
-        }
-        let Ok(platform) = ws.platform().parse::<PlatformKind>() else {
-            tracing::error!(workspace = %ws, "the workspace's platform is unknown; not maintained");
+            run.started_at - chrono::Duration::days(i64::from(self.config.min_age_days));
+        let Some((memories, total)) = self.candidates(&mut run, created_before).await else {
             return run;
         };
-        let workspace = match self.launcher.workspaces.path_for(platform, ws.user_id()) {
-            Ok(path) => path,
-            Err(e) => {
-                tracing::error!(workspace = %ws, error = %e, "cannot map the workspace");
-                return run;
-            }
+        let Some(context) = self.context(ws, visibility, created_before) else {
+            return run;
         };
-        let is_dm = visibility == Visibility::Private;
-        let context = SessionContext {
-            origin: Origin {
-                platform,
-                channel_id: String::new(),
-                guild_id: None,
-                user_id: ws.user_id().to_owned(),
-                username: String::new(),
-                is_dm,
-            },
-            purpose: SessionPurpose::Maintenance(MaintenancePolicy {
-                visibility,
-                dry_run: self.config.dry_run,
-                created_before,
-            }),
-            trigger_message_id: None,
-            workspace,
-        };
-        let template = match self.prompts.render_template("maintenance").await {
-            Ok(Some(text)) => text,
-            Ok(None) => prompt::BUILTIN.to_owned(),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read prompts/maintenance.md");
-                return run;
-            }
+        let Some(template) = self.template().await else {
+            return run;
         };
         let resources = match self.launcher.open(context).await {
             Ok(r) => r,
@@ -144,22 +82,149 @@ impl Maintenance {
             dry_run = self.config.dry_run,
             "memory maintenance started"
         );
-        let outcome = match self
+        let outcome = self
+            .one_turn(spec, &terminate, || {
+                prompt::build(
+                    &template,
+                    &session_id,
+                    &self.launcher.env.skills_dir,
+                    visibility,
+                    &memories,
+                    total,
+                )
+            })
+            .await;
+        let state = handle.state();
+        resources.release().await;
+        run.outcome = outcome_of(&outcome).as_str().into();
+        run.saved = u64::from(state.memories_saved);
+        run.disabled = u64::from(state.memories_disabled);
+        run.tokens = state.model_tokens;
+        run.finished_at = Utc::now();
+        run
+    }
+
+    /// The record of a run starting now, `Failed` until it gets further.
+    fn new_record(&self, ws: &WorkspaceKey, visibility: Visibility) -> MaintenanceRun {
+        let started_at = Utc::now();
+        MaintenanceRun {
+            workspace: ws.clone(),
+            visibility,
+            started_at,
+            finished_at: started_at,
+            outcome: RunOutcome::Failed.as_str().into(),
+            dry_run: self.config.dry_run,
+            read: 0,
+            saved: 0,
+            disabled: 0,
+            tokens: 0,
+        }
+    }
+
+    /// The memories to maintain (and how many there are in all), or `None` with the run's
+    /// outcome set: too few of them, the user's budget used up, or a store error.
+    async fn candidates(
+        &self,
+        run: &mut MaintenanceRun,
+        created_before: chrono::DateTime<Utc>,
+    ) -> Option<(Vec<Memory>, u64)> {
+        let ws = &run.workspace;
+        let (memories, total) = match self
+            .store
+            .maintenance_candidates(
+                ws,
+                run.visibility,
+                created_before,
+                self.config.max_memories_per_run,
+            )
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::error!(workspace = %ws, error = %e, "cannot read the memories to maintain");
+                return None;
+            }
+        };
+        if memories.len() < MIN_CANDIDATES {
+            run.outcome = RunOutcome::Skipped.as_str().into();
+            return None;
+        }
+        if !self.budget.is_unlimited() && self.budget.check(&self.store, ws).await.is_err() {
+            run.outcome = RunOutcome::OverBudget.as_str().into();
+            return None;
+        }
+        Some((memories, total))
+    }
+
+    /// The maintenance session's context: no channel, no message, the policy of this
+    /// visibility. `None` (logged) when the workspace cannot be mapped.
+    fn context(
+        &self,
+        ws: &WorkspaceKey,
+        visibility: Visibility,
+        created_before: chrono::DateTime<Utc>,
+    ) -> Option<SessionContext> {
+        let Ok(platform) = ws.platform().parse::<PlatformKind>() else {
+            tracing::error!(workspace = %ws, "the workspace's platform is unknown; not maintained");
+            return None;
+        };
+        let workspace = match self.launcher.workspaces.path_for(platform, ws.user_id()) {
+            Ok(path) => path,
+            Err(e) => {
+                tracing::error!(workspace = %ws, error = %e, "cannot map the workspace");
+                return None;
+            }
+        };
+        let is_dm = visibility == Visibility::Private;
+        Some(SessionContext {
+            purpose: SessionPurpose::Maintenance(MaintenancePolicy {
+                visibility,
+                dry_run: self.config.dry_run,
+                created_before,
+            }),
+            origin: Origin {
+                platform,
+                channel_id: String::new(),
+                guild_id: None,
+                user_id: ws.user_id().to_owned(),
+                username: String::new(),
+                is_dm,
+            },
+            trigger_message_id: None,
+            workspace,
+        })
+    }
+
+    /// The prompt template: `prompts/maintenance.md`, else the built-in one. `None` (logged)
+    /// when the file cannot be read.
+    async fn template(&self) -> Option<String> {
+        match self.prompts.render_template("maintenance").await {
+            Ok(Some(text)) => Some(text),
+            Ok(None) => Some(prompt::BUILTIN.to_owned()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read prompts/maintenance.md");
+                None
+            }
+        }
+    }
+
+    /// Starts the agent, prompts it once with `prompt()` (built only once it runs) and stops
+    /// it.
+    async fn one_turn(
+        &self,
+        spec: AgentSpec,
+        terminate: &CancellationToken,
+        prompt: impl FnOnce() -> String,
+    ) -> Outcome {
+        match self
             .launcher
             .runner
-            .start(spec, &terminate, &self.launcher.stop)
+            .start(spec, terminate, &self.launcher.stop)
             .await
         {
             Ok(mut live) => {
                 let turn = TurnSpec {
-                    prompt: prompt::build(
-                        &template,
-                        &session_id,
-                        &self.launcher.env.skills_dir,
-                        visibility,
-                        &memories,
-                        total,
-                    ),
+                    prompt: prompt(),
                     images: Vec::new(),
                     retry_prompt: None,
                     terminate: terminate.clone(),
@@ -173,15 +238,7 @@ impl Maintenance {
                 outcome
             }
             Err(outcome) => outcome,
-        };
-        let state = handle.state();
-        resources.release().await;
-        run.outcome = outcome_of(&outcome).as_str().into();
-        run.saved = u64::from(state.memories_saved);
-        run.disabled = u64::from(state.memories_disabled);
-        run.tokens = state.model_tokens;
-        run.finished_at = Utc::now();
-        run
+        }
     }
 
     /// Stores, logs and counts a finished run.

@@ -26,27 +26,22 @@
 //! 504 on a timeout). An upstream error body is read (bounded) and the key scrubbed from it
 //! before it is relayed, in case a provider echoes the key back.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+mod upstream;
 
 use axum::Json;
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{
-    HeaderMap, HeaderName, HeaderValue, Response as HttpResponse, StatusCode, header,
-};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use reqwest::Url;
 use serde_json::json;
 use tokio::time::Instant;
 
 use super::Gateway;
 use super::budget::BudgetExceeded;
-use super::meter::{Metered, Recording};
+use super::meter::Recording;
 use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
-use super::observer::{self, ProblemKind, ProviderFailure};
-use super::providers::{KeyHeader, Provider};
-use super::usage::{BodyKind, UsageParser};
+use super::observer::{ProblemKind, ProviderFailure};
+use super::providers::Provider;
 use crate::skill_api::auth::socket_session_matches;
 use crate::store::WorkspaceKey;
 
@@ -312,6 +307,8 @@ fn presented_keys(headers: &HeaderMap) -> Result<Vec<&[u8]>, GatewayError> {
     Ok(keys)
 }
 
+/// The checks in order (see the module's header), then the request upstream and its answer
+/// back: relayed with the key scrubbed on an error status, else streamed through the meter.
 async fn forward(
     gateway: &Gateway,
     request: Request,
@@ -320,146 +317,42 @@ async fn forward(
     let inner = &gateway.inner;
     let path = request.uri().path().to_owned();
     let (session_id, provider_id, rest) = split_route(&path).ok_or(GatewayError::BadRoute)?;
-    let refuse = |error: GatewayError, provider: Option<&str>| Refusal {
-        error,
-        session_id: Some(session_id.to_owned()),
-        provider: provider.map(str::to_owned),
-    };
     // A configured provider's id is a safe label; anything else is `unknown`.
     let label = inner.providers.get(provider_id).map(|p| p.id.as_str());
+    let refuse = |error: GatewayError| Refusal {
+        error,
+        session_id: Some(session_id.to_owned()),
+        provider: label.map(str::to_owned),
+    };
 
     socket_session_matches(request.extensions(), session_id)
-        .map_err(|_| refuse(GatewayError::WrongSessionChannel, label))?;
+        .map_err(|_| refuse(GatewayError::WrongSessionChannel))?;
     let session = inner
         .sessions
         .lookup(session_id)
-        .ok_or_else(|| refuse(GatewayError::SessionNotFound, label))?;
-    let keys = presented_keys(request.headers()).map_err(|e| refuse(e, label))?;
-    if keys.is_empty() {
-        return Err(refuse(GatewayError::KeyMissing, label));
-    }
-    // Every presented key must match (no short-circuit on the first).
-    let matched = keys
-        .iter()
-        .fold(true, |all, key| session.token_matches(key) & all);
-    if !matched {
-        return Err(refuse(GatewayError::KeyMismatch, label));
-    }
+        .ok_or_else(|| refuse(GatewayError::SessionNotFound))?;
+    check_keys(request.headers(), |key| session.token_matches(key)).map_err(refuse)?;
     session.mark_active();
 
     let provider = inner
         .providers
         .get(provider_id)
-        .ok_or_else(|| refuse(GatewayError::UnknownProvider, None))?;
-    let label = Some(provider.id.as_str());
-    if !provider.keyless && provider.key.is_none() {
-        return Err(refuse(
-            GatewayError::ProviderKeyNotSet {
-                env: provider.key_env.clone(),
-            },
-            label,
-        ));
-    }
-    let url = provider
-        .upstream_url(rest, request.uri().query())
-        .ok_or_else(|| refuse(GatewayError::BadPath, label))?;
-
+        .ok_or_else(|| refuse(GatewayError::UnknownProvider))?;
+    let url = upstream_target(provider, rest, request.uri().query()).map_err(refuse)?;
     let context = session.context();
     let workspace =
         WorkspaceKey::new(context.origin.platform.as_str(), &context.origin.user_id).ok();
-    if let Some(workspace) = &workspace
-        && !inner.budget.is_unlimited()
-    {
-        inner
-            .budget
-            .check(&inner.store, workspace)
-            .await
-            .map_err(|e| refuse(GatewayError::OverBudget(e), label))?;
-    }
+    check_budget(gateway, workspace.as_ref())
+        .await
+        .map_err(refuse)?;
 
     let method = request.method().clone();
-    let (parts, body) = request.into_parts();
-    let headers = upstream_headers(&parts.headers, provider);
-    let limit = inner.settings.max_request_body;
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(refuse(GatewayError::BodyTooLarge, label));
+    let upstream = upstream::send(inner, request, provider, url)
+        .await
+        .map_err(refuse)?;
+    if upstream.status().as_u16() >= 400 {
+        return Ok(upstream::relay_error(gateway, upstream, provider, session_id, started).await);
     }
-    let has_body = declared.is_some_and(|len| len > 0)
-        || parts.headers.contains_key(header::TRANSFER_ENCODING);
-    let too_large = Arc::new(AtomicBool::new(false));
-    let mut builder = inner.client.request(method.clone(), url).headers(headers);
-    if has_body {
-        builder = builder.body(reqwest::Body::wrap_stream(limited(
-            body,
-            limit,
-            Arc::clone(&too_large),
-        )));
-    }
-    let upstream = match builder.send().await {
-        Ok(upstream) => upstream,
-        Err(error) => {
-            let error = if too_large.load(Ordering::Relaxed) {
-                GatewayError::BodyTooLarge
-            } else {
-                classify(&error)
-            };
-            return Err(refuse(error, label));
-        }
-    };
-
-    let status = upstream.status();
-    let response_headers = downstream_headers(upstream.headers());
-    if status.as_u16() >= 400 {
-        let cause = match status.as_u16() {
-            401 | 403 => "key rejected",
-            429 => "rate limited",
-            400..=499 => "request rejected",
-            _ => "server error",
-        };
-        let outcome = match status.as_u16() {
-            401 | 403 => Outcome::KeyRejected,
-            429 => Outcome::RateLimited,
-            _ => Outcome::UpstreamError,
-        };
-        tracing::warn!(
-            provider = %provider.id,
-            session_id,
-            status = status.as_u16(),
-            cause,
-            "model provider answered with an error"
-        );
-        let body = error_body(upstream, provider, inner.settings.max_error_body).await;
-        inner
-            .metrics
-            .record_request(&provider.id, outcome, started.elapsed());
-        let kind = match status.as_u16() {
-            401 | 403 => Some(ProblemKind::KeyRejected),
-            429 => Some(ProblemKind::RateLimited),
-            code if observer::is_model_not_found(code, &body) => Some(ProblemKind::ModelNotFound),
-            _ => None,
-        };
-        if let Some(kind) = kind {
-            report(
-                gateway,
-                session_id,
-                &provider.id,
-                kind,
-                Some(status.as_u16()),
-            );
-        }
-        return Ok(build_response(status, response_headers, Body::from(body)));
-    }
-
-    let kind = BodyKind::of(
-        response_headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok()),
-    );
     let recording = Recording {
         gateway: gateway.clone(),
         provider: provider.id.clone(),
@@ -469,163 +362,62 @@ async fn forward(
         started,
         expects_usage: method == axum::http::Method::POST,
     };
-    let stream = Metered::new(
-        Box::pin(upstream.bytes_stream()),
-        UsageParser::new(kind),
-        recording,
-    );
-    Ok(build_response(
-        status,
-        response_headers,
-        Body::from_stream(stream),
-    ))
+    Ok(upstream::metered(upstream, recording))
 }
 
-/// The headers sent upstream: the allowed client headers plus the real key.
-fn upstream_headers(client: &HeaderMap, provider: &Provider) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    let always = [header::CONTENT_TYPE, header::ACCEPT, header::CONTENT_LENGTH];
-    for name in always.iter().chain(&provider.pass_headers) {
-        for value in client.get_all(name) {
-            out.append(name.clone(), value.clone());
-        }
+/// Every key the client presented must be the session's caller token (`matches`), all of
+/// them compared (no short-circuit on the first); at least one must be presented.
+fn check_keys(headers: &HeaderMap, matches: impl Fn(&[u8]) -> bool) -> Result<(), GatewayError> {
+    let keys = presented_keys(headers)?;
+    if keys.is_empty() {
+        return Err(GatewayError::KeyMissing);
     }
-    if let Some(key) = &provider.key {
-        let (name, value) = match &provider.key_header {
-            KeyHeader::Bearer => (header::AUTHORIZATION, format!("Bearer {}", key.expose())),
-            KeyHeader::Named(name) => (name.clone(), key.expose().to_owned()),
-        };
-        // Keys are validated text; one that is not a header value is sent as no key at all
-        // (the upstream then answers 401 and the operator sees `key rejected`).
-        if let Ok(mut value) = HeaderValue::from_str(&value) {
-            value.set_sensitive(true);
-            out.insert(name, value);
-        }
+    let matched = keys.iter().fold(true, |all, key| matches(key) & all);
+    if !matched {
+        return Err(GatewayError::KeyMismatch);
     }
-    out
+    Ok(())
 }
 
-/// Response headers relayed to the client: all but hop-by-hop ones (and any the upstream's
-/// `Connection` names), `content-length` (the body is re-framed) and `set-cookie`.
-fn downstream_headers(upstream: &HeaderMap) -> HeaderMap {
-    const DROPPED: [&str; 11] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "set-cookie",
-    ];
-    let named_by_connection: Vec<HeaderName> = upstream
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    let mut out = HeaderMap::new();
-    for (name, value) in upstream {
-        if DROPPED.contains(&name.as_str()) || named_by_connection.contains(name) {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
+/// The upstream URL for `rest` and `query`, when the provider has its key (or needs none) and
+/// `rest` stays under its base URL.
+fn upstream_target(
+    provider: &Provider,
+    rest: &str,
+    query: Option<&str>,
+) -> Result<Url, GatewayError> {
+    if !provider.keyless && provider.key.is_none() {
+        return Err(GatewayError::ProviderKeyNotSet {
+            env: provider.key_env.clone(),
+        });
     }
-    out
+    provider
+        .upstream_url(rest, query)
+        .ok_or(GatewayError::BadPath)
 }
 
-fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
-    let mut response = HttpResponse::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-}
-
-/// The client's body as a stream that fails (and flags `too_large`) past `limit` bytes.
-fn limited(
-    body: Body,
-    limit: usize,
-    too_large: Arc<AtomicBool>,
-) -> impl futures_util::Stream<Item = Result<Bytes, Box<dyn std::error::Error + Send + Sync>>>
-+ Send
-+ 'static {
-    let mut seen = 0usize;
-    body.into_data_stream().map(move |chunk| {
-        let chunk = chunk?;
-        seen = seen.saturating_add(chunk.len());
-        if seen > limit {
-            too_large.store(true, Ordering::Relaxed);
-            return Err("the request body exceeds the gateway's limit".into());
-        }
-        Ok(chunk)
-    })
-}
-
-/// Maps a failed upstream request to the gateway's error, keeping its cause chain (no URL:
-/// it may carry the client's query) for the log.
-fn classify(error: &reqwest::Error) -> GatewayError {
-    let mut detail = String::new();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if !detail.is_empty() {
-            detail.push_str(": ");
-        }
-        detail.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    if detail.is_empty() {
-        detail = "request failed".into();
-    }
-    if error.is_timeout() {
-        GatewayError::TimedOut { detail }
-    } else if error.is_connect() {
-        GatewayError::Unreachable { detail }
-    } else {
-        GatewayError::UpstreamFailed { detail }
-    }
-}
-
-/// An upstream error body, read up to `max` bytes, with the provider's key replaced by `***`.
-async fn error_body(mut upstream: reqwest::Response, provider: &Provider, max: usize) -> Bytes {
-    let mut body = Vec::new();
-    while body.len() < max {
-        match upstream.chunk().await {
-            Ok(Some(chunk)) => {
-                let room = max - body.len();
-                body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            }
-            Ok(None) | Err(_) => break,
-        }
-    }
-    if let Some(key) = provider.key.as_ref().map(|k| k.expose().as_bytes())
-        && !key.is_empty()
+/// The daily budgets of the session's user (when it has a workspace) and the global one.
+async fn check_budget(
+    gateway: &Gateway,
+    workspace: Option<&WorkspaceKey>,
+) -> Result<(), GatewayError> {
+    let inner = &gateway.inner;
+    if let Some(workspace) = workspace
+        && !inner.budget.is_unlimited()
     {
-        body = replace_all(&body, key, b"***");
+        inner
+            .budget
+            .check(&inner.store, workspace)
+            .await
+            .map_err(GatewayError::OverBudget)?;
     }
-    Bytes::from(body)
-}
-
-fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(haystack.len());
-    let mut i = 0;
-    while i < haystack.len() {
-        if haystack[i..].starts_with(needle) {
-            out.extend_from_slice(with);
-            i += needle.len();
-        } else {
-            out.push(haystack[i]);
-            i += 1;
-        }
-    }
-    out
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
 
     #[test]
@@ -667,31 +459,6 @@ mod tests {
     }
 
     #[test]
-    fn hop_by_hop_and_connection_named_headers_are_not_relayed() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, x-private"),
-        );
-        h.insert("x-private", HeaderValue::from_static("1"));
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
-        h.insert(header::SET_COOKIE, HeaderValue::from_static("a=b"));
-        h.insert("retry-after", HeaderValue::from_static("7"));
-        let out = downstream_headers(&h);
-        let names: Vec<&str> = out.keys().map(HeaderName::as_str).collect();
-        assert_eq!(names.len(), 2, "{names:?}");
-        assert_eq!(out["content-type"], "text/event-stream");
-        assert_eq!(out["retry-after"], "7");
-    }
-
-    #[test]
     fn every_error_maps_to_its_status() {
         let cases = [
             (GatewayError::SessionNotFound, 401),
@@ -718,13 +485,5 @@ mod tests {
         for (error, status) in cases {
             assert_eq!(error.status().as_u16(), status, "{error:?}");
         }
-    }
-
-    #[test]
-    fn the_key_is_scrubbed_wherever_it_appears() {
-        assert_eq!(
-            replace_all(b"bad key sk-1 (sk-1)", b"sk-1", b"***"),
-            b"bad key *** (***)"
-        );
     }
 }

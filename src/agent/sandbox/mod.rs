@@ -36,13 +36,18 @@
 //! `readOnlyPaths` entry or an agent installed inside the data folder fails at start, not
 //! silently. The sandbox is fail-closed: [`Sandbox::probe`] runs a real sandboxed command at
 //! start-up and `serve`/`chat` refuse to start when it fails, with the reason and the fix.
+//!
+//! The bubblewrap command line itself is put together in `bwrap`.
+
+mod bwrap;
 
 use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{SandboxConfig, SandboxMode};
+use bwrap::Bwrap;
 
 /// The agent's home inside the sandbox (on the private `/tmp`).
 pub const SANDBOX_HOME: &str = "/tmp/home";
@@ -73,32 +78,6 @@ pub fn sandbox_api_url() -> String {
 
 /// How long the start-up probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `/etc` entries bound read-only when they exist: TLS roots, name resolution, user and group
-/// names, time zone, the dynamic linker cache and Debian's alternatives links (`/usr/bin/awk`
-/// points into `/etc/alternatives`).
-const ETC_ENTRIES: &[&str] = &[
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/pki",
-    "/etc/resolv.conf",
-    "/etc/hosts",
-    "/etc/host.conf",
-    "/etc/nsswitch.conf",
-    "/etc/gai.conf",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/localtime",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/alternatives",
-    "/etc/mime.types",
-];
-
-/// Top-level folders that are links into `/usr` on merged-`/usr` systems, or real folders
-/// elsewhere (then bound read-only).
-const USR_LINKS: &[&str] = &["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
 
 /// Why the sandbox cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -175,23 +154,6 @@ pub struct Sandbox {
     bwrap: Option<Arc<Bwrap>>,
 }
 
-#[derive(Debug)]
-struct Bwrap {
-    program: PathBuf,
-    /// Arguments shared by every session (system and runtime mounts, namespaces).
-    base: Vec<OsString>,
-    /// The agent executable, canonical (what bubblewrap runs), when it was found.
-    agent_program: Option<PathBuf>,
-    /// The skills folder, canonical.
-    skills_dir: PathBuf,
-    /// This daemon's executable, canonical (bound read-only): runs `sandbox-init` in sandboxes
-    /// without network.
-    air_friends_bin: PathBuf,
-    /// `agent.sandbox.egressAllowHosts` is set: sandboxes without network also relay
-    /// [`SANDBOX_PROXY_PORT`] to the session folder's `proxy.sock` (the daemon serves it).
-    egress: bool,
-}
-
 /// The program and arguments that start one agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wrapped {
@@ -259,88 +221,9 @@ impl Sandbox {
                 args: args.iter().map(OsString::from).collect(),
             };
         };
-        let mut out = b.base.clone();
-        let ws = workspace.as_os_str();
-        let skills = b.skills_dir.as_os_str();
-        let skills_mount = workspace.join("skills");
-        let private = workspace.join("private");
-        extend(&mut out, &["--bind".as_ref(), ws, ws]);
-        extend(&mut out, &["--ro-bind".as_ref(), skills, skills]);
-        extend(
-            &mut out,
-            &["--ro-bind".as_ref(), skills, skills_mount.as_os_str()],
-        );
-        if !dm {
-            extend(
-                &mut out,
-                &[
-                    "--perms".as_ref(),
-                    "0555".as_ref(),
-                    "--tmpfs".as_ref(),
-                    private.as_os_str(),
-                ],
-            );
-            extend(&mut out, &["--remount-ro".as_ref(), private.as_os_str()]);
-        }
-        // The session's own staging folder (`$TMPDIR/$SESSION_ID`, payload files) on an empty
-        // private `$TMPDIR`: another session of the same user (a DM one, say, staging a reply
-        // made from private memories) shares the workspace, but not its staging folder.
-        if let Some(staging) = staging
-            && let Some(tmp) = staging.parent().filter(|t| t.starts_with(workspace))
-        {
-            extend(
-                &mut out,
-                &[
-                    "--perms".as_ref(),
-                    "0700".as_ref(),
-                    "--tmpfs".as_ref(),
-                    tmp.as_os_str(),
-                    "--bind".as_ref(),
-                    staging.as_os_str(),
-                    staging.as_os_str(),
-                ],
-            );
-        }
-        if let Some(dir) = api_socket_dir {
-            // bubblewrap brings up `lo` in the new network namespace; nothing else exists there.
-            extend(
-                &mut out,
-                &[
-                    "--unshare-net".as_ref(),
-                    "--ro-bind".as_ref(),
-                    dir.as_os_str(),
-                    SANDBOX_SOCKET_DIR.as_ref(),
-                ],
-            );
-        }
-        extend(&mut out, &["--chdir".as_ref(), ws, "--".as_ref()]);
-        if api_socket_dir.is_some() {
-            let relay =
-                format!("127.0.0.1:{SANDBOX_API_PORT}={SANDBOX_SOCKET_DIR}/{API_SOCKET_NAME}");
-            extend(
-                &mut out,
-                &[
-                    b.air_friends_bin.as_os_str(),
-                    "sandbox-init".as_ref(),
-                    "--relay".as_ref(),
-                    relay.as_ref(),
-                ],
-            );
-            if b.egress {
-                let proxy = format!(
-                    "127.0.0.1:{SANDBOX_PROXY_PORT}={SANDBOX_SOCKET_DIR}/{}",
-                    crate::egress::PROXY_SOCKET_NAME
-                );
-                extend(&mut out, &["--relay".as_ref(), proxy.as_ref()]);
-            }
-            out.push("--".into());
-        }
-        let agent = b.agent_program.as_deref().unwrap_or(program);
-        out.push(agent.as_os_str().to_os_string());
-        out.extend(args.iter().map(OsString::from));
         Wrapped {
             program: b.program.clone(),
-            args: out,
+            args: b.session_args(program, args, workspace, dm, api_socket_dir, staging),
         }
     }
 
@@ -483,123 +366,6 @@ impl Sandbox {
     }
 }
 
-impl Bwrap {
-    fn build(setup: &SandboxSetup<'_>) -> Result<Self, SandboxError> {
-        let config = setup.config;
-        let program = crate::ops::checks::resolve_command(
-            &config.bwrap_path.display().to_string(),
-            setup.path_var,
-        )
-        .ok_or_else(|| SandboxError::Missing {
-            program: config.bwrap_path.display().to_string(),
-        })?;
-        let canonical = |p: &Path| {
-            p.canonicalize().map_err(|source| SandboxError::Path {
-                path: p.to_path_buf(),
-                source,
-            })
-        };
-        let protected: Vec<PathBuf> = setup
-            .protected
-            .iter()
-            .map(|p| p.canonicalize().unwrap_or_else(|_| absolute(p)))
-            .collect();
-        let agent_program = setup.agent_program.map(canonical).transpose()?;
-        let skills_dir = canonical(setup.skills_dir)?;
-
-        let mut base: Vec<OsString> = [
-            "--die-with-parent",
-            "--new-session",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--cap-drop",
-            "ALL",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
-        for top in USR_LINKS {
-            match std::fs::symlink_metadata(top) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    if let Ok(target) = std::fs::read_link(top) {
-                        base.extend(["--symlink".into(), target.into_os_string(), (*top).into()]);
-                    }
-                }
-                Ok(m) if m.is_dir() => {
-                    base.extend(["--ro-bind".into(), (*top).into(), (*top).into()]);
-                }
-                _ => {}
-            }
-        }
-        for entry in ETC_ENTRIES {
-            base.extend(["--ro-bind-try".into(), (*entry).into(), (*entry).into()]);
-        }
-        base.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
-        // The private /tmp comes before the runtime binds, so a runtime path under /tmp stays
-        // visible on top of it.
-        let tmp_size = config.tmp_size_mb.saturating_mul(1024 * 1024).to_string();
-        base.extend(
-            [
-                "--size",
-                &tmp_size,
-                "--tmpfs",
-                "/tmp",
-                "--dir",
-                SANDBOX_HOME,
-            ]
-            .map(OsString::from),
-        );
-
-        // Runtime paths, read-only, each checked against the protected paths.
-        let mut runtime: Vec<PathBuf> = agent_program.iter().map(|p| install_root(p)).collect();
-        let air_friends_bin = canonical(setup.air_friends_bin)?;
-        runtime.push(air_friends_bin.clone());
-        if let Some(dir) = setup.agent_config_dir {
-            runtime.push(canonical(dir)?);
-        }
-        for extra in &config.read_only_paths {
-            runtime.push(canonical(extra)?);
-        }
-        runtime.sort();
-        runtime.dedup();
-        for path in &runtime {
-            if let Some(hit) = protected.iter().find(|p| p.starts_with(path)) {
-                return Err(SandboxError::Exposes {
-                    path: path.clone(),
-                    protected: hit.clone(),
-                });
-            }
-            if path.starts_with("/usr") {
-                continue;
-            }
-            base.extend([
-                "--ro-bind".into(),
-                path.clone().into_os_string(),
-                path.clone().into_os_string(),
-            ]);
-        }
-        if let Some(hit) = protected.iter().find(|p| p.starts_with(&skills_dir)) {
-            return Err(SandboxError::Exposes {
-                path: skills_dir,
-                protected: hit.clone(),
-            });
-        }
-        Ok(Bwrap {
-            program,
-            base,
-            agent_program,
-            skills_dir,
-            air_friends_bin,
-            egress: !config.egress_allow_hosts.is_empty(),
-        })
-    }
-}
-
 /// Marks this process non-dumpable (`PR_SET_DUMPABLE` 0): processes of the same uid can then
 /// neither ptrace it nor read its `/proc/<pid>/environ` or memory, which hold the platform
 /// tokens. Children get the attribute reset when they exec, so agents are unaffected.
@@ -609,23 +375,6 @@ pub fn make_non_dumpable() -> Result<(), nix::Error> {
         false => Ok(()),
         true => Err(nix::Error::EPERM),
     }
-}
-
-fn extend(out: &mut Vec<OsString>, items: &[&std::ffi::OsStr]) {
-    out.extend(items.iter().map(|s| s.to_os_string()));
-}
-
-/// What to bind for an agent executable: the outermost `node_modules` folder when it lives in
-/// one (an npm install needs its package tree), else the executable file alone.
-fn install_root(program: &Path) -> PathBuf {
-    let mut prefix = PathBuf::new();
-    for component in program.components() {
-        prefix.push(component);
-        if component == Component::Normal("node_modules".as_ref()) {
-            return prefix;
-        }
-    }
-    program.to_path_buf()
 }
 
 /// `path` as a real folder: a link or file there is removed, a missing folder is created.
@@ -642,12 +391,9 @@ fn ensure_real_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::bwrap::install_root;
     use super::*;
 
     #[test]

@@ -1,0 +1,287 @@
+//! The runner: spawns an agent inside the sandbox and connects it (initialize, session/new,
+//! model selection) within the connect timeout, handing back a [`LiveAgent`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::connection::Connection;
+use super::live::LiveAgent;
+use super::{AgentSpec, Outcome, PROTOCOL_VERSION, RunnerSettings, SessionRun, staging_of};
+use crate::agent::activity::{Activity, ActivityObserver, ActivityReporter};
+use crate::agent::gate::PermissionGate;
+use crate::agent::process::{AgentProcess, Launch};
+use crate::agent::sandbox::Sandbox;
+
+/// Runs ACP sessions with a permission gate, each agent inside the sandbox.
+#[derive(Debug, Clone)]
+pub struct AgentRunner {
+    settings: RunnerSettings,
+    gate: PermissionGate,
+    sandbox: Sandbox,
+    /// Told what each session's agent is doing (the chat console's status line).
+    activity: ActivityReporter,
+}
+
+impl AgentRunner {
+    /// A runner.
+    /// A runner without a sandbox; the daemon adds its sandbox with
+    /// [`with_sandbox`](Self::with_sandbox).
+    pub fn new(settings: RunnerSettings, gate: PermissionGate) -> Self {
+        Self {
+            settings,
+            gate,
+            sandbox: Sandbox::none(),
+            activity: ActivityReporter::default(),
+        }
+    }
+
+    /// The runner's settings.
+    pub fn settings(&self) -> &RunnerSettings {
+        &self.settings
+    }
+
+    /// Reports every session's [`Activity`] to `observer`.
+    pub fn with_activity_observer(mut self, observer: Arc<dyn ActivityObserver>) -> Self {
+        self.activity = ActivityReporter::new(observer);
+        self
+    }
+
+    /// Runs every agent inside `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// Runs one session to its end and stops the agent process.
+    pub async fn run(&self, run: SessionRun) -> Outcome {
+        let (spec, turn) = run.split();
+        let mut agent = match self.start(spec, &turn.terminate, &turn.shutdown).await {
+            Ok(agent) => agent,
+            Err(outcome) => return outcome,
+        };
+        let outcome = agent.prompt(&turn).await;
+        agent.stop().await;
+        outcome
+    }
+
+    /// Spawns the agent (inside the sandbox) and connects: initialize, session/new, model
+    /// selection, within the connect timeout. `terminate` and `shutdown` end the wait early.
+    /// On failure the process is already stopped and the outcome says why.
+    pub async fn start(
+        &self,
+        spec: AgentSpec,
+        terminate: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Result<LiveAgent, Outcome> {
+        let session_id = spec.session_id.clone();
+        self.activity.report(&session_id, Activity::Started);
+        let ended = |outcome: Outcome| {
+            self.activity.report(&session_id, Activity::Ended);
+            tracing::info!(session_id = %session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
+            Err(outcome)
+        };
+        let (mut process, mut conn) = match self.spawn(spec).await {
+            Ok(p) => p,
+            Err(outcome) => return ended(outcome),
+        };
+        let connected = tokio::select! {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn)) => match r {
+                Ok(Ok(id)) => Ok(id),
+                Ok(Err(reason)) => Err(Outcome::Failed { reason }),
+                Err(_) => Err(Outcome::TimedOut { phase: "connect" }),
+            },
+            _ = terminate.cancelled() => Err(Outcome::Terminated),
+            _ = shutdown.cancelled() => Err(Outcome::Cancelled),
+        };
+        match connected {
+            Ok((acp_session, accepts_images)) => Ok(LiveAgent {
+                process,
+                conn,
+                acp_session,
+                accepts_images,
+                settings: self.settings.clone(),
+                turn_open: true,
+                turns: 0,
+            }),
+            Err(outcome) => {
+                process.snapshot_descendants();
+                let Connection { client, .. } = conn;
+                client.close();
+                process.shutdown(self.settings.kill_grace).await;
+                ended(outcome)
+            }
+        }
+    }
+
+    /// The sandboxed process and its connection.
+    async fn spawn(&self, mut spec: AgentSpec) -> Result<(AgentProcess, Connection), Outcome> {
+        let (workspace, staging) =
+            self.prepare_workspace(&spec)
+                .await
+                .map_err(|e| Outcome::Failed {
+                    reason: format!("cannot prepare the workspace for the agent: {e}"),
+                })?;
+        // Inside the sandbox only the canonical path exists; use it everywhere (cwd, fs/*).
+        let staging_in_env = staging_of(&spec.env, &spec.workspace)
+            .and_then(|s| Some(workspace.join(s.strip_prefix(&spec.workspace).ok()?)));
+        spec.workspace = workspace.clone();
+        if !self.sandbox.is_enabled() {
+            tracing::warn!(session_id = %spec.session_id, "agent.sandbox.mode is none: this agent runs unconfined");
+        }
+        let mut env = spec.env.clone();
+        self.sandbox.adjust_env(&mut env);
+        self.sandbox
+            .adjust_network_env(&mut env, spec.api_socket_dir.as_deref());
+        let command = self.sandbox.wrap(
+            Path::new(&self.settings.command),
+            &self.settings.args,
+            &workspace,
+            spec.dm,
+            spec.api_socket_dir.as_deref(),
+            staging.as_deref(),
+        );
+        let launch = Launch {
+            program: &command.program,
+            args: &command.args,
+            cwd: &workspace,
+            env: &env,
+            label: &spec.session_id,
+        };
+        let (process, client, incoming) =
+            AgentProcess::spawn(&launch).map_err(|e| Outcome::Failed {
+                reason: e.to_string(),
+            })?;
+        Ok((
+            process,
+            Connection {
+                client,
+                incoming,
+                gate: self.gate.clone(),
+                session_id: spec.session_id,
+                workspace: spec.workspace,
+                dm: spec.dm,
+                staging: staging_in_env,
+                activity: self.activity.clone(),
+                fs_tasks: JoinSet::new(),
+            },
+        ))
+    }
+
+    /// The canonical workspace with the sandbox's mount points in place (blocking file-system
+    /// work, so on the blocking pool).
+    /// Also returns the session's staging folder when it exists as a real folder (only then can
+    /// the sandbox bind it over the otherwise private `$TMPDIR`).
+    async fn prepare_workspace(
+        &self,
+        spec: &AgentSpec,
+    ) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
+        let sandbox = self.sandbox.clone();
+        let workspace = spec.workspace.clone();
+        let env = spec.env.clone();
+        tokio::task::spawn_blocking(move || {
+            let canonical = workspace.canonicalize()?;
+            sandbox.prepare_workspace(&canonical)?;
+            let staging = staging_of(&env, &workspace)
+                .and_then(|s| Some(canonical.join(s.strip_prefix(&workspace).ok()?)))
+                .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()));
+            Ok((canonical, staging))
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
+    /// initialize + session/new (+ model selection). Returns the ACP session id and whether
+    /// the agent takes image content blocks.
+    async fn connect(&self, conn: &mut Connection) -> Result<(String, bool), String> {
+        let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
+        let init = conn
+            .request_serving(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "clientCapabilities": {
+                        "fs": {"readTextFile": true, "writeTextFile": true},
+                        "terminal": false
+                    },
+                    "clientInfo": {"name": "air-friends", "version": env!("CARGO_PKG_VERSION")}
+                }),
+                far,
+            )
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        match init.get("protocolVersion").and_then(Value::as_u64) {
+            Some(PROTOCOL_VERSION) => {}
+            other => {
+                return Err(format!(
+                    "agent speaks ACP protocol version {other:?}, we speak {PROTOCOL_VERSION}"
+                ));
+            }
+        }
+        let images = init
+            .pointer("/agentCapabilities/promptCapabilities/image")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let cwd = std::path::absolute(&conn.workspace).unwrap_or_else(|_| conn.workspace.clone());
+        let new = conn
+            .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
+            .await
+            .map_err(|e| format!("session/new failed: {e}"))?;
+        let session = new
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or("session/new returned no sessionId")?
+            .to_owned();
+        if let Some(model) = &self.settings.model {
+            self.select_model(conn, &session, &new, model).await;
+        }
+        Ok((session, images))
+    }
+
+    async fn select_model(&self, conn: &mut Connection, session: &str, new: &Value, model: &str) {
+        let option = new
+            .get("configOptions")
+            .and_then(Value::as_array)
+            .and_then(|opts| {
+                opts.iter()
+                    .find(|o| o.get("id").and_then(Value::as_str) == Some("model"))
+            });
+        let Some(option) = option else {
+            tracing::debug!(session_id = %conn.session_id, "agent offers no model option; using its default");
+            return;
+        };
+        if option.get("currentValue").and_then(Value::as_str) == Some(model) {
+            return;
+        }
+        let offered = option
+            .get("options")
+            .and_then(Value::as_array)
+            .is_some_and(|vals| {
+                vals.iter()
+                    .any(|v| v.get("value").and_then(Value::as_str) == Some(model))
+            });
+        if !offered {
+            tracing::warn!(session_id = %conn.session_id, model, "configured model is not offered by the agent; using its default");
+            return;
+        }
+        let params = json!({"sessionId": session, "configId": "model", "value": model});
+        match conn
+            .request_serving(
+                "session/set_config_option",
+                params,
+                Duration::from_secs(24 * 3600),
+            )
+            .await
+        {
+            Ok(_) => tracing::debug!(session_id = %conn.session_id, model, "model selected"),
+            Err(e) => {
+                tracing::warn!(session_id = %conn.session_id, model, error = %e, "model selection failed")
+            }
+        }
+    }
+}
