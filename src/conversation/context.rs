@@ -425,89 +425,33 @@ async fn important_within(
     (chosen, not_shown)
 }
 
-/// Fetches what the prompt needs; failures of optional parts are logged and left empty.
-#[allow(clippy::too_many_arguments)]
+/// Where a turn's prompt parts come from: the conversation's platform, the store, and the
+/// settings and skills folder that are the same for every turn.
+#[derive(Clone, Copy)]
+pub struct Sources<'a> {
+    /// The platform the message arrived on (history, related messages, emojis).
+    pub platform: &'a dyn PlatformAdapter,
+    /// The memories.
+    pub store: &'a Store,
+    /// The skills folder as the agent sees it (named in the prompt).
+    pub skills_dir: &'a Path,
+    /// How much of each part the prompt takes.
+    pub sizes: &'a PromptSettings,
+}
+
+/// Fetches what the prompt for `msg` needs; failures of optional parts are logged and left
+/// empty.
 pub async fn gather(
-    platform: &dyn PlatformAdapter,
-    store: &Store,
+    from: Sources<'_>,
     msg: &IncomingMessage,
     system: String,
     session_id: &str,
-    skills_dir: &Path,
-    sizes: &PromptSettings,
 ) -> PromptParts {
-    let (recent_limit, related_limit) = (sizes.recent_limit, sizes.related_limit);
-    let scope = if msg.is_dm {
-        Scope::IncludePrivate
-    } else {
-        Scope::PublicOnly
-    };
-    let (memories, memories_not_shown) =
-        match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
-            Ok(ws) => {
-                let chosen = important_within(
-                    store,
-                    &ws,
-                    scope,
-                    sizes.important_memories_budget,
-                    session_id,
-                )
-                .await;
-                store.note_memories_used(&ws, chosen.0.iter().map(|m| m.id.clone()).collect());
-                chosen
-            }
-            Err(e) => {
-                tracing::warn!(session_id, error = %e, "invalid workspace key");
-                (Vec::new(), 0)
-            }
-        };
-    let recent = if recent_limit == 0 {
-        Vec::new()
-    } else {
-        match platform
-            .recent_messages(&msg.channel_id, recent_limit + 1)
-            .await
-        {
-            // Only what came before the message being answered: a later message (typed
-            // while this one waited its turn) is answered in its own turn.
-            Ok(list) => after_last_clear(
-                list.into_iter()
-                    .filter(|m| m.message_id != msg.message_id && m.timestamp <= msg.timestamp)
-                    .collect(),
-            ),
-            Err(e) => {
-                tracing::warn!(session_id, error = %e, "could not fetch recent messages");
-                Vec::new()
-            }
-        }
-    };
-    let mut related = Vec::new();
-    if msg.guild_id.is_some() && related_limit > 0 {
-        let words = keywords(&msg.content);
-        if !words.is_empty() {
-            match platform
-                .search_messages(
-                    &msg.channel_id,
-                    &words.join(" "),
-                    related_limit + recent.len(),
-                )
-                .await
-            {
-                Ok(found) => {
-                    related = found
-                        .into_iter()
-                        .filter(|m| {
-                            m.message_id != msg.message_id
-                                && !recent.iter().any(|r| r.message_id == m.message_id)
-                        })
-                        .take(related_limit)
-                        .collect();
-                }
-                Err(e) => tracing::debug!(session_id, error = %e, "related-message search failed"),
-            }
-        }
-    }
-    let emojis = platform
+    let (memories, memories_not_shown) = prompt_memories(from, msg, session_id).await;
+    let recent = recent_before(from, msg, session_id).await;
+    let related = related_to(from, msg, &recent, session_id).await;
+    let emojis = from
+        .platform
         .custom_emojis(&msg.channel_id)
         .await
         .unwrap_or_else(|e| {
@@ -518,7 +462,7 @@ pub async fn gather(
         system,
         memories_not_shown,
         session_id: session_id.to_owned(),
-        skills_dir: skills_dir.display().to_string(),
+        skills_dir: from.skills_dir.display().to_string(),
         platform: msg.platform.as_str().to_owned(),
         is_dm: msg.is_dm,
         memories,
@@ -526,10 +470,101 @@ pub async fn gather(
         related,
         emojis,
         current: Some(msg.clone()),
-        bot_user_id: platform.bot_user_id(),
+        bot_user_id: from.platform.bot_user_id(),
         files: None,
         vision: false,
         history_files: HashMap::new(),
+    }
+}
+
+/// The author's important memories within their budget (private ones only in a DM), and how
+/// many were left out; their use is recorded without waiting.
+async fn prompt_memories(
+    from: Sources<'_>,
+    msg: &IncomingMessage,
+    session_id: &str,
+) -> (Vec<Memory>, u64) {
+    let scope = if msg.is_dm {
+        Scope::IncludePrivate
+    } else {
+        Scope::PublicOnly
+    };
+    match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
+        Ok(ws) => {
+            let budget = from.sizes.important_memories_budget;
+            let chosen = important_within(from.store, &ws, scope, budget, session_id).await;
+            from.store
+                .note_memories_used(&ws, chosen.0.iter().map(|m| m.id.clone()).collect());
+            chosen
+        }
+        Err(e) => {
+            tracing::warn!(session_id, error = %e, "invalid workspace key");
+            (Vec::new(), 0)
+        }
+    }
+}
+
+/// The channel's recent messages before `msg` (since the last clear), oldest first.
+async fn recent_before(
+    from: Sources<'_>,
+    msg: &IncomingMessage,
+    session_id: &str,
+) -> Vec<ChatMessage> {
+    let limit = from.sizes.recent_limit;
+    if limit == 0 {
+        return Vec::new();
+    }
+    match from
+        .platform
+        .recent_messages(&msg.channel_id, limit + 1)
+        .await
+    {
+        // Only what came before the message being answered: a later message (typed while this
+        // one waited its turn) is answered in its own turn.
+        Ok(list) => after_last_clear(
+            list.into_iter()
+                .filter(|m| m.message_id != msg.message_id && m.timestamp <= msg.timestamp)
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(session_id, error = %e, "could not fetch recent messages");
+            Vec::new()
+        }
+    }
+}
+
+/// Older messages of a guild channel sharing keywords with `msg`, not already in `recent`.
+async fn related_to(
+    from: Sources<'_>,
+    msg: &IncomingMessage,
+    recent: &[ChatMessage],
+    session_id: &str,
+) -> Vec<ChatMessage> {
+    let limit = from.sizes.related_limit;
+    if msg.guild_id.is_none() || limit == 0 {
+        return Vec::new();
+    }
+    let words = keywords(&msg.content);
+    if words.is_empty() {
+        return Vec::new();
+    }
+    match from
+        .platform
+        .search_messages(&msg.channel_id, &words.join(" "), limit + recent.len())
+        .await
+    {
+        Ok(found) => found
+            .into_iter()
+            .filter(|m| {
+                m.message_id != msg.message_id
+                    && !recent.iter().any(|r| r.message_id == m.message_id)
+            })
+            .take(limit)
+            .collect(),
+        Err(e) => {
+            tracing::debug!(session_id, error = %e, "related-message search failed");
+            Vec::new()
+        }
     }
 }
 
@@ -537,6 +572,20 @@ pub async fn gather(
 mod tests {
     use super::*;
     use crate::platform::fake::FakePlatform;
+
+    fn sources<'a>(
+        platform: &'a dyn PlatformAdapter,
+        store: &'a Store,
+        skills_dir: &'a Path,
+        sizes: &'a PromptSettings,
+    ) -> Sources<'a> {
+        Sources {
+            platform,
+            store,
+            skills_dir,
+            sizes,
+        }
+    }
 
     fn chat(id: &str, text: &str) -> ChatMessage {
         ChatMessage {
@@ -669,7 +718,13 @@ mod tests {
             important_memories_budget: 2_000,
         };
         let skills = Path::new("/opt/af/skills");
-        let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
+        let parts = gather(
+            sources(&fake, &store, skills, &sizes),
+            &msg,
+            String::new(),
+            "s1",
+        )
+        .await;
         let section = memories_section(&parts);
         assert!(
             estimate_tokens(&section) <= 2_000 + 40,
@@ -698,7 +753,13 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         store.note_memories_used(&ws, vec![first[0].memory.id.clone()]);
         store.flush().await.unwrap();
-        let again = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
+        let again = gather(
+            sources(&fake, &store, skills, &sizes),
+            &msg,
+            String::new(),
+            "s1",
+        )
+        .await;
         let section = memories_section(&again);
         assert!(
             section.contains("important fact number 7:"),
@@ -743,7 +804,13 @@ mod tests {
                 related_limit: 5,
                 important_memories_budget: 2_000,
             };
-            let parts = gather(&fake, &store, &msg, String::new(), "s1", skills, &sizes).await;
+            let parts = gather(
+                sources(&fake, &store, skills, &sizes),
+                &msg,
+                String::new(),
+                "s1",
+            )
+            .await;
             let prompt = assemble(&parts, 10_000);
             assert!(prompt.contains("likes tea"));
             assert_eq!(

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use super::context::PromptSettings;
-use super::context::{PromptParts, assemble, assemble_followup, gather, shown_ids};
+use super::context::{PromptParts, Sources, assemble, assemble_followup, gather, shown_ids};
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
@@ -162,16 +162,7 @@ impl Interactions {
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
 
         let outcome = async {
-            let mut parts = gather(
-                platform,
-                &self.store,
-                msg,
-                system,
-                &session_id,
-                &self.launcher.env.skills_dir,
-                &self.prompt,
-            )
-            .await;
+            let mut parts = gather(self.sources(platform), msg, system, &session_id).await;
             let spec = self.launcher.agent_spec(&resources);
             let shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
@@ -237,16 +228,7 @@ impl Interactions {
         let session_id = handle.id().as_str().to_owned();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
         let outcome = async {
-            let mut parts = gather(
-                platform,
-                &self.store,
-                msg,
-                String::new(),
-                &session_id,
-                &self.launcher.env.skills_dir,
-                &self.prompt,
-            )
-            .await;
+            let mut parts = gather(self.sources(platform), msg, String::new(), &session_id).await;
             (parts.files, parts.history_files) = self
                 .receive(msg, &parts, Some(&agent.shown), &agent.resources.dirs)
                 .await;
@@ -439,6 +421,16 @@ impl Interactions {
                 }
             }
         }))
+    }
+
+    /// Where this turn's prompt parts come from.
+    fn sources<'a>(&'a self, platform: &'a dyn PlatformAdapter) -> Sources<'a> {
+        Sources {
+            platform,
+            store: &self.store,
+            skills_dir: &self.launcher.env.skills_dir,
+            sizes: &self.prompt,
+        }
     }
 
     async fn error_reply(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) {

@@ -2,7 +2,7 @@
 //! workspace and staging folders, the sandboxed agent's own socket and egress proxy, and the
 //! agent's environment (its identity, the model gateway route, never a secret).
 //!
-//! A conversation's cold turn ([`Interactions`](super::Interactions)) and the memory
+//! A conversation's cold turn ([`Interactions`](super::interaction::Interactions)) and the memory
 //! maintenance job both start their agents here, so a maintenance run gets exactly the
 //! sandbox, socket and gateway a conversation gets.
 

@@ -4,7 +4,7 @@
 //!
 //! The temporary session is in no session registry ([`SessionHandle::unregistered`]), so no
 //! caller can reach it. The call goes through the same pipeline as the agent's
-//! ([`invoke`]): the manifest's per-user rate limit, parameters validated against the skill's
+//! ([`invoke()`]): the manifest's per-user rate limit, parameters validated against the skill's
 //! schema (defaults filled), the handler time-out. Disabled skills answer that they are
 //! disabled, and private data is shown only when the command was used in a DM.
 

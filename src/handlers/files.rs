@@ -87,24 +87,15 @@ impl SendFile {
         let session = ctx.session();
         let p: FileParams = params(raw)?;
         let adapter = self.0.adapter(session)?;
+        let channel = &session.origin.channel_id;
         let caption_parts = match &p.caption {
             Some(raw) => split_message(
                 &outgoing_text(raw, "/caption")?,
-                adapter.text_limit(&session.origin.channel_id),
+                adapter.text_limit(channel),
             ),
             None => Vec::new(),
         };
-        let limits = FileLimits::from_config(&self.0.skills_config.send_file);
-        let workspace = session.workspace.clone();
-        let dm = session.origin.is_dm;
-        let requested = p.file_paths.clone();
-        let own = ctx.session_id().as_str().to_owned();
-        let files = tokio::task::spawn_blocking(move || {
-            preflight::load(preflight::check(&workspace, dm, &own, &requested, &limits)?)
-        })
-        .await
-        .map_err(SkillError::internal)?
-        .map_err(|e| preflight_error(&e, &p.file_paths))?;
+        let files = self.load(ctx, &p.file_paths).await?;
         let total_bytes: usize = files
             .iter()
             .map(|f| match &f.source {
@@ -113,14 +104,10 @@ impl SendFile {
             })
             .sum();
         let anchor = ctx.with_state(|state| state.reply_anchor(session).map(str::to_owned));
-        let requested_count = files.len();
+        let requested = files.len();
+        let caption = caption_parts.first().map(String::as_str);
         let delivery = adapter
-            .send_files(
-                &session.origin.channel_id,
-                files,
-                caption_parts.first().map(String::as_str),
-                anchor.as_deref(),
-            )
+            .send_files(channel, files, caption, anchor.as_deref())
             .await
             .map_err(platform_error)?;
         let Some(last) = delivery.last_message().map(|m| m.message_id.clone()) else {
@@ -135,10 +122,7 @@ impl SendFile {
         });
         // Caption text beyond the platform limit follows as plain messages under the file.
         for part in caption_parts.iter().skip(1) {
-            match adapter
-                .send_message(&session.origin.channel_id, part, Some(&last))
-                .await
-            {
+            match adapter.send_message(channel, part, Some(&last)).await {
                 Ok(sent) => ids.push(sent.message_id),
                 Err(error) => {
                     tracing::warn!(kind = error.kind(), "caption continuation not delivered");
@@ -146,46 +130,80 @@ impl SendFile {
                 }
             }
         }
-        let delivered = requested_count - delivery.failed.len();
         tracing::info!(
             session_id = %ctx.session_id(),
-            files = delivered,
+            files = requested - delivery.failed.len(),
             failed = delivery.failed.len(),
             bytes = total_bytes,
             "files sent"
         );
-        let next_action = if reply_sent {
-            "The files were delivered after your reply. Do not call send-reply again; stop here \
-             (use edit-reply only if your reply must change)."
-                .to_owned()
-        } else {
-            format!(
-                "The files were delivered. Now call send-reply once with your answer; it will be \
-                 threaded under the file message {last}."
-            )
-        };
-        let mut data = json!({
-            "messageId": ids[0],
-            "messageIds": ids,
-            "filesCount": delivered,
-            "nextAction": next_action,
-        });
-        if delivery.is_partial() {
-            let failed: Vec<Value> = delivery
-                .failed
-                .iter()
-                .map(|f| json!({"filename": f.filename, "error": f.error.to_string()}))
-                .collect();
-            data["partial"] = json!(true);
-            data["failedFiles"] = json!(failed);
-            data["nextAction"] = json!(format!(
-                "Only {delivered} of {requested_count} files were delivered (see failedFiles); \
-                 the call counts as done and cannot be repeated. Tell the user in your reply \
-                 which files are missing. {next_action}"
-            ));
-        }
-        Ok(data)
+        Ok(answer(&delivery, requested, ids, &last, reply_sent))
     }
+
+    /// Checks every requested path and limit, then reads the files: all or nothing, on a
+    /// blocking thread (it opens and reads files).
+    async fn load(
+        &self,
+        ctx: &CallContext,
+        requested: &[String],
+    ) -> Result<Vec<crate::platform::OutgoingFile>, SkillError> {
+        let session = ctx.session();
+        let limits = FileLimits::from_config(&self.0.skills_config.send_file);
+        let workspace = session.workspace.clone();
+        let dm = session.origin.is_dm;
+        let paths = requested.to_vec();
+        let own = ctx.session_id().as_str().to_owned();
+        tokio::task::spawn_blocking(move || {
+            preflight::load(preflight::check(&workspace, dm, &own, &paths, &limits)?)
+        })
+        .await
+        .map_err(SkillError::internal)?
+        .map_err(|e| preflight_error(&e, requested))
+    }
+}
+
+/// The answer to a delivery: the message ids, how many files arrived, and what the agent does
+/// next (reply under the file, or stop when the reply was already sent; a partial delivery
+/// lists the missing files).
+fn answer(
+    delivery: &crate::platform::FileDelivery,
+    requested: usize,
+    ids: Vec<String>,
+    last: &str,
+    reply_sent: bool,
+) -> Value {
+    let delivered = requested - delivery.failed.len();
+    let next_action = if reply_sent {
+        "The files were delivered after your reply. Do not call send-reply again; stop here \
+         (use edit-reply only if your reply must change)."
+            .to_owned()
+    } else {
+        format!(
+            "The files were delivered. Now call send-reply once with your answer; it will be \
+             threaded under the file message {last}."
+        )
+    };
+    let mut data = json!({
+        "messageId": ids[0],
+        "messageIds": ids,
+        "filesCount": delivered,
+        "nextAction": next_action,
+    });
+    if delivery.is_partial() {
+        let failed: Vec<Value> = delivery
+            .failed
+            .iter()
+            .map(|f| json!({"filename": f.filename, "error": f.error.to_string()}))
+            .collect();
+        data["partial"] = json!(true);
+        data["failedFiles"] = json!(failed);
+        data["nextAction"] = json!(format!(
+            "Only {delivered} of {requested} files were delivered (see failedFiles); \
+             the call counts as done and cannot be repeated. Tell the user in your reply \
+             which files are missing. {next_action}"
+        ));
+    }
+    data
 }
 
 /// A preflight refusal as `INVALID_PARAMS` pointing at the offending entry of `filePaths`.

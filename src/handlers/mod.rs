@@ -19,7 +19,7 @@
 //! Per-session quotas live in the handlers, each beside the handler that enforces it, and use
 //! the session's [`SessionState`](crate::session::SessionState) under its lock; every platform or
 //! store call happens outside that lock. A handler with a doom-loop limit declares it
-//! ([`SkillHandler::stops_agent_at`](crate::skill_api::SkillHandler::stops_agent_at)); the call
+//! ([`crate::skill_api::SkillHandler::stops_agent_at`]); the call
 //! pipeline counts attempts before its rate limit, and the handler reads the count.
 //!
 //! [`PlatformError`]: crate::platform::PlatformError

@@ -158,105 +158,7 @@ impl SkillError {
         let (status, code) = self.status_and_code();
         let mut retry_after_secs = None;
         let mut extra = serde_json::Map::new();
-        let message = match self {
-            Self::InvalidJson(detail) => format!(
-                "The request body was rejected: {detail}. The Skill API expects a JSON body \
-                 {{\"sessionId\": \"...\", \"parameters\": {{...}}}} sent with \
-                 Content-Type: application/json. Run the skill through its script \
-                 (air-friends skill <name> --flag value ...) instead of building requests by hand."
-            ),
-            Self::InvalidParams { details } => {
-                extra.insert("details".into(), json!(details));
-                let paths: Vec<&str> = details
-                    .iter()
-                    .map(|d| {
-                        if d.path.is_empty() {
-                            "(parameters)"
-                        } else {
-                            d.path.as_str()
-                        }
-                    })
-                    .collect();
-                format!(
-                    "The parameters do not match this skill's input schema (problems at: {}). \
-                     Fix each entry listed in `details` and call the skill again; the skill's \
-                     SKILL.md lists every accepted flag and its allowed values.",
-                    paths.join(", ")
-                )
-            }
-            Self::SessionNotFound => "This session is unknown, has already ended or expired \
-                 after inactivity. Do not retry: the conversation turn is over and no further \
-                 skill calls can be made from it."
-                .to_owned(),
-            Self::AuthMissing => "The request carried no caller token. Skill scripts send \
-                 `Authorization: Bearer $SKILL_API_TOKEN` automatically: run the skill through \
-                 its script with the environment you were started with."
-                .to_owned(),
-            Self::AuthFailed => "The caller token does not match this session. Use the \
-                 SESSION_ID and SKILL_API_TOKEN of your own environment unchanged; do not copy \
-                 them from messages, files or other sessions."
-                .to_owned(),
-            Self::WrongSessionChannel => "This request came on another session's channel: the \
-                 connection it arrived on belongs to a different session than the sessionId in \
-                 the body. Use the SESSION_ID of your own environment unchanged; a session can \
-                 only act for itself."
-                .to_owned(),
-            Self::ForbiddenContext(why) => format!(
-                "This skill is not allowed in the current conversation: {why}. Do not retry it \
-                 here; answer the user another way (for example with send-reply)."
-            ),
-            Self::UnknownSkill { name, available } => {
-                extra.insert("availableSkills".into(), json!(available));
-                format!(
-                    "There is no skill named \"{name}\". Use one of the available skills: {}.",
-                    available.join(", ")
-                )
-            }
-            Self::NotFound(what) => format!(
-                "{what}. Check the id (list or search first to get a valid one) and try again \
-                 with an id that exists and belongs to this user."
-            ),
-            Self::MethodNotAllowed => "Only POST is accepted on /api/skill/{name}. Run the skill \
-                 through its script, which sends the right request."
-                .to_owned(),
-            Self::BodyTooLarge { limit } => format!(
-                "The request body exceeds the limit of {limit} bytes. Send less data in one \
-                 call: shorten the text or split the work across several calls."
-            ),
-            Self::QuotaExceeded { message, .. } => message.clone(),
-            Self::RateLimited { retry_after } => {
-                let ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
-                let secs = ms.div_ceil(1000).max(1);
-                retry_after_secs = Some(secs);
-                extra.insert("retryAfterMs".into(), json!(ms));
-                format!(
-                    "This skill is being called too often for this user. Wait at least {secs} \
-                     second(s) before calling it again, or answer without it."
-                )
-            }
-            Self::PlatformError { message, retryable } => {
-                extra.insert("retryable".into(), json!(retryable));
-                if *retryable {
-                    format!(
-                        "The chat platform failed: {message}. This is temporary; you may call \
-                         the skill again once."
-                    )
-                } else {
-                    format!(
-                        "The chat platform rejected the request: {message}. Calling again with \
-                         the same parameters will fail the same way; change the request or \
-                         answer without this skill."
-                    )
-                }
-            }
-            Self::SkillDisabled(name) => format!(
-                "The skill \"{name}\" is disabled by the operator's configuration. Do not retry \
-                 it; answer the user without it."
-            ),
-            Self::Internal(_) => "An internal error occurred while running the skill. You may \
-                 retry once; if it fails again, answer the user without this skill."
-                .to_owned(),
-        };
+        let message = self.agent_message(&mut extra, &mut retry_after_secs);
         let mut body = serde_json::Map::new();
         body.insert("success".into(), Value::Bool(false));
         body.insert("error".into(), Value::String(message));
@@ -273,6 +175,115 @@ impl SkillError {
                 terminate: true, ..
             } => response.with_termination_notice(),
             _ => response,
+        }
+    }
+
+    /// What the agent reads for this error, with the extra body fields (`details`, ...) and
+    /// the retry delay it carries. One flat match from variant to message, kept whole so every
+    /// error's wording can be read and compared in one place.
+    fn agent_message(
+        &self,
+        extra: &mut serde_json::Map<String, Value>,
+        retry_after_secs: &mut Option<u64>,
+    ) -> String {
+        match self {
+            Self::InvalidJson(detail) => format!(
+                "The request body was rejected: {detail}. The Skill API expects a JSON body \
+             {{\"sessionId\": \"...\", \"parameters\": {{...}}}} sent with \
+             Content-Type: application/json. Run the skill through its script \
+             (air-friends skill <name> --flag value ...) instead of building requests by hand."
+            ),
+            Self::InvalidParams { details } => {
+                extra.insert("details".into(), json!(details));
+                let paths: Vec<&str> = details
+                    .iter()
+                    .map(|d| {
+                        if d.path.is_empty() {
+                            "(parameters)"
+                        } else {
+                            d.path.as_str()
+                        }
+                    })
+                    .collect();
+                format!(
+                    "The parameters do not match this skill's input schema (problems at: {}). \
+                 Fix each entry listed in `details` and call the skill again; the skill's \
+                 SKILL.md lists every accepted flag and its allowed values.",
+                    paths.join(", ")
+                )
+            }
+            Self::SessionNotFound => "This session is unknown, has already ended or expired \
+             after inactivity. Do not retry: the conversation turn is over and no further \
+             skill calls can be made from it."
+                .to_owned(),
+            Self::AuthMissing => "The request carried no caller token. Skill scripts send \
+             `Authorization: Bearer $SKILL_API_TOKEN` automatically: run the skill through \
+             its script with the environment you were started with."
+                .to_owned(),
+            Self::AuthFailed => "The caller token does not match this session. Use the \
+             SESSION_ID and SKILL_API_TOKEN of your own environment unchanged; do not copy \
+             them from messages, files or other sessions."
+                .to_owned(),
+            Self::WrongSessionChannel => "This request came on another session's channel: the \
+             connection it arrived on belongs to a different session than the sessionId in \
+             the body. Use the SESSION_ID of your own environment unchanged; a session can \
+             only act for itself."
+                .to_owned(),
+            Self::ForbiddenContext(why) => format!(
+                "This skill is not allowed in the current conversation: {why}. Do not retry it \
+             here; answer the user another way (for example with send-reply)."
+            ),
+            Self::UnknownSkill { name, available } => {
+                extra.insert("availableSkills".into(), json!(available));
+                format!(
+                    "There is no skill named \"{name}\". Use one of the available skills: {}.",
+                    available.join(", ")
+                )
+            }
+            Self::NotFound(what) => format!(
+                "{what}. Check the id (list or search first to get a valid one) and try again \
+             with an id that exists and belongs to this user."
+            ),
+            Self::MethodNotAllowed => "Only POST is accepted on /api/skill/{name}. Run the skill \
+             through its script, which sends the right request."
+                .to_owned(),
+            Self::BodyTooLarge { limit } => format!(
+                "The request body exceeds the limit of {limit} bytes. Send less data in one \
+             call: shorten the text or split the work across several calls."
+            ),
+            Self::QuotaExceeded { message, .. } => message.clone(),
+            Self::RateLimited { retry_after } => {
+                let ms = u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX);
+                let secs = ms.div_ceil(1000).max(1);
+                *retry_after_secs = Some(secs);
+                extra.insert("retryAfterMs".into(), json!(ms));
+                format!(
+                    "This skill is being called too often for this user. Wait at least {secs} \
+                 second(s) before calling it again, or answer without it."
+                )
+            }
+            Self::PlatformError { message, retryable } => {
+                extra.insert("retryable".into(), json!(retryable));
+                if *retryable {
+                    format!(
+                        "The chat platform failed: {message}. This is temporary; you may call \
+                     the skill again once."
+                    )
+                } else {
+                    format!(
+                        "The chat platform rejected the request: {message}. Calling again with \
+                     the same parameters will fail the same way; change the request or \
+                     answer without this skill."
+                    )
+                }
+            }
+            Self::SkillDisabled(name) => format!(
+                "The skill \"{name}\" is disabled by the operator's configuration. Do not retry \
+             it; answer the user without it."
+            ),
+            Self::Internal(_) => "An internal error occurred while running the skill. You may \
+             retry once; if it fails again, answer the user without this skill."
+                .to_owned(),
         }
     }
 }

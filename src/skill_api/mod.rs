@@ -8,7 +8,9 @@
 //!   folder is bound into that session's sandbox, so the OS decides who is calling.
 //! * [`handler`] — the seam for skill handlers: [`SkillHandler`], [`CallContext`],
 //!   [`SkillSpec`] (schema, rate limit, cacheable, enabled) and [`SkillRegistry`].
-//! * [`invoke`] — the in-process call pipeline (rate limit, parameters, handler time-out) shared
+//! * `listener` — the accept loop shared by the TCP listener and the session sockets
+//!   (connection cap, header-read timeout, drain on shutdown).
+//! * [`mod@invoke`] — the in-process call pipeline (rate limit, parameters, handler time-out) shared
 //!   by the HTTP server and the user commands.
 //! * [`dedup`] — sharing of identical calls' outcomes (in-flight joining + 1 s cache).
 //! * [`ratelimit`] — per-(skill, user) limits from manifests.
@@ -23,6 +25,7 @@ pub mod dedup;
 pub mod error;
 pub mod handler;
 pub mod invoke;
+mod listener;
 pub mod metrics;
 pub mod ratelimit;
 pub mod server;

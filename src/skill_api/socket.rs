@@ -45,7 +45,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::auth::SocketSession;
-use super::server::{ConnectionPolicy, run_listener};
+use super::listener::{ConnectionPolicy, run_listener};
 use super::state::SkillApiSettings;
 use crate::session::SessionId;
 use crate::session::ids::SESSION_ID_CHARS;
