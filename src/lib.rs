@@ -5,6 +5,7 @@
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`attachments`] — files users attach: fetched by the daemon from the platform's own
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
+//! * [`backoff`] — the exponential back-off schedule every retry uses.
 //! * [`cli`] — command-line definitions (clap).
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
@@ -43,7 +44,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `names`, `sync`, `text`, `confine`, `egress`, `cli`, `shutdown`, `systemd` |
+//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store`, `skills` |
 //! | 2 | `observability`, `embeddings` |
 //! | 3 | `ops`, `platform` |
@@ -58,6 +59,7 @@
 pub mod agent;
 pub mod app;
 pub mod attachments;
+pub mod backoff;
 pub mod cli;
 pub mod config;
 pub mod confine;

@@ -13,6 +13,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::Backoff;
 use crate::config::RemindersConfig;
 use crate::observability::Metrics;
 use crate::platform::{PlatformKind, PlatformRegistry, send_dm_text};
@@ -204,11 +205,12 @@ impl ReminderScheduler {
     }
 }
 
-/// `base · 2^(attempt-1)`, capped at one hour.
+/// `base · 2^(attempt-1)`, capped at one hour (the ceiling of the shared [`Backoff`]: a
+/// reminder's retry is a stored due time, so it takes no jitter).
 pub fn backoff(base_ms: u64, attempt: u32) -> chrono::Duration {
-    let factor = 1u64 << attempt.saturating_sub(1).min(16);
-    let ms = base_ms.saturating_mul(factor).min(3_600_000);
-    chrono::Duration::milliseconds(ms as i64)
+    let schedule = Backoff::new(Duration::from_millis(base_ms), Duration::from_secs(3600));
+    chrono::Duration::from_std(schedule.ceiling(attempt.saturating_sub(1)))
+        .unwrap_or(chrono::Duration::hours(1))
 }
 
 /// When a reminder will be attempted, for display.

@@ -8,6 +8,7 @@ use std::path::Path;
 
 /// Every top-level module and its layer (lowest first).
 const LAYERS: &[(&str, u8)] = &[
+    ("backoff", 0),
     ("names", 0),
     ("sync", 0),
     ("text", 0),

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::Backoff;
 use crate::config::{Config, EmbeddingsConfig};
 use crate::store::{Scope, ScoredMemory, Store, StoreError, WorkspaceKey};
 
@@ -204,25 +205,26 @@ impl Semantic {
             ),
             Err(e) => tracing::warn!(error = %e, "could not check the stored vectors' model"),
         }
-        let mut backoff = Duration::from_secs(5);
+        let retries = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+        let mut failures = 0u32;
         loop {
             if stop.is_cancelled() {
                 return;
             }
             let wait = match self.step().await {
                 Ok(0) => {
-                    backoff = Duration::from_secs(5);
+                    failures = 0;
                     Some(Duration::from_secs(60))
                 }
                 Ok(_) => {
-                    backoff = Duration::from_secs(5);
+                    failures = 0;
                     None
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in_s = backoff.as_secs(), "could not embed memories");
-                    let now = backoff;
-                    backoff = (backoff * 2).min(Duration::from_secs(300));
-                    Some(now)
+                    let wait = retries.ceiling(failures);
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(error = %e, retry_in_s = wait.as_secs(), "could not embed memories");
+                    Some(wait)
                 }
             };
             if let Some(wait) = wait {

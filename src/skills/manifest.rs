@@ -169,28 +169,10 @@ impl Manifest {
     }
 }
 
-/// Checks a version string against Semantic Versioning 2.0.0.
+/// Checks a version string against Semantic Versioning 2.0.0 (the `semver` crate's strict
+/// parser: no `v` prefix, no leading zeros, three numeric parts).
 pub fn is_semver(v: &str) -> bool {
-    let (core, build) = match v.split_once('+') {
-        Some((c, b)) => (c, Some(b)),
-        None => (v, None),
-    };
-    let (core, pre) = match core.split_once('-') {
-        Some((c, p)) => (c, Some(p)),
-        None => (core, None),
-    };
-    let numeric = |s: &str| {
-        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
-    };
-    let idents = |s: &str| {
-        s.split('.')
-            .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
-    };
-    let parts: Vec<&str> = core.split('.').collect();
-    parts.len() == 3
-        && parts.iter().all(|p| numeric(p))
-        && pre.is_none_or(idents)
-        && build.is_none_or(idents)
+    semver::Version::parse(v).is_ok()
 }
 
 /// Whether `s` is a kebab-case identifier (`[a-z0-9]+(-[a-z0-9]+)*`).
@@ -492,7 +474,9 @@ mod tests {
         ] {
             assert!(is_semver(ok), "{ok}");
         }
-        for bad in ["1.0", "1", "01.0.0", "1.0.0-", "v1.0.0", "1.0.x", ""] {
+        for bad in [
+            "1.0", "1", "01.0.0", "1.0.0-", "v1.0.0", "1.0.x", "", "1.0.0-01", " 1.0.0",
+        ] {
             assert!(!is_semver(bad), "{bad}");
         }
     }

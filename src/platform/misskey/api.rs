@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::backoff::Backoff;
 use super::model::{DriveFile, ErrorBody};
+use crate::backoff::Backoff;
 use crate::config::Secret;
 use crate::platform::PlatformError;
 

@@ -19,7 +19,6 @@
 //! messages apart (`bot_user_id` is `None` until then).
 
 mod api;
-mod backoff;
 mod commands;
 mod convert;
 mod ids;
@@ -28,8 +27,8 @@ mod read;
 mod send;
 mod stream;
 
+pub use crate::backoff::Backoff;
 pub use api::RetryPolicy;
-pub use backoff::Backoff;
 pub use commands::{ParsedCommand, parse_command, usage};
 pub use convert::BotIdentity;
 pub use ids::Channel;
