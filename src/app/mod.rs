@@ -1,5 +1,6 @@
-//! What each subcommand does. `serve` (the daemon's composition root) lives in [`serve`]; the
-//! short one-shot commands are here.
+//! What each subcommand does. The daemon's components are built in `daemon` (the composition
+//! root, shared by `serve` and `chat`); [`serve`] runs it, `chat` talks to it on the console.
+//! The short one-shot commands are here.
 
 mod backup;
 mod chat;
@@ -142,10 +143,6 @@ fn indent_continuation(text: &str) -> String {
     text.replace('\n', "\n    ")
 }
 
-/// `air-friends import jsonl [--dry-run] DIR`: imports an AIr-Friends data tree into the
-/// configured database (see [`crate::store::import`]). The summary goes to stdout, one warning
-/// per skipped line to stderr. A tree that holds something but yields no memory or reminder is
-/// an error (exit 1): the wrong folder or an unreadable format must not look like success.
 /// Logging for a one-shot command that prints its own report: human-readable, on stderr, and
 /// only warnings unless the operator asked for more.
 fn quiet(c: &mut Config) {
@@ -155,6 +152,10 @@ fn quiet(c: &mut Config) {
     }
 }
 
+/// `air-friends import jsonl [--dry-run] DIR`: imports an AIr-Friends data tree into the
+/// configured database (see [`crate::store::import`]). The summary goes to stdout, one warning
+/// per skipped line to stderr. A tree that holds something but yields no memory or reminder is
+/// an error (exit 1): the wrong folder or an unreadable format must not look like success.
 fn import_jsonl(config_path: &Path, dir: &Path, dry_run: bool) -> ExitCode {
     let dir = dir.to_path_buf();
     run_with_config(

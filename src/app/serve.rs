@@ -1,13 +1,14 @@
-//! `air-friends serve`: the composition root. Loads the configuration, installs logging, builds
-//! every component with its dependencies, runs until a signal, and shuts down in bounded time.
+//! `air-friends serve`: runs the daemon. Loads the configuration, installs logging, has every
+//! component built ([`super::daemon::start`], the composition root `chat` shares), serves the
+//! ops listener, runs until a signal, and shuts down in bounded time.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config};
@@ -50,32 +51,7 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     )
     .await?;
 
-    let ops_listener = bind(&config.health.host, config.health.port)
-        .await
-        .context("cannot bind the ops listener (health.host / health.port)")?;
-    tracing::info!(
-        addr = %ops_listener.local_addr()?,
-        listener = "ops",
-        "listening"
-    );
-    // The ops listener outlives the drain so /readyz can report it; it stops last.
-    let ops_stop = CancellationToken::new();
-    let ops_task = tokio::spawn(ops::serve(
-        ops_listener,
-        OpsState {
-            readiness,
-            metrics,
-            draining: shutdown.draining(),
-        },
-        ops_stop.clone().cancelled_owned(),
-    ));
-    let watchdog = systemd::watchdog_interval().map(|interval| {
-        tracing::info!(
-            interval_ms = interval.as_millis() as u64,
-            "systemd watchdog enabled"
-        );
-        tokio::spawn(systemd::run_watchdog(interval, ops_stop.clone()))
-    });
+    let ops = OpsListener::start(&config, readiness, metrics, &shutdown).await?;
 
     systemd::notify_ready();
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "air-friends ready");
@@ -91,23 +67,76 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     );
     systemd::notify_stopping();
 
-    let clean = shutdown
-        .drain(Duration::from_millis(config.shutdown_grace_ms))
-        .await;
+    let clean = shutdown.drain(config.shutdown_grace()).await;
     if let Err(e) = started.store.close().await {
         tracing::error!(error = %e, "closing the database failed");
     }
-    ops_stop.cancel();
-    if let Some(w) = watchdog {
-        w.await.ok();
-    }
-    match ops_task.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "ops listener ended with an error"),
-        Err(e) => tracing::warn!(error = %e, "ops listener task failed"),
-    }
+    ops.stop().await;
     tracing::info!(clean, "stopped");
     Ok(())
+}
+
+/// The ops listener (`/healthz`, `/readyz`, `/metrics`) and the systemd watchdog. The listener
+/// outlives the drain so `/readyz` can report it; it stops last.
+struct OpsListener {
+    stop: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl OpsListener {
+    /// Binds `health.host:health.port` and serves the ops router; starts the watchdog when
+    /// systemd asks for one.
+    async fn start(
+        config: &Config,
+        readiness: Readiness,
+        metrics: Metrics,
+        shutdown: &Shutdown,
+    ) -> anyhow::Result<Self> {
+        let ops_listener = bind(&config.health.host, config.health.port)
+            .await
+            .context("cannot bind the ops listener (health.host / health.port)")?;
+        tracing::info!(
+            addr = %ops_listener.local_addr()?,
+            listener = "ops",
+            "listening"
+        );
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(ops::serve(
+            ops_listener,
+            OpsState {
+                readiness,
+                metrics,
+                draining: shutdown.draining(),
+            },
+            stop.clone().cancelled_owned(),
+        ));
+        let watchdog = systemd::watchdog_interval().map(|interval| {
+            tracing::info!(
+                interval_ms = interval.as_millis() as u64,
+                "systemd watchdog enabled"
+            );
+            tokio::spawn(systemd::run_watchdog(interval, stop.clone()))
+        });
+        Ok(Self {
+            stop,
+            task,
+            watchdog,
+        })
+    }
+
+    /// Stops the watchdog and the listener, and waits for both.
+    async fn stop(self) {
+        self.stop.cancel();
+        if let Some(w) = self.watchdog {
+            w.await.ok();
+        }
+        match self.task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "ops listener ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "ops listener task failed"),
+        }
+    }
 }
 
 fn register_builtin_checks(readiness: &Readiness, config: &Config) {

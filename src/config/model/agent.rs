@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -125,6 +126,26 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
+    /// `connectTimeoutMs`: initialize + session/new must finish within this.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// `idleTimeoutMs`: a prompt is cancelled after this long without a message from the agent.
+    pub fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+
+    /// `maxTurnMs`: a prompt is cancelled after this long in total.
+    pub fn max_turn(&self) -> Duration {
+        Duration::from_millis(self.max_turn_ms)
+    }
+
+    /// `killGraceMs`: time between SIGTERM and SIGKILL when stopping an agent.
+    pub fn kill_grace(&self) -> Duration {
+        Duration::from_millis(self.kill_grace_ms)
+    }
+
     /// [`KEYLESS_DEFAULT_MODEL`] when nothing else chooses a model: `model` is unset, the
     /// operator's own OpenCode configuration (`env.OPENCODE_CONFIG_CONTENT`) names none, no
     /// provider has its key in `env` (or is a keyless local server), and the `opencode`

@@ -4,9 +4,11 @@
 //!
 //! Keys are camelCase in the file. Every default is defined in this module, once, in the
 //! `Default` impls (`config.example.yaml` is tested against them). Durations are milliseconds in
-//! keys ending in `Ms`. Each section is a plain struct with `#[serde(default)]`, so a file only
-//! needs the keys it changes; unknown keys are caught by the loader (`load.rs`), cross-field
-//! rules by `validate.rs`.
+//! keys ending in `Ms`; a section whose durations the daemon converts has `Duration` accessors
+//! for them (`AgentConfig::max_turn`), so the unit is turned into a `Duration` in one place.
+//! Each section is a plain struct with `#[serde(default)]`, so a file only needs the keys it
+//! changes; unknown keys are caught by the loader (`load.rs`), cross-field rules by
+//! `validate.rs`.
 
 mod agent;
 mod context;
@@ -15,6 +17,7 @@ mod platforms;
 mod skills;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -86,6 +89,11 @@ impl Default for Config {
 }
 
 impl Config {
+    /// `shutdownGraceMs`: how long running sessions may finish after SIGTERM.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+
     /// The database file: `storage.path`, else `{workspace.repoPath}/air-friends.db`.
     pub fn database_path(&self) -> PathBuf {
         self.storage

@@ -1,6 +1,8 @@
 //! Who the bot talks to and how much: the chat platforms (`platforms`), who is answered
 //! (`accessControl`) and the per-user message rate limit (`rateLimit`).
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
 use crate::config::Secret;
@@ -131,5 +133,17 @@ impl Default for RateLimitConfig {
             window_ms: 60_000,
             cooldown_ms: 300_000,
         }
+    }
+}
+
+impl RateLimitConfig {
+    /// `windowMs`: the sliding window's length.
+    pub fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+
+    /// `cooldownMs`: the silence after the limit is hit.
+    pub fn cooldown(&self) -> Duration {
+        Duration::from_millis(self.cooldown_ms)
     }
 }

@@ -2,6 +2,7 @@
 //! switches (`skills`) and the reminder limits (`reminders`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,18 @@ impl Default for SkillApiConfig {
             max_connections: 512,
             socket_dir: None,
         }
+    }
+}
+
+impl SkillApiConfig {
+    /// `sessionTimeoutMs`: idle time after which a session's token stops working.
+    pub fn session_timeout(&self) -> Duration {
+        Duration::from_millis(self.session_timeout_ms)
+    }
+
+    /// `headerReadTimeoutMs`: how long a connection may take to send a complete request head.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
     }
 }
 

@@ -1,0 +1,47 @@
+//! The scheduled jobs started last: reminder delivery and memory maintenance, each only when
+//! its section enables it.
+
+use std::sync::Arc;
+
+use super::Ctx;
+use crate::conversation::launch::Launcher;
+use crate::conversation::prompts::PromptLibrary;
+use crate::gateway::Gateway;
+use crate::maintenance::{Maintenance, MaintenanceMetrics};
+use crate::platform::PlatformRegistry;
+use crate::reminders::{ReminderMetrics, ReminderScheduler};
+
+/// The reminder scheduler, when `reminders.enabled`.
+pub(super) fn start_reminders(ctx: Ctx<'_>, platforms: &PlatformRegistry) {
+    if ctx.config.reminders.enabled {
+        let scheduler = ReminderScheduler::new(
+            ctx.store.clone(),
+            platforms.clone(),
+            ctx.config.reminders.clone(),
+            ReminderMetrics::new(ctx.metrics),
+        );
+        ctx.shutdown
+            .spawn("reminders", scheduler.run(ctx.shutdown.draining()));
+    }
+}
+
+/// `memory.maintenance`: the consolidation scheduler, when enabled.
+pub(super) fn start_maintenance(
+    ctx: Ctx<'_>,
+    launcher: Arc<Launcher>,
+    prompts: Arc<PromptLibrary>,
+    gateway: &Gateway,
+) {
+    if ctx.config.memory.maintenance.enabled {
+        let job = Maintenance::new(
+            launcher,
+            ctx.store.clone(),
+            prompts,
+            gateway.budget().clone(),
+            ctx.config.memory.maintenance.clone(),
+            MaintenanceMetrics::new(ctx.metrics),
+        );
+        ctx.shutdown
+            .spawn("memory_maintenance", job.run(ctx.shutdown.draining()));
+    }
+}

@@ -1,0 +1,135 @@
+//! Building and starting the daemon's components (shared by `serve` and `chat`): store, skill
+//! packages, platform adapters, skill handlers and the Skill API, the agent runner, the
+//! conversation router and the reminder scheduler. Every task runs under the [`Shutdown`]
+//! tracker; every component gets its dependencies passed in. [`start`] lists the stages, in
+//! order; each stage is a function in the files below.
+
+mod agent;
+mod jobs;
+mod pipeline;
+mod platforms;
+mod sandbox;
+mod skill_api;
+mod skills;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::ActivityObserver;
+use crate::config::Config;
+use crate::gateway::ProviderObserver;
+use crate::observability::{LiveSecrets, Metrics};
+use crate::ops::Readiness;
+use crate::platform::{EventSink, PlatformAdapter};
+use crate::shutdown::Shutdown;
+use crate::store::Store;
+
+/// What a started daemon hands back to its caller.
+#[derive(Debug)]
+pub struct Started {
+    /// The database (closed by the caller after the drain).
+    pub store: Store,
+    /// Where extra adapters (the console) deliver events.
+    pub sink: EventSink,
+    /// Cancelled when the event loop has ended (its channel closed and emptied, or draining).
+    pub events_done: CancellationToken,
+}
+
+/// Who is told what the running agents are doing and why a model provider failed: the chat
+/// console subscribes both (to show a status line and the actionable line); `serve` none (the
+/// daemon logs, its platforms' users get the generic error reply).
+#[derive(Clone, Default)]
+pub struct Observers {
+    /// Every session's activity (see `agent::activity`).
+    pub activity: Option<Arc<dyn ActivityObserver>>,
+    /// Every classified provider failure (see `gateway::observer`).
+    pub provider: Option<Arc<dyn ProviderObserver>>,
+}
+
+impl std::fmt::Debug for Observers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Observers")
+            .field("activity", &self.activity.is_some())
+            .field("provider", &self.provider.is_some())
+            .finish()
+    }
+}
+
+/// What every stage reads: the configuration, the database and the daemon-wide services.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    config: &'a Config,
+    store: &'a Store,
+    shutdown: &'a Shutdown,
+    metrics: &'a Metrics,
+    readiness: &'a Readiness,
+}
+
+/// Builds and starts everything. `extra` adapters (the console) are registered beside the
+/// configured platforms; their receive loops are the caller's. The Skill API publishes every
+/// live caller token into `live_tokens` (the log redactor's set).
+pub async fn start(
+    config: &Config,
+    shutdown: &Shutdown,
+    metrics: &Metrics,
+    readiness: &Readiness,
+    extra: Vec<Arc<dyn PlatformAdapter>>,
+    live_tokens: LiveSecrets,
+    observers: Observers,
+) -> anyhow::Result<Started> {
+    let store = store::open(config).await?;
+    let ctx = Ctx {
+        config,
+        store: &store,
+        shutdown,
+        metrics,
+        readiness,
+    };
+    let skills = skills::SkillPackages::load(config)?;
+    let (platforms, sink, events) = platforms::start(ctx, extra, &skills.commands)?;
+    let semantic = store::start_embeddings(ctx).await?;
+    let handlers = skill_api::skill_handlers(ctx, &platforms, &skills, semantic)?;
+    // The agent sandbox decides how agents reach the daemon (see `skill_api::start`).
+    let host = sandbox::start(ctx, &skills).await?;
+    let sandboxed = host.sandbox.is_enabled();
+    let served = skill_api::start(
+        ctx,
+        handlers,
+        &skills,
+        live_tokens,
+        observers.provider,
+        sandboxed,
+    )
+    .await?;
+    let pipeline = pipeline::start(
+        ctx,
+        &platforms,
+        events,
+        &skills,
+        &served,
+        host,
+        observers.activity,
+    )?;
+    jobs::start_reminders(ctx, &platforms);
+    jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
+    Ok(Started {
+        store,
+        sink,
+        events_done: pipeline.events_done,
+    })
+}
+
+/// The folder holding every user's workspace: `{workspace.repoPath}/{workspace.workspacesDir}`.
+fn workspaces_root(config: &Config) -> PathBuf {
+    config
+        .workspace
+        .repo_path
+        .join(&config.workspace.workspaces_dir)
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}

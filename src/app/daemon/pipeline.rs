@@ -1,0 +1,268 @@
+//! The conversation pipeline stage: the agent launcher (runner, egress proxy, warm agents),
+//! the interactions it serves, the router in front of them and the event loop that feeds the
+//! router from the platforms.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::sandbox::AgentHost;
+use super::skill_api::SkillApi;
+use super::skills::SkillPackages;
+use super::{Ctx, agent, workspaces_root};
+use crate::agent::ActivityObserver;
+use crate::attachments::{AttachmentMetrics, Attachments};
+use crate::config::Config;
+use crate::conversation::interaction::{Interactions, PromptSettings};
+use crate::conversation::launch::Launcher;
+use crate::conversation::prompts::PromptLibrary;
+use crate::conversation::warm::{WarmMetrics, WarmPool, WarmSettings};
+use crate::conversation::workspace::Workspaces;
+use crate::conversation::{
+    ConversationMetrics, Policy, Router, RouterParts, RouterSettings, UserRateLimiter,
+};
+use crate::egress::EgressProxy;
+use crate::handlers::UserCommandRunner;
+use crate::platform::{PlatformEvent, PlatformRegistry};
+use crate::shutdown::Shutdown;
+use crate::skills::LoadedSkills;
+
+/// A conversation's worker with nothing to do for this long exits.
+const IDLE_WORKER: Duration = Duration::from_secs(300);
+
+/// What the later stages need of the pipeline.
+pub(super) struct Pipeline {
+    /// Starts agents (memory maintenance runs its own through it).
+    pub(super) launcher: Arc<Launcher>,
+    /// The prompt templates.
+    pub(super) prompts: Arc<PromptLibrary>,
+    /// Cancelled when the event loop has ended.
+    pub(super) events_done: CancellationToken,
+}
+
+/// The agent runner (inside its sandbox) and the conversation pipeline, with the event loop
+/// reading `events` started.
+pub(super) fn start(
+    ctx: Ctx<'_>,
+    platforms: &PlatformRegistry,
+    events: mpsc::Receiver<PlatformEvent>,
+    skills: &SkillPackages,
+    served: &SkillApi,
+    host: AgentHost,
+    activity: Option<Arc<dyn ActivityObserver>>,
+) -> anyhow::Result<Pipeline> {
+    let config = ctx.config;
+    let sandboxed = host.sandbox.is_enabled();
+    let conversation_metrics = ConversationMetrics::new(ctx.metrics, &platforms.kinds());
+    let runner = agent::runner(config, skills, host.sandbox, activity);
+    let prompts = prompt_library(ctx);
+    let egress = egress_proxy(config, sandboxed)?;
+    let warm = warm_pool(ctx);
+    // attachments: the daemon downloads what users attach, from the platforms' own servers.
+    let attachments = Attachments::from_config(config, AttachmentMetrics::new(ctx.metrics))?;
+    let launcher = Arc::new(Launcher {
+        sessions: served.api.sessions().clone(),
+        channels: sandboxed.then(|| served.api.clone()),
+        egress,
+        runner,
+        workspaces: Workspaces::new(&workspaces_root(config)),
+        env: agent::env_template(config, skills, host.air_friends_bin, &served.url),
+        stop: ctx.shutdown.stop(),
+    });
+    let interactions = Interactions {
+        attachments,
+        platforms: platforms.clone(),
+        launcher: launcher.clone(),
+        budget: served.gateway.budget().clone(),
+        store: ctx.store.clone(),
+        prompts: prompts.clone(),
+        prompt: prompt_settings(config),
+        retry_prompt: retry_prompt(&skills.loaded),
+        metrics: conversation_metrics.clone(),
+        warm,
+    };
+    let router = router(ctx, platforms, interactions, conversation_metrics);
+    let events_done = spawn_event_loop(ctx.shutdown, router, served.user_commands.clone(), events);
+    Ok(Pipeline {
+        launcher,
+        prompts,
+        events_done,
+    })
+}
+
+/// The prompt templates, re-rendered after a SIGHUP (see [`reload_on_sighup`]).
+fn prompt_library(ctx: Ctx<'_>) -> Arc<PromptLibrary> {
+    let prompts = Arc::new(PromptLibrary::new(&ctx.config.prompts.dir));
+    ctx.shutdown.spawn(
+        "sighup",
+        reload_on_sighup(prompts.clone(), ctx.shutdown.draining()),
+    );
+    prompts
+}
+
+/// `agent.sandbox.egressAllowHosts`: a CONNECT proxy on each sandboxed session's folder.
+fn egress_proxy(config: &Config, sandboxed: bool) -> anyhow::Result<Option<EgressProxy>> {
+    Ok(match &config.agent.sandbox.egress_allow_hosts {
+        hosts if sandboxed && !hosts.is_empty() => {
+            Some(EgressProxy::new(hosts).context("agent.sandbox.egressAllowHosts is not usable")?)
+        }
+        _ => None,
+    })
+}
+
+/// `agent.warm`: idle agents kept between a conversation's turns; stopped at shutdown once
+/// every running turn is over.
+fn warm_pool(ctx: Ctx<'_>) -> Option<WarmPool> {
+    let warm = WarmSettings::from_config(&ctx.config.agent.warm)
+        .map(|settings| WarmPool::new(settings, WarmMetrics::new(ctx.metrics)));
+    if let Some(pool) = &warm {
+        let pool = pool.clone();
+        ctx.shutdown
+            .spawn_service("warm_agents", move |stop| pool.run(stop));
+    }
+    warm
+}
+
+/// The router: who is answered (`platforms`, `accessControl`), the rate limit, the session
+/// caps, and the interactions each admitted message is handed to.
+fn router(
+    ctx: Ctx<'_>,
+    platforms: &PlatformRegistry,
+    interactions: Interactions,
+    metrics: ConversationMetrics,
+) -> Router {
+    let config = ctx.config;
+    Router::new(RouterParts {
+        policy: Policy::new(&config.platforms, &config.access_control),
+        limiter: rate_limiter(config),
+        settings: router_settings(config),
+        handler: Arc::new(interactions),
+        platforms: platforms.clone(),
+        metrics,
+        tasks: ctx.shutdown.tracker(),
+        draining: ctx.shutdown.draining(),
+        stop: ctx.shutdown.stop(),
+    })
+}
+
+/// `rateLimit`: messages per window per user, and the silence after the limit is hit.
+fn rate_limiter(config: &Config) -> UserRateLimiter {
+    UserRateLimiter::new(
+        config.rate_limit.max_messages,
+        config.rate_limit.window(),
+        config.rate_limit.cooldown(),
+    )
+}
+
+/// The session caps from `agent`, and whether `rateLimit` is enforced.
+fn router_settings(config: &Config) -> RouterSettings {
+    RouterSettings {
+        max_concurrent: config.agent.max_concurrent_sessions as usize,
+        queue_capacity: config.agent.max_queued_per_conversation as usize,
+        idle_worker: IDLE_WORKER,
+        rate_limit_enabled: config.rate_limit.enabled,
+    }
+}
+
+/// Prompt sizes from `agent.tokenLimit`, `memory.*` and `context.*`.
+fn prompt_settings(config: &Config) -> PromptSettings {
+    PromptSettings {
+        token_limit: config.agent.token_limit as usize,
+        recent_limit: config.memory.recent_message_limit as usize,
+        related_limit: config.memory.related_message_limit as usize,
+        important_memories_budget: config.context.important_memories_budget as usize,
+    }
+}
+
+/// The retry prompt: tells the agent it must answer and quotes the two answering skills.
+fn retry_prompt(skills: &LoadedSkills) -> Option<String> {
+    let mut text = String::from(
+        "You ended your turn without answering the user: they have received nothing. You must \
+         answer now with the send-reply skill (or, if no words are needed, the react-message \
+         skill). Their instructions follow.",
+    );
+    for name in ["send-reply", "react-message"] {
+        let skill = skills.get(name)?;
+        text.push_str(&format!(
+            "\n\n--- {name} (skills folder: {}) ---\n{}",
+            skill.dir.display(),
+            skill.doc.body.trim()
+        ));
+    }
+    Some(text)
+}
+
+/// Starts [`route_events`] as the tracked "router" task; the token returned is cancelled
+/// when it ends.
+fn spawn_event_loop(
+    shutdown: &Shutdown,
+    router: Router,
+    commands: Arc<UserCommandRunner>,
+    events: mpsc::Receiver<PlatformEvent>,
+) -> CancellationToken {
+    let events_done = CancellationToken::new();
+    let done = events_done.clone();
+    let loop_shutdown = shutdown.clone();
+    shutdown.spawn("router", async move {
+        let result = route_events(router, commands, events, loop_shutdown).await;
+        done.cancel();
+        result
+    });
+    events_done
+}
+
+/// Reads platform events until draining: messages go to the router, user commands run
+/// directly (each in its own tracked task).
+async fn route_events(
+    router: Router,
+    commands: Arc<UserCommandRunner>,
+    mut events: mpsc::Receiver<PlatformEvent>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let draining = shutdown.draining();
+    loop {
+        let event = tokio::select! {
+            _ = draining.cancelled() => break,
+            e = events.recv() => e,
+        };
+        match event {
+            None => break,
+            Some(PlatformEvent::Message(msg)) => {
+                router.dispatch(msg).await;
+            }
+            Some(PlatformEvent::Command(invocation)) => {
+                let commands = commands.clone();
+                shutdown.spawn("user_command", async move {
+                    commands.run(invocation).await;
+                    Ok(())
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// SIGHUP makes the next session re-render the prompt templates (they are also re-rendered
+/// whenever a file in the folder changes).
+async fn reload_on_sighup(
+    prompts: Arc<PromptLibrary>,
+    draining: CancellationToken,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup()).context("cannot install the SIGHUP handler")?;
+    loop {
+        tokio::select! {
+            _ = draining.cancelled() => return Ok(()),
+            got = hup.recv() => {
+                if got.is_none() {
+                    return Ok(());
+                }
+                prompts.invalidate();
+                tracing::info!("SIGHUP: prompt templates will be reloaded");
+            }
+        }
+    }
+}

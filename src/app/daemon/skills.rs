@@ -1,0 +1,50 @@
+//! The skill packages the daemon serves: loaded and validated from `agent.skillsDir`, with the
+//! user commands they offer the platforms' users.
+
+use std::path::PathBuf;
+
+use super::absolute;
+use crate::config::Config;
+use crate::platform::UserCommandSpec;
+use crate::skills::{LoadedSkills, load_skills};
+
+/// The skill packages (validated), their canonical folder, and the user commands they offer
+/// (disabled skills left out).
+pub(super) struct SkillPackages {
+    /// Canonical: the prompt, the sandbox mounts and the permission gate all name the skill
+    /// scripts by this one real path.
+    pub(super) dir: PathBuf,
+    /// The packages found in `dir`.
+    pub(super) loaded: LoadedSkills,
+    /// The user commands of the enabled skills, for the platforms to register.
+    pub(super) commands: Vec<UserCommandSpec>,
+}
+
+impl SkillPackages {
+    /// Loads `agent.skillsDir`; a package that fails validation stops the daemon, warnings
+    /// are logged.
+    pub(super) fn load(config: &Config) -> anyhow::Result<Self> {
+        let dir = std::fs::canonicalize(&config.agent.skills_dir)
+            .unwrap_or_else(|_| absolute(&config.agent.skills_dir));
+        let loaded = load_skills(&dir).map_err(|e| {
+            anyhow::anyhow!("skill packages in {} failed validation: {e}", dir.display())
+        })?;
+        for warning in loaded.warnings() {
+            tracing::warn!(warning = %warning, "skill package warning");
+        }
+        let commands: Vec<UserCommandSpec> = loaded
+            .user_commands()
+            .filter(|s| !config.skills.disabled.contains(&s.name))
+            .map(|s| UserCommandSpec {
+                name: s.name.clone(),
+                description: s.description().to_owned(),
+                input_schema: s.input_schema().clone(),
+            })
+            .collect();
+        Ok(Self {
+            dir,
+            loaded,
+            commands,
+        })
+    }
+}
