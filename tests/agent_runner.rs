@@ -14,6 +14,7 @@
 mod common;
 
 use common::fake_agent;
+use common::poll::blocking_until;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -191,7 +192,7 @@ impl Fixture {
         }
         // SIGKILL has been sent when the runner returns; its delivery is asynchronous.
         let mut left = Vec::new();
-        let gone = wait_until(Duration::from_secs(10), || {
+        let gone = blocking_until(Duration::from_secs(10), || {
             left = running_in_group(pgid);
             left.is_empty()
         });
@@ -238,20 +239,6 @@ fn running_in_group(pgid: i32) -> Vec<String> {
             format!("{pid} ({})", comm.trim())
         })
         .collect()
-}
-
-/// Polls `cond` every 20 ms until it holds or `limit` passes; returns whether it held.
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A step that leaves a grandchild running in the agent's process group (stdio detached so the
@@ -649,17 +636,16 @@ fn the_group_scan_sees_a_live_group() {
         .unwrap();
     let pgid = child.id() as i32;
     assert!(
-        wait_until(Duration::from_secs(10), || running_in_group(pgid).len()
+        blocking_until(Duration::from_secs(10), || running_in_group(pgid).len()
             == 2),
         "{:?}",
         running_in_group(pgid)
     );
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::SIGKILL).unwrap();
     child.wait().unwrap();
-    assert!(wait_until(Duration::from_secs(10), || running_in_group(
-        pgid
-    )
-    .is_empty()));
+    assert!(blocking_until(Duration::from_secs(10), || {
+        running_in_group(pgid).is_empty()
+    }));
 }
 
 /// Set in the child process that [`a_20_mb_line_is_skipped_and_never_held_whole`] re-runs
@@ -820,7 +806,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
     let watch_log = log.clone();
     let watcher = std::thread::spawn(move || {
         let mut pid = None;
-        wait_until(Duration::from_secs(60), || {
+        blocking_until(Duration::from_secs(60), || {
             pid = std::fs::read_to_string(&watch_log)
                 .unwrap_or_default()
                 .lines()
@@ -831,7 +817,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
         });
         let pid = pid.expect("the agent started") as i32;
         assert!(
-            wait_until(idle_timeout + Duration::from_secs(30), || process_gone(pid)),
+            blocking_until(idle_timeout + Duration::from_secs(30), || process_gone(pid)),
             "agent {pid} still there"
         );
         unix_us_now()
@@ -903,7 +889,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
         .as_i64()
         .unwrap() as i32;
     assert!(
-        wait_until(Duration::from_secs(10), || running_in_group(pgid)
+        blocking_until(Duration::from_secs(10), || running_in_group(pgid)
             .is_empty()),
         "{:?}",
         running_in_group(pgid)

@@ -15,6 +15,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::poll::blocking_poll;
 use serde_json::{Value, json};
 
 const AGENT_LOG: &str = "agent-log.jsonl";
@@ -173,17 +174,10 @@ fn find_prompt_text(v: &Value) -> Option<String> {
 }
 
 fn wait(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chat did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    blocking_poll(timeout, || child.try_wait().unwrap()).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("chat did not exit within {timeout:?}");
+    })
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod fake_llm;
 pub mod fake_misskey;
 pub mod misskey_serve;
 pub mod opencode;
+pub mod poll;
 pub mod serve_discord_support;
 
 use std::io::{BufRead, BufReader};
@@ -123,20 +124,14 @@ impl Daemon {
 
     /// Waits for exit (up to `timeout`), draining the remaining stdout into `seen`.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-                    self.seen.push(line);
-                }
-                return status;
-            }
-            if Instant::now() > deadline {
-                self.child.kill().ok();
-                panic!("daemon did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = poll::blocking_poll(timeout, || self.child.try_wait().unwrap()) else {
+            self.child.kill().ok();
+            panic!("daemon did not exit within {timeout:?}");
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
         }
+        status
     }
 
     fn stderr_so_far(&mut self) -> String {
