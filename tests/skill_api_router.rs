@@ -282,7 +282,7 @@ async fn bodies_over_1_mib_are_413_json() {
         .header(header::CONTENT_LENGTH, big.len())
         .body(Body::from(big))
         .expect("request");
-    let r = skill_api_support::TestResponse::read(
+    let r = skill_api_support::SkillResponse::read(
         tower::ServiceExt::oneshot(app.router.clone(), request)
             .await
             .expect("router"),
@@ -672,7 +672,7 @@ async fn quota_exceeded_with_terminate_stops_the_agent_after_responding() {
         .await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(!s.termination.is_requested());
-    let r = skill_api_support::TestResponse::read(response).await;
+    let r = skill_api_support::SkillResponse::read(response).await;
     assert_eq!(r.code(), "QUOTA_EXCEEDED");
     assert_eq!(r.body["sessionTerminated"], true);
     assert!(s.termination.is_requested());
