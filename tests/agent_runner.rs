@@ -13,8 +13,8 @@
 
 mod common;
 
-use common::fake_agent;
 use common::poll::blocking_until;
+use common::{AGENT_LOG, fake_agent};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,7 +51,7 @@ impl Fixture {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let log = dir.path().join("agent-log.jsonl");
+        let log = dir.path().join(AGENT_LOG);
         Fixture {
             dir,
             workspace,
@@ -786,7 +786,7 @@ fn unix_us_now() -> u64 {
 #[test]
 fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("agent-log.jsonl");
+    let log = dir.path().join(AGENT_LOG);
     let send_reply =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/send-reply/scripts/send-reply");
     let mut steps = Vec::new();

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use common::serve_discord_support::fake_agent;
+use common::fake_agent;
 
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")

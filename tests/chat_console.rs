@@ -13,6 +13,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::AGENT_LOG;
 use common::poll::blocking_poll;
 use serde_json::{Value, json};
 
@@ -21,9 +22,6 @@ const ERASE: &str = "\r\x1b[2K";
 /// The terminal's interrupt and end-of-file characters.
 const CTRL_C: &[u8] = b"\x03";
 const CTRL_D: &[u8] = b"\x04";
-/// The fake agent's log, relative to its cwd (the user's workspace).
-const AGENT_LOG: &str = "agent-log.jsonl";
-
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
 }

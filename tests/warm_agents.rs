@@ -15,10 +15,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::AGENT_LOG;
 use common::poll::blocking_poll;
 use serde_json::{Value, json};
-
-const AGENT_LOG: &str = "agent-log.jsonl";
 
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
@@ -57,7 +56,7 @@ impl Chat {
         let config = format!(
             "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  connectTimeoutMs: 3000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
             data = dir.path().join("data").display(),
-            agent = common::serve_discord_support::fake_agent().display(),
+            agent = common::fake_agent().display(),
             skills = skills_dir().display(),
             script = script_path.display(),
             agent_dir = agent_dir.display(),

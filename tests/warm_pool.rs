@@ -43,9 +43,7 @@ impl World {
         .unwrap();
         let runner = AgentRunner::new(
             RunnerSettings {
-                command: common::serve_discord_support::fake_agent()
-                    .display()
-                    .to_string(),
+                command: common::fake_agent().display().to_string(),
                 args: vec![],
                 model: None,
                 connect_timeout: Duration::from_secs(10),

@@ -5,10 +5,11 @@ pub mod fake_discord;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_misskey;
-pub mod misskey_serve;
 pub mod opencode;
 pub mod poll;
-pub mod serve_discord_support;
+pub mod serve;
+pub mod serve_discord;
+pub mod serve_misskey;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -35,6 +36,10 @@ pub fn fake_agent() -> PathBuf {
     );
     path
 }
+
+/// The fake agent's log file (the script's `log`), relative to its working folder or joined to a
+/// test's folder.
+pub const AGENT_LOG: &str = "agent-log.jsonl";
 
 /// A running `air-friends serve` whose stdout (JSON logs) is collected line by line.
 pub struct Daemon {
@@ -102,6 +107,14 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Every log line seen so far, parsed.
+    pub fn logged(&self) -> Vec<serde_json::Value> {
+        self.seen
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     /// The address a listener logged as `listening` (e.g. `listener = "ops"`).
