@@ -14,7 +14,7 @@
 mod common;
 
 use common::poll::blocking_until;
-use common::{AGENT_LOG, fake_agent};
+use common::{AGENT_LOG, chat_command, fake_agent, run_with_input};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -732,7 +732,6 @@ async fn a_20_mb_line_is_skipped_and_never_held_whole() {
 /// the sandbox: these tests watch its host pid and read its log outside the workspace (the
 /// sandbox has its own tests in `tests/sandbox.rs` and `tests/chat.rs`).
 fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String, String, bool) {
-    use std::io::Write;
     let script_path = dir.join("agent.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -746,22 +745,7 @@ fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String,
     );
     let config_path = dir.join("config.yaml");
     std::fs::write(&config_path, config).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_air-friends"))
-        .args(["chat", "--config"])
-        .arg(&config_path)
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(&mut chat_command(&config_path), input.as_bytes());
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

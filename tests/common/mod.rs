@@ -11,9 +11,9 @@ pub mod serve;
 pub mod serve_discord;
 pub mod serve_misskey;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,31 @@ pub fn fake_agent() -> PathBuf {
         path.display()
     );
     path
+}
+
+/// `air-friends chat --config <config>` (without `RUST_LOG`, stdio piped), for
+/// [`run_with_input`]; the caller may add to its environment.
+pub fn chat_command(config: &Path) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["chat", "--config"])
+        .arg(config)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs `cmd` with `input` written to its stdin (then closed); its output once it exited.
+pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("output")
 }
 
 /// The fake agent's log file (the script's `log`), relative to its working folder or joined to a
