@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::json;
 use skill_api_support::{TestApp, app};
 
@@ -637,14 +636,8 @@ async fn termination_fires_only_after_the_response_is_sent() {
         !s.termination.is_requested(),
         "the runner must not be told before the response went out"
     );
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let value: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-    assert_eq!(value["data"]["edited"], true);
+    let r = skill_api_support::SkillResponse::read(response).await;
+    assert_eq!(r.body["data"]["edited"], true);
     assert!(s.termination.is_requested(), "fired once the body was sent");
     assert_eq!(
         s.termination.reason().as_deref(),
