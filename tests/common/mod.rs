@@ -1,4 +1,7 @@
-//! Shared helpers for integration tests that run the real `air-friends` binary.
+//! Shared helpers for integration tests that run the real `air-friends` binary: [`Daemon`]
+//! (`serve` with its JSON log), [`TestConfig`], `chat` with typed input; the fakes
+//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`); the `serve` harnesses
+//! (`serve_discord`, `serve_misskey`, sharing `serve`); waiting for a condition (`poll`).
 #![allow(dead_code)]
 
 pub mod fake_discord;
