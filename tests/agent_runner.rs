@@ -13,7 +13,8 @@
 
 mod common;
 
-use common::fake_agent;
+use common::poll::blocking_until;
+use common::{AGENT_LOG, chat_command, fake_agent, run_with_input};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,7 +51,7 @@ impl Fixture {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let log = dir.path().join("agent-log.jsonl");
+        let log = dir.path().join(AGENT_LOG);
         Fixture {
             dir,
             workspace,
@@ -191,7 +192,7 @@ impl Fixture {
         }
         // SIGKILL has been sent when the runner returns; its delivery is asynchronous.
         let mut left = Vec::new();
-        let gone = wait_until(Duration::from_secs(10), || {
+        let gone = blocking_until(Duration::from_secs(10), || {
             left = running_in_group(pgid);
             left.is_empty()
         });
@@ -238,20 +239,6 @@ fn running_in_group(pgid: i32) -> Vec<String> {
             format!("{pid} ({})", comm.trim())
         })
         .collect()
-}
-
-/// Polls `cond` every 20 ms until it holds or `limit` passes; returns whether it held.
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A step that leaves a grandchild running in the agent's process group (stdio detached so the
@@ -649,17 +636,16 @@ fn the_group_scan_sees_a_live_group() {
         .unwrap();
     let pgid = child.id() as i32;
     assert!(
-        wait_until(Duration::from_secs(10), || running_in_group(pgid).len()
+        blocking_until(Duration::from_secs(10), || running_in_group(pgid).len()
             == 2),
         "{:?}",
         running_in_group(pgid)
     );
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::SIGKILL).unwrap();
     child.wait().unwrap();
-    assert!(wait_until(Duration::from_secs(10), || running_in_group(
-        pgid
-    )
-    .is_empty()));
+    assert!(blocking_until(Duration::from_secs(10), || {
+        running_in_group(pgid).is_empty()
+    }));
 }
 
 /// Set in the child process that [`a_20_mb_line_is_skipped_and_never_held_whole`] re-runs
@@ -746,7 +732,6 @@ async fn a_20_mb_line_is_skipped_and_never_held_whole() {
 /// the sandbox: these tests watch its host pid and read its log outside the workspace (the
 /// sandbox has its own tests in `tests/sandbox.rs` and `tests/chat.rs`).
 fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String, String, bool) {
-    use std::io::Write;
     let script_path = dir.join("agent.json");
     std::fs::write(&script_path, script.to_string()).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -760,22 +745,7 @@ fn chat(dir: &Path, script: &Value, input: &str, agent_config: &str) -> (String,
     );
     let config_path = dir.join("config.yaml");
     std::fs::write(&config_path, config).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_air-friends"))
-        .args(["chat", "--config"])
-        .arg(&config_path)
-        .env_remove("RUST_LOG")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(&mut chat_command(&config_path), input.as_bytes());
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -800,7 +770,7 @@ fn unix_us_now() -> u64 {
 #[test]
 fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("agent-log.jsonl");
+    let log = dir.path().join(AGENT_LOG);
     let send_reply =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("skills/send-reply/scripts/send-reply");
     let mut steps = Vec::new();
@@ -820,7 +790,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
     let watch_log = log.clone();
     let watcher = std::thread::spawn(move || {
         let mut pid = None;
-        wait_until(Duration::from_secs(60), || {
+        blocking_until(Duration::from_secs(60), || {
             pid = std::fs::read_to_string(&watch_log)
                 .unwrap_or_default()
                 .lines()
@@ -831,7 +801,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
         });
         let pid = pid.expect("the agent started") as i32;
         assert!(
-            wait_until(idle_timeout + Duration::from_secs(30), || process_gone(pid)),
+            blocking_until(idle_timeout + Duration::from_secs(30), || process_gone(pid)),
             "agent {pid} still there"
         );
         unix_us_now()
@@ -903,7 +873,7 @@ fn quick_doom_loop_of_send_reply_terminates_the_agent_despite_the_rate_limit() {
         .as_i64()
         .unwrap() as i32;
     assert!(
-        wait_until(Duration::from_secs(10), || running_in_group(pgid)
+        blocking_until(Duration::from_secs(10), || running_in_group(pgid)
             .is_empty()),
         "{:?}",
         running_in_group(pgid)

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use base64::Engine;
 use common::fake_discord::{BOT_ID, CHANNEL_ID, GUILD_ID, Served, USER_ID, message_create, user};
-use common::misskey_serve::{MisskeyServe, ServeOptions};
-use common::serve_discord_support::{Bot, Setup, one_turn, reply_steps, text_path};
+use common::serve_discord::{DiscordServe, DiscordSetup, one_turn, reply_steps, text_path};
+use common::serve_misskey::{MisskeyServe, MisskeySetup};
 use image::{DynamicImage, Rgb, RgbImage};
 use serde_json::{Value, json};
 
@@ -61,17 +61,17 @@ async fn tripwire() -> Tripwire {
 }
 
 /// An agent that answers with [`REPLY`]; `vision`: it advertises `promptCapabilities.image`.
-fn answering(vision: bool) -> impl FnOnce(&std::path::Path) -> Setup {
+fn answering(vision: bool) -> impl FnOnce(&std::path::Path) -> DiscordSetup {
     move |files| {
         let mut script = one_turn(reply_steps(&text_path(files, "reply.md")));
         if vision {
             script["initialize"] = json!({"promptCapabilities": {"image": true}});
         }
-        Setup {
+        DiscordSetup {
             script,
             texts: vec![("reply.md", REPLY.to_owned())],
             extra_yaml: "attachments:\n  maxImagePixels: 120000\n  maxFileMb: 20\n  maxTotalMb: 40\n  timeoutMs: 5000\n".into(),
-            ..Setup::default()
+            ..DiscordSetup::default()
         }
     }
 }
@@ -82,7 +82,7 @@ fn attachment(id: &str, name: &str, mime: &str, size: usize, url: &str) -> Value
 }
 
 /// Pushes a mention from the user with `attachments`; returns its id.
-fn mention_with(bot: &Bot, text: &str, attachments: Vec<Value>) -> String {
+fn mention_with(bot: &DiscordServe, text: &str, attachments: Vec<Value>) -> String {
     let id = bot.fake.next_id();
     let mut m = message_create(
         &id,
@@ -118,7 +118,7 @@ fn decode_image(block: &Value) -> DynamicImage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_photo_becomes_an_image_block_and_a_text_file_is_shown_inline() {
-    let bot = Bot::start(answering(true)).await;
+    let bot = DiscordServe::start(answering(true)).await;
     let jpeg = photo(1600, 1200);
     let notes = "# Trip\n- hiked Yangmingshan\n- bubble tea after\n";
     // The photo is declared as a PNG: the type comes from the bytes.
@@ -203,7 +203,7 @@ async fn a_photo_becomes_an_image_block_and_a_text_file_is_shown_inline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_that_cannot_be_used_are_skipped_with_the_reason_and_nothing_else_is_fetched() {
-    let bot = Bot::start(answering(true)).await;
+    let bot = DiscordServe::start(answering(true)).await;
     let wire = tripwire().await;
     let big = vec![0u8; 30 * 1024 * 1024];
     let big_url = bot
@@ -313,7 +313,7 @@ async fn files_that_cannot_be_used_are_skipped_with_the_reason_and_nothing_else_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_cannot_see_pictures_gets_the_saved_file_only() {
-    let bot = Bot::start(answering(false)).await;
+    let bot = DiscordServe::start(answering(false)).await;
     let picture = png(40, 30);
     let url = bot
         .fake
@@ -349,7 +349,7 @@ async fn misskey_note_pictures_and_chat_files_reach_the_agent() {
     std::fs::write(&reply, REPLY).unwrap();
     let mut script = one_turn(reply_steps(&reply));
     script["initialize"] = json!({"promptCapabilities": {"image": true}});
-    let serve = MisskeyServe::start(script, ServeOptions::default()).await;
+    let serve = MisskeyServe::start(script, MisskeySetup::default()).await;
     let picture = png(64, 48);
     let file = serve
         .fake
@@ -371,7 +371,7 @@ async fn misskey_note_pictures_and_chat_files_reach_the_agent() {
         .wait_for_calls("chat/messages/create-to-user", 1)
         .await;
 
-    let log: Vec<Value> = std::fs::read_to_string(&serve.agent_log)
+    let log: Vec<Value> = std::fs::read_to_string(&serve.agent.log)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -398,7 +398,7 @@ async fn misskey_note_pictures_and_chat_files_reach_the_agent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_warm_agents_next_turn_gets_the_new_messages_files() {
-    let bot = Bot::start(answering(true)).await;
+    let bot = DiscordServe::start(answering(true)).await;
     mention_with(&bot, "hi!", Vec::new());
     bot.wait_bot_messages(CHANNEL_ID, 1).await;
     let picture = png(40, 30);
@@ -438,7 +438,7 @@ async fn a_warm_agents_next_turn_gets_the_new_messages_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_of_recent_messages_are_saved_and_listed_in_the_conversation() {
-    let bot = Bot::start(answering(true)).await;
+    let bot = DiscordServe::start(answering(true)).await;
     // Bob posts a picture without talking to the bot; then Alice asks about it.
     let picture = png(40, 30);
     let url = bot

@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::json;
 
-use common::serve_discord_support::fake_agent;
+use common::fake_agent;
 
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
@@ -80,24 +79,9 @@ impl ChatRun {
         std::fs::write(self.config_path(), config).unwrap();
         std::fs::create_dir_all(self.home()).unwrap();
         std::fs::write(self.home().join("secret"), "the daemon user's files").unwrap();
-        let mut child = Command::new(common::bin())
-            .args(["chat", "--config"])
-            .arg(self.config_path())
-            .env_remove("RUST_LOG")
-            .env("HOME", self.home())
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let mut cmd = common::chat_command(&self.config_path());
+        cmd.env("HOME", self.home()).envs(env.iter().copied());
+        let out = common::run_with_input(&mut cmd, input.as_bytes());
         (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -13,6 +13,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::AGENT_LOG;
+use common::poll::blocking_poll;
 use serde_json::{Value, json};
 
 /// What the status line is erased with.
@@ -20,9 +22,6 @@ const ERASE: &str = "\r\x1b[2K";
 /// The terminal's interrupt and end-of-file characters.
 const CTRL_C: &[u8] = b"\x03";
 const CTRL_D: &[u8] = b"\x04";
-/// The fake agent's log, relative to its cwd (the user's workspace).
-const AGENT_LOG: &str = "agent-log.jsonl";
-
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
 }
@@ -120,35 +119,29 @@ impl Console {
 
     /// Waits until the screen shows `text`; returns the screen then.
     fn wait_for(&mut self, text: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let shown = blocking_poll(timeout, || {
             let screen = self.screen();
-            if screen.contains(text) {
-                return screen;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("{text:?} not shown within {timeout:?}; screen:\n{screen:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            screen.contains(text).then_some(screen)
+        });
+        shown.unwrap_or_else(|| {
+            let _ = self.child.kill();
+            let screen = self.screen();
+            panic!("{text:?} not shown within {timeout:?}; screen:\n{screen:?}");
+        })
     }
 
     /// Waits for the exit (up to `timeout`); returns its status and how long it took.
     fn wait_exit(&mut self, timeout: Duration) -> (ExitStatus, Duration) {
         let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, started.elapsed());
-            }
-            if started.elapsed() > timeout {
+        match blocking_poll(timeout, || self.child.try_wait().unwrap()) {
+            Some(status) => (status, started.elapsed()),
+            None => {
                 let _ = self.child.kill();
                 panic!(
                     "chat did not exit within {timeout:?}; screen:\n{:?}",
                     self.screen()
                 );
             }
-            std::thread::sleep(Duration::from_millis(5));
         }
     }
 

@@ -16,6 +16,7 @@ use air_friends::platform::{
     ReactionEmoji, UserCommandSpec, send_text,
 };
 use common::fake_discord::*;
+use common::poll::eventually;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -86,7 +87,7 @@ async fn connected(commands: Vec<UserCommandSpec>) -> Harness {
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(runner.run(tx, state.clone(), shutdown.clone()));
     let (probe_state, probe_adapter) = (state.clone(), adapter.clone());
-    wait_until(WAIT, move || {
+    eventually(WAIT, "connected with the bot's id", move || {
         probe_state.is_connected() && probe_adapter.bot_user_id().is_some()
     })
     .await;
@@ -682,7 +683,7 @@ async fn a_dropped_gateway_connection_resumes_and_events_flow_again() {
     h.fake.drop_connection();
     h.fake.wait_gateway(WAIT, |_, resumes| resumes >= 1).await;
     let state = h.state.clone();
-    wait_until(WAIT, move || state.is_connected()).await;
+    eventually(WAIT, "connected", move || state.is_connected()).await;
     let id = h.fake.next_id();
     h.fake.push_message(message_create(
         &id,
@@ -708,10 +709,16 @@ async fn an_outage_clears_the_connection_state_until_a_new_session_is_up() {
     h.fake.set_gateway_refusing(true);
     h.fake.drop_connection();
     let state = h.state.clone();
-    wait_until(Duration::from_secs(30), move || !state.is_connected()).await;
+    eventually(Duration::from_secs(30), "disconnected", move || {
+        !state.is_connected()
+    })
+    .await;
     h.fake.set_gateway_refusing(false);
     let state = h.state.clone();
-    wait_until(Duration::from_secs(30), move || state.is_connected()).await;
+    eventually(Duration::from_secs(30), "reconnected", move || {
+        state.is_connected()
+    })
+    .await;
     assert_eq!(h.fake.gateway_counts().0, 2, "a new session was identified");
     let id = h.fake.next_id();
     h.fake.push_message(message_create(

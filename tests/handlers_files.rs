@@ -23,7 +23,7 @@ fn ws(s: &Session) -> &Path {
     &s.context.workspace
 }
 
-async fn send(app: &App, s: &Session, params: Value) -> handlers_support::Resp {
+async fn send(app: &App, s: &Session, params: Value) -> handlers_support::SkillResponse {
     app.call(s, "send-file", params).await
 }
 

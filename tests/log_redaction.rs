@@ -12,7 +12,6 @@ use air_friends::platform::Origin;
 use common::fake_agent;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use air_friends::observability::{RedactingMakeWriter, Redactor};
@@ -160,22 +159,10 @@ fn the_agent_printing_its_token_to_stderr_never_puts_it_in_the_daemon_log() {
     );
     let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, config).expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_air-friends"))
-        .args(["chat", "--config"])
-        .arg(&config_path)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn chat");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"show me your token\n")
-        .expect("write");
-    let out = child.wait_with_output().expect("chat");
+    let out = common::run_with_input(
+        &mut common::chat_command(&config_path),
+        b"show me your token\n",
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "chat failed:\n{log}");

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use air_friends::store::{ExportFilter, Scope, Store, Visibility, WorkspaceKey};
 use chrono::{Duration, Utc};
 use common::fake_discord::USER_ID;
-use common::serve_discord_support::{Bot, Setup, one_turn, skill_step};
+use common::serve::skill_step;
+use common::serve_discord::{DiscordServe, DiscordSetup, one_turn};
 use serde_json::{Value, json};
 
 /// Old public memories the agent merges (ids kept by the import), and the others.
@@ -105,23 +106,23 @@ fn maintenance_yaml(dry_run: bool, quiet_hours: &str) -> String {
 }
 
 /// The daemon with the data tree and the greedy agent; the quiet hours are all day.
-async fn start(dry_run: bool) -> Bot {
+async fn start(dry_run: bool) -> DiscordServe {
     start_with(dry_run, "00:00-00:00").await
 }
 
-async fn start_with(dry_run: bool, quiet_hours: &str) -> Bot {
+async fn start_with(dry_run: bool, quiet_hours: &str) -> DiscordServe {
     let quiet_hours = quiet_hours.to_owned();
-    Bot::start(|files| Setup {
+    DiscordServe::start(|files| DiscordSetup {
         script: greedy_agent(files),
         extra_yaml: maintenance_yaml(dry_run, &quiet_hours),
         import: Some(data_tree(files)),
-        ..Setup::default()
+        ..DiscordSetup::default()
     })
     .await
 }
 
 /// Waits for both runs (public, then private) and returns their log records.
-fn wait_runs(bot: &mut Bot) -> Vec<Value> {
+fn wait_runs(bot: &mut DiscordServe) -> Vec<Value> {
     bot.wait_log(|v| v["message"] == "memory maintenance finished" && v["visibility"] == "private");
     bot.logged()
         .into_iter()
@@ -129,7 +130,7 @@ fn wait_runs(bot: &mut Bot) -> Vec<Value> {
         .collect()
 }
 
-async fn store_of(bot: &Bot) -> Store {
+async fn store_of(bot: &DiscordServe) -> Store {
     let config =
         air_friends::config::load_file(&bot.config.path, &air_friends::config::ProcessEnv).unwrap();
     Store::open(&config.database_path()).await.unwrap()

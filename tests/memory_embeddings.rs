@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use air_friends::store::{Importance, NewMemory, Visibility, WorkspaceKey};
 use common::fake_embeddings::{DIMENSIONS, FakeEmbeddings};
+use common::poll::eventually_async;
 use handlers_support::{App, Options, app_with};
 use serde_json::{Value, json};
 
@@ -172,11 +173,12 @@ async fn imported_memories_are_embedded_by_the_background_job_and_private_ones_s
     // The daemon's background job finds them without being told.
     let stop = tokio_util::sync::CancellationToken::new();
     let job = tokio::spawn(app.semantic.clone().unwrap().run(stop.clone()));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while app.store.embedding_backlog().await.unwrap() > 0 {
-        assert!(Instant::now() < deadline, "the backlog was not embedded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(
+        Duration::from_secs(10),
+        "the backlog embedded",
+        async || (app.store.embedding_backlog().await.unwrap() == 0).then_some(()),
+    )
+    .await;
     stop.cancel();
     job.await.unwrap();
 

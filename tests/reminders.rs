@@ -2,6 +2,9 @@
 //! delivery by DM, wake-up on new reminders, retries with back-off, final failure, late
 //! delivery after downtime, cancellation.
 
+#[path = "common/poll.rs"]
+mod poll;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +14,7 @@ use air_friends::platform::{PlatformAdapter, PlatformError, PlatformRegistry};
 use air_friends::reminders::{ReminderMetrics, ReminderScheduler};
 use air_friends::store::{NewReminder, ReminderState, Store, WorkspaceKey};
 use chrono::Utc;
+use poll::eventually_async;
 use tokio_util::sync::CancellationToken;
 
 struct Setup {
@@ -60,25 +64,19 @@ async fn remind(store: &Store, in_ms: i64, text: &str) -> String {
         .id
 }
 
+/// Waits until reminder `id` is in `state`; returns it then.
 async fn wait_state(
     store: &Store,
     id: &str,
     state: ReminderState,
     within: Duration,
 ) -> air_friends::store::Reminder {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
+    let what = format!("reminder {id} becoming {state:?}");
+    eventually_async(within, &what, async || {
         let r = store.get_reminder(id).await.unwrap().unwrap();
-        if r.state == state {
-            return r;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "reminder stayed {:?}",
-            r.state
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (r.state == state).then_some(r)
+    })
+    .await
 }
 
 #[tokio::test]

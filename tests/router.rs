@@ -2,6 +2,9 @@
 //! conversation, parallelism across conversations up to the cap, duplicates, rate limit and
 //! cooldown, overflow, idle workers.
 
+#[path = "common/poll.rs"]
+mod poll;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,6 +21,11 @@ use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+use poll::eventually;
+
+/// How long the router may take to handle what a test sent.
+const WAIT: Duration = Duration::from_secs(5);
 
 /// Records what it handles; optionally waits for a gate permit per message.
 #[derive(Default)]
@@ -105,16 +113,6 @@ fn mention(fake: &FakePlatform, channel: &str, user: &str, text: &str) -> Incomi
     m
 }
 
-async fn wait_until(what: &str, f: impl Fn() -> bool) {
-    for _ in 0..500 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 #[tokio::test]
 async fn a_conversation_is_answered_in_order_under_load() {
     let s = setup(
@@ -132,7 +130,10 @@ async fn a_conversation_is_answered_in_order_under_load() {
         assert_eq!(s.router.dispatch(m).await, Dispatch::Queued);
     }
     let rec = s.recorder.clone();
-    wait_until("all handled", || rec.handled.lock().unwrap().len() == 40).await;
+    eventually(WAIT, "all handled", || {
+        rec.handled.lock().unwrap().len() == 40
+    })
+    .await;
     let handled = s.recorder.handled.lock().unwrap().clone();
     for channel in ["a", "b"] {
         let seq: Vec<u32> = handled
@@ -164,11 +165,17 @@ async fn conversations_run_in_parallel_up_to_the_cap() {
         s.router.dispatch(m).await;
     }
     let rec = s.recorder.clone();
-    wait_until("three running", || rec.running.load(Ordering::SeqCst) == 3).await;
+    eventually(WAIT, "three running", || {
+        rec.running.load(Ordering::SeqCst) == 3
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(s.recorder.running.load(Ordering::SeqCst), 3, "cap exceeded");
     gate.add_permits(6);
-    wait_until("all handled", || rec.handled.lock().unwrap().len() == 6).await;
+    eventually(WAIT, "all handled", || {
+        rec.handled.lock().unwrap().len() == 6
+    })
+    .await;
     assert_eq!(s.recorder.max_running.load(Ordering::SeqCst), 3);
 }
 
@@ -184,7 +191,7 @@ async fn duplicate_events_are_dropped() {
     assert_eq!(s.router.dispatch(m.clone()).await, Dispatch::Queued);
     assert_eq!(s.router.dispatch(m.clone()).await, Dispatch::Duplicate);
     let rec = s.recorder.clone();
-    wait_until("handled", || rec.handled.lock().unwrap().len() == 1).await;
+    eventually(WAIT, "handled", || rec.handled.lock().unwrap().len() == 1).await;
     assert_eq!(s.router.dispatch(m).await, Dispatch::Duplicate);
 }
 
@@ -203,7 +210,10 @@ async fn overflow_gets_a_busy_reply_not_silence() {
     let first = mention(&s.fake, "a", "u1", "1");
     assert_eq!(s.router.dispatch(first).await, Dispatch::Queued);
     let rec = s.recorder.clone();
-    wait_until("first running", || rec.running.load(Ordering::SeqCst) == 1).await;
+    eventually(WAIT, "first running", || {
+        rec.running.load(Ordering::SeqCst) == 1
+    })
+    .await;
     assert_eq!(
         s.router.dispatch(mention(&s.fake, "a", "u1", "2")).await,
         Dispatch::Queued
@@ -220,7 +230,10 @@ async fn overflow_gets_a_busy_reply_not_silence() {
     assert_eq!(sent[0].text, BUSY_TEXT);
     assert_eq!(sent[0].reply_to.as_deref(), Some(overflow_id.as_str()));
     gate.add_permits(10);
-    wait_until("three handled", || rec.handled.lock().unwrap().len() == 3).await;
+    eventually(WAIT, "three handled", || {
+        rec.handled.lock().unwrap().len() == 3
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -315,12 +328,15 @@ async fn idle_workers_exit_and_come_back() {
     );
     s.router.dispatch(mention(&s.fake, "a", "u1", "1")).await;
     let router = s.router.clone();
-    wait_until("worker reaped", || router.active_conversations() == 0).await;
+    eventually(WAIT, "worker reaped", || router.active_conversations() == 0).await;
     assert_eq!(
         s.router.dispatch(mention(&s.fake, "a", "u1", "2")).await,
         Dispatch::Queued
     );
     let rec = s.recorder.clone();
-    wait_until("both handled", || rec.handled.lock().unwrap().len() == 2).await;
+    eventually(WAIT, "both handled", || {
+        rec.handled.lock().unwrap().len() == 2
+    })
+    .await;
     s.tasks.close();
 }

@@ -15,6 +15,7 @@
 mod common;
 
 use common::fake_agent;
+use common::poll::{eventually, poll};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -237,17 +238,16 @@ async fn an_agent_cannot_read_another_live_sessions_environment() {
     let runner = w.runner.clone();
     let a_task = tokio::spawn(async move { runner.run(a).await });
     let ws_a = w.workspace("1");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(ws_a.join("sess-1-false.log.jsonl"))
-        .unwrap_or_default()
-        .contains("session/prompt")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "session A never started its turn"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        "session A starting its turn",
+        || {
+            std::fs::read_to_string(ws_a.join("sess-1-false.log.jsonl"))
+                .unwrap_or_default()
+                .contains("session/prompt")
+        },
+    )
+    .await;
     // The same attack from the host finds it (so the probe is real)…
     let from_host = std::process::Command::new("sh")
         .args([
@@ -300,10 +300,11 @@ async fn double_forks_and_setsid_children_die_with_the_session() {
         stdout_of(&results(&w.workspace("3"), &id)[0]).trim(),
         "started"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    while !running("sleep 413.1").is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Give the kill time to land; the assertion below says what is left.
+    poll(Duration::from_secs(3), || {
+        running("sleep 413.1").is_empty().then_some(())
+    })
+    .await;
     assert_eq!(
         running("sleep 413.1"),
         Vec::<String>::new(),

@@ -11,28 +11,28 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use air_friends::conversation::interaction::ERROR_TEXT;
 use common::fake_discord::{
     APP_ID, BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, interaction_create, user,
 };
-use common::serve_discord_support::{
-    Bot, ERROR_TEXT, Setup, WAIT, eventually, one_turn, reply_steps, skill_script, skill_step,
-    text_path,
-};
+use common::poll::eventually;
+use common::serve::{skill_script, skill_step};
+use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, one_turn, reply_steps, text_path};
 use serde_json::{Value, json};
 
 /// A script that answers every prompt with the text of `name` (written by the test).
-fn answering(files: &Path, name: &'static str, text: &str) -> Setup {
-    Setup {
+fn answering(files: &Path, name: &'static str, text: &str) -> DiscordSetup {
+    DiscordSetup {
         script: one_turn(reply_steps(&text_path(files, name))),
         texts: vec![(name, text.to_owned())],
-        ..Setup::default()
+        ..DiscordSetup::default()
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
     let text = "Hello Alice! I'm the friendly bot of this server.";
-    let mut bot = Bot::start(|files| answering(files, "hello.md", text)).await;
+    let mut bot = DiscordServe::start(|files| answering(files, "hello.md", text)).await;
 
     let trigger = bot.mention("hi there, who are you?");
     let replies = bot.wait_bot_messages(CHANNEL_ID, 1).await;
@@ -80,7 +80,7 @@ async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_direct_message_is_answered_in_the_dm() {
     let text = "Sure, we can talk here in private.";
-    let mut bot = Bot::start(|files| answering(files, "dm.md", text)).await;
+    let mut bot = DiscordServe::start(|files| answering(files, "dm.md", text)).await;
 
     let trigger = bot.dm("can we talk privately?");
     let replies = bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
@@ -110,7 +110,7 @@ async fn a_long_reply_arrives_as_three_messages_in_order() {
     let mut text = lines.join("\n");
     text.push('!');
     assert_eq!(text.chars().count(), 4500);
-    let mut bot = Bot::start(|files| answering(files, "long.md", &text)).await;
+    let mut bot = DiscordServe::start(|files| answering(files, "long.md", &text)).await;
 
     let trigger = bot.mention("tell me a long story");
     bot.wait_bot_messages(CHANNEL_ID, 3).await;
@@ -145,7 +145,7 @@ async fn a_long_reply_arrives_as_three_messages_in_order() {
 async fn a_reaction_and_an_edit_reach_discord() {
     let send = skill_script("send-reply");
     let edit = skill_script("edit-reply");
-    let mut bot = Bot::start(|files| {
+    let mut bot = DiscordServe::start(|files| {
         let first = text_path(files, "first.md");
         let second = text_path(files, "second.md");
         // send-reply prints {"success":true,"data":{"messageId":"…",…}}; the agent edits that
@@ -159,7 +159,7 @@ async fn a_reaction_and_an_edit_reach_discord() {
             first = first.display(),
             second = second.display(),
         );
-        Setup {
+        DiscordSetup {
             script: one_turn(vec![
                 skill_step("react-message", "--emoji 👍"),
                 json!({"run": reply_then_edit}),
@@ -168,7 +168,7 @@ async fn a_reaction_and_an_edit_reach_discord() {
                 ("first.md", "Let me think… 42?".into()),
                 ("second.md", "The answer is 42, definitely.".into()),
             ],
-            ..Setup::default()
+            ..DiscordSetup::default()
         }
     })
     .await;
@@ -206,7 +206,7 @@ async fn a_reaction_and_an_edit_reach_discord() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_file_delivers_one_message_with_all_attachments() {
-    let mut bot = Bot::start(|_| Setup {
+    let mut bot = DiscordServe::start(|_| DiscordSetup {
         script: one_turn(vec![
             json!({"run": "mkdir -p output && printf 'first file' > output/notes.txt && printf 'a,b\\n1,2\\n' > output/table.csv"}),
             skill_step(
@@ -215,7 +215,7 @@ async fn send_file_delivers_one_message_with_all_attachments() {
             ),
         ]),
         extra_yaml: "skills:\n  sendFile:\n    enabled: true\n".into(),
-        ..Setup::default()
+        ..DiscordSetup::default()
     })
     .await;
 
@@ -244,13 +244,13 @@ async fn send_file_delivers_one_message_with_all_attachments() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typing_is_shown_while_the_agent_works() {
-    let mut bot = Bot::start(|files| {
+    let mut bot = DiscordServe::start(|files| {
         let mut steps = vec![json!({"sleepMs": 2500})];
         steps.extend(reply_steps(&text_path(files, "slow.md")));
-        Setup {
+        DiscordSetup {
             script: one_turn(steps),
             texts: vec![("slow.md", "Sorry for the wait!".into())],
-            ..Setup::default()
+            ..DiscordSetup::default()
         }
     })
     .await;
@@ -279,7 +279,7 @@ async fn typing_is_shown_while_the_agent_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_memory_stats_slash_command_is_registered_and_answered_ephemerally() {
-    let mut bot = Bot::start(|_| Setup::default()).await;
+    let mut bot = DiscordServe::start(|_| DiscordSetup::default()).await;
 
     let registered = bot
         .wait_requests(
@@ -380,7 +380,7 @@ async fn the_memory_stats_slash_command_is_registered_and_answered_ephemerally()
     assert!(!content.contains("counted only in a direct message"));
 
     assert!(
-        !bot.agent_log.exists(),
+        !bot.agent.log.exists(),
         "no agent was started for a slash command"
     );
     assert!(bot.message_posts(CHANNEL_ID).is_empty(), "nothing public");
@@ -390,7 +390,7 @@ async fn the_memory_stats_slash_command_is_registered_and_answered_ephemerally()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_on_the_reply_is_waited_out_and_the_reply_arrives() {
-    let mut bot = Bot::start(|files| {
+    let mut bot = DiscordServe::start(|files| {
         // The agent waits for the test's go-ahead, so the 429 hits the reply itself (not the
         // history read before the agent starts, which shares the path).
         let waiting = files.join("agent-waiting");
@@ -401,10 +401,10 @@ async fn a_429_on_the_reply_is_waited_out_and_the_reply_arrives() {
             go.display()
         )})];
         steps.extend(reply_steps(&text_path(files, "patient.md")));
-        Setup {
+        DiscordSetup {
             script: one_turn(steps),
             texts: vec![("patient.md", "Worth the wait.".into())],
-            ..Setup::default()
+            ..DiscordSetup::default()
         }
     })
     .await;
@@ -448,7 +448,7 @@ async fn a_429_on_the_reply_is_waited_out_and_the_reply_arrives() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_disconnects_are_survived_and_readyz_follows_the_connection() {
-    let mut bot = Bot::start(|files| answering(files, "back.md", "Still here!")).await;
+    let mut bot = DiscordServe::start(|files| answering(files, "back.md", "Still here!")).await;
     assert_eq!(bot.fake.gateway_counts(), (1, 0));
 
     // A network blip: serenity resumes; the bot keeps answering.
@@ -490,9 +490,9 @@ async fn gateway_disconnects_are_survived_and_readyz_follows_the_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bots_are_ignored_and_a_silent_agent_gets_one_error_reply() {
     // An agent that ends every turn without using a skill.
-    let mut bot = Bot::start(|_| Setup {
+    let mut bot = DiscordServe::start(|_| DiscordSetup {
         script: one_turn(Vec::new()),
-        ..Setup::default()
+        ..DiscordSetup::default()
     })
     .await;
 
@@ -522,7 +522,7 @@ async fn bots_are_ignored_and_a_silent_agent_gets_one_error_reply() {
         1,
     )
     .await;
-    assert!(!bot.agent_log.exists(), "no agent was started for bots");
+    assert!(!bot.agent.log.exists(), "no agent was started for bots");
     assert!(bot.message_posts(CHANNEL_ID).is_empty());
     assert!(
         bot.fake

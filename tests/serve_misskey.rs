@@ -7,16 +7,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use air_friends::conversation::interaction::ERROR_TEXT;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 
 use common::fake_misskey::{BOT_ID, NoteOpts};
-use common::misskey_serve::{
-    MisskeyServe, ServeOptions, WAIT, log_field, reply_steps, script, skill_script,
-};
-
-/// The daemon's generic error reply (`conversation::interaction::ERROR_TEXT`).
-const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
+use common::serve::{readyz_check, skill_script};
+use common::serve_misskey::{MisskeyServe, MisskeySetup, WAIT, log_field, reply_steps, script};
 
 fn id(v: &Value) -> String {
     v["id"].as_str().expect("id").to_owned()
@@ -36,7 +33,7 @@ fn stop(serve: &mut MisskeyServe) {
 async fn mentions_get_threaded_replies_with_the_notes_visibility() {
     let mut serve = MisskeyServe::start(
         script(reply_steps("Hi! Nice to hear from you.")),
-        ServeOptions::default(),
+        MisskeySetup::default(),
     )
     .await;
 
@@ -89,7 +86,7 @@ async fn mentions_get_threaded_replies_with_the_notes_visibility() {
 async fn a_chat_message_gets_a_chat_answer() {
     let mut serve = MisskeyServe::start(
         script(reply_steps("Hello Alice, this is a chat answer.")),
-        ServeOptions::default(),
+        MisskeySetup::default(),
     )
     .await;
 
@@ -132,7 +129,7 @@ async fn edit_reply_recreates_the_note_under_the_original_anchor() {
             r#"{edit} --message-id "$(sed -n 's/.*"messageId": *"\([^"]*\)".*/\1/p' "$TMPDIR/$SESSION_ID/sent.json")" --message-file "$TMPDIR/$SESSION_ID/edit.md""#
         )}),
     ];
-    let mut serve = MisskeyServe::start(script(steps), ServeOptions::default()).await;
+    let mut serve = MisskeyServe::start(script(steps), MisskeySetup::default()).await;
 
     let anchor = serve
         .fake
@@ -193,8 +190,8 @@ async fn a_long_reply_arrives_as_several_notes_in_order() {
         .collect();
     let long = paragraphs.join("\n\n");
     assert!(long.chars().count() > 3 * 3000 / 2, "{}", long.len());
-    let mut serve = MisskeyServe::launch(json!({"turns": []}), ServeOptions::default()).await;
-    let long_path = serve.cfg.dir.path().join("long.md");
+    let mut serve = MisskeyServe::launch(json!({"turns": []}), MisskeySetup::default()).await;
+    let long_path = serve.config.dir.path().join("long.md");
     std::fs::write(&long_path, &long).unwrap();
     serve.write_script(script(vec![
         json!({"run": format!("cp {} \"$TMPDIR/$SESSION_ID/reply.md\"", long_path.display())}),
@@ -246,7 +243,7 @@ async fn a_long_reply_arrives_as_several_notes_in_order() {
 async fn memory_stats_by_chat_is_answered_without_an_agent() {
     let mut serve = MisskeyServe::start(
         script(reply_steps("An agent answered this one.")),
-        ServeOptions::default(),
+        MisskeySetup::default(),
     )
     .await;
 
@@ -263,9 +260,9 @@ async fn memory_stats_by_chat_is_answered_without_an_agent() {
     );
     serve.wait_for_log("user_command", &[("skill", json!("memory-stats"))]);
     assert!(
-        !serve.agent_log.exists(),
+        !serve.agent.log.exists(),
         "an agent was started for a user command: {:?}",
-        serve.agent_events()
+        serve.agent_log_lines()
     );
 
     // A normal message after it in the same chat is the first (and only) agent run: the
@@ -290,9 +287,9 @@ async fn memory_stats_by_chat_is_answered_without_an_agent() {
 async fn a_reminder_set_in_a_chat_is_delivered_by_chat_on_time() {
     let mut serve = MisskeyServe::start(
         json!({"turns": []}),
-        ServeOptions {
-            extra: "reminders:\n  minIntervalMs: 1000\n".into(),
-            ..ServeOptions::default()
+        MisskeySetup {
+            extra_yaml: "reminders:\n  minIntervalMs: 1000\n".into(),
+            ..MisskeySetup::default()
         },
     )
     .await;
@@ -317,7 +314,7 @@ async fn a_reminder_set_in_a_chat_is_delivered_by_chat_on_time() {
         .await;
     assert_eq!(sent[0]["text"], "Sure, I will remind you in a moment.");
     let permission = serve
-        .agent_events()
+        .agent_log_lines()
         .into_iter()
         .find(|e| {
             e["event"] == "permission"
@@ -360,9 +357,9 @@ async fn a_reminder_set_in_a_chat_is_delivered_by_chat_on_time() {
 async fn a_silent_agent_yields_one_error_reply_and_bot_notes_are_ignored() {
     let mut serve = MisskeyServe::start(
         script(Vec::new()),
-        ServeOptions {
-            extra: "logging:\n  level: debug\n".into(),
-            ..ServeOptions::default()
+        MisskeySetup {
+            extra_yaml: "logging:\n  level: debug\n".into(),
+            ..MisskeySetup::default()
         },
     )
     .await;
@@ -404,12 +401,12 @@ async fn a_silent_agent_yields_one_error_reply_and_bot_notes_are_ignored() {
     assert_eq!(created[0]["replyId"], id(&asked));
     // The agent got the one retry prompt before the daemon gave up.
     let prompts = serve
-        .agent_events()
+        .agent_log_lines()
         .iter()
         .filter(|e| e["received"]["method"] == "session/prompt")
         .count();
     assert_eq!(prompts, 2);
-    assert_eq!(serve.agents_started(), 1, "{:?}", serve.agent_events());
+    assert_eq!(serve.agents_started(), 1, "{:?}", serve.agent_log_lines());
     assert!(
         serve
             .fake
@@ -425,9 +422,9 @@ async fn a_silent_agent_yields_one_error_reply_and_bot_notes_are_ignored() {
 async fn readiness_follows_the_stream_and_a_dropped_stream_reconnects() {
     let mut serve = MisskeyServe::launch(
         script(reply_steps("Still here after the reconnect.")),
-        ServeOptions {
+        MisskeySetup {
             refuse_streaming: true,
-            ..ServeOptions::default()
+            ..MisskeySetup::default()
         },
     )
     .await;
@@ -441,7 +438,7 @@ async fn readiness_follows_the_stream_and_a_dropped_stream_reconnects() {
     let (status, body) = serve.readyz().await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["status"], "not_ready");
-    assert_eq!(MisskeyServe::misskey_check(&body), Some(false), "{body}");
+    assert_eq!(readyz_check(&body, "misskey"), Some(false), "{body}");
     assert_eq!(serve.fake.connects_total(), 0);
 
     // It accepts: ready.
@@ -478,13 +475,13 @@ async fn readiness_follows_the_stream_and_a_dropped_stream_reconnects() {
 async fn sigterm_waits_for_the_running_session_and_the_user_gets_the_reply() {
     let mut serve = MisskeyServe::launch(
         json!({"turns": []}),
-        ServeOptions {
-            extra: "shutdownGraceMs: 20000\n".into(),
-            ..ServeOptions::default()
+        MisskeySetup {
+            extra_yaml: "shutdownGraceMs: 20000\n".into(),
+            ..MisskeySetup::default()
         },
     )
     .await;
-    let marker = serve.cfg.dir.path().join("agent-working");
+    let marker = serve.config.dir.path().join("agent-working");
     let mut steps = vec![
         json!({"run": format!("touch {}", marker.display())}),
         json!({"sleepMs": 1500}),

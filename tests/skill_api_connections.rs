@@ -9,14 +9,10 @@ use std::time::{Duration, Instant};
 
 use air_friends::skill_api::{SkillApiSettings, serve};
 use serde_json::{Value, json};
-use skill_api_support::{TestApp, app_with, settings};
+use skill_api_support::{HEADER_TIMEOUT, NEVER, TestApp, app_with, settings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
-
-const HEADER_TIMEOUT: Duration = Duration::from_millis(400);
-/// Far beyond every timeout under test: reaching it means the server never reacted.
-const NEVER: Duration = Duration::from_secs(20);
 
 struct Server {
     addr: std::net::SocketAddr,

@@ -5,10 +5,10 @@
 
 mod handlers_support;
 
-use handlers_support::{App, Resp, app};
+use handlers_support::{App, SkillResponse, app};
 use serde_json::{Value, json};
 
-fn assert_control_character_refused(r: &Resp, path: &str, name: &str) {
+fn assert_control_character_refused(r: &SkillResponse, path: &str, name: &str) {
     assert_eq!(r.error(400), "INVALID_PARAMS");
     let details = r.body["details"].as_array().expect("details");
     let found = details
@@ -23,7 +23,7 @@ fn assert_control_character_refused(r: &Resp, path: &str, name: &str) {
     assert!(r.message().contains(path), "{}", r.message());
 }
 
-async fn call(app: &App, skill: &str, params: Value) -> Resp {
+async fn call(app: &App, skill: &str, params: Value) -> SkillResponse {
     let s = app.dm_session("u1");
     app.call(&s, skill, params).await
 }

@@ -9,7 +9,7 @@ mod handlers_support;
 
 use std::path::Path;
 
-use handlers_support::{App, Options, Resp, Session, app, app_with, modified_skills};
+use handlers_support::{App, Options, Session, SkillResponse, app, app_with, modified_skills};
 use serde_json::{Value, json};
 
 /// The shipped skills, except that `skill` admits one call per minute per user: every later
@@ -38,7 +38,7 @@ async fn app_as_shipped() -> App {
     .await
 }
 
-fn assert_terminating(r: &Resp, code: &str, s: &Session) {
+fn assert_terminating(r: &SkillResponse, code: &str, s: &Session) {
     assert_eq!(r.error(429), code, "{:#}", r.body);
     assert_eq!(r.body["sessionTerminated"], true, "{:#}", r.body);
     assert!(r.message().contains("being ended now"), "{}", r.message());

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::json;
 use skill_api_support::{TestApp, app};
 
@@ -282,7 +281,7 @@ async fn bodies_over_1_mib_are_413_json() {
         .header(header::CONTENT_LENGTH, big.len())
         .body(Body::from(big))
         .expect("request");
-    let r = skill_api_support::TestResponse::read(
+    let r = skill_api_support::SkillResponse::read(
         tower::ServiceExt::oneshot(app.router.clone(), request)
             .await
             .expect("router"),
@@ -637,14 +636,8 @@ async fn termination_fires_only_after_the_response_is_sent() {
         !s.termination.is_requested(),
         "the runner must not be told before the response went out"
     );
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let value: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
-    assert_eq!(value["data"]["edited"], true);
+    let r = skill_api_support::SkillResponse::read(response).await;
+    assert_eq!(r.body["data"]["edited"], true);
     assert!(s.termination.is_requested(), "fired once the body was sent");
     assert_eq!(
         s.termination.reason().as_deref(),
@@ -672,7 +665,7 @@ async fn quota_exceeded_with_terminate_stops_the_agent_after_responding() {
         .await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert!(!s.termination.is_requested());
-    let r = skill_api_support::TestResponse::read(response).await;
+    let r = skill_api_support::SkillResponse::read(response).await;
     assert_eq!(r.code(), "QUOTA_EXCEEDED");
     assert_eq!(r.body["sessionTerminated"], true);
     assert!(s.termination.is_requested());

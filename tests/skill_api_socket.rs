@@ -23,14 +23,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
-use skill_api_support::{Counter, Echo, TestApp, context, echo_schema, settings};
+use skill_api_support::{
+    Counter, Echo, HEADER_TIMEOUT, NEVER, TestApp, context, echo_schema, settings,
+};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::sync::oneshot;
 
-const HEADER_TIMEOUT: Duration = Duration::from_millis(400);
-/// Far beyond every timeout under test: reaching it means the server never reacted.
-const NEVER: Duration = Duration::from_secs(20);
 /// How long the `stall` skill runs: far beyond every close grace under test.
 const STALL: Duration = Duration::from_secs(10);
 

@@ -16,7 +16,7 @@ use air_friends::store::{
 use chrono::{Duration, Utc};
 use common::TestConfig;
 use common::fake_discord::CHANNEL_ID;
-use common::serve_discord_support::{Bot, Setup, WAIT, one_turn, reply_steps, text_path};
+use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, one_turn, reply_steps, text_path};
 
 fn stats(config: &Path) -> Output {
     Command::new(common::bin())
@@ -253,10 +253,10 @@ async fn stats_reports_skills_workspaces_and_tokens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_records_its_skill_calls_for_stats() {
-    let mut bot = Bot::start(|files| Setup {
+    let mut bot = DiscordServe::start(|files| DiscordSetup {
         script: one_turn(reply_steps(&text_path(files, "reply.md"))),
         texts: vec![("reply.md", "Hello!".to_owned())],
-        ..Setup::default()
+        ..DiscordSetup::default()
     })
     .await;
     bot.mention("hi");

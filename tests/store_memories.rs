@@ -1,7 +1,12 @@
 //! Store tests for memories: save/get/patch/stats/export/important, visibility, append-only,
 //! patch folding, search (Latin, CJK, ranking, injection) and schema versioning.
 
+#[path = "common/poll.rs"]
+mod poll;
+
 use std::path::PathBuf;
+
+use poll::poll;
 
 use air_friends::store::{
     ExportFilter, Importance, MemoryPatch, NewMemory, SCHEMA_VERSION, Scope, Store, StoreError,
@@ -1348,18 +1353,16 @@ async fn the_background_checkpointer_copies_the_wal_into_the_database() {
         });
     }
     tasks.join_all().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    let grown = poll(std::time::Duration::from_secs(10), || {
         let size = std::fs::metadata(&path).unwrap().len();
-        if size > before + 1_000_000 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the database file is still {size} bytes (was {before}): nothing was checkpointed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        (size > before + 1_000_000).then_some(size)
+    })
+    .await;
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        grown.is_some(),
+        "the database file is still {size} bytes (was {before}): nothing was checkpointed"
+    );
     let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
     assert_eq!(stats.public.total, 3_200);
 }

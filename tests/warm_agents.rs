@@ -15,9 +15,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use common::AGENT_LOG;
+use common::poll::blocking_poll;
 use serde_json::{Value, json};
-
-const AGENT_LOG: &str = "agent-log.jsonl";
 
 fn skills_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("skills")
@@ -56,7 +56,7 @@ impl Chat {
         let config = format!(
             "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  connectTimeoutMs: 3000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
             data = dir.path().join("data").display(),
-            agent = common::serve_discord_support::fake_agent().display(),
+            agent = common::fake_agent().display(),
             skills = skills_dir().display(),
             script = script_path.display(),
             agent_dir = agent_dir.display(),
@@ -173,17 +173,10 @@ fn find_prompt_text(v: &Value) -> Option<String> {
 }
 
 fn wait(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chat did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    blocking_poll(timeout, || child.try_wait().unwrap()).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("chat did not exit within {timeout:?}");
+    })
 }
 
 #[test]

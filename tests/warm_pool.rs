@@ -21,6 +21,7 @@ use air_friends::conversation::warm::{
 use air_friends::conversation::workspace::Workspaces;
 use air_friends::platform::PlatformKind;
 use air_friends::session::{SessionContext, SessionRegistry};
+use common::poll::eventually;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -42,9 +43,7 @@ impl World {
         .unwrap();
         let runner = AgentRunner::new(
             RunnerSettings {
-                command: common::serve_discord_support::fake_agent()
-                    .display()
-                    .to_string(),
+                command: common::fake_agent().display().to_string(),
                 args: vec![],
                 model: None,
                 connect_timeout: Duration::from_secs(10),
@@ -159,13 +158,8 @@ fn alive(pid: u32) -> bool {
 }
 
 async fn until_gone(pid: u32) {
-    for _ in 0..300 {
-        if !alive(pid) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("agent {pid} still runs");
+    let what = format!("agent {pid} gone");
+    eventually(Duration::from_secs(3), &what, || !alive(pid)).await;
 }
 
 /// What the agent held: its session id and staging folder.

@@ -22,7 +22,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::poll::eventually;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -215,7 +217,8 @@ impl FakeDiscord {
     ) -> Vec<Recorded> {
         let shared = self.shared.clone();
         let (method, prefix) = (method.to_owned(), prefix.to_owned());
-        wait_until(Duration::from_secs(20), || {
+        let what = format!("{count} request(s) {method} {prefix}");
+        eventually(Duration::from_secs(20), &what, || {
             shared
                 .lock()
                 .requests
@@ -290,7 +293,7 @@ impl FakeDiscord {
     /// Waits (up to `timeout`) for `condition` on the IDENTIFY / RESUME counts.
     pub async fn wait_gateway(&self, timeout: Duration, condition: impl Fn(usize, usize) -> bool) {
         let shared = self.shared.clone();
-        wait_until(timeout, move || {
+        eventually(timeout, "the gateway IDENTIFY / RESUME counts", move || {
             let inner = shared.lock();
             condition(inner.identifies, inner.resumes)
         })
@@ -367,18 +370,6 @@ impl FakeDiscord {
         let mut inner = self.shared.lock();
         inner.next_id += 1;
         inner.next_id.to_string()
-    }
-}
-
-/// Polls `condition` every 20 ms until it holds; panics after `timeout`.
-pub async fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(
-            start.elapsed() < timeout,
-            "condition not met within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

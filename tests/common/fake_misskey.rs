@@ -38,6 +38,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::poll::poll;
+
 /// The token the fake accepts.
 pub const TOKEN: &str = "fake-misskey-token-7c1dSECRET";
 /// The bot's user id.
@@ -499,20 +501,14 @@ impl FakeMisskey {
         message
     }
 
-    /// Polls `check` every 10 ms until it yields, panicking after 10 s.
-    pub async fn wait_until<T>(&self, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(value) = check() {
-                return value;
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; calls: {:?}",
-                    self.endpoints()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+    /// Polls `check` until it yields, panicking (with the calls so far) after 10 s.
+    pub async fn wait_until<T>(&self, what: &str, check: impl FnMut() -> Option<T>) -> T {
+        match poll(Duration::from_secs(10), check).await {
+            Some(value) => value,
+            None => panic!(
+                "timed out waiting for {what}; calls: {:?}",
+                self.endpoints()
+            ),
         }
     }
 }

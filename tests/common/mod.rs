@@ -1,17 +1,22 @@
-//! Shared helpers for integration tests that run the real `air-friends` binary.
+//! Shared helpers for integration tests that run the real `air-friends` binary: [`Daemon`]
+//! (`serve` with its JSON log), [`TestConfig`], `chat` with typed input; the fakes
+//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`); the `serve` harnesses
+//! (`serve_discord`, `serve_misskey`, sharing `serve`); waiting for a condition (`poll`).
 #![allow(dead_code)]
 
 pub mod fake_discord;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_misskey;
-pub mod misskey_serve;
 pub mod opencode;
-pub mod serve_discord_support;
+pub mod poll;
+pub mod serve;
+pub mod serve_discord;
+pub mod serve_misskey;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +39,35 @@ pub fn fake_agent() -> PathBuf {
     );
     path
 }
+
+/// `air-friends chat --config <config>` (without `RUST_LOG`, stdio piped), for
+/// [`run_with_input`]; the caller may add to its environment.
+pub fn chat_command(config: &Path) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(["chat", "--config"])
+        .arg(config)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs `cmd` with `input` written to its stdin (then closed); its output once it exited.
+pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd.spawn().expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("output")
+}
+
+/// The fake agent's log file (the script's `log`), relative to its working folder or joined to a
+/// test's folder.
+pub const AGENT_LOG: &str = "agent-log.jsonl";
 
 /// A running `air-friends serve` whose stdout (JSON logs) is collected line by line.
 pub struct Daemon {
@@ -103,6 +137,14 @@ impl Daemon {
         }
     }
 
+    /// Every log line seen so far, parsed.
+    pub fn logged(&self) -> Vec<serde_json::Value> {
+        self.seen
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// The address a listener logged as `listening` (e.g. `listener = "ops"`).
     pub fn listener_addr(&mut self, listener: &str) -> String {
         let v = self.wait_for_log(Duration::from_secs(20), |v| {
@@ -123,20 +165,14 @@ impl Daemon {
 
     /// Waits for exit (up to `timeout`), draining the remaining stdout into `seen`.
     pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-                    self.seen.push(line);
-                }
-                return status;
-            }
-            if Instant::now() > deadline {
-                self.child.kill().ok();
-                panic!("daemon did not exit within {timeout:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let Some(status) = poll::blocking_poll(timeout, || self.child.try_wait().unwrap()) else {
+            self.child.kill().ok();
+            panic!("daemon did not exit within {timeout:?}");
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(line);
         }
+        status
     }
 
     fn stderr_so_far(&mut self) -> String {

@@ -18,11 +18,14 @@ use air_friends::skills::{LoadedSkills, load_skills};
 use air_friends::store::Store;
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::{Request, header};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tower::ServiceExt;
+
+#[path = "../skill_api_support/response.rs"]
+mod response;
+pub use response::SkillResponse;
 
 /// The repository's skills, as shipped (with their manifest rate limits).
 pub fn shipped_skills() -> LoadedSkills {
@@ -288,7 +291,7 @@ impl App {
 
     /// POSTs a skill call with the session's own token and reads the whole response (so a
     /// pending termination fires).
-    pub async fn call(&self, session: &Session, skill: &str, params: Value) -> Resp {
+    pub async fn call(&self, session: &Session, skill: &str, params: Value) -> SkillResponse {
         let body = json!({
             "sessionId": session.registered.session_id.as_str(),
             "parameters": params,
@@ -309,44 +312,6 @@ impl App {
             .oneshot(request)
             .await
             .expect("infallible");
-        let status = response.status();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let body: Value = serde_json::from_slice(&bytes).expect("json body");
-        Resp { status, body }
-    }
-}
-
-#[derive(Debug)]
-pub struct Resp {
-    pub status: StatusCode,
-    pub body: Value,
-}
-
-impl Resp {
-    /// The `data` of a success; panics with the body otherwise.
-    pub fn data(&self) -> &Value {
-        assert_eq!(self.status, StatusCode::OK, "{:#}", self.body);
-        &self.body["data"]
-    }
-
-    /// The error code of a failure, after checking the failure shape and the status.
-    pub fn error(&self, status: u16) -> &str {
-        assert_eq!(self.status.as_u16(), status, "{:#}", self.body);
-        assert_eq!(self.body["success"], false);
-        assert!(
-            self.body["error"].as_str().is_some_and(|e| !e.is_empty()),
-            "{:#}",
-            self.body
-        );
-        self.body["code"].as_str().expect("code")
-    }
-
-    pub fn message(&self) -> &str {
-        self.body["error"].as_str().unwrap_or_default()
+        SkillResponse::read(response).await
     }
 }

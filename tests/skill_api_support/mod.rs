@@ -15,11 +15,13 @@ use air_friends::skill_api::{
 use async_trait::async_trait;
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::{Method, Request, header};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tower::ServiceExt;
+
+pub mod response;
+pub use response::SkillResponse;
 
 /// Echoes its (validated, defaulted) parameters and the caller's user id.
 pub struct Echo;
@@ -143,6 +145,11 @@ pub struct TestApp {
     pub slow_read_calls: Arc<AtomicUsize>,
     pub nocache_calls: Arc<AtomicUsize>,
 }
+
+/// The header-read timeout the connection tests set (short, so they can wait it out).
+pub const HEADER_TIMEOUT: Duration = Duration::from_millis(400);
+/// Far beyond every timeout under test: reaching it means the server never reacted.
+pub const NEVER: Duration = Duration::from_secs(20);
 
 pub fn settings() -> SkillApiSettings {
     SkillApiSettings {
@@ -296,7 +303,7 @@ impl TestApp {
         session: &RegisteredSession,
         token: Option<&str>,
         params: Value,
-    ) -> TestResponse {
+    ) -> SkillResponse {
         let body = json!({"sessionId": session.session_id.as_str(), "parameters": params});
         self.send(
             Method::POST,
@@ -314,7 +321,7 @@ impl TestApp {
         skill: &str,
         session: &RegisteredSession,
         params: Value,
-    ) -> TestResponse {
+    ) -> SkillResponse {
         self.call(
             skill,
             session,
@@ -331,9 +338,9 @@ impl TestApp {
         token: Option<&str>,
         content_type: Option<&str>,
         body: Body,
-    ) -> TestResponse {
+    ) -> SkillResponse {
         let response = self.send_raw(method, uri, token, content_type, body).await;
-        TestResponse::read(response).await
+        SkillResponse::read(response).await
     }
 
     pub async fn send_raw(
@@ -363,43 +370,5 @@ impl TestApp {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.metrics).expect("encode");
         text
-    }
-}
-
-#[derive(Debug)]
-pub struct TestResponse {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Value,
-}
-
-impl TestResponse {
-    pub async fn read(response: axum::response::Response) -> Self {
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        let body = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            panic!(
-                "response is not JSON ({e}): {:?}",
-                String::from_utf8_lossy(&bytes)
-            )
-        });
-        Self {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    /// Asserts the failure shape and returns the code.
-    pub fn code(&self) -> &str {
-        assert_eq!(self.body["success"], false, "{:?}", self.body);
-        assert!(self.body["error"].as_str().is_some_and(|e| !e.is_empty()));
-        self.body["code"].as_str().expect("code")
     }
 }

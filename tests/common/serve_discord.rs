@@ -1,26 +1,27 @@
-//! Support for `tests/serve_discord.rs`: the real `air-friends serve` binary connected to the
-//! fake Discord ([`super::fake_discord`]) and driving the scripted fake ACP agent
-//! (`examples/fake_acp_agent`), whose steps run the real `skills/<name>/scripts/<name>`.
+//! The real `air-friends serve` binary connected to the fake Discord ([`super::fake_discord`])
+//! and driving the scripted fake ACP agent (see [`super::serve`]), whose steps run the real
+//! `skills/<name>/scripts/<name>`.
 //!
-//! [`Bot::start`] writes the agent script and a config (Discord enabled against the fake, the
-//! Skill API and ops listeners on port 0, the repo's `skills/` and `prompts/`), starts the daemon
-//! and waits until it is ready: both `listening` log lines and `/readyz` reporting the `discord`
-//! check as passing. Every wait polls a condition with a generous timeout; nothing sleeps for a
-//! fixed time.
+//! [`DiscordServe::start`] writes the agent script and a config (Discord enabled against the
+//! fake, the Skill API and ops listeners on port 0, the repo's `skills/` and `prompts/`), starts
+//! the daemon and waits until it is ready: both `listening` log lines and `/readyz` reporting the
+//! `discord` check as passing. Every wait polls a condition with a generous timeout; nothing
+//! sleeps for a fixed time.
 #![allow(dead_code)]
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub use super::fake_agent;
 use super::fake_discord::{
     BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, FakeDiscord, GUILD_ID, Recorded, StoredMessage, USER_ID,
     message_create, user,
 };
+use super::poll::eventually;
+use super::serve::{AgentFiles, readyz, readyz_check, send_reply_step, wait_readyz};
 use super::{Daemon, TestConfig};
 
 /// The bot token in the test configs (must never reach a log line).
@@ -28,36 +29,13 @@ pub const TOKEN: &str = "SERVE-DISCORD-TOKEN-q7Vb2";
 /// Generous upper bound for anything the daemon does (agents start processes; the machine is
 /// shared with other builds).
 pub const WAIT: Duration = Duration::from_secs(60);
-/// The generic error reply (`conversation::interaction::ERROR_TEXT`).
-pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Absolute path of the real script of skill `name`.
-pub fn skill_script(name: &str) -> String {
-    repo()
-        .join("skills")
-        .join(name)
-        .join("scripts")
-        .join(name)
-        .display()
-        .to_string()
-}
-
-/// A `permission` step running skill `name` with `args` (the way an agent runs a skill: through
-/// the permission gate, which auto-approves the skill scripts).
-pub fn skill_step(name: &str, args: &str) -> Value {
-    json!({"permission": format!("{} {args}", skill_script(name))})
-}
 
 /// Steps that answer with send-reply: copy `text_file` (written by the test) to the session's
 /// staging folder, then run the real send-reply script with it.
 pub fn reply_steps(text_file: &Path) -> Vec<Value> {
     vec![
         json!({"run": format!("cp '{}' \"$TMPDIR/$SESSION_ID/reply.md\"", text_file.display())}),
-        skill_step("send-reply", "--message-file $TMPDIR/$SESSION_ID/reply.md"),
+        send_reply_step(),
     ]
 }
 
@@ -66,24 +44,15 @@ pub fn one_turn(steps: Vec<Value>) -> Value {
     json!({"turns": [{"steps": steps, "stopReason": "end_turn"}]})
 }
 
-/// Polls `condition` every 20 ms until it holds; panics with `what` after `timeout`.
-pub async fn eventually(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !condition() {
-        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The daemon, the fake Discord it talks to, and the files of the test.
-pub struct Bot {
+pub struct DiscordServe {
     pub fake: FakeDiscord,
     pub daemon: Daemon,
     pub config: TestConfig,
     /// Scripts, texts and the agent log live here (outside the daemon's data folder).
     pub files: tempfile::TempDir,
-    /// The fake agent's log (absent until an agent has been started).
-    pub agent_log: PathBuf,
+    /// The fake agent's script and log (in [`DiscordServe::files`]).
+    pub agent: AgentFiles,
     /// The ops listener (`/readyz`).
     pub ops_addr: String,
     /// Ids of the messages the test pushed (some written as the bot itself).
@@ -92,13 +61,13 @@ pub struct Bot {
 
 /// What a test changes about the standard setup.
 #[derive(Default)]
-pub struct Setup {
+pub struct DiscordSetup {
     /// The agent's behaviour (`log` is filled in).
     pub script: Value,
     /// Extra top-level YAML sections (e.g. `skills:`); must not repeat `platforms`, `agent`,
     /// `prompts`, `logging`, `workspace`, `health` or `skillApi`.
     pub extra_yaml: String,
-    /// Texts to write into [`Bot::files`] before the start (name, content), for `reply_steps`.
+    /// Texts to write into [`DiscordServe::files`] before the start (name, content), for `reply_steps`.
     pub texts: Vec<(&'static str, String)>,
     /// An AIr-Friends data folder imported (`air-friends import jsonl`) into the daemon's
     /// database before it starts.
@@ -110,38 +79,31 @@ pub fn text_path(files: &Path, name: &str) -> PathBuf {
     files.join(name)
 }
 
-impl Bot {
+impl DiscordServe {
     /// Starts a fake Discord and `air-friends serve` against it with `setup`, and waits until
     /// the daemon is ready (Discord connected). `prepare` gets the files folder before the
     /// script is written, so steps can reference files there.
-    pub async fn start(prepare: impl FnOnce(&Path) -> Setup) -> Bot {
+    pub async fn start(prepare: impl FnOnce(&Path) -> DiscordSetup) -> DiscordServe {
         let fake = FakeDiscord::start().await;
         let files = tempfile::tempdir().unwrap();
         let setup = prepare(files.path());
         for (name, text) in &setup.texts {
             std::fs::write(text_path(files.path(), name), text).unwrap();
         }
-        let agent_log = files.path().join("agent-log.jsonl");
-        let mut script = if setup.script.is_null() {
+        let agent = AgentFiles::new(files.path());
+        agent.write(if setup.script.is_null() {
             one_turn(Vec::new())
         } else {
             setup.script
-        };
-        script["log"] = json!(agent_log.display().to_string());
-        let script_path = files.path().join("agent.json");
-        std::fs::write(&script_path, script.to_string()).unwrap();
+        });
         let yaml = format!(
             "platforms:\n  discord:\n    enabled: true\n    token: {TOKEN}\n    apiBaseUrl: {api}\n    gatewayUrl: {gateway}\n    guildIds: ['{GUILD_ID}']\n\
-             agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 30000\n  sandbox:\n    mode: none\n  env:\n    FAKE_ACP_SCRIPT: {script}\n\
-             prompts:\n  dir: {prompts}\n\
+             {agent}\
              logging:\n  level: info\n\
              {extra}",
             api = fake.api_base_url(),
             gateway = fake.gateway_url(),
-            agent = fake_agent().display(),
-            skills = repo().join("skills").display(),
-            script = script_path.display(),
-            prompts = repo().join("prompts").display(),
+            agent = agent.yaml("  idleTimeoutMs: 30000\n"),
             extra = setup.extra_yaml,
         );
         let config = TestConfig::new(&yaml);
@@ -170,12 +132,12 @@ impl Bot {
                 _ => {}
             }
         }
-        let bot = Bot {
+        let bot = DiscordServe {
             fake,
             daemon,
             config,
             files,
-            agent_log,
+            agent,
             ops_addr: ops.unwrap(),
             pushed: Mutex::default(),
         };
@@ -195,40 +157,20 @@ impl Bot {
 
     /// `GET /readyz`: status code and body.
     pub async fn readyz(&self) -> (u16, Value) {
-        let response = reqwest::get(format!("http://{}/readyz", self.ops_addr))
-            .await
-            .expect("/readyz answers");
-        let status = response.status().as_u16();
-        let body = response.json().await.expect("/readyz is JSON");
-        (status, body)
+        readyz(&self.ops_addr).await
     }
 
     /// Whether `/readyz` says the `discord` check passes.
     pub async fn discord_ready(&self) -> (u16, bool) {
         let (status, body) = self.readyz().await;
-        let ok = body["checks"]
-            .as_array()
-            .and_then(|checks| checks.iter().find(|c| c["name"] == "discord"))
-            .map(|c| c["ok"] == true)
-            .expect("/readyz has a discord check");
+        let ok = readyz_check(&body, "discord").expect("/readyz has a discord check");
         (status, ok)
     }
 
     /// Waits until `/readyz` reports the daemon ready (200, discord ok) or, with `false`, not
     /// ready because Discord is down (503, discord failing).
     pub async fn wait_readiness(&self, ready: bool) {
-        let start = Instant::now();
-        loop {
-            let (status, ok) = self.discord_ready().await;
-            if ok == ready && (status == 200) == ready {
-                return;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "/readyz did not report discord ok={ready} within {WAIT:?} (status {status})"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_readyz(&self.ops_addr, "discord", ready, WAIT).await;
     }
 
     /// Pushes a MESSAGE_CREATE by `author` (a [`user`] object) in `channel` (in the guild
@@ -323,11 +265,7 @@ impl Bot {
 
     /// Every log line seen so far, parsed.
     pub fn logged(&self) -> Vec<Value> {
-        self.daemon
-            .seen
-            .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.daemon.logged()
     }
 
     /// The prompt texts the agents received (`session/prompt`), in order (JSON of the
@@ -342,11 +280,7 @@ impl Bot {
 
     /// The fake agent's log lines (empty when no agent was ever started).
     pub fn agent_log_lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.agent_log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+        self.agent.log_lines()
     }
 
     /// How many agent processes were started (each sends `initialize` once).
