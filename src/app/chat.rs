@@ -136,7 +136,7 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
         }
         signal = interrupts.next() => Some(signal),
     };
-    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    let grace = config.shutdown_grace();
     let Some(signal) = interrupted else {
         shutdown.drain(grace).await;
         started.store.close().await?;
