@@ -1,6 +1,7 @@
 //! Exponential back-off, the one schedule of the daemon's retries: Misskey's REST client (429
 //! retries) and streaming connection (reconnects) with "equal jitter", and, by its ceiling
-//! alone, the embedding job's retries and a reminder's next delivery attempt.
+//! alone, Discord's 429 retries without a hint, the embedding job's retries and a reminder's
+//! next delivery attempt.
 //!
 //! Attempt `n` (from 0) has a ceiling of `initial × 2ⁿ`, capped at `max`; the delay is half the
 //! ceiling plus a random share of the other half, so retries spread out but never come sooner

@@ -25,6 +25,7 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::backoff::Backoff;
 use crate::platform::PlatformError;
 
 /// Discord's production REST root.
@@ -171,7 +172,7 @@ impl Rest {
                 return Err(map_status(status, &bytes, route.label));
             }
             let wait = retry_after(&bytes, header_hint)
-                .unwrap_or_else(|| FALLBACK_BACKOFF * 2u32.saturating_pow(attempt));
+                .unwrap_or_else(|| Backoff::new(FALLBACK_BACKOFF, Duration::MAX).ceiling(attempt));
             if attempt >= self.max_retries || wait > self.max_wait {
                 tracing::warn!(
                     route = route.label,
