@@ -17,7 +17,15 @@
 //! The 1-second de-duplication cache must never answer: every `memory-save` carries distinct
 //! content, every `memory-search` a distinct query, and every `memory-stats` (which has no
 //! parameters) comes from a session of its own. Cases run stats → search → save, so search and
-//! stats see exactly 10 000 memories; the save cases then grow the workspace.
+//! stats see exactly the pre-filled memories; the save cases then grow the workspace.
+//!
+//! `SKILL_BENCH_MEMORIES` sets the pre-filled memories (default 10 000). `SKILL_BENCH_CORPUS`
+//! picks what they say and what is searched: `words` (default: sentences of a small vocabulary,
+//! queries of two of its words), `topics` (memory `i` is `likes topic{i%50} and item{i%97},
+//! remembered fact {i}`; queries `topic{a} item{b}`, each word matching 10–25 % of the memories
+//! as a substring) or `topics-rare` (the same memories; each query one fact number, matching one
+//! or a few). `SKILL_BENCH_OPTIMIZE` (any value) merges both full-text indexes into one segment
+//! each after the prefill (FTS5 `optimize`), to measure what merged segments are worth.
 
 use air_friends::platform::Origin;
 use std::path::Path;
@@ -38,7 +46,63 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 /// Memories in the benchmarked workspace before the first case.
+/// Memories pre-filled when `SKILL_BENCH_MEMORIES` is not set.
 const PREFILL: usize = 10_000;
+
+/// What the pre-filled memories say and what is searched (`SKILL_BENCH_CORPUS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Corpus {
+    Words,
+    Topics,
+    TopicsRare,
+}
+
+impl Corpus {
+    fn from_env() -> Self {
+        match std::env::var("SKILL_BENCH_CORPUS").as_deref() {
+            Ok("topics") => Self::Topics,
+            Ok("topics-rare") => Self::TopicsRare,
+            Ok("words") | Err(_) => Self::Words,
+            Ok(other) => panic!("SKILL_BENCH_CORPUS={other}: use words, topics or topics-rare"),
+        }
+    }
+
+    fn memory(self, rng: &mut Rng, i: usize) -> String {
+        match self {
+            Self::Words => sentence(rng, i),
+            Self::Topics | Self::TopicsRare => {
+                format!(
+                    "likes topic{} and item{}, remembered fact {i}",
+                    i % 50,
+                    i % 97
+                )
+            }
+        }
+    }
+
+    /// Distinct queries, at least `needed`, in a fixed shuffled order.
+    fn queries(self, memories: usize, needed: usize) -> Vec<String> {
+        let mut list: Vec<String> = match self {
+            Self::Words => return queries(),
+            Self::Topics => (0..50)
+                .flat_map(|a| (0..97).map(move |b| format!("topic{a} item{b}")))
+                .collect(),
+            Self::TopicsRare => {
+                let mut rng = Rng(0xC0FF_EE00_D15E_A5E5);
+                let span = memories.max(1) as u64;
+                (0..needed.max(5_000))
+                    .map(|_| format!("{}", rng.next() % span))
+                    .collect()
+            }
+        };
+        let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+        for i in (1..list.len()).rev() {
+            let j = (rng.next() % (i as u64 + 1)) as usize;
+            list.swap(i, j);
+        }
+        list
+    }
+}
 /// Concurrent callers per case.
 const CONCURRENCY: [usize; 2] = [16, 64];
 /// Skills in the order they are measured (saves last: they grow the workspace).
@@ -264,9 +328,9 @@ fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
         .expect("register session")
 }
 
-/// Saves `PREFILL` memories into the benchmarked workspace through the `Store` API (64 concurrent
+/// Saves `count` memories into the benchmarked workspace through the `Store` API (64 concurrent
 /// callers, so the writer batches them). Every 5th is private, every 20th high importance.
-async fn prefill(store: &Store) {
+async fn prefill(store: &Store, corpus: Corpus, count: usize) {
     let callers = 64;
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..callers {
@@ -274,11 +338,11 @@ async fn prefill(store: &Store) {
         tasks.spawn(async move {
             let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (c as u64 + 1));
             let workspace = WorkspaceKey::new("discord", USER).expect("workspace");
-            for i in (c..PREFILL).step_by(callers) {
+            for i in (c..count).step_by(callers) {
                 store
                     .save_memory(NewMemory {
                         workspace: workspace.clone(),
-                        content: sentence(&mut rng, i),
+                        content: corpus.memory(&mut rng, i),
                         visibility: if i % 5 == 0 {
                             Visibility::Private
                         } else {
@@ -602,6 +666,11 @@ fn main() {
             .collect(),
         Err(_) => SKILLS.to_vec(),
     };
+    let memories: usize = std::env::var("SKILL_BENCH_MEMORIES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(PREFILL);
+    let corpus = Corpus::from_env();
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -618,9 +687,23 @@ fn main() {
             .await
             .expect("store");
         let started = Instant::now();
-        prefill(&store).await;
+        prefill(&store, corpus, memories).await;
+        if std::env::var("SKILL_BENCH_OPTIMIZE").is_ok() {
+            let t = Instant::now();
+            let db = rusqlite::Connection::open(scratch.path().join("bench.db")).expect("db");
+            db.busy_timeout(std::time::Duration::from_secs(30))
+                .expect("busy");
+            for table in ["memories_fts", "memories_grams"] {
+                db.execute(
+                    &format!("INSERT INTO {table}({table}) VALUES('optimize')"),
+                    [],
+                )
+                .expect("optimize");
+            }
+            println!("optimize: {:.1} s", t.elapsed().as_secs_f64());
+        }
         println!(
-            "prefill: {PREFILL} memories in {:.1} s through Store::save_memory",
+            "prefill: {memories} {corpus:?} memories in {:.1} s through Store::save_memory",
             started.elapsed().as_secs_f64()
         );
         let fake = FakePlatform::discord();
@@ -654,7 +737,7 @@ fn main() {
     }));
 
     let client = reqwest::Client::new();
-    let queries = Arc::new(queries());
+    let queries = Arc::new(corpus.queries(memories, total + WARMUP));
     let started = Instant::now();
     println!(
         "skill api bench: {total} requests per case (+{WARMUP} warm-up), load average {}",
