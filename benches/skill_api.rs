@@ -25,7 +25,9 @@
 //! remembered fact {i}`; queries `topic{a} item{b}`, each word matching 10–25 % of the memories
 //! as a substring) or `topics-rare` (the same memories; each query one fact number, matching one
 //! or a few). `SKILL_BENCH_OPTIMIZE` (any value) merges both full-text indexes into one segment
-//! each after the prefill (FTS5 `optimize`), to measure what merged segments are worth.
+//! each after the prefill (FTS5 `optimize`; `levels`: merge until one segment per level is left;
+//! `none`: only count the segments), to measure what merged segments are worth.
+//! `SKILL_BENCH_SETTLE` waits that many seconds after the prefill (the store's idle merge).
 
 use air_friends::platform::Origin;
 use std::path::Path;
@@ -688,17 +690,40 @@ fn main() {
             .expect("store");
         let started = Instant::now();
         prefill(&store, corpus, memories).await;
+        if let Some(secs) = std::env::var("SKILL_BENCH_SETTLE")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            // Time for the store's idle work (merging the full-text segments) before measuring.
+            tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+        }
         if std::env::var("SKILL_BENCH_OPTIMIZE").is_ok() {
             let t = Instant::now();
             let db = rusqlite::Connection::open(scratch.path().join("bench.db")).expect("db");
             db.busy_timeout(std::time::Duration::from_secs(30))
                 .expect("busy");
+            let mode = std::env::var("SKILL_BENCH_OPTIMIZE").unwrap_or_default();
+            let levels = mode == "levels";
             for table in ["memories_fts", "memories_grams"] {
-                db.execute(
-                    &format!("INSERT INTO {table}({table}) VALUES('optimize')"),
-                    [],
-                )
-                .expect("optimize");
+                if levels {
+                    let usermerge =
+                        format!("INSERT INTO {table}({table}, rank) VALUES('usermerge', 2)");
+                    db.execute(&usermerge, []).expect("usermerge");
+                    let merge = format!("INSERT INTO {table}({table}, rank) VALUES('merge', 256)");
+                    loop {
+                        let before = db.total_changes();
+                        db.execute(&merge, []).expect("merge");
+                        if db.total_changes() - before < 2 {
+                            break;
+                        }
+                    }
+                } else if mode != "none" {
+                    let optimize = format!("INSERT INTO {table}({table}) VALUES('optimize')");
+                    db.execute(&optimize, []).expect("optimize");
+                }
+                let count = format!("SELECT count(DISTINCT segid) FROM {table}_idx");
+                let segments: i64 = db.query_row(&count, [], |r| r.get(0)).expect("segments");
+                println!("{table}: {segments} segments");
             }
             println!("optimize: {:.1} s", t.elapsed().as_secs_f64());
         }

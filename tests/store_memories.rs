@@ -1366,3 +1366,74 @@ async fn the_background_checkpointer_copies_the_wal_into_the_database() {
     let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
     assert_eq!(stats.public.total, 3_200);
 }
+
+/// Segments of a full-text index, counted from its `_idx` table (one or more rows per segment).
+fn segments(path: &std::path::Path, table: &str) -> i64 {
+    let db =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    db.query_row(
+        &format!("SELECT count(DISTINCT segid) FROM {table}_idx"),
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Every batch adds a segment to each full-text index; once the writer is idle it merges them
+/// (at most one segment per level is left), and searches find exactly what they found before.
+#[tokio::test]
+async fn an_idle_writer_merges_the_full_text_segments_and_search_is_unchanged() {
+    let (_dir, path, store) = open().await;
+    let w = ws("merge");
+    // One save at a time: one batch, so one new segment per index, each.
+    for i in 0..120 {
+        let content = format!("likes topic{} and item{}, fact {i} 猫が好き", i % 7, i % 5);
+        pub_normal(&store, &w, &content).await;
+    }
+    let before_fts = segments(&path, "memories_fts");
+    let before_grams = segments(&path, "memories_grams");
+    let latin = ids(&store
+        .search_memories(&w, "topic3 item2", Scope::PublicOnly, 50)
+        .await
+        .unwrap());
+    let cjk = ids(&store
+        .search_memories(&w, "猫", Scope::PublicOnly, 50)
+        .await
+        .unwrap());
+    assert!(
+        before_fts >= 4 && before_grams >= 4,
+        "the saves left {before_fts} and {before_grams} segments: nothing to merge"
+    );
+    let merged = poll(std::time::Duration::from_secs(20), || {
+        let now = (
+            segments(&path, "memories_fts"),
+            segments(&path, "memories_grams"),
+        );
+        (now.0 <= 3 && now.1 <= 3).then_some(now)
+    })
+    .await;
+    assert!(
+        merged.is_some(),
+        "still {} and {} segments (were {before_fts} and {before_grams}): the idle writer merged nothing",
+        segments(&path, "memories_fts"),
+        segments(&path, "memories_grams")
+    );
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "topic3 item2", Scope::PublicOnly, 50)
+            .await
+            .unwrap()),
+        latin
+    );
+    assert_eq!(
+        ids(&store
+            .search_memories(&w, "猫", Scope::PublicOnly, 50)
+            .await
+            .unwrap()),
+        cjk
+    );
+    assert!(!latin.is_empty() && !cjk.is_empty());
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!(stats.public.total, 120);
+}

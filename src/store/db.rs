@@ -15,6 +15,10 @@
 //! * **Checkpoints** run on a thread of their own (`store-ckpt`, a passive checkpoint each time
 //!   the WAL has grown by `CHECKPOINT_FRAMES`), so the writer never stalls to copy the WAL
 //!   into the database; backups and shutdown checkpoint on the writer.
+//! * **Idle work**: once the writer has had nothing to do for `IDLE_AFTER` after a batch, it
+//!   runs the store's idle step (merging the full-text indexes' segments, a bounded amount of
+//!   work per step) until the step reports nothing left or a job arrives. So merges that make
+//!   searches cheaper happen off the save path.
 //! * **Reads** run on `spawn_blocking` with a connection from a small pool (WAL lets them run
 //!   beside the writer), each inside a read transaction for a consistent snapshot.
 //!
@@ -44,6 +48,10 @@ const READERS: usize = 4;
 /// WAL frames after which the checkpointer copies the WAL into the database (SQLite's default
 /// automatic checkpoint threshold).
 const CHECKPOINT_FRAMES: i32 = 1000;
+/// Quiet time after a batch before the writer starts its idle work.
+const IDLE_AFTER: Duration = Duration::from_secs(1);
+/// Pause between two idle steps (a job arriving meanwhile runs first).
+const IDLE_STEP_GAP: Duration = Duration::from_millis(5);
 
 /// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -72,11 +80,13 @@ enum Msg {
 /// What the store adds to the writer's connection: `prepare` runs once after the migrations
 /// (e.g. creating its temporary tables), `before_commit` at the end of every batch, inside its
 /// transaction and after every job (e.g. indexing the batch's new rows at once). A failing
-/// `before_commit` fails the whole batch.
+/// `before_commit` fails the whole batch. `idle` is one bounded step of idle work, run when no
+/// job is waiting; it answers whether more remains.
 #[derive(Clone, Copy)]
 pub(crate) struct WriterHooks {
     pub prepare: fn(&Connection) -> Result<(), StoreError>,
     pub before_commit: fn(&Connection) -> Result<(), StoreError>,
+    pub idle: fn(&Connection) -> Result<bool, StoreError>,
 }
 
 /// The open database: writer thread handle and reader pool. Shared behind an `Arc` by `Store`.
@@ -133,7 +143,7 @@ impl Db {
         let (tx, rx) = std_mpsc::channel();
         std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(conn, rx, hooks.before_commit))
+            .spawn(move || writer_loop(conn, rx, hooks))
             .map_err(|e| StoreError::Io {
                 context: "spawning the store writer thread".into(),
                 source: Arc::new(e),
@@ -335,9 +345,32 @@ fn in_savepoint<R>(
     result
 }
 
-fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, finish: BatchFinish) {
+fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks) {
+    let finish = hooks.before_commit;
     let mut pending: Vec<Job> = Vec::new();
-    while let Ok(first) = rx.recv() {
+    // Idle work may be left (set by every batch, cleared when a step finds nothing), and whether
+    // the last thing done was an idle step (then the next one follows shortly).
+    let (mut idle_work, mut stepping) = (false, false);
+    loop {
+        let first = if idle_work {
+            let wait = if stepping { IDLE_STEP_GAP } else { IDLE_AFTER };
+            match rx.recv_timeout(wait) {
+                Ok(msg) => msg,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                    idle_work = idle_step(&conn, hooks.idle);
+                    stepping = idle_work;
+                    continue;
+                }
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(msg) => msg,
+                Err(_) => break,
+            }
+        };
+        stepping = false;
+        idle_work = true;
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
@@ -359,6 +392,22 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, finish: BatchFinis
             }
         }
         run_batch(&conn, &mut pending, finish);
+    }
+}
+
+/// One step of idle work; `false` when nothing is left or the step failed (logged: the next
+/// batch tries again).
+fn idle_step(conn: &Connection, step: fn(&Connection) -> Result<bool, StoreError>) -> bool {
+    match catch_unwind(AssertUnwindSafe(|| step(conn))) {
+        Ok(Ok(more)) => more,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "store: idle index merge failed");
+            false
+        }
+        Err(_) => {
+            tracing::error!("store: idle index merge panicked");
+            false
+        }
     }
 }
 

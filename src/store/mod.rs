@@ -167,6 +167,7 @@ impl Store {
         let hooks = db::WriterHooks {
             prepare: search::prepare_writer,
             before_commit: search::index_pending,
+            idle: search::merge_step,
         };
         let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path, hooks))
             .await

@@ -33,6 +33,9 @@ use crate::text::writes_without_spaces;
 
 /// Creates the writer's list of rows to index (a temporary table: this connection only, never
 /// on disk). Called once when the writer's connection opens.
+///
+/// Also sets both indexes' `usermerge` to 2, so an idle [`merge_step`] merges any level that
+/// holds two segments or more (FTS5's own merges on the save path keep their default).
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS index_pending (
@@ -40,7 +43,40 @@ pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
              grams TEXT    NOT NULL
          );",
     )?;
+    for table in INDEXES {
+        conn.execute(
+            &format!("INSERT INTO {table}({table}, rank) VALUES('usermerge', 2)"),
+            [],
+        )?;
+    }
     Ok(())
+}
+
+/// The two full-text indexes.
+const INDEXES: [&str; 2] = ["memories_fts", "memories_grams"];
+/// Pages of merged index one idle step writes at most, per index (a few milliseconds).
+const MERGE_PAGES: u32 = 256;
+
+/// One idle step: merges segments of both full-text indexes, at most [`MERGE_PAGES`] pages of
+/// each, and answers whether either did any work (so another step may have more to do).
+///
+/// Every batch adds a segment to each index; FTS5 merges them on the save path only once four
+/// share a level, so a big workspace is spread over a dozen or two segments, and every search
+/// walks all of them (`docs/PERFORMANCE.md`, "search and stats by workspace size": 22 → 2
+/// segments made a common-word search at 100 000 memories 1.2–1.5× cheaper). The writer runs
+/// this when it has nothing else to do, so the merge costs no save anything.
+pub(crate) fn merge_step(conn: &Connection) -> Result<bool, StoreError> {
+    let mut worked = false;
+    for table in INDEXES {
+        let before = conn.total_changes();
+        conn.prepare_cached(&format!(
+            "INSERT INTO {table}({table}, rank) VALUES('merge', {MERGE_PAGES})"
+        ))?
+        .execute([])?;
+        // FTS5 counts two or more changes when the merge did work, fewer when it was a no-op.
+        worked |= conn.total_changes() - before >= 2;
+    }
+    Ok(worked)
 }
 
 /// Queues a new memory row for both full-text indexes (inside the job's savepoint, so a job that
