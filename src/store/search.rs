@@ -34,8 +34,11 @@ use crate::text::writes_without_spaces;
 /// Creates the writer's list of rows to index (a temporary table: this connection only, never
 /// on disk). Called once when the writer's connection opens.
 ///
-/// Also sets both indexes' `usermerge` to 2, so an idle [`merge_step`] merges any level that
-/// holds two segments or more (FTS5's own merges on the save path keep their default).
+/// Also configures both indexes' merging: `automerge` 0, so a save never merges segments
+/// (FTS5 still merges a level that reaches `crisismerge`, 16 segments, so a long burst of saves
+/// stays bounded), and `usermerge` 2, so the writer's idle [`merge_step`] merges any level that
+/// holds two segments or more. Merges thus happen when the writer has nothing else to do:
+/// 12 % less writer CPU per save at 16 callers (`docs/PERFORMANCE.md`).
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
     conn.execute_batch(
         "CREATE TEMP TABLE IF NOT EXISTS index_pending (
@@ -46,6 +49,10 @@ pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
     for table in INDEXES {
         conn.execute(
             &format!("INSERT INTO {table}({table}, rank) VALUES('usermerge', 2)"),
+            [],
+        )?;
+        conn.execute(
+            &format!("INSERT INTO {table}({table}, rank) VALUES('automerge', 0)"),
             [],
         )?;
     }
@@ -60,9 +67,9 @@ const MERGE_PAGES: u32 = 256;
 /// One idle step: merges segments of both full-text indexes, at most [`MERGE_PAGES`] pages of
 /// each, and answers whether either did any work (so another step may have more to do).
 ///
-/// Every batch adds a segment to each index; FTS5 merges them on the save path only once four
-/// share a level, so a big workspace is spread over a dozen or two segments, and every search
-/// walks all of them (`docs/PERFORMANCE.md`, "search and stats by workspace size": 22 → 2
+/// Every batch adds a segment to each index, and saves do not merge them (see
+/// [`prepare_writer`]), so a big workspace is spread over a dozen or two segments, and every
+/// search walks all of them (`docs/PERFORMANCE.md`, "search and stats by workspace size": 22 → 2
 /// segments made a common-word search at 100 000 memories 1.2–1.5× cheaper). The writer runs
 /// this when it has nothing else to do, so the merge costs no save anything.
 pub(crate) fn merge_step(conn: &Connection) -> Result<bool, StoreError> {
