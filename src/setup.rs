@@ -136,7 +136,7 @@ pub enum SetupError {
     Spawn {
         /// The command line.
         command: String,
-        /// Why.
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// A command failed.
@@ -162,7 +162,7 @@ pub enum SetupError {
     WriteConfig {
         /// The file.
         path: PathBuf,
-        /// Why.
+        /// The operating system's error.
         source: std::io::Error,
     },
 }

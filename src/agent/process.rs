@@ -54,7 +54,7 @@ pub enum SpawnError {
 pub struct Launch<'a> {
     /// Executable (bubblewrap when the agent is sandboxed).
     pub program: &'a Path,
-    /// Arguments.
+    /// Arguments after the program.
     pub args: &'a [OsString],
     /// Working directory (the user workspace).
     pub cwd: &'a Path,

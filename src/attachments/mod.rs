@@ -140,7 +140,7 @@ pub struct SavedFile {
     /// MIME type: sniffed for pictures, else as declared (`text/plain` / `application/octet-stream`
     /// when nothing was).
     pub mime: String,
-    /// Bytes.
+    /// Size in bytes as saved.
     pub size: u64,
     /// What the agent gets besides the file.
     pub content: Content,

@@ -55,7 +55,7 @@ pub struct Interactions {
     pub prompt: PromptSettings,
     /// The retry prompt (quotes send-reply and react-message).
     pub retry_prompt: Option<String>,
-    /// Metrics.
+    /// Where turn outcomes and latencies are counted.
     pub metrics: ConversationMetrics,
     /// Agents kept between a conversation's turns (`agent.warm`); `None` when off.
     pub warm: Option<WarmPool>,

@@ -68,7 +68,7 @@ pub struct Launcher {
     pub egress: Option<EgressProxy>,
     /// The agent runner.
     pub runner: AgentRunner,
-    /// Workspaces.
+    /// Maps a user to their workspace folder.
     pub workspaces: Workspaces,
     /// Agent environment inputs.
     pub env: AgentEnvTemplate,

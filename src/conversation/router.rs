@@ -121,13 +121,13 @@ pub struct RouterParts {
     pub policy: Policy,
     /// Per-user limiter.
     pub limiter: UserRateLimiter,
-    /// Settings.
+    /// Queue sizes, concurrency and time-outs.
     pub settings: RouterSettings,
     /// The pipeline.
     pub handler: Arc<dyn MessageHandler>,
     /// Adapters (for busy replies and the bot's own id).
     pub platforms: PlatformRegistry,
-    /// Metrics.
+    /// Where queueing, drops and busy replies are counted.
     pub metrics: ConversationMetrics,
     /// Workers run here; shutdown waits for them.
     pub tasks: TaskTracker,

@@ -24,7 +24,7 @@ pub enum WorkspaceError {
     /// File-system failure.
     #[error("workspace I/O error at {}: {source}", path.display())]
     Io {
-        /// Where.
+        /// The path that failed.
         path: PathBuf,
         /// The error.
         source: std::io::Error,

@@ -9,7 +9,7 @@ use super::common::{Deps, invalid, params, platform_error};
 use crate::platform::ChatMessage;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 
-/// fetch-context.
+/// The `fetch-context` skill: more of the conversation, or who the user is.
 pub(crate) struct FetchContext(pub Deps);
 
 #[derive(Deserialize)]

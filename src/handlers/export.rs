@@ -12,7 +12,8 @@ use crate::platform::OutgoingFile;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::{ExportFilter, Importance, Memory, Scope};
 
-/// memory-export.
+/// The `memory-export` skill: the user's memories as a file, always sent by DM (private ones only
+/// when asked from a DM).
 pub(crate) struct MemoryExport(pub Deps);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]

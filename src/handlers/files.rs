@@ -21,7 +21,7 @@ pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
 /// `send-file`: the call (counting every call) that also stops the agent.
 pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
 
-/// send-file.
+/// The `send-file` skill: workspace files to the conversation, threaded to the trigger.
 pub(crate) struct SendFile(pub Deps);
 
 #[derive(Deserialize)]

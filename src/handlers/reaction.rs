@@ -12,7 +12,7 @@ use crate::platform::ReactionEmoji;
 use crate::session::Reaction;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 
-/// react-message.
+/// The `react-message` skill: one reaction on the trigger message, replaced by a second.
 pub(crate) struct ReactMessage(pub Deps);
 
 #[derive(Deserialize)]

@@ -17,7 +17,7 @@ use crate::config::RemindersConfig;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::NewReminder;
 
-/// set-reminder.
+/// The `set-reminder` skill: one reminder per turn, delivered by DM when due.
 pub(crate) struct SetReminder(pub Deps);
 
 #[derive(Deserialize)]
@@ -137,7 +137,7 @@ fn utc(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// cancel-reminder.
+/// The `cancel-reminder` skill: cancels one of the user's pending reminders.
 pub(crate) struct CancelReminder(pub Deps);
 
 #[derive(Deserialize)]
@@ -174,7 +174,7 @@ impl SkillHandler for CancelReminder {
     }
 }
 
-/// list-reminders.
+/// The `list-reminders` skill: the user's pending reminders.
 pub(crate) struct ListReminders(pub Deps);
 
 #[async_trait]

@@ -27,7 +27,7 @@ pub const MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
 /// possible).
 pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
 
-/// send-reply.
+/// The `send-reply` skill: the one reply of a turn, threaded to the reply anchor.
 pub(crate) struct SendReply(pub Deps);
 
 #[derive(Deserialize)]
@@ -155,7 +155,7 @@ impl SendReply {
     }
 }
 
-/// edit-reply.
+/// The `edit-reply` skill: changes a message this session sent.
 pub(crate) struct EditReply(pub Deps);
 
 #[derive(Deserialize)]
@@ -264,7 +264,7 @@ async fn send_rest(
     Ok(ids)
 }
 
-/// get-message.
+/// The `get-message` skill: one message of the conversation (by default the last reply).
 pub(crate) struct GetMessage(pub Deps);
 
 #[derive(Deserialize)]

@@ -34,7 +34,7 @@ pub struct SkillCallRow {
     pub skill: String,
     /// [`OK_CODE`] or the error code.
     pub code: String,
-    /// Calls.
+    /// Calls with this skill and code in the hour.
     pub calls: u64,
     /// Latency counts per bucket.
     pub buckets: [u64; BUCKETS],

@@ -181,7 +181,7 @@ text_enum!(ReminderState {
 /// A memory to append.
 #[derive(Debug, Clone)]
 pub struct NewMemory {
-    /// Owner.
+    /// The workspace (platform and user) the memory belongs to.
     pub workspace: WorkspaceKey,
     /// Text, 1..=4000 characters, never changed afterwards.
     pub content: String,

@@ -39,9 +39,9 @@ pub const PROTOCOL_VERSION: u64 = 1;
 /// Runner settings (from `agent.*` in the configuration).
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
-    /// Executable.
+    /// The agent's program (resolved on `PATH` when it has no slash).
     pub command: String,
-    /// Arguments.
+    /// Arguments after the program.
     pub args: Vec<String>,
     /// Model to select when offered (`provider/model`).
     pub model: Option<String>,

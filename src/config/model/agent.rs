@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub struct AgentConfig {
     /// Executable (looked up on PATH).
     pub command: String,
-    /// Arguments.
+    /// Arguments after the command (`["acp"]` for OpenCode).
     pub args: Vec<String>,
     /// Model id `provider/model` selected through ACP when offered (env `AGENT_MODEL`).
     pub model: Option<String>,

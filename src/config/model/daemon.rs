@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-/// Workspaces.
+/// `workspace`: where every user's workspace folder lives (and, by default, the database).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct WorkspaceConfig {
@@ -24,7 +24,7 @@ impl Default for WorkspaceConfig {
     }
 }
 
-/// SQLite.
+/// `storage`: the SQLite database file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct StorageConfig {
@@ -59,7 +59,7 @@ pub enum LogFormat {
     Pretty,
 }
 
-/// Logging.
+/// `logging`: level or filter, format and destination of the daemon's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct LoggingConfig {

@@ -95,7 +95,7 @@ impl Default for SendFileConfig {
     }
 }
 
-/// Reminders.
+/// `reminders`: the reminder skills and the scheduler that delivers them by DM.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RemindersConfig {

@@ -104,7 +104,7 @@ pub struct Note {
     pub created_at: DateTime<Utc>,
     /// Author id.
     pub user_id: String,
-    /// Author.
+    /// The author's profile (username, host, display name).
     pub user: User,
     /// Body text (`None` for a pure renote or a files-only note).
     #[serde(default)]
