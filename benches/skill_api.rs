@@ -28,6 +28,7 @@
 //! each after the prefill (FTS5 `optimize`; `levels`: merge until one segment per level is left;
 //! `none`: only count the segments), to measure what merged segments are worth.
 //! `SKILL_BENCH_SETTLE` waits that many seconds after the prefill (the store's idle merge).
+//! At the end it prints the process's peak RSS (server, store and load generator together).
 
 use air_friends::platform::Origin;
 use std::path::Path;
@@ -480,6 +481,18 @@ fn load_average() -> String {
         .unwrap_or_else(|| "n/a".into())
 }
 
+/// The process's peak resident set (`VmHWM` of `/proc/self/status`): an upper bound of what the
+/// daemon's side needed, since the load generator shares the process.
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_owned()))
+        })
+        .unwrap_or_else(|| "n/a".into())
+}
+
 /// CPU time (user + system) used so far by this process's threads named `name`, from
 /// `/proc/self/task/*/stat` (clock ticks: 10 ms; a case runs long enough for hundreds).
 fn thread_cpu(name: &str) -> Duration {
@@ -856,6 +869,11 @@ fn main() {
         );
     }
 
+    println!();
+    println!(
+        "peak RSS of this process (server, store, load generator): {}",
+        peak_rss()
+    );
     let _ = stop_tx.send(());
     server_rt
         .block_on(server)
