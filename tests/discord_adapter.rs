@@ -604,11 +604,11 @@ async fn slash_commands_are_registered_and_answered_ephemerally() {
         Value::Object(invocation.parameters.clone()),
         json!({"maxAgeDays": 30, "importance": "high"})
     );
-    assert_eq!(invocation.user_id, USER_ID);
-    assert_eq!(invocation.username, "alice");
-    assert_eq!(invocation.channel_id, CHANNEL_ID);
-    assert_eq!(invocation.guild_id.as_deref(), Some(GUILD_ID));
-    assert!(!invocation.is_dm);
+    assert_eq!(invocation.origin.user_id, USER_ID);
+    assert_eq!(invocation.origin.username, "alice");
+    assert_eq!(invocation.origin.channel_id, CHANNEL_ID);
+    assert_eq!(invocation.origin.guild_id.as_deref(), Some(GUILD_ID));
+    assert!(!invocation.origin.is_dm);
     let long = "Memory statistics line. ".repeat(120);
     invocation
         .reply
@@ -651,9 +651,9 @@ async fn slash_commands_are_registered_and_answered_ephemerally() {
         PlatformEvent::Command(c) => c,
         other => panic!("expected a command, got {other:?}"),
     };
-    assert!(invocation.is_dm && invocation.guild_id.is_none());
-    assert_eq!(invocation.channel_id, DM_CHANNEL_ID);
-    assert_eq!(invocation.user_id, USER_ID);
+    assert!(invocation.origin.is_dm && invocation.origin.guild_id.is_none());
+    assert_eq!(invocation.origin.channel_id, DM_CHANNEL_ID);
+    assert_eq!(invocation.origin.user_id, USER_ID);
     invocation
         .reply
         .send(CommandReply {

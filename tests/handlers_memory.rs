@@ -5,7 +5,7 @@
 mod handlers_support;
 
 use air_friends::platform::fake::{Call, Op};
-use air_friends::platform::{CommandInvocation, CommandReply, FileSource, PlatformKind};
+use air_friends::platform::{CommandInvocation, CommandReply, FileSource, Origin, PlatformKind};
 use handlers_support::{App, Options, app, app_with};
 use serde_json::{Map, Value, json};
 
@@ -327,18 +327,20 @@ fn invocation(
     let parameters: Map<String, Value> = parameters.as_object().cloned().unwrap_or_default();
     (
         CommandInvocation {
-            platform: PlatformKind::Discord,
+            origin: Origin {
+                platform: PlatformKind::Discord,
+                channel_id: if is_dm {
+                    "dm:u1".into()
+                } else {
+                    "guild-chan".into()
+                },
+                guild_id: (!is_dm).then(|| "guild".into()),
+                user_id: "u1".into(),
+                username: "u1".into(),
+                is_dm,
+            },
             skill: skill.into(),
             parameters,
-            user_id: "u1".into(),
-            username: "u1".into(),
-            channel_id: if is_dm {
-                "dm:u1".into()
-            } else {
-                "guild-chan".into()
-            },
-            guild_id: (!is_dm).then(|| "guild".into()),
-            is_dm,
             message_id: None,
             reply: tx,
         },

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
 use air_friends::handlers::{BUILTIN_SKILLS, BuildError, Clock, HandlerDeps, build_registry};
 use air_friends::platform::fake::{Call, FakePlatform, Op};
-use air_friends::platform::{CustomEmoji, PlatformAdapter, PlatformRegistry, ReactionEmoji};
+use air_friends::platform::{
+    CustomEmoji, Origin, PlatformAdapter, PlatformRegistry, ReactionEmoji,
+};
 use air_friends::store::{Store, WorkspaceKey};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use handlers_support::{Options, app, app_with, copy_tree, modified_skills, shipped_skills};
@@ -107,14 +109,16 @@ async fn disabled_skills_answer_503() {
     let reply = app
         .user_commands()
         .execute(&air_friends::platform::CommandInvocation {
-            platform: air_friends::platform::PlatformKind::Discord,
+            origin: Origin {
+                platform: air_friends::platform::PlatformKind::Discord,
+                channel_id: "dm:u1".into(),
+                guild_id: None,
+                user_id: "u1".into(),
+                username: "u1".into(),
+                is_dm: true,
+            },
             skill: "list-reminders".into(),
             parameters: serde_json::Map::new(),
-            user_id: "u1".into(),
-            username: "u1".into(),
-            channel_id: "dm:u1".into(),
-            guild_id: None,
-            is_dm: true,
             message_id: None,
             reply: tx,
         })

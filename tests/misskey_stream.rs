@@ -286,10 +286,10 @@ async fn a_text_command_is_invoked_and_answered_by_chat() {
     let command = running.next_command().await;
     assert_eq!(command.skill, "memory-stats");
     assert!(command.parameters.is_empty());
-    assert_eq!(command.user_id, "u1");
-    assert_eq!(command.username, "alice");
-    assert_eq!(command.channel_id, "chat:u1");
-    assert!(command.is_dm);
+    assert_eq!(command.origin.user_id, "u1");
+    assert_eq!(command.origin.username, "alice");
+    assert_eq!(command.origin.channel_id, "chat:u1");
+    assert!(command.origin.is_dm);
     assert_eq!(command.message_id, Some(id(&message)));
     command
         .reply
@@ -316,7 +316,7 @@ async fn a_text_command_is_invoked_and_answered_by_chat() {
         serde_json::Value::Object(command.parameters.clone()),
         json!({"query": "coffee beans", "limit": 10})
     );
-    assert!(!command.is_dm);
+    assert!(!command.origin.is_dm);
     command
         .reply
         .send(CommandReply {

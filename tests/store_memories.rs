@@ -1380,7 +1380,8 @@ fn segments(path: &std::path::Path, table: &str) -> i64 {
     .unwrap()
 }
 
-/// Every batch adds a segment to each full-text index; once the writer is idle it merges them
+/// Every batch adds a segment to each full-text index, and saves leave merging to the writer's
+/// idle time (both indexes' `automerge` is 0); once the writer is idle it merges them
 /// (at most one segment per level is left), and searches find exactly what they found before.
 #[tokio::test]
 async fn an_idle_writer_merges_the_full_text_segments_and_search_is_unchanged() {
@@ -1390,6 +1391,21 @@ async fn an_idle_writer_merges_the_full_text_segments_and_search_is_unchanged() 
     for i in 0..120 {
         let content = format!("likes topic{} and item{}, fact {i} 猫が好き", i % 7, i % 5);
         pub_normal(&store, &w, &content).await;
+    }
+    for table in ["memories_fts", "memories_grams"] {
+        let db = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let automerge: i64 = db
+            .query_row(
+                &format!("SELECT v FROM {table}_config WHERE k = 'automerge'"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(automerge, 0, "{table}: saves would merge segments");
     }
     let before_fts = segments(&path, "memories_fts");
     let before_grams = segments(&path, "memories_grams");

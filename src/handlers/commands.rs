@@ -62,15 +62,15 @@ impl UserCommandRunner {
         tracing::info!(
             name: "user_command",
             skill,
-            platform = %invocation.platform,
-            user = %invocation.user_id,
-            is_dm = invocation.is_dm,
+            platform = %invocation.origin.platform,
+            user = %invocation.origin.user_id,
+            is_dm = invocation.origin.is_dm,
             code = outcome.as_ref().map_or_else(SkillError::code, |_| "OK"),
             "user_command"
         );
         match outcome {
             Ok(data) => CommandReply {
-                text: render::success(skill, &data, invocation.is_dm),
+                text: render::success(skill, &data, invocation.origin.is_dm),
                 is_error: false,
             },
             Err(error) => CommandReply {
@@ -95,14 +95,14 @@ impl UserCommandRunner {
             return Err(SkillError::SkillDisabled(name.to_owned()));
         }
         let context = SessionContext {
-            origin: invocation.origin(),
+            origin: invocation.origin.clone(),
             purpose: SessionPurpose::Conversation,
             trigger_message_id: invocation.message_id.clone(),
             // Only used by send-file, which is no user command; an id that cannot name a folder
             // is refused like everywhere else.
             workspace: self
                 .workspaces
-                .path_for(invocation.platform, &invocation.user_id)
+                .path_for(invocation.origin.platform, &invocation.origin.user_id)
                 .map_err(SkillError::internal)?,
         };
         // A session in no registry: nothing can reach it through the Skill API.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{IncomingMessage, Origin, PlatformKind};
+use super::{IncomingMessage, Origin};
 
 /// Where adapters send what they receive.
 pub type EventSink = mpsc::Sender<PlatformEvent>;
@@ -28,40 +28,17 @@ pub enum PlatformEvent {
 /// A human running a skill directly.
 #[derive(Debug)]
 pub struct CommandInvocation {
-    /// Platform it came from.
-    pub platform: PlatformKind,
+    /// Who ran it and where: the channel it was used in (`chat:{user}` for Misskey chat), and
+    /// whether that is a DM (private data may be shown only then).
+    pub origin: Origin,
     /// Skill name, e.g. `memory-stats`.
     pub skill: String,
     /// Parameters by their `input_schema` names (camelCase), already typed.
     pub parameters: Map<String, Value>,
-    /// Invoking user.
-    pub user_id: String,
-    /// Invoking user's account name.
-    pub username: String,
-    /// Channel the command was used in (`chat:{user}` for Misskey chat).
-    pub channel_id: String,
-    /// Guild, if any.
-    pub guild_id: Option<String>,
-    /// Used in a DM (private data may be shown only then).
-    pub is_dm: bool,
     /// The message that carried a text command (Misskey), if any.
     pub message_id: Option<String>,
     /// Where the answer goes; the adapter delivers it (ephemeral on Discord, by DM on Misskey).
     pub reply: oneshot::Sender<CommandReply>,
-}
-
-impl CommandInvocation {
-    /// Who ran it and where.
-    pub fn origin(&self) -> Origin {
-        Origin {
-            platform: self.platform,
-            channel_id: self.channel_id.clone(),
-            guild_id: self.guild_id.clone(),
-            user_id: self.user_id.clone(),
-            username: self.username.clone(),
-            is_dm: self.is_dm,
-        }
-    }
 }
 
 /// The answer to a user command.

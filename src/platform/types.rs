@@ -88,9 +88,9 @@ pub struct Attachment {
 }
 
 /// Who said something, and where: the part of a message or user command that decides whose
-/// data a session may touch and where its answers go. [`IncomingMessage::origin`] and
-/// [`CommandInvocation::origin`](super::CommandInvocation::origin) are the one place each is
-/// taken from an event; the session keeps it (`session::SessionContext::origin`).
+/// data a session may touch and where its answers go. A user command carries it
+/// ([`CommandInvocation::origin`](super::CommandInvocation::origin)), [`IncomingMessage::origin`]
+/// takes it from a message, and the session keeps it (`session::SessionContext::origin`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// Platform it came from.

@@ -46,16 +46,15 @@ pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
              grams TEXT    NOT NULL
          );",
     )?;
-    for table in INDEXES {
-        conn.execute(
-            &format!("INSERT INTO {table}({table}, rank) VALUES('usermerge', 2)"),
-            [],
-        )?;
-        conn.execute(
-            &format!("INSERT INTO {table}({table}, rank) VALUES('automerge', 0)"),
-            [],
-        )?;
-    }
+    // One transaction for the four settings (they persist in each index's `_config` table).
+    conn.execute_batch(
+        "BEGIN;
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('usermerge', 2);
+         INSERT INTO memories_grams(memories_grams, rank) VALUES('automerge', 0);
+         INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);
+         COMMIT;",
+    )?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{Body, Rest, Route};
 use crate::platform::{
-    CommandInvocation, CommandReply, EventSink, PlatformEvent, PlatformKind, TextLimits,
+    CommandInvocation, CommandReply, EventSink, Origin, PlatformEvent, PlatformKind, TextLimits,
     UserCommandSpec,
 };
 
@@ -386,14 +386,16 @@ pub(crate) async fn handle(ctx: &InteractionContext, interaction: CommandInterac
     let (reply_tx, reply_rx) = oneshot::channel();
     let user = &interaction.user;
     let invocation = CommandInvocation {
-        platform: PlatformKind::Discord,
+        origin: Origin {
+            platform: PlatformKind::Discord,
+            channel_id: interaction.channel_id.to_string(),
+            guild_id: guild.map(|g| g.to_string()),
+            user_id: user.id.to_string(),
+            username: user.name.clone(),
+            is_dm: guild.is_none(),
+        },
         skill: skill.clone(),
         parameters,
-        user_id: user.id.to_string(),
-        username: user.name.clone(),
-        channel_id: interaction.channel_id.to_string(),
-        guild_id: guild.map(|g| g.to_string()),
-        is_dm: guild.is_none(),
         message_id: None,
         reply: reply_tx,
     };

@@ -32,7 +32,7 @@ use super::convert::{BotIdentity, chat_to_incoming, note_to_incoming};
 use super::model::{self, ChannelEvent, Frame, Note};
 use crate::platform::{
     CommandInvocation, CommandReply, ConnectionState, EventSink, IncomingMessage, PlatformEvent,
-    PlatformKind, send_dm_text,
+    send_dm_text,
 };
 
 /// Message ids remembered for de-duplication.
@@ -411,14 +411,9 @@ impl Streamer {
                 let (reply, answer) = oneshot::channel();
                 let user_id = incoming.user_id.clone();
                 self.deliver(PlatformEvent::Command(CommandInvocation {
-                    platform: PlatformKind::Misskey,
+                    origin: incoming.origin(),
                     skill: skill.clone(),
                     parameters,
-                    user_id: incoming.user_id,
-                    username: incoming.username,
-                    channel_id: incoming.channel_id,
-                    guild_id: None,
-                    is_dm: incoming.is_dm,
                     message_id: Some(incoming.message_id),
                     reply,
                 }))
