@@ -22,9 +22,11 @@
 //! `SKILL_BENCH_MEMORIES` sets the pre-filled memories (default 10 000). `SKILL_BENCH_CORPUS`
 //! picks what they say and what is searched: `words` (default: sentences of a small vocabulary,
 //! queries of two of its words), `topics` (memory `i` is `likes topic{i%50} and item{i%97},
-//! remembered fact {i}`; queries `topic{a} item{b}`, each word matching 10–25 % of the memories
-//! as a substring) or `topics-rare` (the same memories; each query one fact number, matching one
-//! or a few). `SKILL_BENCH_OPTIMIZE` (any value) merges both full-text indexes into one segment
+//! remembered fact {i}`; queries all 4 850 pairs `topic{a} item{b}`: as substrings most words
+//! match 1–2 % of the memories, `topic1`..`topic4` 22 % and `item1`..`item9` 11 %),
+//! `topics-common` (the same memories; only the 36 pairs of two common words, each asked from a
+//! session of its own when repeated) or `topics-rare` (the same memories; each query one fact
+//! number, matching one or a few). `SKILL_BENCH_OPTIMIZE` (any value) merges both full-text indexes into one segment
 //! each after the prefill (FTS5 `optimize`; `levels`: merge until one segment per level is left;
 //! `none`: only count the segments), to measure what merged segments are worth.
 //! `SKILL_BENCH_SETTLE` waits that many seconds after the prefill (the store's idle merge).
@@ -57,6 +59,7 @@ const PREFILL: usize = 10_000;
 enum Corpus {
     Words,
     Topics,
+    TopicsCommon,
     TopicsRare,
 }
 
@@ -64,16 +67,19 @@ impl Corpus {
     fn from_env() -> Self {
         match std::env::var("SKILL_BENCH_CORPUS").as_deref() {
             Ok("topics") => Self::Topics,
+            Ok("topics-common") => Self::TopicsCommon,
             Ok("topics-rare") => Self::TopicsRare,
             Ok("words") | Err(_) => Self::Words,
-            Ok(other) => panic!("SKILL_BENCH_CORPUS={other}: use words, topics or topics-rare"),
+            Ok(other) => panic!(
+                "SKILL_BENCH_CORPUS={other}: use words, topics, topics-common or topics-rare"
+            ),
         }
     }
 
     fn memory(self, rng: &mut Rng, i: usize) -> String {
         match self {
             Self::Words => sentence(rng, i),
-            Self::Topics | Self::TopicsRare => {
+            Self::Topics | Self::TopicsCommon | Self::TopicsRare => {
                 format!(
                     "likes topic{} and item{}, remembered fact {i}",
                     i % 50,
@@ -83,12 +89,18 @@ impl Corpus {
         }
     }
 
-    /// Distinct queries, at least `needed`, in a fixed shuffled order.
+    /// Queries in a fixed shuffled order: at least `needed` distinct ones, except for
+    /// `topics-common`, which has 36 (requests then repeat them from sessions of their own).
     fn queries(self, memories: usize, needed: usize) -> Vec<String> {
         let mut list: Vec<String> = match self {
             Self::Words => return queries(),
             Self::Topics => (0..50)
                 .flat_map(|a| (0..97).map(move |b| format!("topic{a} item{b}")))
+                .collect(),
+            // Only the pairs whose both words are common: `topic1`..`topic4` match 22 % of the
+            // memories as substrings (`topic3`, `topic30`..`topic39`), `item1`..`item9` 11 %.
+            Self::TopicsCommon => (1..=4)
+                .flat_map(|a| (1..=9).map(move |b| format!("topic{a} item{b}")))
                 .collect(),
             Self::TopicsRare => {
                 let mut rng = Rng(0xC0FF_EE00_D15E_A5E5);
@@ -385,18 +397,13 @@ fn requests(
     let callers: Vec<RegisteredSession> = (0..concurrency)
         .map(|_| dm_session(state, workspace))
         .collect();
-    if skill == "memory-search" {
-        assert!(
-            total <= queries.len(),
-            "only {} distinct queries for {total} requests",
-            queries.len()
-        );
-    }
+    // Too few distinct queries (`topics-common`): a query comes back from another session.
+    let repeats = skill == "memory-search" && total > queries.len();
     (0..total)
         .map(|i| {
             let own;
-            let session = if matches!(skill, "memory-stats" | "fetch-context") {
-                // No parameters to vary: a session per request keeps the key unique.
+            let session = if repeats || matches!(skill, "memory-stats" | "fetch-context") {
+                // Nothing (left) to vary: a session per request keeps the key unique.
                 own = dm_session(state, workspace);
                 &own
             } else {
@@ -407,7 +414,7 @@ fn requests(
                     "content": format!("load test memory {i} of case {case}: likes kayak and jazz"),
                     "importance": if i % 20 == 0 { "high" } else { "normal" },
                 }),
-                "memory-search" => json!({"query": queries[i], "limit": 10}),
+                "memory-search" => json!({"query": queries[i % queries.len()], "limit": 10}),
                 "fetch-context" => json!({"type": "user_info"}),
                 _ => json!({}),
             };
@@ -645,7 +652,12 @@ async fn drive_store(
                 let sent = Instant::now();
                 if skill == "memory-search" {
                     store
-                        .search_memories(&workspace, &queries[i], Scope::IncludePrivate, 10)
+                        .search_memories(
+                            &workspace,
+                            &queries[i % queries.len()],
+                            Scope::IncludePrivate,
+                            10,
+                        )
                         .await
                         .expect("search");
                 } else {

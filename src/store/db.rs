@@ -19,6 +19,9 @@
 //!   runs the store's idle step (merging the full-text indexes' segments, a bounded amount of
 //!   work per step) until the step reports nothing left or a job arrives. So merges that make
 //!   searches cheaper happen off the save path.
+//! * **Bookkeeping waits** (`write_detached`, e.g. which memories a search returned): held until
+//!   the next batch commits anyway, or `DEFER_AT_MOST`, so that searching does not commit (and
+//!   empty every reader's page cache) once per call.
 //! * **Reads** run on `spawn_blocking` with a connection from a small pool (WAL lets them run
 //!   beside the writer), each inside a read transaction for a consistent snapshot.
 //!
@@ -29,7 +32,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Semaphore, oneshot};
@@ -52,6 +55,9 @@ const CHECKPOINT_FRAMES: i32 = 1000;
 const IDLE_AFTER: Duration = Duration::from_secs(1);
 /// Pause between two idle steps (a job arriving meanwhile runs first).
 const IDLE_STEP_GAP: Duration = Duration::from_millis(5);
+/// Longest a deferred job ([`Db::write_detached`]) waits for a batch to ride along with before
+/// the writer commits it on its own.
+const DEFER_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Migration `n` (1-based) brings the schema from version `n-1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -71,6 +77,8 @@ type Completion = Box<dyn FnOnce(Option<&StoreError>) + Send>;
 
 enum Msg {
     Job(Job),
+    /// Bookkeeping that may wait: held until the next batch, or [`DEFER_AT_MOST`].
+    Deferred(Job),
     /// Checkpoint the WAL into the main file, then answer.
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
     /// Finish queued work, checkpoint, close the connection and stop the thread.
@@ -192,6 +200,13 @@ impl Db {
 
     /// Queues `f` for the writer without waiting for it: for bookkeeping whose caller must
     /// not wait on a commit (a failure is logged at debug, with `what`).
+    ///
+    /// The job is deferred: it runs (in order, before the batch's own jobs) in the next write
+    /// batch, or in a batch of its own once it has waited [`DEFER_AT_MOST`], and always before a
+    /// checkpoint or close. Every commit makes each reader drop its page cache (WAL readers
+    /// cannot tell which pages changed), so one commit per search for its "used" marks made
+    /// searches at 100 000 memories re-read their pages every time (`docs/PERFORMANCE.md`).
+    /// A crash loses at most the last second of such bookkeeping.
     pub(crate) fn write_detached<F>(&self, what: &'static str, f: F)
     where
         F: FnOnce(&Connection) -> Result<(), StoreError> + Send + 'static,
@@ -207,7 +222,7 @@ impl Db {
                 }
             })
         });
-        if let Err(e) = self.send(Msg::Job(job)) {
+        if let Err(e) = self.send(Msg::Deferred(job)) {
             tracing::debug!(what, error = %e, "detached store write not queued");
         }
     }
@@ -348,38 +363,52 @@ fn in_savepoint<R>(
 fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks) {
     let finish = hooks.before_commit;
     let mut pending: Vec<Job> = Vec::new();
+    let mut deferred = Deferred::default();
     // Idle work may be left (set by every batch, cleared when a step finds nothing), and whether
     // the last thing done was an idle step (then the next one follows shortly).
     let (mut idle_work, mut stepping) = (false, false);
     loop {
-        let first = if idle_work {
-            let wait = if stepping { IDLE_STEP_GAP } else { IDLE_AFTER };
-            match rx.recv_timeout(wait) {
+        let idle_wait = idle_work.then_some(if stepping { IDLE_STEP_GAP } else { IDLE_AFTER });
+        let wait = match (idle_wait, deferred.due_in()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let first = match wait {
+            Some(wait) => match rx.recv_timeout(wait) {
                 Ok(msg) => msg,
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                    idle_work = idle_step(&conn, hooks.idle);
-                    stepping = idle_work;
+                    if deferred.due_in() == Some(Duration::ZERO) {
+                        deferred.take_into(&mut pending);
+                        run_batch(&conn, &mut pending, finish);
+                        (idle_work, stepping) = (true, false);
+                    } else {
+                        idle_work = idle_step(&conn, hooks.idle);
+                        stepping = idle_work;
+                    }
                     continue;
                 }
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
-            }
-        } else {
-            match rx.recv() {
+            },
+            None => match rx.recv() {
                 Ok(msg) => msg,
                 Err(_) => break,
-            }
+            },
         };
-        stepping = false;
-        idle_work = true;
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Job(job) => pending.push(job),
+                Msg::Deferred(job) => deferred.hold(job),
+                Msg::Job(job) => {
+                    deferred.take_into(&mut pending);
+                    pending.push(job);
+                }
                 Msg::Checkpoint(ack) => {
+                    deferred.take_into(&mut pending);
                     run_batch(&conn, &mut pending, finish);
                     let _ = ack.send(checkpoint(&conn));
                 }
                 Msg::Close(ack) => {
+                    deferred.take_into(&mut pending);
                     run_batch(&conn, &mut pending, finish);
                     let result = checkpoint(&conn);
                     drop(conn);
@@ -387,11 +416,51 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                     return;
                 }
             }
-            if pending.len() < MAX_BATCH {
+            if pending.len() < MAX_BATCH && deferred.jobs.len() < MAX_BATCH {
                 next = rx.try_recv().ok();
             }
         }
-        run_batch(&conn, &mut pending, finish);
+        if deferred.jobs.len() >= MAX_BATCH {
+            deferred.take_into(&mut pending);
+        }
+        if !pending.is_empty() {
+            run_batch(&conn, &mut pending, finish);
+            (idle_work, stepping) = (true, false);
+        }
+    }
+    // Every sender is gone (the store was dropped without `close`): commit what is held.
+    deferred.take_into(&mut pending);
+    run_batch(&conn, &mut pending, finish);
+}
+
+/// Deferred jobs the writer holds, and when the oldest arrived.
+#[derive(Default)]
+struct Deferred {
+    jobs: Vec<Job>,
+    since: Option<Instant>,
+}
+
+impl Deferred {
+    fn hold(&mut self, job: Job) {
+        self.since.get_or_insert_with(Instant::now);
+        self.jobs.push(job);
+    }
+
+    /// How long until the oldest held job must be committed (zero when overdue); `None` when
+    /// nothing is held.
+    fn due_in(&self) -> Option<Duration> {
+        self.since
+            .map(|since| DEFER_AT_MOST.saturating_sub(since.elapsed()))
+    }
+
+    /// Moves every held job to the front of `pending` (they were queued before its jobs).
+    fn take_into(&mut self, pending: &mut Vec<Job>) {
+        if self.jobs.is_empty() {
+            return;
+        }
+        self.since = None;
+        let later = std::mem::replace(pending, std::mem::take(&mut self.jobs));
+        pending.extend(later);
     }
 }
 
@@ -478,5 +547,100 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, finish: BatchFinish) {
                 done(Some(&err));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nothing(_: &Connection) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn no_idle_work(_: &Connection) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    const HOOKS: WriterHooks = WriterHooks {
+        prepare: nothing,
+        before_commit: nothing,
+        idle: no_idle_work,
+    };
+
+    fn rows(reader: &Connection) -> i64 {
+        reader
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Detached (bookkeeping) writes wait: they are not committed on their own before
+    /// `DEFER_AT_MOST`, then all at once; a write that is waited for takes them along at once,
+    /// ahead of itself.
+    #[tokio::test]
+    async fn detached_writes_wait_for_the_next_batch_or_a_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let db = Db::open_blocking(&path, HOOKS).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+            .await
+            .unwrap();
+        let reader = open_reader(&path).unwrap();
+
+        let sent = Instant::now();
+        for n in 0..50 {
+            db.write_detached("test", move |c| {
+                c.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
+                Ok(())
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let early = rows(&reader);
+        assert!(
+            early == 0 || sent.elapsed() >= DEFER_AT_MOST,
+            "{early} deferred rows committed after {:?}",
+            sent.elapsed()
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let seen = loop {
+            let n = rows(&reader);
+            if n != 0 || Instant::now() > deadline {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(seen, 50, "held jobs commit together, on their own");
+        assert!(sent.elapsed() >= DEFER_AT_MOST);
+
+        db.write_detached("test", |c| {
+            c.execute("INSERT INTO t (n) VALUES (50)", [])?;
+            Ok(())
+        });
+        let max: i64 = db
+            .write(|c| Ok(c.query_row("SELECT max(n) FROM t", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(
+            max, 50,
+            "the held job ran first, in the awaited write's batch"
+        );
+        assert_eq!(rows(&reader), 51);
+    }
+
+    /// Closing commits what is held.
+    #[tokio::test]
+    async fn close_commits_held_detached_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let db = Db::open_blocking(&path, HOOKS).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+            .await
+            .unwrap();
+        db.write_detached("test", |c| {
+            c.execute("INSERT INTO t (n) VALUES (1)", [])?;
+            Ok(())
+        });
+        db.close().await.unwrap();
+        assert_eq!(rows(&open_reader(&path).unwrap()), 1);
     }
 }
