@@ -22,8 +22,6 @@
 //! ~1 000 memories) is ranked exactly; a very common keyword stops adding to the score of memories
 //! older than its window, like a stopword (see `search` and `docs/PERFORMANCE.md`).
 
-use std::collections::HashMap;
-
 use rusqlite::Connection;
 
 use super::StoreError;
@@ -32,9 +30,11 @@ use super::types::{Scope, ScoredMemory, WorkspaceKey};
 
 mod index;
 mod query;
+mod terms;
 
-pub(crate) use index::{index_pending, merge_step, prepare_writer, queue_for_index, short_grams};
-use query::{Index, Keyword, build_query};
+pub(crate) use index::{index_pending, merge_step, prepare_writer, queue_for_index};
+use query::{Keyword, build_query};
+use terms::TermCounter;
 
 /// Matches ranked per search, shared among the query's keywords: each keyword ranks its
 /// `RANK_WINDOW / keywords` (at least `limit`) most recently stored matches that the caller may see.
@@ -94,10 +94,12 @@ pub(crate) fn search(
     let window = (RANK_WINDOW / keywords.len()).max(limit);
     let private = scope.includes_private();
 
-    let mut candidates: HashMap<i64, Candidate> = HashMap::new();
+    // Every keyword's scored matches; a memory found by several keywords is in it once per
+    // keyword (in keyword order) until `best` adds them up.
+    let mut scored: Vec<Candidate> = Vec::with_capacity(window * keywords.len());
+    let mut counter = TermCounter::default();
     for keyword in &keywords {
-        // (seq, term frequency, document length) of this keyword's matches, newest first.
-        let matches = newest_matches(conn, keyword, (lo, top), private, window, &mut candidates)?;
+        let matches = newest_matches(conn, keyword, (lo, top), private, window, &mut counter)?;
         let (Some(newest), Some(oldest)) = (matches.first(), matches.last()) else {
             continue;
         };
@@ -106,27 +108,22 @@ pub(crate) fn search(
             found
         } else {
             // Seqs of a workspace are consecutive, so the stretch is a count of memories.
-            let stretch = (newest.0 - oldest.0 + 1) as f64;
+            let stretch = (newest.seq - oldest.seq + 1) as f64;
             (found * docs / stretch).min(docs)
         };
         let idf = ((docs - df + 0.5) / (df + 0.5)).ln().max(1e-6);
-        let avg_len = matches.iter().map(|m| m.2).sum::<f64>() / found;
-        for (seq, tf, len) in matches {
-            let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * len / avg_len);
-            if let Some(c) = candidates.get_mut(&seq) {
-                c.score += idf * tf * (BM25_K1 + 1.0) / (tf + norm);
+        let avg_len = matches.iter().map(|m| m.len).sum::<f64>() / found;
+        scored.extend(matches.into_iter().map(|m| {
+            let norm = BM25_K1 * (1.0 - BM25_B + BM25_B * m.len / avg_len);
+            Candidate {
+                seq: m.seq,
+                score: idf * m.tf * (BM25_K1 + 1.0) / (m.tf + norm),
+                high: m.high,
+                created_at: m.created_at,
             }
-        }
+        }));
     }
-    let mut ranked: Vec<Candidate> = candidates.into_values().collect();
-    ranked.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| b.high.cmp(&a.high))
-            .then_with(|| b.created_at.cmp(&a.created_at))
-            .then_with(|| b.seq.cmp(&a.seq))
-    });
-    ranked.truncate(limit);
+    let ranked = best(scored, limit);
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?1"
     ))?;
@@ -141,24 +138,64 @@ pub(crate) fn search(
     Ok(out)
 }
 
+/// Adds up each memory's scores over the keywords (in keyword order, as they were found) and
+/// returns the best `limit`, ranked: score, then high importance, then creation time, then
+/// storage order, all newest first.
+fn best(mut scored: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
+    // Stable: a memory's scores are added in keyword order, so its sum is the same whatever
+    // order the other memories are in.
+    scored.sort_by_key(|c| c.seq);
+    let mut merged: Vec<Candidate> = Vec::with_capacity(scored.len());
+    for c in scored {
+        match merged.last_mut() {
+            Some(last) if last.seq == c.seq => last.score += c.score,
+            _ => merged.push(c),
+        }
+    }
+    let order = |a: &Candidate, b: &Candidate| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| b.high.cmp(&a.high))
+            .then_with(|| b.created_at.cmp(&a.created_at))
+            .then_with(|| b.seq.cmp(&a.seq))
+    };
+    if merged.len() > limit {
+        // The order is total (seqs are unique), so selecting then sorting the best is sorting all.
+        merged.select_nth_unstable_by(limit, order);
+        merged.truncate(limit);
+    }
+    merged.sort_unstable_by(order);
+    merged
+}
+
+/// One match of one keyword: what ranking needs, without loading the memory.
+#[derive(Debug, Clone, Copy)]
+struct Match {
+    seq: i64,
+    high: bool,
+    created_at: i64,
+    /// Occurrences of the keyword in the memory (at least 1).
+    tf: f64,
+    /// The memory's length, in the units of the keyword's index.
+    len: f64,
+}
+
 /// The newest `window` matches of `keyword` among the memories `range` (inclusive) that are
-/// enabled and visible, newest first, as `(seq, term frequency, length)`; adds each to
-/// `candidates` (score 0).
+/// enabled and visible, newest first.
 ///
 /// FTS5 reads a rowid range quickly in ascending order but slowly in descending order (a reverse
 /// seek walks the doclists of big tables from their end: 1.8 ms against 0.09 ms for one
 /// workspace of 1 000 among 1 000 000 memories), so the range is read in ascending stretches from
 /// the newest end: `window` memories first, then as many as the density of matches seen so far
-/// says are needed, until the window is full or the workspace exhausted. Only the matches kept are
-/// scored.
+/// says are needed, until the window is full or the workspace exhausted.
 fn newest_matches(
     conn: &Connection,
     keyword: &Keyword,
     (lo, top): (i64, i64),
     private: bool,
     window: usize,
-    candidates: &mut HashMap<i64, Candidate>,
-) -> Result<Vec<(i64, f64, f64)>, StoreError> {
+    counter: &mut TermCounter,
+) -> Result<Vec<Match>, StoreError> {
     let table = keyword.index.table();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT f.rowid, m.importance = 'high', m.created_at, m.content \
@@ -167,27 +204,30 @@ fn newest_matches(
            AND m.enabled = 1 AND (m.visibility = 'public' OR ?4) \
          ORDER BY f.rowid"
     ))?;
-    let mut matches: Vec<(i64, f64, f64)> = Vec::new();
+    let mut matches: Vec<Match> = Vec::with_capacity(window);
+    let mut chunk: Vec<Match> = Vec::new();
     let mut upper = top;
     let mut stretch = window as i64;
     while upper >= lo && matches.len() < window {
         let lower = upper.saturating_sub(stretch - 1).max(lo);
-        let mut chunk: Vec<(Candidate, String)> = Vec::new();
+        chunk.clear();
         let mut rows = stmt.query(rusqlite::params![keyword.expr, lower, upper, private])?;
         while let Some(row) = rows.next()? {
-            let candidate = Candidate {
+            // Borrowed: the text is counted, not kept.
+            let content = row.get_ref(3)?.as_str().map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, e.into())
+            })?;
+            let (tf, len) = counter.stats(keyword, content);
+            chunk.push(Match {
                 seq: row.get(0)?,
-                score: 0.0,
                 high: row.get(1)?,
                 created_at: row.get(2)?,
-            };
-            chunk.push((candidate, row.get(3)?));
+                tf,
+                len,
+            });
         }
-        for (candidate, content) in chunk.into_iter().rev().take(window - matches.len()) {
-            let (tf, len) = term_stats(keyword, &content);
-            candidates.entry(candidate.seq).or_insert(candidate);
-            matches.push((candidate.seq, tf, len));
-        }
+        let missing = window - matches.len();
+        matches.extend(chunk.iter().rev().take(missing).copied());
         // Next stretch: enough for the matches still missing at the density seen so far (plus a
         // quarter), at least as much as and at most 16 times what has been read.
         let read = top - lower + 1;
@@ -203,36 +243,6 @@ fn newest_matches(
     Ok(matches)
 }
 
-/// Term frequency of `keyword` in `content` and the length of `content`, in the units of the
-/// keyword's index (trigrams, or grams tokens).
-fn term_stats(keyword: &Keyword, content: &str) -> (f64, f64) {
-    match keyword.index {
-        Index::Trigram => {
-            let lower = content.to_lowercase();
-            let kw = &keyword.terms[0];
-            // Overlapping occurrences, as FTS5 counts phrase instances.
-            let mut count = 0usize;
-            let mut from = 0;
-            while let Some(at) = lower[from..].find(kw.as_str()) {
-                count += 1;
-                from += at + lower[from + at..].chars().next().map_or(1, char::len_utf8);
-            }
-            let len = lower.chars().count().saturating_sub(2).max(1);
-            (count.max(1) as f64, len as f64)
-        }
-        Index::Grams => {
-            let grams = short_grams(content);
-            let mut count = 0usize;
-            let mut len = 0usize;
-            for token in grams.split(' ').filter(|t| !t.is_empty()) {
-                len += 1;
-                count += keyword.terms.iter().filter(|t| *t == token).count();
-            }
-            (count.max(1) as f64, len.max(1) as f64)
-        }
-    }
-}
-
 /// A match being ranked: what the ordering needs, without loading the memory.
 #[derive(Debug, Clone, Copy)]
 struct Candidate {
@@ -241,4 +251,55 @@ struct Candidate {
     score: f64,
     high: bool,
     created_at: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `best` ranks as sorting every summed candidate would: ties on score fall to importance,
+    /// then creation time, then storage order.
+    #[test]
+    fn best_sums_per_memory_and_ranks_like_a_full_sort() {
+        let mut scored = Vec::new();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for keyword in 0..3 {
+            for _ in 0..400 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let seq = (x % 700) as i64;
+                scored.push(Candidate {
+                    seq,
+                    // Few distinct scores, so the tie-breakers decide often.
+                    score: ((x >> 20) % 4) as f64 + f64::from(keyword) * 0.5,
+                    high: seq % 3 == 0,
+                    created_at: seq / 5,
+                });
+            }
+        }
+        // Reference: a map of sums, then a full sort.
+        let mut sums: std::collections::BTreeMap<i64, Candidate> = Default::default();
+        for c in &scored {
+            sums.entry(c.seq)
+                .and_modify(|s| s.score += c.score)
+                .or_insert(*c);
+        }
+        let mut all: Vec<Candidate> = sums.into_values().collect();
+        all.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| b.high.cmp(&a.high))
+                .then_with(|| b.created_at.cmp(&a.created_at))
+                .then_with(|| b.seq.cmp(&a.seq))
+        });
+        for limit in [1, 10, 100, all.len(), all.len() + 5] {
+            let got: Vec<(i64, f64)> = best(scored.clone(), limit)
+                .iter()
+                .map(|c| (c.seq, c.score))
+                .collect();
+            let want: Vec<(i64, f64)> = all.iter().take(limit).map(|c| (c.seq, c.score)).collect();
+            assert_eq!(got, want, "limit {limit}");
+        }
+    }
 }
