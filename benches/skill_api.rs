@@ -30,6 +30,8 @@
 //! each after the prefill (FTS5 `optimize`; `levels`: merge until one segment per level is left;
 //! `none`: only count the segments), to measure what merged segments are worth.
 //! `SKILL_BENCH_SETTLE` waits that many seconds after the prefill (the store's idle merge).
+//! `SKILL_BENCH_CONCURRENCY` replaces the callers per case (default `16,64`; `1,2` shows the
+//! latency of a call that does not queue behind others on this 2-core machine).
 //! At the end it prints the process's peak RSS (server, store and load generator together).
 
 use air_friends::platform::Origin;
@@ -118,8 +120,22 @@ impl Corpus {
         list
     }
 }
-/// Concurrent callers per case.
+/// Concurrent callers per case, unless `SKILL_BENCH_CONCURRENCY` lists others (e.g. `1,2`).
 const CONCURRENCY: [usize; 2] = [16, 64];
+
+/// The concurrencies to run (`SKILL_BENCH_CONCURRENCY`, comma-separated, or [`CONCURRENCY`]).
+fn concurrencies() -> Vec<usize> {
+    match std::env::var("SKILL_BENCH_CONCURRENCY") {
+        Ok(list) => list
+            .split(',')
+            .map(|c| match c.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => panic!("SKILL_BENCH_CONCURRENCY={list}: use positive integers, e.g. 1,16"),
+            })
+            .collect(),
+        Err(_) => CONCURRENCY.to_vec(),
+    }
+}
 /// Skills in the order they are measured (saves last: they grow the workspace).
 /// `fetch-context` (`user_info`, answered from the fake platform) is the cheap path: the HTTP
 /// stack and the pipeline with next to no handler work. `SKILL_BENCH_SKILLS` (comma-separated)
@@ -794,9 +810,10 @@ fn main() {
         load_average()
     );
     let mut rows = Vec::new();
+    let levels = concurrencies();
     for (case, (skill, concurrency)) in skills
         .iter()
-        .flat_map(|s| CONCURRENCY.iter().map(move |c| (*s, *c)))
+        .flat_map(|s| levels.iter().map(move |c| (*s, *c)))
         .enumerate()
     {
         let url = format!("http://{addr}/api/skill/{skill}");
