@@ -1367,6 +1367,59 @@ async fn the_background_checkpointer_copies_the_wal_into_the_database() {
     assert_eq!(stats.public.total, 3_200);
 }
 
+/// Under saves that never pause, the WAL still starts again from its beginning now and then
+/// (the checkpointer restarts it once it holds about 16 MB), so it does not grow by every frame
+/// ever written: the largest WAL seen during the load stays near the restart size although the
+/// load writes several times that.
+#[tokio::test]
+async fn the_wal_stays_bounded_under_saves_that_never_pause() {
+    let (_dir, path, store) = open().await;
+    let wal = path.with_file_name("air-friends.db-wal");
+    let w = ws("steady");
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (wal, done) = (wal.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut largest = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                largest = largest.max(std::fs::metadata(&wal).map_or(0, |m| m.len()));
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            largest
+        })
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..16 {
+        let (store, w) = (store.clone(), w.clone());
+        tasks.spawn(async move {
+            for i in 0..500 {
+                // Long enough that each save dirties several index pages.
+                let content = format!(
+                    "memory {i} of writer {t}: {}",
+                    "likes kayak, jazz, long walks and a rather long sentence. ".repeat(8)
+                );
+                pub_normal(&store, &w, &content).await;
+            }
+        });
+    }
+    tasks.join_all().await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let largest = watcher.join().unwrap();
+    // What the load wrote in all: the database file's growth plus what is still in the WAL is a
+    // lower bound (each page is counted once however often it was written).
+    let db = std::fs::metadata(&path).unwrap().len();
+    eprintln!("largest WAL {largest} bytes, database {db} bytes");
+    // 4 000 frames of 4 KiB pages (the restart size), and room for the frames written while a
+    // restart waits.
+    let bound = 6_000 * 4_120;
+    assert!(
+        largest <= bound,
+        "the WAL reached {largest} bytes (bound {bound}): it is never restarted"
+    );
+    let stats = store.memory_stats(&w, Scope::PublicOnly).await.unwrap();
+    assert_eq!(stats.public.total, 8_000);
+}
+
 /// Segments of a full-text index, counted from its `_idx` table (one or more rows per segment).
 fn segments(path: &std::path::Path, table: &str) -> i64 {
     let db =

@@ -14,7 +14,8 @@
 //!   capped saves at a few thousand per second on the benchmark disk (`docs/PERFORMANCE.md`).
 //! * **Checkpoints** run on a thread of their own (`store-ckpt`, a passive checkpoint each time
 //!   the WAL has grown by `CHECKPOINT_FRAMES`), so the writer never stalls to copy the WAL
-//!   into the database; backups and shutdown checkpoint on the writer.
+//!   into the database; past `RESTART_FRAMES` the writer copies the last few frames itself, so
+//!   the WAL starts again and stays about 16 MB under steady saves. Backups and shutdown checkpoint on the writer.
 //! * **Idle work**: once the writer has had nothing to do for `IDLE_AFTER` after a batch, it
 //!   runs the store's idle step (merging the full-text indexes' segments, a bounded amount of
 //!   work per step) until the step reports nothing left or a job arrives. So merges that make
@@ -30,10 +31,12 @@
 use crate::sync::Recover;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rusqlite::wal::CheckpointMode;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Semaphore, oneshot};
 
@@ -51,6 +54,11 @@ const READERS: usize = 4;
 /// WAL frames after which the checkpointer copies the WAL into the database (SQLite's default
 /// automatic checkpoint threshold).
 const CHECKPOINT_FRAMES: i32 = 1000;
+/// WAL frames (about 16 MB) past which the WAL is made to start again from its beginning (see
+/// `start_checkpointer`).
+const RESTART_FRAMES: i32 = 4 * CHECKPOINT_FRAMES;
+/// Most frames the writer copies itself to let the WAL start again.
+const RESTART_LAG: i32 = 256;
 /// Quiet time after a batch before the writer starts its idle work.
 const IDLE_AFTER: Duration = Duration::from_secs(1);
 /// Pause between two idle steps (a job arriving meanwhile runs first).
@@ -126,16 +134,28 @@ impl Db {
         }
         migrate(&mut conn)?;
         (hooks.prepare)(&conn)?;
-        let checkpoints = start_checkpointer(path)?;
-        // The writer never checkpoints on its own: past CHECKPOINT_FRAMES it wakes the
-        // checkpointer thread, so copying the WAL into the database is not on the save path.
+        let copied = Arc::new(AtomicI32::new(0));
+        let checkpoints = start_checkpointer(path, copied.clone())?;
+        // The writer does not copy the WAL into the database: past CHECKPOINT_FRAMES it wakes
+        // the checkpointer thread, so the copying is not on the save path. Past RESTART_FRAMES
+        // it copies the last few frames itself (see `start_checkpointer`).
         conn.execute_batch("PRAGMA wal_autocheckpoint = 0")?;
         let mut signalled_at = 0;
-        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames: i32| {
+        conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, frames: i32| {
             // Once per CHECKPOINT_FRAMES new frames (the WAL restarts from 0 after a checkpoint
             // that caught up), not after every commit past the threshold.
             if frames < signalled_at {
                 signalled_at = 0;
+            }
+            if frames >= RESTART_FRAMES {
+                let lag = frames - copied.load(Ordering::Relaxed);
+                if (0..=RESTART_LAG).contains(&lag) {
+                    // Busy (a checkpoint is running) is fine: the next commit tries again.
+                    let _ = wal.checkpoint_v2(CheckpointMode::PASSIVE);
+                    return Ok(());
+                }
+                // Until then the checkpointer runs round after round.
+                let _ = checkpoints.try_send(());
             }
             if frames - signalled_at >= CHECKPOINT_FRAMES {
                 signalled_at = frames;
@@ -482,17 +502,32 @@ fn idle_step(conn: &Connection, step: fn(&Connection) -> Result<bool, StoreError
 
 /// The checkpointer: a thread with its own connection that runs a passive checkpoint (never
 /// waiting for the writer or the readers) each time the writer says the WAL has grown past
-/// `CHECKPOINT_FRAMES`. It ends when the writer's connection, holding the only sender, is
-/// closed. Explicit checkpoints (backups, shutdown) still run on the writer, as `TRUNCATE`.
-fn start_checkpointer(path: &Path) -> Result<std_mpsc::SyncSender<()>, StoreError> {
+/// `CHECKPOINT_FRAMES`, and records in `copied` how many frames of the WAL are in the database
+/// now. It ends when the writer's connection, holding the only sender, is closed. Explicit
+/// checkpoints (backups, shutdown) still run on the writer, as `TRUNCATE`.
+///
+/// Copying is not enough to keep the WAL short: SQLite starts the WAL again from its beginning
+/// only when a write transaction begins while every frame is copied, and under steady saves the
+/// writer has always committed more by then. So the WAL grew by every frame ever written (256 MB
+/// in seconds under the bench's saves), each new block of it zeroed by the file system on the
+/// save path. Past `RESTART_FRAMES` the checkpointer runs round after round, and once it is
+/// within `RESTART_LAG` frames of the end the writer copies those itself, right after its
+/// commit: its next batch then writes the WAL from the start again, over blocks the file
+/// already has.
+fn start_checkpointer(
+    path: &Path,
+    copied: Arc<AtomicI32>,
+) -> Result<std_mpsc::SyncSender<()>, StoreError> {
     let conn = open_connection(path)?;
     let (tx, rx) = std_mpsc::sync_channel::<()>(1);
     std::thread::Builder::new()
         .name("store-ckpt".into())
         .spawn(move || {
             while rx.recv().is_ok() {
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                    tracing::warn!(error = %e, "store: background checkpoint failed");
+                // (busy, frames in the WAL, frames copied)
+                match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i32>(2)) {
+                    Ok(done) => copied.store(done, Ordering::Relaxed),
+                    Err(e) => tracing::warn!(error = %e, "store: background checkpoint failed"),
                 }
             }
         })
