@@ -9,7 +9,7 @@ const MAX_KEYWORDS: usize = 32;
 const MAX_KEYWORD_CHARS: usize = 128;
 
 /// Quotes `text` as one FTS5 string: the only special character inside quotes is `"` itself.
-fn quote(text: &str) -> String {
+pub(super) fn quote(text: &str) -> String {
     format!("\"{}\"", text.replace('"', "\"\""))
 }
 
