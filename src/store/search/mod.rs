@@ -21,6 +21,11 @@
 //! O(matches). A keyword with fewer matches than its window (any rare keyword, any workspace under
 //! ~1 000 memories) is ranked exactly; a very common keyword stops adding to the score of memories
 //! older than its window, like a stopword (see `search` and `docs/PERFORMANCE.md`).
+//!
+//! **Common keywords by one trigram.** After the first stretch of a keyword's window, a common
+//! ASCII keyword may be looked up by its rarest trigram instead of all of them, each memory
+//! found being checked for the whole keyword exactly as FTS5 would match it (`pivot`): the
+//! same matches, without stepping through trigrams that are in nearly every memory.
 
 use rusqlite::Connection;
 
