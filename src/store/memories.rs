@@ -101,11 +101,12 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
     let related = ids_json(&m.related_to);
     let supersedes = ids_json(&m.supersedes);
     let ws_text = m.workspace.to_string();
-    conn.prepare_cached("INSERT INTO workspaces (key) VALUES (?1) ON CONFLICT (key) DO NOTHING")?
-        .execute([&ws_text])?;
+    // The workspace's next memory number, creating the workspace at its first memory.
     let (ws_id, n): (i64, i64) = conn
         .prepare_cached(
-            "UPDATE workspaces SET next_doc = next_doc + 1 WHERE key = ?1 RETURNING id, next_doc",
+            "INSERT INTO workspaces (key, next_doc) VALUES (?1, 1)
+             ON CONFLICT (key) DO UPDATE SET next_doc = next_doc + 1
+             RETURNING id, next_doc",
         )?
         .query_row([&ws_text], |r| Ok((r.get(0)?, r.get(1)?)))?;
     if n > u32::MAX as i64 || ws_id > i32::MAX as i64 {
