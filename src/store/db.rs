@@ -15,7 +15,8 @@
 //! * **Checkpoints** run on a thread of their own (`store-ckpt`, a passive checkpoint each time
 //!   the WAL has grown by `CHECKPOINT_FRAMES`), so the writer never stalls to copy the WAL
 //!   into the database; past `RESTART_FRAMES` the writer copies the last few frames itself, so
-//!   the WAL starts again and stays about 16 MB under steady saves. Backups and shutdown checkpoint on the writer.
+//!   the WAL starts again and stays about 16 MB under steady saves. Backups and shutdown
+//!   checkpoint on the writer.
 //! * **Idle work**: once the writer has had nothing to do for `IDLE_AFTER` after a batch, it
 //!   runs the store's idle step (merging the full-text indexes' segments, a bounded amount of
 //!   work per step) until the step reports nothing left or a job arrives. So merges that make
@@ -221,8 +222,8 @@ impl Db {
     /// Queues `f` for the writer without waiting for it: for bookkeeping whose caller must
     /// not wait on a commit (a failure is logged at debug, with `what`).
     ///
-    /// The job is deferred: it runs (in order, before the batch's own jobs) in the next write
-    /// batch, or in a batch of its own once it has waited [`DEFER_AT_MOST`], and always before a
+    /// The job is deferred: it runs in the next write batch (in the order the jobs were queued),
+    /// or in a batch of its own once it has waited [`DEFER_AT_MOST`], and always before a
     /// checkpoint or close. Every commit makes each reader drop its page cache (WAL readers
     /// cannot tell which pages changed), so one commit per search for its "used" marks made
     /// searches at 100 000 memories re-read their pages every time (`docs/PERFORMANCE.md`).
@@ -473,14 +474,11 @@ impl Deferred {
             .map(|since| DEFER_AT_MOST.saturating_sub(since.elapsed()))
     }
 
-    /// Moves every held job to the front of `pending` (they were queued before its jobs).
+    /// Moves every held job to the end of `pending`. The writer does so before each job that is
+    /// waited for, so everything held arrived after what `pending` holds: queue order is kept.
     fn take_into(&mut self, pending: &mut Vec<Job>) {
-        if self.jobs.is_empty() {
-            return;
-        }
         self.since = None;
-        let later = std::mem::replace(pending, std::mem::take(&mut self.jobs));
-        pending.extend(later);
+        pending.append(&mut self.jobs);
     }
 }
 
@@ -603,6 +601,24 @@ mod tests {
         idle: no_idle_work,
     };
 
+    /// A database with one table `t (n)`, and its path.
+    async fn open_with_table(dir: &tempfile::TempDir) -> (Db, PathBuf) {
+        let path = dir.path().join("t.db");
+        let db = Db::open_blocking(&path, HOOKS).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+            .await
+            .unwrap();
+        (db, path)
+    }
+
+    /// Queues the detached insert of `n` into `t`.
+    fn insert_detached(db: &Db, n: i64) {
+        db.write_detached("test", move |c| {
+            c.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
+            Ok(())
+        });
+    }
+
     fn rows(reader: &Connection) -> i64 {
         reader
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
@@ -615,19 +631,12 @@ mod tests {
     #[tokio::test]
     async fn detached_writes_wait_for_the_next_batch_or_a_second() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let db = Db::open_blocking(&path, HOOKS).unwrap();
-        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
-            .await
-            .unwrap();
+        let (db, path) = open_with_table(&dir).await;
         let reader = open_reader(&path).unwrap();
 
         let sent = Instant::now();
         for n in 0..50 {
-            db.write_detached("test", move |c| {
-                c.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
-                Ok(())
-            });
+            insert_detached(&db, n);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         let early = rows(&reader);
@@ -647,10 +656,7 @@ mod tests {
         assert_eq!(seen, 50, "held jobs commit together, on their own");
         assert!(sent.elapsed() >= DEFER_AT_MOST);
 
-        db.write_detached("test", |c| {
-            c.execute("INSERT INTO t (n) VALUES (50)", [])?;
-            Ok(())
-        });
+        insert_detached(&db, 50);
         let max: i64 = db
             .write(|c| Ok(c.query_row("SELECT max(n) FROM t", [], |r| r.get(0))?))
             .await
@@ -662,19 +668,54 @@ mod tests {
         assert_eq!(rows(&reader), 51);
     }
 
+    /// A detached job queued between two awaited writes runs between them: held jobs join the
+    /// batch at the place they were queued, not ahead of jobs queued before them.
+    #[tokio::test]
+    async fn held_jobs_keep_their_place_in_the_queue() {
+        use futures_util::FutureExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let (db, path) = open_with_table(&dir).await;
+        // Keep the writer busy so that the next three arrive while it works, and are drained
+        // into one batch together.
+        let (started_tx, started_rx) = std_mpsc::channel();
+        let busy = db.write(move |_| {
+            let _ = started_tx.send(());
+            std::thread::sleep(Duration::from_millis(200));
+            Ok(())
+        });
+        assert!(busy.now_or_never().is_none(), "queued, still running");
+        started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Each write is queued when first polled; its future is then dropped (the job runs).
+        let queue_awaited = |n: i64| {
+            let queued = db.write(move |c| {
+                c.execute("INSERT INTO t (n) VALUES (?1)", [n])?;
+                Ok(())
+            });
+            assert!(queued.now_or_never().is_none());
+        };
+        queue_awaited(1);
+        insert_detached(&db, 2);
+        queue_awaited(3);
+        // A checkpoint runs after every job queued before it.
+        db.checkpoint().await.unwrap();
+        let order: String = open_reader(&path)
+            .unwrap()
+            .query_row(
+                "SELECT group_concat(n) FROM (SELECT n FROM t ORDER BY rowid)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(order, "1,2,3");
+    }
+
     /// Closing commits what is held.
     #[tokio::test]
     async fn close_commits_held_detached_writes() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let db = Db::open_blocking(&path, HOOKS).unwrap();
-        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
-            .await
-            .unwrap();
-        db.write_detached("test", |c| {
-            c.execute("INSERT INTO t (n) VALUES (1)", [])?;
-            Ok(())
-        });
+        let (db, path) = open_with_table(&dir).await;
+        insert_detached(&db, 1);
         db.close().await.unwrap();
         assert_eq!(rows(&open_reader(&path).unwrap()), 1);
     }
