@@ -115,9 +115,9 @@ pub(super) fn choose(
     let mut rarest: Option<(&str, f64)> = None;
     let mut sum = 0.0;
     for trigram in &probed {
-        let found: i64 =
+        let hits: i64 =
             stmt.query_row(rusqlite::params![quote(trigram), lower, top], |r| r.get(0))?;
-        let d = found as f64 / span;
+        let d = hits as f64 / span;
         sum += d;
         if rarest.is_none_or(|(_, best)| d < best) {
             rarest = Some((trigram, d));
