@@ -1440,10 +1440,18 @@ fn segments(path: &std::path::Path, table: &str) -> i64 {
 async fn an_idle_writer_merges_the_full_text_segments_and_search_is_unchanged() {
     let (_dir, path, store) = open().await;
     let w = ws("merge");
-    // One save at a time: one batch, so one new segment per index, each.
+    // Ten saves, then a search, which has the queued saves indexed first: one new segment per
+    // index for each ten.
     for i in 0..120 {
         let content = format!("likes topic{} and item{}, fact {i} 猫が好き", i % 7, i % 5);
         pub_normal(&store, &w, &content).await;
+        if i % 10 == 9 {
+            let found = store
+                .search_memories(&w, &format!("fact {i}"), Scope::PublicOnly, 1)
+                .await
+                .unwrap();
+            assert_eq!(found.len(), 1);
+        }
     }
     for table in ["memories_fts", "memories_grams"] {
         let db = rusqlite::Connection::open_with_flags(

@@ -44,7 +44,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -75,6 +75,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
+    include_str!("schema_v6.sql"),
 ];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the
@@ -95,8 +96,8 @@ enum Msg {
 }
 
 /// What the store adds to the writer's connection: `prepare` runs once after the migrations
-/// (e.g. creating its temporary tables), `before_commit` at the end of every batch, inside its
-/// transaction and after every job (e.g. indexing the batch's new rows at once). A failing
+/// (e.g. its settings), `before_commit` at the end of every batch, inside its
+/// transaction and after every job (e.g. indexing queued rows once there are enough). A failing
 /// `before_commit` fails the whole batch. `idle` is one bounded step of idle work, run when no
 /// job is waiting; it answers whether more remains.
 #[derive(Clone, Copy)]

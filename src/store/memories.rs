@@ -133,7 +133,7 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
         supersedes,
         seq,
     ])?;
-    // Both full-text indexes are written once per batch (`search::index_pending`).
+    // Both full-text indexes are written for many memories at once (`search::index_batch`).
     queue_for_index(conn, seq, &m.content)?;
     let at = from_ms(m.created_at_ms)?;
     Ok(Memory {

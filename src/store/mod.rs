@@ -166,8 +166,8 @@ impl Store {
         let path = path.to_owned();
         let hooks = db::WriterHooks {
             prepare: search::prepare_writer,
-            before_commit: search::index_pending,
-            idle: search::merge_step,
+            before_commit: search::index_batch,
+            idle: search::idle_step,
         };
         let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path, hooks))
             .await
@@ -178,14 +178,18 @@ impl Store {
         })
     }
 
-    /// Checkpoints the WAL into the main database file (e.g. before a backup).
+    /// Indexes the memories waiting for the full-text indexes, then checkpoints the WAL into the
+    /// main database file (e.g. before a backup).
     pub async fn flush(&self) -> Result<(), StoreError> {
+        self.db.write(search::index_all).await?;
         self.db.checkpoint().await
     }
 
-    /// Graceful shutdown: commits queued writes, checkpoints, and stops the writer thread.
-    /// Writes through any clone fail with [`StoreError::Closed`] afterwards.
+    /// Graceful shutdown: indexes the memories waiting for the full-text indexes, commits queued
+    /// writes, checkpoints, and stops the writer thread. Writes through any clone fail with
+    /// [`StoreError::Closed`] afterwards.
     pub async fn close(self) -> Result<(), StoreError> {
+        self.db.write(search::index_all).await?;
         self.db.close().await
     }
 
@@ -276,7 +280,25 @@ impl Store {
         scope: Scope,
         limit: u32,
     ) -> Result<Vec<ScoredMemory>, StoreError> {
-        let (ws, query) = (ws.clone(), query.to_owned());
+        let ws = Arc::new(ws.clone());
+        let query: Arc<str> = Arc::from(query);
+        let (w, q) = (ws.clone(), query.clone());
+        let first = self
+            .db
+            .read(move |c| {
+                if search::waiting_in(c, &w)? {
+                    return Ok(None);
+                }
+                search::search(c, &w, &q, scope, limit).map(Some)
+            })
+            .await?;
+        if let Some(hits) = first {
+            return Ok(hits);
+        }
+        // Memories of this workspace wait for the indexes (`search::index_batch`): index them,
+        // then search. Saves acknowledged before this call were queued or indexed when it
+        // looked, so they are all found now; later ones may or may not be.
+        self.db.write(search::index_all).await?;
         self.db
             .read(move |c| search::search(c, &ws, &query, scope, limit))
             .await

@@ -8,31 +8,46 @@ use rusqlite::Connection;
 use crate::store::StoreError;
 use crate::text::writes_without_spaces;
 
-/// Creates the writer's list of rows to index (a temporary table: this connection only, never
-/// on disk). Called once when the writer's connection opens.
+/// Rows the queue gathers before the end of a batch indexes them ([`index_batch`]).
 ///
-/// Also configures both indexes' merging: `automerge` 0, so a save never merges segments
-/// (FTS5 still merges a level that reaches `crisismerge`, 16 segments, so a long burst of saves
-/// stays bounded), and `usermerge` 2, so the writer's idle [`merge_step`] merges any level that
-/// holds two segments or more. Merges thus happen when the writer has nothing else to do:
-/// 12 % less writer CPU per save at 16 callers (`docs/PERFORMANCE.md`).
+/// Each indexing writes a new segment into both indexes, whatever the number of rows, so
+/// indexing small batches one by one cost a third of the writer's CPU per save at 16 callers;
+/// with 64 rows a segment, writer CPU per save fell from 31.5–39 to 22–24 µs
+/// (`docs/PERFORMANCE.md`, "Saves: indexing the queue").
+pub(crate) const INDEX_AT: i64 = 64;
+
+/// Sets both indexes' merging, and indexes any rows left queued by the last run (a crash, or a
+/// stop without `close`). Called once when the writer's connection opens.
+///
+/// The merge settings: `automerge` 0, so indexing never merges segments (FTS5 still merges a
+/// level that reaches `crisismerge`, 16 segments, so a long burst of saves stays bounded), and
+/// `usermerge` 2, so the writer's idle [`idle_step`] merges any level that holds two segments or
+/// more. Merges thus happen when the writer has nothing else to do: 12 % less writer CPU per
+/// save at 16 callers (`docs/PERFORMANCE.md`).
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
+    // One transaction for the four settings (they persist in each index's `_config` table) and
+    // the left-over rows.
     conn.execute_batch(
-        "CREATE TEMP TABLE IF NOT EXISTS index_pending (
-             seq   INTEGER PRIMARY KEY,
-             grams TEXT    NOT NULL
-         );",
-    )?;
-    // One transaction for the four settings (they persist in each index's `_config` table).
-    conn.execute_batch(
-        "BEGIN;
+        "BEGIN IMMEDIATE;
          INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
          INSERT INTO memories_fts(memories_fts, rank) VALUES('usermerge', 2);
          INSERT INTO memories_grams(memories_grams, rank) VALUES('automerge', 0);
-         INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);
-         COMMIT;",
+         INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);",
     )?;
-    Ok(())
+    let left = index_queued(conn, 1);
+    match left {
+        Ok(rows) => {
+            conn.execute_batch("COMMIT")?;
+            if rows > 0 {
+                tracing::info!(rows, "store: indexed memories left queued by the last run");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
 }
 
 /// The two full-text indexes.
@@ -40,15 +55,19 @@ const INDEXES: [&str; 2] = ["memories_fts", "memories_grams"];
 /// Pages of merged index one idle step writes at most, per index (a few milliseconds).
 const MERGE_PAGES: u32 = 256;
 
-/// One idle step: merges segments of both full-text indexes, at most [`MERGE_PAGES`] pages of
-/// each, and answers whether either did any work (so another step may have more to do).
+/// One step of the writer's idle work, answering whether it did any (so another step may have
+/// more to do): indexes the queue if it holds any row, else merges segments of both full-text
+/// indexes, at most [`MERGE_PAGES`] pages of each.
 ///
-/// Every batch adds a segment to each index, and saves do not merge them (see
+/// Every indexing adds a segment to each index, and indexing does not merge them (see
 /// [`prepare_writer`]), so a big workspace is spread over a dozen or two segments, and every
 /// search walks all of them (`docs/PERFORMANCE.md`, "search and stats by workspace size": 22 → 2
 /// segments made a common-word search at 100 000 memories 1.2–1.5× cheaper). The writer runs
 /// this when it has nothing else to do, so the merge costs no save anything.
-pub(crate) fn merge_step(conn: &Connection) -> Result<bool, StoreError> {
+pub(crate) fn idle_step(conn: &Connection) -> Result<bool, StoreError> {
+    if index_queued(conn, 1)? > 0 {
+        return Ok(true);
+    }
     let mut worked = false;
     for table in INDEXES {
         let before = conn.total_changes();
@@ -62,47 +81,68 @@ pub(crate) fn merge_step(conn: &Connection) -> Result<bool, StoreError> {
     Ok(worked)
 }
 
-/// Queues a new memory row for both full-text indexes (inside the job's savepoint, so a job that
-/// fails takes its row back out). [`index_pending`] indexes the batch's rows before it commits.
+/// Queues a new memory row for both full-text indexes, in the transaction that inserts it (a
+/// job that fails takes its queue row back out with its memory).
 pub(crate) fn queue_for_index(
     conn: &Connection,
     seq: i64,
     content: &str,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached("INSERT INTO temp.index_pending (seq, grams) VALUES (?1, ?2)")?
+    conn.prepare_cached("INSERT INTO index_queue (seq, grams) VALUES (?1, ?2)")?
         .execute(rusqlite::params![seq, short_grams(content)])?;
     Ok(())
 }
 
-/// Indexes every row queued in this batch, in one statement per index, and empties the queue.
-/// Runs at the end of each write batch, inside its transaction (the rows and their index entries
-/// commit together).
+/// The end of every write batch ([`crate::store::db::WriterHooks::before_commit`]): indexes the
+/// queue once it holds [`INDEX_AT`] rows, inside the batch's transaction.
+pub(crate) fn index_batch(conn: &Connection) -> Result<(), StoreError> {
+    index_queued(conn, INDEX_AT).map(|_| ())
+}
+
+/// Indexes every queued row (a write job: before a search that found rows waiting, a
+/// checkpoint, or close).
+pub(crate) fn index_all(conn: &Connection) -> Result<(), StoreError> {
+    index_queued(conn, 1).map(|_| ())
+}
+
+/// Whether memories in the rowid range `(lo, hi)` (one workspace) wait for the indexes. A search
+/// that finds some has the writer run [`index_all`] first, so it never misses a memory whose
+/// save was acknowledged before it began.
+pub(super) fn waiting(conn: &Connection, (lo, hi): (i64, i64)) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM index_queue WHERE seq BETWEEN ?1 AND ?2)")?
+        .query_row([lo, hi], |r| r.get(0))?)
+}
+
+/// Indexes every queued row, in one statement per index, and empties the queue, when it holds
+/// at least `at_least` rows; answers how many rows it indexed. Runs inside the caller's
+/// transaction, so rows leave the queue exactly when their index entries commit.
 ///
 /// Why not a trigger per insert: FTS5 writes its pending terms to disk at every savepoint, and
 /// every job of a batch runs in a savepoint of its own, so indexing inside the job wrote one tiny
-/// segment per memory (and merged them again). Indexing the batch at once writes one segment per
-/// batch: about half of the writer's CPU per save (`docs/PERFORMANCE.md`, "Saves").
-pub(crate) fn index_pending(conn: &Connection) -> Result<(), StoreError> {
-    let pending: i64 = conn
-        .prepare_cached("SELECT count(*) FROM temp.index_pending")?
+/// segment per memory (and merged them again). Indexing the queue at once writes one segment per
+/// index for all of its rows (`docs/PERFORMANCE.md`, "Saves").
+fn index_queued(conn: &Connection, at_least: i64) -> Result<i64, StoreError> {
+    let queued: i64 = conn
+        .prepare_cached("SELECT count(*) FROM index_queue")?
         .query_row([], |r| r.get(0))?;
-    if pending == 0 {
-        return Ok(());
+    if queued < at_least.max(1) {
+        return Ok(0);
     }
     conn.prepare_cached(
         "INSERT INTO memories_fts (rowid, content)
-         SELECT p.seq, m.content FROM temp.index_pending p JOIN memories m ON m.seq = p.seq
-         ORDER BY p.seq",
+         SELECT q.seq, m.content FROM index_queue q JOIN memories m ON m.seq = q.seq
+         ORDER BY q.seq",
     )?
     .execute([])?;
     conn.prepare_cached(
         "INSERT INTO memories_grams (rowid, grams)
-         SELECT seq, grams FROM temp.index_pending WHERE grams <> '' ORDER BY seq",
+         SELECT seq, grams FROM index_queue WHERE grams <> '' ORDER BY seq",
     )?
     .execute([])?;
-    conn.prepare_cached("DELETE FROM temp.index_pending")?
+    conn.prepare_cached("DELETE FROM index_queue")?
         .execute([])?;
-    Ok(())
+    Ok(queued)
 }
 
 /// The text indexed in `memories_grams` for `content`: CJK unigrams and bigrams, and Latin words
@@ -164,26 +204,13 @@ mod tests {
     /// found, and FTS5's own integrity check passes.
     #[tokio::test]
     async fn a_failed_job_leaves_no_index_entry_and_its_batch_neighbours_are_found() {
-        use crate::store::memories::{MemoryInsert, insert};
-        use crate::store::types::{Importance, NewMemory, Visibility};
-        use crate::store::{Store, new_id};
+        use crate::store::Store;
+        use crate::store::memories::insert;
 
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("t.db")).await.unwrap();
         let ws = WorkspaceKey::new("discord", "1").unwrap();
-        let row = |content: &str| {
-            MemoryInsert::new(
-                NewMemory {
-                    workspace: ws.clone(),
-                    content: content.into(),
-                    visibility: Visibility::Public,
-                    importance: Importance::Normal,
-                },
-                Vec::new(),
-                new_id("mem"),
-            )
-            .unwrap()
-        };
+        let row = |content: &str| memory(&ws, content);
         let (kept, failed, also) = (
             row("kept kayak 猫"),
             row("failed kayak 犬"),
@@ -218,8 +245,7 @@ mod tests {
             for t in ["memories_fts", "memories_grams"] {
                 c.execute_batch(&format!("INSERT INTO {t}({t}) VALUES ('integrity-check')"))?;
             }
-            let left: i64 =
-                c.query_row("SELECT count(*) FROM temp.index_pending", [], |r| r.get(0))?;
+            let left: i64 = c.query_row("SELECT count(*) FROM index_queue", [], |r| r.get(0))?;
             assert_eq!(left, 0);
             // Read the indexes themselves, not through the memories (a search joins them and
             // would hide an entry left by the failed job).
@@ -233,6 +259,154 @@ mod tests {
         })
         .await
         .unwrap();
+    }
+
+    fn memory(ws: &WorkspaceKey, content: &str) -> crate::store::memories::MemoryInsert {
+        use crate::store::types::{Importance, NewMemory, Visibility};
+        crate::store::memories::MemoryInsert::new(
+            NewMemory {
+                workspace: ws.clone(),
+                content: content.into(),
+                visibility: Visibility::Public,
+                importance: Importance::Normal,
+            },
+            Vec::new(),
+            crate::store::new_id("mem"),
+        )
+        .unwrap()
+    }
+
+    fn count(c: &Connection, sql: &str) -> i64 {
+        c.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+
+    const QUEUED: &str = "SELECT count(*) FROM index_queue";
+    const INDEXED: &str = "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'kayak'";
+
+    /// The store's writer hooks without idle work, so nothing but the rule under test indexes.
+    const NO_IDLE: crate::store::db::WriterHooks = crate::store::db::WriterHooks {
+        prepare: prepare_writer,
+        before_commit: index_batch,
+        idle: |_| Ok(false),
+    };
+
+    /// Saves wait in the queue until it holds `INDEX_AT` rows; the batch that brings it there
+    /// indexes them all. `waiting` sees the rows of one workspace's range only.
+    #[tokio::test]
+    async fn the_queue_is_indexed_once_it_holds_enough_rows() {
+        use crate::store::db::Db;
+        use crate::store::memories::insert;
+
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_blocking(&dir.path().join("t.db"), NO_IDLE).unwrap();
+        let (a, b) = (
+            WorkspaceKey::new("discord", "a").unwrap(),
+            WorkspaceKey::new("discord", "b").unwrap(),
+        );
+        let row = memory(&a, "a kayak trip");
+        db.write(move |c| insert(c, &row)).await.unwrap();
+        let (queued, a_waits, b_waits) = db
+            .write(move |c| {
+                let waits = |ws| super::super::waiting_in(c, ws).unwrap();
+                Ok((count(c, QUEUED), waits(&a), waits(&b)))
+            })
+            .await
+            .unwrap();
+        assert_eq!((queued, a_waits, b_waits), (1, true, false));
+        for n in 2..INDEX_AT {
+            let row = memory(
+                &WorkspaceKey::new("discord", "a").unwrap(),
+                &format!("kayak {n}"),
+            );
+            db.write(move |c| insert(c, &row)).await.unwrap();
+        }
+        let seen = db
+            .write(|c| Ok((count(c, QUEUED), count(c, INDEXED))))
+            .await
+            .unwrap();
+        assert_eq!(seen, (INDEX_AT - 1, 0));
+        let row = memory(
+            &WorkspaceKey::new("discord", "a").unwrap(),
+            "the last kayak",
+        );
+        db.write(move |c| insert(c, &row)).await.unwrap();
+        let seen = db
+            .write(|c| Ok((count(c, QUEUED), count(c, INDEXED))))
+            .await
+            .unwrap();
+        assert_eq!(seen, (0, INDEX_AT));
+        db.close().await.unwrap();
+    }
+
+    /// Rows still queued when the writer stopped (a crash, or a stop without the store's
+    /// `close`) are in the file, and the next start indexes them before anything else: a search
+    /// finds them, and FTS5's integrity check passes.
+    #[tokio::test]
+    async fn rows_left_queued_are_indexed_at_the_next_start() {
+        use crate::store::Store;
+        use crate::store::db::Db;
+        use crate::store::memories::insert;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let ws = WorkspaceKey::new("discord", "a").unwrap();
+        let db = Db::open_blocking(&path, NO_IDLE).unwrap();
+        for content in ["kayak one", "kayak two 猫", "kayak three"] {
+            let row = memory(&ws, content);
+            db.write(move |c| insert(c, &row)).await.unwrap();
+        }
+        db.close().await.unwrap();
+        let raw = Connection::open(&path).unwrap();
+        assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (3, 0));
+
+        let store = Store::open(&path).await.unwrap();
+        assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (0, 3));
+        for t in ["memories_fts", "memories_grams"] {
+            raw.execute_batch(&format!("INSERT INTO {t}({t}) VALUES ('integrity-check')"))
+                .unwrap();
+        }
+        let hits = store
+            .search_memories(&ws, "猫", Scope::PublicOnly, 10)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 1);
+        store.close().await.unwrap();
+    }
+
+    /// A search never misses an acknowledged save: the rows it finds waiting are indexed first,
+    /// and closing the store indexes the rest (so the file at rest is fully indexed).
+    #[tokio::test]
+    async fn a_search_indexes_its_workspace_first_and_close_indexes_the_rest() {
+        use crate::store::Store;
+        use crate::store::types::{Importance, NewMemory, Visibility};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = Store::open(&path).await.unwrap();
+        let (a, b) = (
+            WorkspaceKey::new("discord", "a").unwrap(),
+            WorkspaceKey::new("discord", "b").unwrap(),
+        );
+        for (ws, content) in [(&a, "kayak in a"), (&b, "kayak in b")] {
+            store
+                .save_memory(NewMemory {
+                    workspace: ws.clone(),
+                    content: content.into(),
+                    visibility: Visibility::Public,
+                    importance: Importance::Normal,
+                })
+                .await
+                .unwrap();
+        }
+        let hits = store
+            .search_memories(&a, "kayak", Scope::PublicOnly, 10)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].memory.content, "kayak in a");
+        store.close().await.unwrap();
+        let raw = Connection::open(&path).unwrap();
+        assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (0, 2));
     }
 
     #[test]

@@ -26,6 +26,13 @@
 //! ASCII keyword may be looked up by its rarest trigram instead of all of them, each memory
 //! found being checked for the whole keyword exactly as FTS5 would match it (`pivot`): the
 //! same matches, without stepping through trigrams that are in nearly every memory.
+//!
+//! **New memories wait in a queue** (`index_queue`, committed with the memory) until the writer
+//! indexes [`index::INDEX_AT`] of them at once, or is idle, or a search of their workspace finds them
+//! waiting ([`waiting_in`]: the store then indexes the queue before it searches), or the store
+//! checkpoints or closes. One indexing writes one segment per index whatever its size, so
+//! saves no longer pay for a segment each batch; a search still finds every memory whose save
+//! was acknowledged before it began (`index`).
 
 use rusqlite::Connection;
 
@@ -38,7 +45,7 @@ mod pivot;
 mod query;
 mod terms;
 
-pub(crate) use index::{index_pending, merge_step, prepare_writer, queue_for_index};
+pub(crate) use index::{idle_step, index_all, index_batch, prepare_writer, queue_for_index};
 use pivot::Lookup;
 use query::{Keyword, build_query};
 use terms::TermCounter;
@@ -56,6 +63,15 @@ pub(crate) const RANK_WINDOW: usize = 1000;
 const BM25_K1: f64 = 1.2;
 /// bm25 length normalisation (FTS5's value).
 const BM25_B: f64 = 0.75;
+
+/// Whether memories of `ws` wait in the queue for the indexes ([`index_batch`]); a search must
+/// have them indexed first ([`index_all`]).
+pub(crate) fn waiting_in(conn: &Connection, ws: &WorkspaceKey) -> Result<bool, StoreError> {
+    match workspace_range(conn, ws)? {
+        Some(range) => index::waiting(conn, range),
+        None => Ok(false),
+    }
+}
 
 /// Runs a search (see the module docs). `limit` is clamped to 1..=1000.
 ///
