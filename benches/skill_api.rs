@@ -19,6 +19,10 @@
 //! parameters) comes from a session of its own. Cases run stats → search → save, so search and
 //! stats see exactly the pre-filled memories; the save cases then grow the workspace.
 //!
+//! The first case, `http-floor`, sends the cheap path's request to a bare server built the same
+//! way (hyper's HTTP/1, an axum router, one route that reads the body and answers fixed JSON):
+//! the HTTP stack and kernel loopback alone, the floor under every call (see [`FLOOR`]).
+//!
 //! `SKILL_BENCH_MEMORIES` sets the pre-filled memories (default 10 000). `SKILL_BENCH_CORPUS`
 //! picks what they say and what is searched: `words` (default: sentences of a small vocabulary,
 //! queries of two of its words), `topics` (memory `i` is `likes topic{i%50} and item{i%97},
@@ -140,12 +144,19 @@ fn concurrencies() -> Vec<usize> {
 /// `fetch-context` (`user_info`, answered from the fake platform) is the cheap path: the HTTP
 /// stack and the pipeline with next to no handler work. `SKILL_BENCH_SKILLS` (comma-separated)
 /// picks a subset.
-const SKILLS: [&str; 4] = [
+const SKILLS: [&str; 5] = [
+    FLOOR,
     "fetch-context",
     "memory-stats",
     "memory-search",
     "memory-save",
 ];
+/// The floor under the cheap path: the same request (POST, bearer token, JSON body) to a server
+/// built like the Skill API's (hyper's HTTP/1 connection with the same timer and header-read
+/// timeout, an axum router, `TCP_NODELAY`) whose one route reads the body and answers a fixed
+/// JSON object, with no authentication, pipeline or handler. What fetch-context costs above it
+/// is everything of ours.
+const FLOOR: &str = "http-floor";
 /// The server runtime's threads (workers and blocking pool) carry this name, so their CPU time
 /// can be told from the load generator's (`/proc/self/task/*/stat`).
 const SERVER_THREADS: &str = "bench-server";
@@ -418,7 +429,7 @@ fn requests(
     (0..total)
         .map(|i| {
             let own;
-            let session = if repeats || matches!(skill, "memory-stats" | "fetch-context") {
+            let session = if repeats || matches!(skill, "memory-stats" | "fetch-context" | FLOOR) {
                 // Nothing (left) to vary: a session per request keeps the key unique.
                 own = dm_session(state, workspace);
                 &own
@@ -431,7 +442,7 @@ fn requests(
                     "importance": if i % 20 == 0 { "high" } else { "normal" },
                 }),
                 "memory-search" => json!({"query": queries[i % queries.len()], "limit": 10}),
-                "fetch-context" => json!({"type": "user_info"}),
+                "fetch-context" | FLOOR => json!({"type": "user_info"}),
                 _ => json!({}),
             };
             Request {
@@ -691,6 +702,38 @@ async fn drive_store(
     (started.elapsed(), latencies)
 }
 
+/// Serves [`FLOOR`]'s connections until the runtime stops.
+async fn serve_floor(listener: TcpListener) {
+    use axum::routing::post;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let app = axum::Router::new().route(
+        &format!("/api/skill/{FLOOR}"),
+        post(|body: axum::body::Bytes| async move {
+            std::hint::black_box(body);
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                r#"{"ok":true,"result":{"user":{"id":"bench"}}}"#,
+            )
+        }),
+    );
+    let timeout = SkillApiSettings::default().header_read_timeout;
+    while let Ok((stream, _)) = listener.accept().await {
+        stream.set_nodelay(true).expect("nodelay");
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(timeout);
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
+                .await;
+        });
+    }
+}
+
 fn main() {
     let total: usize = std::env::var("SKILL_BENCH_REQUESTS")
         .ok()
@@ -802,6 +845,12 @@ fn main() {
         let _ = stop_rx.await;
     }));
 
+    let floor = server_rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("bind the floor");
+    let floor_addr = floor.local_addr().expect("floor addr");
+    server_rt.spawn(serve_floor(floor));
+
     let client = reqwest::Client::new();
     let queries = Arc::new(corpus.queries(memories, total + WARMUP));
     let started = Instant::now();
@@ -816,7 +865,11 @@ fn main() {
         .flat_map(|s| levels.iter().map(move |c| (*s, *c)))
         .enumerate()
     {
-        let url = format!("http://{addr}/api/skill/{skill}");
+        let url = if skill == FLOOR {
+            format!("http://{floor_addr}/api/skill/{skill}")
+        } else {
+            format!("http://{addr}/api/skill/{skill}")
+        };
         let mut batch = requests(
             &state,
             &workspace,

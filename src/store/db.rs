@@ -99,12 +99,16 @@ enum Msg {
 /// (e.g. its settings), `before_commit` at the end of every batch, inside its
 /// transaction and after every job (e.g. indexing queued rows once there are enough). A failing
 /// `before_commit` fails the whole batch. `idle` is one bounded step of idle work, run when no
-/// job is waiting; it answers whether more remains.
+/// job is waiting; it answers whether more remains. `settle` finishes what `before_commit`
+/// leaves for later (e.g. indexing every queued row): the last job of the batch before each
+/// checkpoint and before close, so nothing is left over when the file is at rest (a failing
+/// `settle` is logged and undone alone).
 #[derive(Clone, Copy)]
 pub(crate) struct WriterHooks {
     pub prepare: fn(&Connection) -> Result<(), StoreError>,
     pub before_commit: fn(&Connection) -> Result<(), StoreError>,
     pub idle: fn(&Connection) -> Result<bool, StoreError>,
+    pub settle: fn(&Connection) -> Result<(), StoreError>,
 }
 
 /// The open database: writer thread handle and reader pool. Shared behind an `Arc` by `Store`.
@@ -426,11 +430,13 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                 }
                 Msg::Checkpoint(ack) => {
                     deferred.take_into(&mut pending);
+                    pending.push(settle_job(hooks.settle));
                     run_batch(&conn, &mut pending, finish);
                     let _ = ack.send(checkpoint(&conn));
                 }
                 Msg::Close(ack) => {
                     deferred.take_into(&mut pending);
+                    pending.push(settle_job(hooks.settle));
                     run_batch(&conn, &mut pending, finish);
                     let result = checkpoint(&conn);
                     drop(conn);
@@ -453,6 +459,21 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
     // Every sender is gone (the store was dropped without `close`): commit what is held.
     deferred.take_into(&mut pending);
     run_batch(&conn, &mut pending, finish);
+}
+
+/// The job that runs [`WriterHooks::settle`] in a savepoint of its own; its failure is logged.
+fn settle_job(settle: fn(&Connection) -> Result<(), StoreError>) -> Job {
+    Box::new(move |conn| {
+        let result = match conn {
+            Ok(conn) => in_savepoint(conn, settle),
+            Err(e) => Err(e.clone()),
+        };
+        Box::new(move |commit_error| {
+            if let Some(error) = result.err().as_ref().or(commit_error) {
+                tracing::warn!(%error, "store: could not settle before a checkpoint or close");
+            }
+        })
+    })
 }
 
 /// Deferred jobs the writer holds, and when the oldest arrived.
@@ -600,6 +621,7 @@ mod tests {
         prepare: nothing,
         before_commit: nothing,
         idle: no_idle_work,
+        settle: nothing,
     };
 
     /// A database with one table `t (n)`, and its path.

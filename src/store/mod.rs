@@ -168,6 +168,7 @@ impl Store {
             prepare: search::prepare_writer,
             before_commit: search::index_batch,
             idle: search::idle_step,
+            settle: search::index_all,
         };
         let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path, hooks))
             .await
@@ -181,7 +182,6 @@ impl Store {
     /// Indexes the memories waiting for the full-text indexes, then checkpoints the WAL into the
     /// main database file (e.g. before a backup).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        self.db.write(search::index_all).await?;
         self.db.checkpoint().await
     }
 
@@ -189,7 +189,6 @@ impl Store {
     /// writes, checkpoints, and stops the writer thread. Writes through any clone fail with
     /// [`StoreError::Closed`] afterwards.
     pub async fn close(self) -> Result<(), StoreError> {
-        self.db.write(search::index_all).await?;
         self.db.close().await
     }
 

@@ -99,8 +99,8 @@ pub(crate) fn index_batch(conn: &Connection) -> Result<(), StoreError> {
     index_queued(conn, INDEX_AT).map(|_| ())
 }
 
-/// Indexes every queued row (a write job: before a search that found rows waiting, a
-/// checkpoint, or close).
+/// Indexes every queued row: a write job before a search that found rows waiting, and the
+/// writer's last job before a checkpoint or close ([`crate::store::db::WriterHooks::settle`]).
 pub(crate) fn index_all(conn: &Connection) -> Result<(), StoreError> {
     index_queued(conn, 1).map(|_| ())
 }
@@ -288,6 +288,7 @@ mod tests {
         prepare: prepare_writer,
         before_commit: index_batch,
         idle: |_| Ok(false),
+        settle: |_| Ok(()),
     };
 
     /// Saves wait in the queue until it holds `INDEX_AT` rows; the batch that brings it there
@@ -373,10 +374,11 @@ mod tests {
         store.close().await.unwrap();
     }
 
-    /// A search never misses an acknowledged save: the rows it finds waiting are indexed first,
-    /// and closing the store indexes the rest (so the file at rest is fully indexed).
+    /// A search never misses an acknowledged save: the rows it finds waiting are indexed first.
+    /// A checkpoint (`flush`, before a backup) and close index the rest, so the file at rest is
+    /// fully indexed.
     #[tokio::test]
-    async fn a_search_indexes_its_workspace_first_and_close_indexes_the_rest() {
+    async fn a_search_indexes_its_workspace_first_and_checkpoints_and_close_index_the_rest() {
         use crate::store::Store;
         use crate::store::types::{Importance, NewMemory, Visibility};
 
@@ -387,26 +389,28 @@ mod tests {
             WorkspaceKey::new("discord", "a").unwrap(),
             WorkspaceKey::new("discord", "b").unwrap(),
         );
-        for (ws, content) in [(&a, "kayak in a"), (&b, "kayak in b")] {
-            store
-                .save_memory(NewMemory {
-                    workspace: ws.clone(),
-                    content: content.into(),
-                    visibility: Visibility::Public,
-                    importance: Importance::Normal,
-                })
-                .await
-                .unwrap();
-        }
+        let save = |ws: &WorkspaceKey, content: &str| {
+            store.save_memory(NewMemory {
+                workspace: ws.clone(),
+                content: content.into(),
+                visibility: Visibility::Public,
+                importance: Importance::Normal,
+            })
+        };
+        save(&a, "kayak in a").await.unwrap();
+        save(&b, "kayak in b").await.unwrap();
         let hits = store
             .search_memories(&a, "kayak", Scope::PublicOnly, 10)
             .await
             .unwrap();
         assert_eq!(hits.len(), 1);
         assert_eq!(hits[0].memory.content, "kayak in a");
-        store.close().await.unwrap();
+        store.flush().await.unwrap();
         let raw = Connection::open(&path).unwrap();
         assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (0, 2));
+        save(&b, "another kayak in b").await.unwrap();
+        store.close().await.unwrap();
+        assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (0, 3));
     }
 
     #[test]
