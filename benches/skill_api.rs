@@ -160,6 +160,8 @@ const FLOOR: &str = "http-floor";
 /// The server runtime's threads (workers and blocking pool) carry this name, so their CPU time
 /// can be told from the load generator's (`/proc/self/task/*/stat`).
 const SERVER_THREADS: &str = "bench-server";
+/// The load generator's runtime threads: their CPU is the client's share of each call.
+const CLIENT_THREADS: &str = "bench-client";
 /// The store's writer thread (`store/db.rs`).
 const WRITER_THREAD: &str = "store-writer";
 /// The store's background checkpoint thread (`store/db.rs`).
@@ -556,12 +558,14 @@ fn thread_cpu(name: &str) -> Duration {
     Duration::from_secs_f64(ticks as f64 * tick)
 }
 
-/// CPU of the server threads and of the store writer, sampled around a case.
+/// CPU of the server threads, the store writer, its checkpointer and the load generator,
+/// sampled around a case.
 #[derive(Clone, Copy)]
 struct Cpu {
     server: Duration,
     writer: Duration,
     checkpoint: Duration,
+    client: Duration,
 }
 
 impl Cpu {
@@ -570,6 +574,7 @@ impl Cpu {
             server: thread_cpu(SERVER_THREADS),
             writer: thread_cpu(WRITER_THREAD),
             checkpoint: thread_cpu(CHECKPOINT_THREAD),
+            client: thread_cpu(CLIENT_THREADS),
         }
     }
 
@@ -578,6 +583,7 @@ impl Cpu {
             server: self.server.saturating_sub(start.server),
             writer: self.writer.saturating_sub(start.writer),
             checkpoint: self.checkpoint.saturating_sub(start.checkpoint),
+            client: self.client.saturating_sub(start.client),
         }
     }
 }
@@ -593,9 +599,9 @@ struct Row {
     p99: Duration,
     max: Duration,
     load: String,
-    /// Server-thread, writer and checkpoint-thread CPU per request, µs (`None` for the
-    /// store-only rows).
-    cpu_us: Option<(f64, f64, f64)>,
+    /// Server-thread, writer, checkpoint-thread and load-generator CPU per request, µs
+    /// (`None` for the store-only rows).
+    cpu_us: Option<(f64, f64, f64, f64)>,
 }
 
 impl Row {
@@ -614,6 +620,7 @@ impl Row {
                 per_call(c.server),
                 per_call(c.writer),
                 per_call(c.checkpoint),
+                per_call(c.client),
             )
         });
         let row = Self {
@@ -645,8 +652,9 @@ impl Row {
 
     fn cpu_text(&self) -> String {
         match self.cpu_us {
-            Some((server, writer, checkpoint)) => format!(
-                "server {server:.1} µs, writer {writer:.1} µs, checkpoint {checkpoint:.1} µs"
+            Some((server, writer, checkpoint, client)) => format!(
+                "server {server:.1} µs, writer {writer:.1} µs, checkpoint {checkpoint:.1} µs, \
+                 client {client:.1} µs"
             ),
             None => "-".to_owned(),
         }
@@ -759,6 +767,7 @@ fn main() {
     let corpus = Corpus::from_env();
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(CLIENT_THREADS)
         .enable_all()
         .build()
         .expect("client runtime");
@@ -930,16 +939,21 @@ fn main() {
     );
     println!();
     println!(
-        "| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | server CPU µs/call | writer CPU µs/call | checkpoint CPU µs/call | load (1 min) |"
+        "| call | concurrency | requests | req/s | p50 ms | p99 ms | max ms | server CPU µs/call | writer CPU µs/call | checkpoint CPU µs/call | client CPU µs/call | load (1 min) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
-        let (server, writer, checkpoint) = match r.cpu_us {
-            Some((s, w, c)) => (format!("{s:.1}"), format!("{w:.1}"), format!("{c:.1}")),
-            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+        let (server, writer, checkpoint, client) = match r.cpu_us {
+            Some((s, w, c, l)) => (
+                format!("{s:.1}"),
+                format!("{w:.1}"),
+                format!("{c:.1}"),
+                format!("{l:.1}"),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         println!(
-            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {server} | {writer} | {checkpoint} | {} |",
+            "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {server} | {writer} | {checkpoint} | {client} | {} |",
             r.what,
             r.concurrency,
             r.requests,
