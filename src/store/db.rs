@@ -507,14 +507,19 @@ impl Deferred {
 /// One step of idle work; `false` when nothing is left or the step failed (logged: the next
 /// batch tries again).
 fn idle_step(conn: &Connection, step: fn(&Connection) -> Result<bool, StoreError>) -> bool {
-    match catch_unwind(AssertUnwindSafe(|| step(conn))) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| step(conn)));
+    if !matches!(outcome, Ok(Ok(_))) && !conn.is_autocommit() {
+        // A step that failed half-way must not leave its transaction open for the next batch.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    match outcome {
         Ok(Ok(more)) => more,
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "store: idle index merge failed");
+            tracing::warn!(error = %e, "store: idle index work failed");
             false
         }
         Err(_) => {
-            tracing::error!("store: idle index merge panicked");
+            tracing::error!("store: idle index work panicked");
             false
         }
     }
@@ -731,6 +736,32 @@ mod tests {
             )
             .unwrap();
         assert_eq!(order, "1,2,3");
+    }
+
+    /// An idle step that panics inside the transaction it opened leaves none open: the next
+    /// batch begins and commits as usual.
+    #[tokio::test]
+    async fn a_panicking_idle_step_leaves_no_transaction_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let hooks = WriterHooks {
+            idle: |c| {
+                c.execute_batch("BEGIN IMMEDIATE")?;
+                panic!("injected idle failure")
+            },
+            ..HOOKS
+        };
+        let path = dir.path().join("t.db");
+        let db = Db::open_blocking(&path, hooks).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+            .await
+            .unwrap();
+        // The idle step runs `IDLE_AFTER` after the last batch.
+        tokio::time::sleep(IDLE_AFTER + Duration::from_millis(300)).await;
+        db.write(|c| Ok(c.execute("INSERT INTO t (n) VALUES (1)", [])?))
+            .await
+            .unwrap();
+        assert_eq!(rows(&open_reader(&path).unwrap()), 1);
+        db.close().await.unwrap();
     }
 
     /// Closing commits what is held.

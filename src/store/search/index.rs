@@ -3,7 +3,7 @@
 //!
 //! What each index answers is in the parent module's docs.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use crate::store::StoreError;
 use crate::text::writes_without_spaces;
@@ -27,27 +27,31 @@ pub(crate) const INDEX_AT: i64 = 64;
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
     // One transaction for the four settings (they persist in each index's `_config` table) and
     // the left-over rows.
-    conn.execute_batch(
-        "BEGIN IMMEDIATE;
-         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
-         INSERT INTO memories_fts(memories_fts, rank) VALUES('usermerge', 2);
-         INSERT INTO memories_grams(memories_grams, rank) VALUES('automerge', 0);
-         INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);",
-    )?;
-    let left = index_queued(conn, 1);
-    match left {
-        Ok(rows) => {
-            conn.execute_batch("COMMIT")?;
-            if rows > 0 {
-                tracing::info!(rows, "store: indexed memories left queued by the last run");
-            }
-            Ok(())
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
+    let rows = in_transaction(conn, |conn| {
+        conn.execute_batch(
+            "INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
+             INSERT INTO memories_fts(memories_fts, rank) VALUES('usermerge', 2);
+             INSERT INTO memories_grams(memories_grams, rank) VALUES('automerge', 0);
+             INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);",
+        )?;
+        index_queued(conn, 1)
+    })?;
+    if rows > 0 {
+        tracing::info!(rows, "store: indexed memories left queued by the last run");
     }
+    Ok(())
+}
+
+/// Runs `f` in a transaction of its own (the writer's hooks outside a batch): committed when it
+/// succeeds, rolled back when it fails (rusqlite's `Transaction` rolls back on drop).
+fn in_transaction<R>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
+    let r = f(&tx)?;
+    tx.commit()?;
+    Ok(r)
 }
 
 /// The two full-text indexes.
@@ -65,7 +69,9 @@ const MERGE_PAGES: u32 = 256;
 /// segments made a common-word search at 100 000 memories 1.2–1.5× cheaper). The writer runs
 /// this when it has nothing else to do, so the merge costs no save anything.
 pub(crate) fn idle_step(conn: &Connection) -> Result<bool, StoreError> {
-    if index_queued(conn, 1)? > 0 {
+    // Outside a batch: the queue's three statements must commit together, or a crash between
+    // them would leave rows both indexed and queued (and indexed twice at the next start).
+    if in_transaction(conn, |conn| index_queued(conn, 1))? > 0 {
         return Ok(true);
     }
     let mut worked = false;
@@ -411,6 +417,35 @@ mod tests {
         save(&b, "another kayak in b").await.unwrap();
         store.close().await.unwrap();
         assert_eq!((count(&raw, QUEUED), count(&raw, INDEXED)), (0, 3));
+    }
+
+    /// The idle step indexes the queue in one transaction: when its last statement fails, the
+    /// index entries it wrote are gone too, and the rows stay queued (indexed once, later).
+    #[tokio::test]
+    async fn idle_indexing_commits_whole_or_not_at_all() {
+        use crate::store::db::Db;
+        use crate::store::memories::insert;
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let db = Db::open_blocking(&path, NO_IDLE).unwrap();
+        let row = memory(&WorkspaceKey::new("discord", "a").unwrap(), "a kayak trip");
+        db.write(move |c| insert(c, &row)).await.unwrap();
+        db.close().await.unwrap();
+
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TEMP TRIGGER fail_dequeue BEFORE DELETE ON main.index_queue
+             BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+        )
+        .unwrap();
+        assert!(idle_step(&conn).is_err());
+        assert_eq!((count(&conn, QUEUED), count(&conn, INDEXED)), (1, 0));
+        conn.execute_batch("DROP TRIGGER fail_dequeue").unwrap();
+        assert!(idle_step(&conn).unwrap());
+        assert_eq!((count(&conn, QUEUED), count(&conn, INDEXED)), (0, 1));
+        conn.execute_batch("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
+            .unwrap();
     }
 
     #[test]
