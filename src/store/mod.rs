@@ -279,9 +279,7 @@ impl Store {
         scope: Scope,
         limit: u32,
     ) -> Result<Vec<ScoredMemory>, StoreError> {
-        let ws = Arc::new(ws.clone());
-        let query: Arc<str> = Arc::from(query);
-        let (w, q) = (ws.clone(), query.clone());
+        let (w, q) = (ws.clone(), query.to_owned());
         let first = self
             .db
             .read(move |c| {
@@ -298,6 +296,7 @@ impl Store {
         // then search. Saves acknowledged before this call were queued or indexed when it
         // looked, so they are all found now; later ones may or may not be.
         self.db.write(search::index_all).await?;
+        let (ws, query) = (ws.clone(), query.to_owned());
         self.db
             .read(move |c| search::search(c, &ws, &query, scope, limit))
             .await

@@ -351,10 +351,12 @@ mod tests {
             }
             Ok(lookup)
         };
-        // On the writer's connection (the test has no reader of its own); nothing is written.
+        // On the writer's connection (the test has no reader of its own); nothing is written
+        // but the queue's last memories into the indexes, so every memory is compared.
         store
             .db()
             .write(move |conn| {
+                index_all(conn)?;
                 let (lo, _) = workspace_range(conn, &ws)?.unwrap();
                 let top = lo | 3_000;
                 for query in [
