@@ -10,9 +10,12 @@
 //! Set-up, as in the daemon: `serve` on `127.0.0.1:0`, the registry `build_registry` builds from
 //! the repository's `skills/` (manifest rate limits removed: the bench drives one user far beyond
 //! them), a `Store` file under Cargo's target tmp dir (a real disk, so save fsyncs count) and a
-//! `FakePlatform`. The server runs on its own multi-threaded runtime; the load generator (tokio
-//! tasks sharing one keep-alive `reqwest` client) on a second one, so both compete for the same
-//! cores, as the agent's skill scripts would.
+//! `FakePlatform`. The store and the set-up run on the bench's server runtime; connections and
+//! calls on the Skill API's own one-thread runtime (`ServingRuntime`, as in the daemon;
+//! `SKILL_BENCH_RUNTIME=shared` serves them on the server runtime's two workers instead, as
+//! before that runtime existed). The load generator (tokio tasks sharing one keep-alive
+//! `reqwest` client) runs on a third runtime, so all compete for the same cores, as the agent's
+//! skill scripts would.
 //!
 //! The 1-second de-duplication cache must never answer: every `memory-save` carries distinct
 //! content, every `memory-search` a distinct query, and every `memory-stats` (which has no
@@ -37,6 +40,14 @@
 //! `SKILL_BENCH_CONCURRENCY` replaces the callers per case (default `16,64`; `1,2` shows the
 //! latency of a call that does not queue behind others on this 2-core machine).
 //! At the end it prints the process's peak RSS (server, store and load generator together).
+//!
+//! `SKILL_BENCH_CLIENT=wrk` sends the load with the `wrk` program (`apt-get install wrk`: C and
+//! epoll, several times cheaper per call than the reqwest generator, so more of the two cores
+//! is left to the server) instead, for `http-floor`, `fetch-context` and `memory-save`, each for
+//! `SKILL_BENCH_WRK_SECONDS` (default 5) after a one-second warm-up. The bench writes wrk a Lua
+//! script and a file of distinct requests (every key unique within the de-duplication window at
+//! any rate wrk reaches); `wrk`'s CPU is read with `getrusage(RUSAGE_CHILDREN)` (**client**), and
+//! a non-2xx answer or a socket error fails the run.
 
 use air_friends::platform::Origin;
 use std::path::Path;
@@ -49,7 +60,9 @@ use air_friends::handlers::{Clock, HandlerDeps, build_registry};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{PlatformAdapter, PlatformKind, PlatformRegistry};
 use air_friends::session::{RegisteredSession, SessionContext};
-use air_friends::skill_api::{SkillApiMetrics, SkillApiSettings, SkillApiState, serve};
+use air_friends::skill_api::{
+    ServingRuntime, SkillApiMetrics, SkillApiSettings, SkillApiState, serve,
+};
 use air_friends::skills::{LoadedSkills, load_skills};
 use air_friends::store::{Importance, NewMemory, Scope, Store, Visibility, WorkspaceKey};
 use prometheus_client::registry::Registry;
@@ -158,8 +171,11 @@ const SKILLS: [&str; 5] = [
 /// is everything of ours.
 const FLOOR: &str = "http-floor";
 /// The server runtime's threads (workers and blocking pool) carry this name, so their CPU time
-/// can be told from the load generator's (`/proc/self/task/*/stat`).
+/// can be told from the load generator's (`/proc/self/task/*/stat`). The Skill API's own
+/// runtime's threads are named [`SERVING_THREADS`]; both count as the server.
 const SERVER_THREADS: &str = "bench-server";
+/// The threads of the Skill API's own runtime (`skill_api::runtime`).
+const SERVING_THREADS: &str = air_friends::skill_api::runtime::THREAD_NAME;
 /// The load generator's runtime threads: their CPU is the client's share of each call.
 const CLIENT_THREADS: &str = "bench-client";
 /// The store's writer thread (`store/db.rs`).
@@ -571,7 +587,7 @@ struct Cpu {
 impl Cpu {
     fn now() -> Self {
         Self {
-            server: thread_cpu(SERVER_THREADS),
+            server: thread_cpu(SERVER_THREADS) + thread_cpu(SERVING_THREADS),
             writer: thread_cpu(WRITER_THREAD),
             checkpoint: thread_cpu(CHECKPOINT_THREAD),
             client: thread_cpu(CLIENT_THREADS),
@@ -613,8 +629,28 @@ impl Row {
         cpu: Option<Cpu>,
     ) -> Self {
         latencies.sort();
-        let n = latencies.len() as f64;
-        let per_call = |d: Duration| d.as_secs_f64() * 1e6 / n;
+        let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+        let max = latencies[latencies.len() - 1];
+        Self::summary(
+            what,
+            concurrency,
+            latencies.len(),
+            wall,
+            [p50, p99, max],
+            cpu,
+        )
+    }
+
+    /// A row from counts and percentiles already known (`[p50, p99, max]`; wrk's report).
+    fn summary(
+        what: String,
+        concurrency: usize,
+        requests: usize,
+        wall: Duration,
+        [p50, p99, max]: [Duration; 3],
+        cpu: Option<Cpu>,
+    ) -> Self {
+        let per_call = |d: Duration| d.as_secs_f64() * 1e6 / requests as f64;
         let cpu_us = cpu.map(|c| {
             (
                 per_call(c.server),
@@ -626,11 +662,11 @@ impl Row {
         let row = Self {
             what,
             concurrency,
-            requests: latencies.len(),
-            rate: latencies.len() as f64 / wall.as_secs_f64(),
-            p50: percentile(&latencies, 0.5),
-            p99: percentile(&latencies, 0.99),
-            max: latencies[latencies.len() - 1],
+            requests,
+            rate: requests as f64 / wall.as_secs_f64(),
+            p50,
+            p99,
+            max,
             load: load_average(),
             cpu_us,
         };
@@ -710,6 +746,193 @@ async fn drive_store(
     (started.elapsed(), latencies)
 }
 
+/// The load generator (`SKILL_BENCH_CLIENT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Generator {
+    /// Tokio tasks sharing one keep-alive `reqwest` client, in this process ([`drive`]).
+    Reqwest,
+    /// The `wrk` program ([`drive_wrk`]).
+    Wrk,
+}
+
+impl Generator {
+    fn from_env() -> Self {
+        match std::env::var("SKILL_BENCH_CLIENT").as_deref() {
+            Ok("wrk") => Self::Wrk,
+            Ok("reqwest") | Err(_) => Self::Reqwest,
+            Ok(other) => panic!("SKILL_BENCH_CLIENT={other}: use reqwest or wrk"),
+        }
+    }
+}
+
+/// The skills `wrk` drives: the cheap calls (the slow ones stay with the closed loop).
+const WRK_SKILLS: [&str; 3] = [FLOOR, "fetch-context", "memory-save"];
+/// Distinct requests in one wrk case. wrk cycles through them; at the ~100 000 calls/s it could
+/// reach here that is over two seconds before a key comes back, twice the de-duplication window.
+const WRK_REQUESTS: usize = 250_000;
+/// Distinct `limit` values of a fetch-context request (it ignores them for `user_info`, but they
+/// make its de-duplication key): requests per session.
+const WRK_PER_SESSION: usize = 100;
+
+/// The Lua script `wrk` runs: reads the request file named by its argument (one request a line:
+/// path, bearer token and JSON body separated by tabs) into ready-made HTTP/1.1 requests, then
+/// sends them in order, round and round. No `response` callback: wrk counts non-2xx answers
+/// itself, and a callback would cost Lua work per response.
+const WRK_SCRIPT: &str = r#"
+local requests = {}
+local next_request = 0
+init = function(args)
+  for line in io.lines(args[1]) do
+    local path, token, body = line:match("^([^\t]*)\t([^\t]*)\t(.*)$")
+    requests[#requests + 1] = "POST " .. path .. " HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      .. "Authorization: Bearer " .. token .. "\r\nContent-Type: application/json\r\n"
+      .. "Content-Length: " .. #body .. "\r\n\r\n" .. body
+  end
+  if #requests == 0 then error("no requests in " .. args[1]) end
+end
+request = function()
+  next_request = next_request % #requests + 1
+  return requests[next_request]
+end
+"#;
+
+/// Writes `count` distinct requests of `skill` for wrk into `file` (see [`WRK_SCRIPT`]).
+/// fetch-context (and the floor, which gets the same bodies) varies the session and `limit`;
+/// memory-save its content, from `callers` sessions.
+fn write_wrk_requests(
+    file: &Path,
+    state: &SkillApiState,
+    workspace: &Path,
+    skill: &str,
+    case: usize,
+    count: usize,
+    callers: usize,
+) {
+    use std::io::Write as _;
+    let sessions: Vec<RegisteredSession> = (0..count.div_ceil(WRK_PER_SESSION).max(callers))
+        .map(|_| dm_session(state, workspace))
+        .collect();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(file).expect("wrk requests"));
+    for i in 0..count {
+        let (session, parameters) = if skill == "memory-save" {
+            (
+                &sessions[i % callers],
+                json!({
+                    "content": format!("load test memory {i} of case {case}: likes kayak and jazz"),
+                    "importance": if i % 20 == 0 { "high" } else { "normal" },
+                }),
+            )
+        } else {
+            (
+                &sessions[i % sessions.len()],
+                json!({"type": "user_info", "limit": 1 + (i / sessions.len()) % WRK_PER_SESSION}),
+            )
+        };
+        let body = json!({"sessionId": session.session_id.as_str(), "parameters": parameters});
+        writeln!(
+            out,
+            "/api/skill/{skill}\t{}\t{body}",
+            session.caller_token.expose_secret()
+        )
+        .expect("write wrk request");
+    }
+    out.flush().expect("flush wrk requests");
+}
+
+/// What one wrk run reported.
+struct WrkRun {
+    requests: usize,
+    wall: Duration,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    /// wrk's own CPU (user + system), from `getrusage(RUSAGE_CHILDREN)` around the run.
+    cpu: Duration,
+}
+
+/// CPU (user + system) of this process's waited-for children so far.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let time =
+        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1_000);
+    time(usage.user_time()) + time(usage.system_time())
+}
+
+/// A wrk duration (`205.00us`, `1.23ms`, `2.00s`, `1.00m`).
+fn wrk_duration(text: &str) -> Duration {
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .unwrap_or_else(|_| panic!("wrk duration {text:?}"));
+    let seconds = match unit {
+        "us" => value / 1e6,
+        "ms" => value / 1e3,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => panic!("wrk duration {text:?}"),
+    };
+    Duration::from_secs_f64(seconds)
+}
+
+/// Runs `wrk` with `concurrency` connections (one thread) for `seconds` against `url` with the
+/// requests in `requests`; panics when wrk fails, saw a non-2xx answer or a socket error.
+fn drive_wrk(
+    script: &Path,
+    requests: &Path,
+    url: &str,
+    concurrency: usize,
+    seconds: u64,
+) -> WrkRun {
+    let before = children_cpu();
+    let output = std::process::Command::new("wrk")
+        .args(["-t1", &format!("-c{concurrency}"), &format!("-d{seconds}s")])
+        .args(["--latency", "-s"])
+        .arg(script)
+        .arg(url)
+        .arg("--")
+        .arg(requests)
+        .output()
+        .expect("run wrk (apt-get install wrk)");
+    let cpu = children_cpu().saturating_sub(before);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "wrk failed: {text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !text.contains("Non-2xx") && !text.contains("Socket errors"),
+        "wrk saw failures against {url}:\n{text}"
+    );
+    let mut run = WrkRun {
+        requests: 0,
+        wall: Duration::ZERO,
+        p50: Duration::ZERO,
+        p99: Duration::ZERO,
+        max: Duration::ZERO,
+        cpu,
+    };
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        match fields.as_slice() {
+            ["Latency", _avg, _stdev, max, ..] => run.max = wrk_duration(max),
+            ["50%", p50] => run.p50 = wrk_duration(p50),
+            ["99%", p99] => run.p99 = wrk_duration(p99),
+            [count, "requests", "in", wall, ..] => {
+                run.requests = count.parse().expect("wrk request count");
+                run.wall = wrk_duration(wall.trim_end_matches(','));
+            }
+            _ => {}
+        }
+    }
+    assert!(run.requests > 0, "wrk reported no requests:\n{text}");
+    run
+}
+
 /// Serves [`FLOOR`]'s connections until the runtime stops.
 async fn serve_floor(listener: TcpListener) {
     use axum::routing::post;
@@ -765,6 +988,11 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(PREFILL);
     let corpus = Corpus::from_env();
+    let generator = Generator::from_env();
+    let wrk_seconds: u64 = std::env::var("SKILL_BENCH_WRK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
     let client_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(CLIENT_THREADS)
@@ -844,6 +1072,29 @@ fn main() {
         );
         (state, store)
     });
+    // As the daemon does: connections and calls on the Skill API's own one-thread runtime
+    // (`skill_api::runtime`), unless SKILL_BENCH_RUNTIME=shared serves them on the bench's
+    // two-worker runtime, as before that runtime existed. The floor is served the same way.
+    let serving = ServingRuntime::start().expect("serving runtime");
+    let shared = std::env::var("SKILL_BENCH_RUNTIME").is_ok_and(|v| v == "shared");
+    let floor_rt = if shared {
+        server_rt.handle().clone()
+    } else {
+        serving.handle()
+    };
+    let state = if shared {
+        state
+    } else {
+        state.serve_on(serving.handle())
+    };
+    println!(
+        "server runtime: {}",
+        if shared {
+            "shared (the bench's two workers)"
+        } else {
+            "the Skill API's own (one thread)"
+        }
+    );
 
     let listener = server_rt
         .block_on(TcpListener::bind("127.0.0.1:0"))
@@ -854,11 +1105,11 @@ fn main() {
         let _ = stop_rx.await;
     }));
 
-    let floor = server_rt
+    let floor = floor_rt
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("bind the floor");
     let floor_addr = floor.local_addr().expect("floor addr");
-    server_rt.spawn(serve_floor(floor));
+    floor_rt.spawn(serve_floor(floor));
 
     let client = reqwest::Client::new();
     let queries = Arc::new(corpus.queries(memories, total + WARMUP));
@@ -879,6 +1130,52 @@ fn main() {
         } else {
             format!("http://{addr}/api/skill/{skill}")
         };
+        if generator == Generator::Wrk {
+            if !WRK_SKILLS.contains(&skill) {
+                println!("{skill}: not a wrk case (SKILL_BENCH_CLIENT=wrk drives {WRK_SKILLS:?})");
+                continue;
+            }
+            let base = url.split("/api/").next().expect("url").to_owned();
+            let script = scratch.path().join("wrk.lua");
+            std::fs::write(&script, WRK_SCRIPT).expect("wrk script");
+            // The warm-up sends its own requests (other sessions, other contents), so none of
+            // the measured ones can be answered from its de-duplication entries.
+            let warmup = scratch.path().join(format!("wrk-warmup-{case}.txt"));
+            write_wrk_requests(
+                &warmup,
+                &state,
+                &workspace,
+                skill,
+                case + 1_000,
+                20_000,
+                concurrency,
+            );
+            let measured = scratch.path().join(format!("wrk-{case}.txt"));
+            write_wrk_requests(
+                &measured,
+                &state,
+                &workspace,
+                skill,
+                case,
+                WRK_REQUESTS,
+                concurrency,
+            );
+            drive_wrk(&script, &warmup, &base, concurrency, 1);
+            let before = Cpu::now();
+            let run = drive_wrk(&script, &measured, &base, concurrency, wrk_seconds);
+            std::thread::sleep(Duration::from_millis(50));
+            let mut cpu = Cpu::now().since(before);
+            cpu.client = run.cpu;
+            rows.push(Row::summary(
+                format!("{skill} (wrk)"),
+                concurrency,
+                run.requests,
+                run.wall,
+                [run.p50, run.p99, run.max],
+                Some(cpu),
+            ));
+            continue;
+        }
         let mut batch = requests(
             &state,
             &workspace,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use air_friends::session::RegisteredSession;
 use air_friends::skill_api::{
     SessionSocket, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry, SkillSpec,
-    SocketSession, serve, socket_session_matches,
+    SocketSession, socket_session_matches,
 };
 use axum::Router;
 use axum::extract::{Path as UrlPath, Request};
@@ -24,11 +24,10 @@ use axum::routing::get;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use skill_api_support::{
-    Counter, Echo, HEADER_TIMEOUT, NEVER, TestApp, context, echo_schema, settings,
+    Counter, Echo, HEADER_TIMEOUT, NEVER, TcpServer, TestApp, context, echo_schema, settings,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
-use tokio::sync::oneshot;
+use tokio::net::UnixStream;
 
 /// How long the `stall` skill runs: far beyond every close grace under test.
 const STALL: Duration = Duration::from_secs(10);
@@ -142,39 +141,6 @@ impl SocketApp {
             .open_session_socket(&session.session_id)
             .await
             .expect("open the session socket")
-    }
-}
-
-/// `serve` on a loopback TCP listener, stopped by [`TcpServer::stop`].
-struct TcpServer {
-    addr: std::net::SocketAddr,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl TcpServer {
-    async fn start(state: &SkillApiState) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, state.clone(), async move {
-            let _ = stopped.await;
-        }));
-        Self { addr, stop, task }
-    }
-
-    async fn connect(&self) -> TcpStream {
-        TcpStream::connect(self.addr).await.expect("connect")
-    }
-
-    /// Stops the server; `serve` returns once every socket of the state is closed too.
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(NEVER, self.task)
-            .await
-            .expect("serve stops")
-            .expect("task")
-            .expect("serve ok");
     }
 }
 

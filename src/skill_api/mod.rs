@@ -18,6 +18,8 @@
 //! * [`metrics`] — Prometheus families.
 //! * [`call_log`] — hourly call counts per skill and outcome for `air-friends stats`.
 //! * [`state`] — [`SkillApiState`] and [`SkillApiSettings`].
+//! * [`runtime`] — [`ServingRuntime`], the one-thread runtime the daemon serves the Skill API
+//!   on ([`SkillApiState::serve_on`]).
 
 pub mod auth;
 pub mod call_log;
@@ -28,6 +30,7 @@ pub mod invoke;
 mod listener;
 pub mod metrics;
 pub mod ratelimit;
+pub mod runtime;
 pub mod server;
 pub mod socket;
 pub mod state;
@@ -39,6 +42,7 @@ pub use handler::{
 };
 pub use invoke::invoke;
 pub use metrics::SkillApiMetrics;
+pub use runtime::ServingRuntime;
 pub use server::{router, serve};
 pub use socket::{SessionSocket, SocketError};
 pub use state::{SkillApiSettings, SkillApiState};

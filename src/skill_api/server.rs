@@ -85,7 +85,8 @@ pub fn router(state: SkillApiState) -> Router {
 /// bound (`body_read_timeout`, in the authentication extractor). Each connection runs in a task
 /// of this server's tracker; on shutdown every connection finishes its in-flight request and
 /// closes, and `serve` returns once they all have. Session sockets
-/// ([`SessionSocket`](super::SessionSocket)) are served by the same loop.
+/// ([`SessionSocket`](super::SessionSocket)) are served by the same loop. With a serving
+/// runtime ([`SkillApiState::serve_on`]) the loop and its connections run there.
 pub async fn serve(
     listener: TcpListener,
     state: SkillApiState,
@@ -104,7 +105,21 @@ pub async fn serve(
         max_connections: settings.max_connections,
         drain_timeout: None,
     };
-    run_listener(listener, router(state.clone()), policy, shutdown).await;
+    let app = router(state.clone());
+    match state.runtime() {
+        None => run_listener(listener, app, policy, shutdown).await,
+        Some(runtime) => {
+            // Registered with the serving runtime's reactor, so its readiness wakes that
+            // runtime's thread, not the caller's.
+            let listener = listener.into_std()?;
+            let served = runtime.spawn(async move {
+                let listener = TcpListener::from_std(listener)?;
+                run_listener(listener, app, policy, shutdown).await;
+                io::Result::Ok(())
+            });
+            served.await.map_err(io::Error::other)??;
+        }
+    }
     state.drain().await;
     tracing::info!(%addr, "skill api stopped");
     Ok(())

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 
 use axum::{Extension, Router};
 use tokio::net::UnixListener;
+use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -234,14 +235,18 @@ impl SessionSocket {
     /// on it in a task of `tasks`, with `settings`' header-read timeout,
     /// [`socket_max_connections`](SkillApiSettings::socket_max_connections) and
     /// [`socket_close_grace`](SkillApiSettings::socket_close_grace). Every request served
-    /// carries [`SocketSession`]`(session_id)`. On error nothing is left listening and a
-    /// folder this call created is removed.
+    /// carries [`SocketSession`]`(session_id)`. With a `runtime`, the listener, its accept loop
+    /// and its connections live there ([`SkillApiState::serve_on`]), else on the caller's. On
+    /// error nothing is left listening and a folder this call created is removed.
+    ///
+    /// [`SkillApiState::serve_on`]: super::SkillApiState::serve_on
     pub async fn bind(
         root: &Path,
         session_id: &SessionId,
         app: Router,
         settings: &SkillApiSettings,
         tasks: &TaskTracker,
+        runtime: Option<&Handle>,
     ) -> Result<Self, SocketError> {
         let id = session_id.as_str();
         if id.is_empty()
@@ -263,7 +268,11 @@ impl SessionSocket {
         };
         let listener = check_private_dir(&dir)
             .and_then(|_| remove_stale(&path))
-            .and_then(|()| UnixListener::bind(&path).map_err(SocketError::io("listen on", &path)));
+            .and_then(|()| {
+                // The listener registers with the reactor of the runtime it is created in.
+                let _serving = runtime.map(Handle::enter);
+                UnixListener::bind(&path).map_err(SocketError::io("listen on", &path))
+            });
         let listener = match listener {
             Ok(listener) => listener,
             Err(error) => {
@@ -282,9 +291,12 @@ impl SessionSocket {
         };
         let app = app.layer(Extension(SocketSession(id.to_owned())));
         let span = tracing::info_span!("session_socket", session_id = %session_id);
-        let accept = tasks.spawn(
-            run_listener(listener, app, policy, stop.clone().cancelled_owned()).instrument(span),
-        );
+        let accept_loop =
+            run_listener(listener, app, policy, stop.clone().cancelled_owned()).instrument(span);
+        let accept = match runtime {
+            Some(runtime) => tasks.spawn_on(accept_loop, runtime),
+            None => tasks.spawn(accept_loop),
+        };
         tracing::info!(
             session_id = %session_id,
             path = %path.display(),
@@ -396,7 +408,15 @@ mod tests {
         id: &SessionId,
         tasks: &TaskTracker,
     ) -> Result<SessionSocket, SocketError> {
-        SessionSocket::bind(root, id, Router::new(), &SkillApiSettings::default(), tasks).await
+        SessionSocket::bind(
+            root,
+            id,
+            Router::new(),
+            &SkillApiSettings::default(),
+            tasks,
+            None,
+        )
+        .await
     }
 
     /// Every task of `tasks` (the accept loop) ends within a bound.

@@ -13,10 +13,11 @@
 use crate::sync::Recover;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
+use tokio::runtime::Handle;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -102,6 +103,8 @@ struct Inner {
     /// Routes merged into every router built from this state (see
     /// [`SkillApiState::with_extra_routes`]).
     extra_routes: Mutex<Option<Router>>,
+    /// Where listeners and their connections run (see [`SkillApiState::serve_on`]).
+    runtime: OnceLock<Handle>,
 }
 
 /// Shared state of the Skill API (axum state). Cloning shares it.
@@ -153,6 +156,7 @@ impl SkillApiState {
                 metrics,
                 tasks: TaskTracker::new(),
                 extra_routes: Mutex::new(None),
+                runtime: OnceLock::new(),
             }),
         }
     }
@@ -175,6 +179,24 @@ impl SkillApiState {
         self
     }
 
+    /// Serves the TCP listener ([`serve`](super::serve)) and every session socket opened from
+    /// now on ([`open_session_socket`](Self::open_session_socket)) on `runtime`: their accept
+    /// loops, connections and calls run there, whatever runtime calls `serve` or opens the
+    /// socket. The daemon gives it its [`ServingRuntime`](super::ServingRuntime); without it
+    /// they run on the caller's runtime. Call it at composition; the first runtime given stays.
+    #[must_use]
+    pub fn serve_on(self, runtime: Handle) -> Self {
+        if self.inner.runtime.set(runtime).is_err() {
+            tracing::warn!("the Skill API already has a serving runtime; keeping the first");
+        }
+        self
+    }
+
+    /// The runtime given to [`serve_on`](Self::serve_on), if any.
+    pub(crate) fn runtime(&self) -> Option<&Handle> {
+        self.inner.runtime.get()
+    }
+
     /// The routes added with [`with_extra_routes`](Self::with_extra_routes), if any.
     pub(crate) fn extra_routes(&self) -> Option<Router> {
         self.inner.extra_routes.locked().clone()
@@ -183,8 +205,9 @@ impl SkillApiState {
     /// Opens the per-session socket of `session_id` under
     /// [`socket_dir`](SkillApiSettings::socket_dir), serving this state's
     /// [`router`](super::router) with these settings; its accept loop runs on the tracker of
-    /// skill executions, so [`drain`](Self::drain) (and [`serve`](super::serve)'s return)
-    /// waits for sockets still open. Bind [`SessionSocket::dir`] into the session's sandbox,
+    /// skill executions (on the [`serve_on`](Self::serve_on) runtime when there is one), so
+    /// [`drain`](Self::drain) (and [`serve`](super::serve)'s return) waits for sockets still
+    /// open. Bind [`SessionSocket::dir`] into the session's sandbox,
     /// and [`close`](SessionSocket::close) the socket when the session ends.
     pub async fn open_session_socket(
         &self,
@@ -197,6 +220,7 @@ impl SkillApiState {
             super::router(self.clone()),
             settings,
             self.tasks(),
+            self.runtime(),
         )
         .await
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use air_friends::session::{RegisteredSession, SessionContext};
 use air_friends::skill_api::{
     CallContext, RateLimit, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillError,
-    SkillHandler, SkillRegistry, SkillSpec, router,
+    SkillHandler, SkillRegistry, SkillSpec, router, serve,
 };
 use async_trait::async_trait;
 use axum::Router;
@@ -18,6 +18,8 @@ use axum::body::Body;
 use axum::http::{Method, Request, header};
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 use tower::ServiceExt;
 
 pub mod response;
@@ -370,5 +372,38 @@ impl TestApp {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.metrics).expect("encode");
         text
+    }
+}
+
+/// `serve` on a loopback TCP listener, stopped by [`TcpServer::stop`].
+pub struct TcpServer {
+    pub addr: std::net::SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl TcpServer {
+    pub async fn start(state: &SkillApiState) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, state.clone(), async move {
+            let _ = stopped.await;
+        }));
+        Self { addr, stop, task }
+    }
+
+    pub async fn connect(&self) -> TcpStream {
+        TcpStream::connect(self.addr).await.expect("connect")
+    }
+
+    /// Stops the server; `serve` returns once every socket of the state is closed too.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(NEVER, self.task)
+            .await
+            .expect("serve stops")
+            .expect("task")
+            .expect("serve ok");
     }
 }

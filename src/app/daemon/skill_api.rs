@@ -18,7 +18,9 @@ use crate::handlers::{self, HandlerDeps, UserCommandRunner};
 use crate::observability::LiveSecrets;
 use crate::platform::PlatformRegistry;
 use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
-use crate::skill_api::{self, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry};
+use crate::skill_api::{
+    self, ServingRuntime, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry,
+};
 use crate::skills::LoadedSkills;
 
 /// The registered skill handlers and the Skill API's metrics, ready for [`start`].
@@ -71,15 +73,18 @@ pub(super) async fn start(
     provider: Option<Arc<dyn ProviderObserver>>,
     sandboxed: bool,
 ) -> anyhow::Result<SkillApi> {
+    // Connections and calls run on a thread of their own (`skill_api::runtime` says why).
+    let serving = ServingRuntime::start().context("cannot start the Skill API's thread")?;
     let api = SkillApiState::with_live_tokens(
         skill_api_settings(ctx.config),
         handlers.registry,
         handlers.metrics,
         live_tokens,
-    );
+    )
+    .serve_on(serving.handle());
     let gateway = model_gateway(ctx, &api, provider)?;
     let api = api.with_extra_routes(gateway.router());
-    let url = serve(ctx, &api, &gateway, sandboxed).await?;
+    let url = serve(ctx, &api, &gateway, sandboxed, serving).await?;
     let user_commands = Arc::new(UserCommandRunner::new(
         api.clone(),
         &skills.loaded,
@@ -158,12 +163,13 @@ fn model_gateway(
 /// Serves the Skill API (and the gateway on it): on per-session sockets only when agents are
 /// sandboxed, else on the configured TCP listener; returns the URL agents are given. The
 /// services stop after the running sessions (their agents still call them), and store what
-/// the gateway metered last.
+/// the gateway metered last; `serving`, the runtime they run on, is shut down after that.
 async fn serve(
     ctx: Ctx<'_>,
     api: &SkillApiState,
     gateway: &Gateway,
     sandboxed: bool,
+    serving: ServingRuntime,
 ) -> anyhow::Result<String> {
     let (config, shutdown) = (ctx.config, ctx.shutdown);
     let socket_dir = config.skill_api_socket_dir();
@@ -184,6 +190,7 @@ async fn serve(
             stop.cancelled().await;
             state.drain().await;
             usage_writes.drain().await;
+            drop(serving);
             Ok(())
         });
         sandbox_api_url()
@@ -199,6 +206,7 @@ async fn serve(
                 .context("Skill API server");
             // Every model response has ended with the connections: store what they metered.
             usage_writes.drain().await;
+            drop(serving);
             served
         });
         format!("http://{api_addr}")
