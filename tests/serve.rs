@@ -275,7 +275,7 @@ fn broken_config_exits_non_zero_with_the_key_path() {
 }
 
 #[test]
-fn a_sandbox_that_cannot_start_stops_serve_with_the_reason_and_the_fix() {
+fn a_sandbox_that_cannot_start_stops_serve_with_the_reason_and_the_fix_before_serving() {
     for (bwrap, reason) in [
         ("no-such-bwrap-xyz", "was not found on PATH"),
         // Exists but fails, like bubblewrap when user namespaces are refused.
@@ -297,6 +297,18 @@ fn a_sandbox_that_cannot_start_stops_serve_with_the_reason_and_the_fix() {
             last.contains("Fix:") && last.contains("agent.sandbox.mode: none"),
             "{stderr}"
         );
+        // The probe runs beside the store's and the platforms' start, but gates serving.
+        let output = format!("{stderr}{}", String::from_utf8_lossy(&out.stdout));
+        for served in [
+            "Skill API served",
+            "skill api listening",
+            "air-friends ready",
+        ] {
+            assert!(
+                !output.contains(served),
+                "{bwrap}: {served:?} logged: {output}"
+            );
+        }
     }
 }
 

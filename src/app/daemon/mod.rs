@@ -68,6 +68,24 @@ struct Ctx<'a> {
     readiness: &'a Readiness,
 }
 
+impl<'a> Ctx<'a> {
+    fn new(
+        config: &'a Config,
+        store: &'a Store,
+        shutdown: &'a Shutdown,
+        metrics: &'a Metrics,
+        readiness: &'a Readiness,
+    ) -> Self {
+        Self {
+            config,
+            store,
+            shutdown,
+            metrics,
+            readiness,
+        }
+    }
+}
+
 /// Builds and starts everything. `extra` adapters (the console) are registered beside the
 /// configured platforms; their receive loops are the caller's. The Skill API publishes every
 /// live caller token into `live_tokens` (the log redactor's set).
@@ -80,20 +98,24 @@ pub async fn start(
     live_tokens: LiveSecrets,
     observers: Observers,
 ) -> anyhow::Result<Started> {
-    let store = store::open(config).await?;
-    let ctx = Ctx {
-        config,
-        store: &store,
-        shutdown,
-        metrics,
-        readiness,
-    };
     let skills = skills::SkillPackages::load(config)?;
-    let (platforms, sink, events) = platforms::start(ctx, extra, &skills.commands)?;
-    let semantic = store::start_embeddings(ctx).await?;
-    let handlers = skill_api::skill_handlers(ctx, &platforms, &skills, semantic)?;
+    // The sandbox probe (one sandboxed run, the longest step of a start) runs while the store
+    // opens and the platforms and handlers are set up; nothing is served before it passed.
+    let setup = async {
+        let store = store::open(config).await?;
+        let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
+        let (platforms, sink, events) = platforms::start(ctx, extra, &skills.commands)?;
+        let semantic = store::start_embeddings(ctx).await?;
+        let handlers = skill_api::skill_handlers(ctx, &platforms, &skills, semantic)?;
+        anyhow::Ok((store, platforms, sink, events, handlers))
+    };
+    // Both run to the end, so a failed probe leaves the store and platforms as a sequential
+    // start did (opened, then shut down in order), and a failed setup is reported first.
+    let (host, setup) = tokio::join!(sandbox::start(config, readiness, &skills), setup);
+    let (store, platforms, sink, events, handlers) = setup?;
+    let host = host?;
+    let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
     // The agent sandbox decides how agents reach the daemon (see `skill_api::start`).
-    let host = sandbox::start(ctx, &skills).await?;
     let sandboxed = host.sandbox.is_enabled();
     let served = skill_api::start(
         ctx,

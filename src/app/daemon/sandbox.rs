@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::skills::SkillPackages;
-use super::{Ctx, absolute, workspaces_root};
+use super::{absolute, workspaces_root};
 use crate::agent::{Sandbox, SandboxSetup};
 use crate::config::{Config, ProcessEnv};
 use crate::ops::{Readiness, checks};
@@ -24,13 +24,17 @@ pub(super) struct AgentHost {
     pub(super) air_friends_bin: PathBuf,
 }
 
-/// This executable and the agent sandbox, probed, with its `/readyz` check registered.
-pub(super) async fn start(ctx: Ctx<'_>, skills: &SkillPackages) -> anyhow::Result<AgentHost> {
+/// This executable and the agent sandbox, probed, with its `/readyz` check registered. Needs
+/// neither the store nor the platforms, so it runs beside their start.
+pub(super) async fn start(
+    config: &Config,
+    readiness: &Readiness,
+    skills: &SkillPackages,
+) -> anyhow::Result<AgentHost> {
     let air_friends_bin = std::env::current_exe().context("cannot find this executable")?;
-    let workspaces_root = workspaces_root(ctx.config);
-    let sandbox =
-        agent_sandbox(ctx.config, &skills.dir, &air_friends_bin, &workspaces_root).await?;
-    sandbox_check(ctx.readiness, &sandbox);
+    let workspaces_root = workspaces_root(config);
+    let sandbox = agent_sandbox(config, &skills.dir, &air_friends_bin, &workspaces_root).await?;
+    sandbox_check(readiness, &sandbox);
     Ok(AgentHost {
         sandbox,
         air_friends_bin,
