@@ -41,6 +41,11 @@
 //! latency of a call that does not queue behind others on this 2-core machine).
 //! At the end it prints the process's peak RSS (server, store and load generator together).
 //!
+//! `SKILL_BENCH_CLIENT=unix` sends the same three cases as raw HTTP/1.1 over Unix sockets, the
+//! transport of sandboxed agents: each caller has a session of its own and one keep-alive
+//! connection to that session's socket (the floor gets a Unix socket of its own), from tokio
+//! tasks on the client runtime (`SKILL_BENCH_REQUESTS` per case).
+//!
 //! `SKILL_BENCH_CLIENT=wrk` sends the load with the `wrk` program (`apt-get install wrk`: C and
 //! epoll, several times cheaper per call than the reqwest generator, so more of the two cores
 //! is left to the server) instead, for `http-floor`, `fetch-context` and `memory-save`, each for
@@ -753,20 +758,25 @@ enum Generator {
     Reqwest,
     /// The `wrk` program ([`drive_wrk`]).
     Wrk,
+    /// Raw HTTP/1.1 over the sessions' own Unix sockets, as sandboxed agents reach the daemon
+    /// ([`drive_unix`]).
+    Unix,
 }
 
 impl Generator {
     fn from_env() -> Self {
         match std::env::var("SKILL_BENCH_CLIENT").as_deref() {
             Ok("wrk") => Self::Wrk,
+            Ok("unix") => Self::Unix,
             Ok("reqwest") | Err(_) => Self::Reqwest,
-            Ok(other) => panic!("SKILL_BENCH_CLIENT={other}: use reqwest or wrk"),
+            Ok(other) => panic!("SKILL_BENCH_CLIENT={other}: use reqwest, wrk or unix"),
         }
     }
 }
 
-/// The skills `wrk` drives: the cheap calls (the slow ones stay with the closed loop).
-const WRK_SKILLS: [&str; 3] = [FLOOR, "fetch-context", "memory-save"];
+/// The cases `wrk` and the Unix-socket generator drive: the cheap calls (the slow ones stay
+/// with the closed loop of reqwest callers).
+const CHEAP_CASES: [&str; 3] = [FLOOR, "fetch-context", "memory-save"];
 /// Distinct requests in one wrk case. wrk cycles through them; at the ~100 000 calls/s it could
 /// reach here that is over two seconds before a key comes back, twice the de-duplication window.
 const WRK_REQUESTS: usize = 250_000;
@@ -933,8 +943,128 @@ fn drive_wrk(
     run
 }
 
+/// One caller of [`drive_unix`]: where it connects and what it sends.
+struct UnixCaller {
+    socket: std::path::PathBuf,
+    session_id: String,
+    token: String,
+}
+
+/// The `i`-th request of `caller` number `c` for `skill`, as raw HTTP/1.1 bytes. fetch-context
+/// (and the floor) vary `query`, which `user_info` ignores but which makes the de-duplication
+/// key; memory-save its content.
+fn unix_request(skill: &str, case: usize, c: usize, i: usize, caller: &UnixCaller) -> Vec<u8> {
+    let parameters = if skill == "memory-save" {
+        json!({
+            "content": format!("load test memory {i} of case {case} caller {c}: likes kayak and jazz"),
+            "importance": if i.is_multiple_of(20) { "high" } else { "normal" },
+        })
+    } else {
+        json!({"type": "user_info", "query": format!("q{case}-{c}-{i}")})
+    };
+    let body = json!({"sessionId": caller.session_id, "parameters": parameters}).to_string();
+    format!(
+        "POST /api/skill/{skill} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        caller.token,
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads one response from `stream` into `buffer` (which may already hold bytes of it) and
+/// returns its status code; what follows it stays in `buffer`.
+async fn read_response(stream: &mut tokio::net::UnixStream, buffer: &mut Vec<u8>) -> u16 {
+    use tokio::io::AsyncReadExt;
+    loop {
+        if let Some(end) = memchr::memmem::find(buffer, b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buffer[..end]).expect("response head");
+            let status: u16 = head
+                .get(9..12)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("status line: {head}"));
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .unwrap_or_else(|| panic!("no content-length: {head}"));
+            while buffer.len() < end + 4 + length {
+                let mut chunk = [0u8; 4096];
+                let n = stream.read(&mut chunk).await.expect("read body");
+                assert!(n > 0, "connection closed mid-body");
+                buffer.extend_from_slice(&chunk[..n]);
+            }
+            buffer.drain(..end + 4 + length);
+            return status;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.expect("read head");
+        assert!(n > 0, "connection closed before a response");
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Sends `total` requests of `skill` from one keep-alive connection per caller, each caller on
+/// its own Unix socket (a session's, or the floor's), taking its next request when its previous
+/// one answered; returns the wall time and every latency. Panics on any non-200.
+async fn drive_unix(
+    skill: &str,
+    case: usize,
+    callers: Vec<UnixCaller>,
+    total: usize,
+) -> (Duration, Vec<Duration>) {
+    use tokio::io::AsyncWriteExt;
+    let count = callers.len();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (c, caller) in callers.into_iter().enumerate() {
+        let skill = skill.to_owned();
+        let share = total / count + usize::from(c < total % count);
+        tasks.spawn(async move {
+            let mut stream = tokio::net::UnixStream::connect(&caller.socket)
+                .await
+                .expect("connect to the socket");
+            let mut buffer = Vec::with_capacity(8192);
+            let mut latencies = Vec::with_capacity(share);
+            for i in 0..share {
+                let request = unix_request(&skill, case, c, i, &caller);
+                let sent = Instant::now();
+                stream.write_all(&request).await.expect("send");
+                let status = read_response(&mut stream, &mut buffer).await;
+                latencies.push(sent.elapsed());
+                assert_eq!(status, 200, "{skill} over {}", caller.socket.display());
+            }
+            latencies
+        });
+    }
+    let latencies = tasks.join_all().await.into_iter().flatten().collect();
+    (started.elapsed(), latencies)
+}
+
+/// Serves [`FLOOR`] on a Unix socket, as [`serve_floor`] does on TCP.
+async fn serve_floor_unix(listener: tokio::net::UnixListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        tokio::spawn(serve_floor_connection(stream));
+    }
+}
+
 /// Serves [`FLOOR`]'s connections until the runtime stops.
 async fn serve_floor(listener: TcpListener) {
+    while let Ok((stream, _)) = listener.accept().await {
+        stream.set_nodelay(true).expect("nodelay");
+        tokio::spawn(serve_floor_connection(stream));
+    }
+}
+
+/// One connection of the floor server: hyper's HTTP/1 with the Skill API's timer and
+/// header-read timeout, an axum router whose one route reads the body and answers fixed JSON.
+async fn serve_floor_connection<S>(stream: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use axum::routing::post;
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
@@ -949,20 +1079,13 @@ async fn serve_floor(listener: TcpListener) {
             )
         }),
     );
-    let timeout = SkillApiSettings::default().header_read_timeout;
-    while let Ok((stream, _)) = listener.accept().await {
-        stream.set_nodelay(true).expect("nodelay");
-        let app = app.clone();
-        tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(timeout);
-            let _ = builder
-                .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
-                .await;
-        });
-    }
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(SkillApiSettings::default().header_read_timeout);
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app))
+        .await;
 }
 
 fn main() {
@@ -1066,7 +1189,10 @@ fn main() {
         };
         let registry = build_registry(deps, &loaded).expect("registry");
         let state = SkillApiState::new(
-            SkillApiSettings::default(),
+            SkillApiSettings {
+                socket_dir: scratch.path().join("run"),
+                ..SkillApiSettings::default()
+            },
             registry,
             SkillApiMetrics::new(&mut Registry::default()),
         );
@@ -1110,6 +1236,12 @@ fn main() {
         .expect("bind the floor");
     let floor_addr = floor.local_addr().expect("floor addr");
     floor_rt.spawn(serve_floor(floor));
+    let floor_socket = scratch.path().join("floor.sock");
+    let floor_unix = {
+        let _serving = floor_rt.enter();
+        tokio::net::UnixListener::bind(&floor_socket).expect("bind the floor's socket")
+    };
+    floor_rt.spawn(serve_floor_unix(floor_unix));
 
     let client = reqwest::Client::new();
     let queries = Arc::new(corpus.queries(memories, total + WARMUP));
@@ -1130,9 +1262,67 @@ fn main() {
         } else {
             format!("http://{addr}/api/skill/{skill}")
         };
+        if generator == Generator::Unix {
+            if !CHEAP_CASES.contains(&skill) {
+                println!(
+                    "{skill}: not a unix case (SKILL_BENCH_CLIENT=unix drives {CHEAP_CASES:?})"
+                );
+                continue;
+            }
+            // One session, its socket and one connection per caller, as a sandboxed agent has.
+            let sessions: Vec<RegisteredSession> = (0..concurrency)
+                .map(|_| dm_session(&state, &workspace))
+                .collect();
+            let mut sockets = Vec::new();
+            let mut callers = Vec::new();
+            for session in &sessions {
+                let socket = if skill == FLOOR {
+                    None
+                } else {
+                    Some(
+                        server_rt
+                            .block_on(state.open_session_socket(&session.session_id))
+                            .expect("session socket"),
+                    )
+                };
+                callers.push(UnixCaller {
+                    socket: socket
+                        .as_ref()
+                        .map_or_else(|| floor_socket.clone(), |s| s.socket_path().to_owned()),
+                    session_id: session.session_id.as_str().to_owned(),
+                    token: session.caller_token.expose_secret().to_owned(),
+                });
+                sockets.extend(socket);
+            }
+            let warmup: Vec<UnixCaller> = callers
+                .iter()
+                .map(|c| UnixCaller {
+                    socket: c.socket.clone(),
+                    session_id: c.session_id.clone(),
+                    token: c.token.clone(),
+                })
+                .collect();
+            // The warm-up's requests are its own (another case number in every key).
+            client_rt.block_on(drive_unix(skill, case + 1_000, warmup, WARMUP));
+            let before = Cpu::now();
+            let (wall, latencies) = client_rt.block_on(drive_unix(skill, case, callers, total));
+            std::thread::sleep(Duration::from_millis(50));
+            let cpu = Cpu::now().since(before);
+            rows.push(Row::new(
+                format!("{skill} (unix)"),
+                concurrency,
+                wall,
+                latencies,
+                Some(cpu),
+            ));
+            for socket in sockets {
+                server_rt.block_on(socket.close());
+            }
+            continue;
+        }
         if generator == Generator::Wrk {
-            if !WRK_SKILLS.contains(&skill) {
-                println!("{skill}: not a wrk case (SKILL_BENCH_CLIENT=wrk drives {WRK_SKILLS:?})");
+            if !CHEAP_CASES.contains(&skill) {
+                println!("{skill}: not a wrk case (SKILL_BENCH_CLIENT=wrk drives {CHEAP_CASES:?})");
                 continue;
             }
             let base = url.split("/api/").next().expect("url").to_owned();
