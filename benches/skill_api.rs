@@ -944,6 +944,7 @@ fn drive_wrk(
 }
 
 /// One caller of [`drive_unix`]: where it connects and what it sends.
+#[derive(Clone)]
 struct UnixCaller {
     socket: std::path::PathBuf,
     session_id: String,
@@ -1294,16 +1295,8 @@ fn main() {
                 });
                 sockets.extend(socket);
             }
-            let warmup: Vec<UnixCaller> = callers
-                .iter()
-                .map(|c| UnixCaller {
-                    socket: c.socket.clone(),
-                    session_id: c.session_id.clone(),
-                    token: c.token.clone(),
-                })
-                .collect();
             // The warm-up's requests are its own (another case number in every key).
-            client_rt.block_on(drive_unix(skill, case + 1_000, warmup, WARMUP));
+            client_rt.block_on(drive_unix(skill, case + 1_000, callers.clone(), WARMUP));
             let before = Cpu::now();
             let (wall, latencies) = client_rt.block_on(drive_unix(skill, case, callers, total));
             std::thread::sleep(Duration::from_millis(50));
