@@ -11,12 +11,21 @@
 //!   expires (the set is shared explicitly: the composition root hands
 //!   [`Redactor::live_secrets`] to the registry);
 //! * the value after `--token` (`--token x`, `--token=x`) and after `Bearer `.
+//!
+//! Each secret set is searched in one pass over the line (an Aho-Corasick automaton), so a
+//! line's cost does not grow with the number of live sessions; every occurrence is found,
+//! overlapping ones included, and the union of their bytes becomes `***`. A line with nothing
+//! to mask is written without a copy (`benches/redact.rs`).
 
 use crate::sync::RecoverRw;
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::sync::{Arc, RwLock};
+
+use aho_corasick::AhoCorasick;
 
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -25,11 +34,69 @@ use crate::config::MASK;
 /// Secrets shorter than this are not scrubbed (they would mangle ordinary words).
 const MIN_SECRET_LEN: usize = 6;
 
+/// Finds every occurrence of a set of secrets, overlapping ones included, in one pass over the
+/// text (an Aho-Corasick automaton), so the cost of a line does not grow with the number of
+/// secrets. Hand-built search is only the fallback for a set too large for an automaton.
+#[derive(Debug, Default)]
+enum SecretMatcher {
+    /// No secrets.
+    #[default]
+    Empty,
+    /// The usual case.
+    Automaton(AhoCorasick),
+    /// The automaton could not be built (a size limit): one search per secret.
+    PerSecret(Vec<String>),
+}
+
+impl SecretMatcher {
+    fn new<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Self {
+        let secrets: Vec<&str> = secrets.into_iter().collect();
+        if secrets.is_empty() {
+            return Self::Empty;
+        }
+        // Standard match semantics: the overlapping search reports every occurrence.
+        match AhoCorasick::new(&secrets) {
+            Ok(automaton) => Self::Automaton(automaton),
+            Err(_) => Self::PerSecret(secrets.into_iter().map(str::to_owned).collect()),
+        }
+    }
+
+    /// Appends the byte range of every occurrence in `text`. Secrets are UTF-8, so every range
+    /// starts and ends on a character boundary.
+    fn spans_into(&self, text: &str, spans: &mut Vec<Range<usize>>) {
+        match self {
+            Self::Empty => {}
+            Self::Automaton(automaton) => spans.extend(
+                automaton
+                    .find_overlapping_iter(text)
+                    .map(|found| found.start()..found.end()),
+            ),
+            Self::PerSecret(secrets) => {
+                for secret in secrets {
+                    let mut from = 0;
+                    while let Some(found) = text.get(from..).and_then(|rest| rest.find(secret)) {
+                        let at = from + found;
+                        spans.push(at..at + secret.len());
+                        from = at + text[at..].chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Secrets that exist only for a while (the caller tokens of live Skill API sessions), shared
 /// between the [`Redactor`] and whoever mints them. Cloning shares the set.
 #[derive(Clone, Default)]
 pub struct LiveSecrets {
-    set: Arc<RwLock<HashSet<String>>>,
+    set: Arc<RwLock<LiveSet>>,
+}
+
+#[derive(Default)]
+struct LiveSet {
+    secrets: HashSet<String>,
+    /// The matcher of `secrets`; `None` once they changed, until the next line needs it.
+    matcher: Option<Arc<SecretMatcher>>,
 }
 
 impl fmt::Debug for LiveSecrets {
@@ -49,18 +116,24 @@ impl LiveSecrets {
     /// Starts scrubbing `secret` (values shorter than 6 characters are ignored).
     pub fn insert(&self, secret: &str) {
         if secret.len() >= MIN_SECRET_LEN {
-            self.write().insert(secret.to_owned());
+            let mut set = self.write();
+            if set.secrets.insert(secret.to_owned()) {
+                set.matcher = None;
+            }
         }
     }
 
     /// Stops scrubbing `secret` (it no longer grants anything).
     pub fn remove(&self, secret: &str) {
-        self.write().remove(secret);
+        let mut set = self.write();
+        if set.secrets.remove(secret) {
+            set.matcher = None;
+        }
     }
 
     /// How many secrets are live.
     pub fn len(&self) -> usize {
-        self.set.read_locked().len()
+        self.set.read_locked().secrets.len()
     }
 
     /// Whether no secret is live.
@@ -68,26 +141,30 @@ impl LiveSecrets {
         self.len() == 0
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<String>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, LiveSet> {
         self.set.write_locked()
     }
 
-    /// Replaces every live secret in `text`; cost is one substring search per live secret
-    /// (a handful: one per running agent session).
-    fn redact_into(&self, text: &mut String) {
-        let set = self.set.read_locked();
-        for secret in set.iter() {
-            if text.contains(secret.as_str()) {
-                *text = text.replace(secret.as_str(), MASK);
-            }
+    /// The matcher of the secrets live now: built by the first line after a change (one pass
+    /// over the secrets; sessions start and end far less often than lines are logged), shared
+    /// by every line until the next change.
+    fn matcher(&self) -> Arc<SecretMatcher> {
+        if let Some(matcher) = &self.set.read_locked().matcher {
+            return Arc::clone(matcher);
         }
+        let mut set = self.write();
+        let set = &mut *set;
+        Arc::clone(set.matcher.get_or_insert_with(|| {
+            Arc::new(SecretMatcher::new(set.secrets.iter().map(String::as_str)))
+        }))
     }
 }
 
 /// Replaces known secret values, live secrets, `--token` values and bearer tokens in text.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    secrets: Arc<[String]>,
+    /// The configured secrets and their JSON-escaped spellings.
+    configured: Arc<SecretMatcher>,
     live: LiveSecrets,
 }
 
@@ -111,11 +188,10 @@ impl Redactor {
             }
             list.push(secret);
         }
-        // Longest first, so a secret that contains another is replaced whole.
-        list.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        list.sort();
         list.dedup();
         Self {
-            secrets: list.into(),
+            configured: Arc::new(SecretMatcher::new(list.iter().map(String::as_str))),
             live: LiveSecrets::new(),
         }
     }
@@ -139,16 +215,48 @@ impl Redactor {
     /// assert_eq!(r.redact("run --token s3cr3t --x"), "run --token *** --x");
     /// ```
     pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for secret in self.secrets.iter() {
-            if out.contains(secret.as_str()) {
-                out = out.replace(secret.as_str(), MASK);
+        self.redact_cow(text).into_owned()
+    }
+
+    /// [`redact`](Self::redact), borrowing `text` back when there is nothing to replace (the
+    /// usual log line: no copy).
+    ///
+    /// Every byte of every occurrence of a secret is covered: occurrences that overlap (one
+    /// secret containing or running into another) are masked as one `***`.
+    fn redact_cow<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let mut spans = Vec::new();
+        self.configured.spans_into(text, &mut spans);
+        self.live.matcher().spans_into(text, &mut spans);
+        let mut out = mask_spans(text, spans);
+        for marker in [&TOKEN_FLAG, &BEARER] {
+            if let Some(masked) = mask_values_after(&out, marker) {
+                out = Cow::Owned(masked);
             }
         }
-        self.live.redact_into(&mut out);
-        let out = mask_values_after(&out, &TOKEN_FLAG);
-        mask_values_after(&out, &BEARER)
+        out
     }
+}
+
+/// `text` with each of `spans` (merged where they overlap) replaced by `***`.
+fn mask_spans(text: &str, mut spans: Vec<Range<usize>>) -> Cow<'_, str> {
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    spans.sort_unstable_by_key(|span| span.start);
+    let mut out = String::with_capacity(text.len());
+    let mut pos = 0;
+    let mut spans = spans.into_iter().peekable();
+    while let Some(span) = spans.next() {
+        let mut end = span.end;
+        while let Some(next) = spans.next_if(|next| next.start < end) {
+            end = end.max(next.end);
+        }
+        out.push_str(&text[pos..span.start]);
+        out.push_str(MASK);
+        pos = end;
+    }
+    out.push_str(&text[pos..]);
+    Cow::Owned(out)
 }
 
 /// A marker in text whose following value is a secret.
@@ -176,17 +284,30 @@ const TOKEN_FLAG: Marker = Marker {
     value_char: |c| !c.is_whitespace() && !matches!(c, '"' | '\'' | '\\'),
 };
 
-/// Replaces the value after every occurrence of `marker` with `***`. An opening quote (plain or
-/// JSON-escaped) before the value is kept.
-fn mask_values_after(text: &str, marker: &Marker) -> String {
-    let lower = text.to_ascii_lowercase();
-    if !lower.contains(marker.word) {
-        return text.to_owned();
-    }
+/// Where `word` (lowercase ASCII) next occurs in `text` at or after byte `from`, in any letter
+/// case.
+fn find_ignore_ascii_case(text: &str, from: usize, word: &str) -> Option<usize> {
+    let hay = text.as_bytes();
+    let word = word.as_bytes();
+    let first = *word.first()?;
+    let rest = hay.get(from..)?;
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), rest)
+        .map(|at| from + at)
+        .find(|&at| {
+            hay.get(at..at + word.len())
+                .is_some_and(|candidate| candidate.eq_ignore_ascii_case(word))
+        })
+}
+
+/// Replaces the value after every occurrence of `marker` with `***`; `None` when `marker` does
+/// not occur. An opening quote (plain or JSON-escaped) before the value is kept.
+fn mask_values_after(text: &str, marker: &Marker) -> Option<String> {
+    let mut found = find_ignore_ascii_case(text, 0, marker.word)?;
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
-    while let Some(found) = lower[pos..].find(marker.word) {
-        let mut start = pos + found + marker.word.len();
+    loop {
+        // The marker is ASCII, so `start` is a character boundary.
+        let mut start = found + marker.word.len();
         if marker.separated {
             let rest = &text[start..];
             let gap = if rest.starts_with('=') {
@@ -197,7 +318,13 @@ fn mask_values_after(text: &str, marker: &Marker) -> String {
             if gap == 0 {
                 out.push_str(&text[pos..start]);
                 pos = start;
-                continue;
+                match find_ignore_ascii_case(text, pos, marker.word) {
+                    Some(next) => {
+                        found = next;
+                        continue;
+                    }
+                    None => break,
+                }
             }
             start += gap;
         }
@@ -214,9 +341,13 @@ fn mask_values_after(text: &str, marker: &Marker) -> String {
             out.push_str(MASK);
         }
         pos = start + value_len;
+        match find_ignore_ascii_case(text, pos, marker.word) {
+            Some(next) => found = next,
+            None => break,
+        }
     }
     out.push_str(&text[pos..]);
-    out
+    Some(out)
 }
 
 /// A `MakeWriter` for tracing-subscriber that redacts each event before writing it.
@@ -264,9 +395,11 @@ impl<W: Write> RedactingWriter<W> {
             return Ok(());
         }
         let text = String::from_utf8_lossy(&self.buf);
-        let clean = self.redactor.redact(&text);
+        let result = self
+            .inner
+            .write_all(self.redactor.redact_cow(&text).as_bytes());
         self.buf.clear();
-        self.inner.write_all(clean.as_bytes())?;
+        result?;
         self.inner.flush()
     }
 }
@@ -331,6 +464,64 @@ mod tests {
             token,
             "an ended session's token is not tracked"
         );
+    }
+
+    #[test]
+    fn thousands_of_live_secrets_are_all_masked_and_changes_are_followed() {
+        let r = Redactor::default();
+        let live = r.live_secrets();
+        let tokens: Vec<String> = (0..3_000u32).map(|i| format!("{i:064x}")).collect();
+        for token in &tokens {
+            live.insert(token);
+        }
+        let line = format!("a {} b {} c", tokens[0], tokens[2_999]);
+        assert_eq!(r.redact(&line), "a *** b *** c");
+        live.remove(&tokens[0]);
+        assert_eq!(r.redact(&line), format!("a {} b *** c", tokens[0]));
+        live.insert("fresh-secret");
+        assert_eq!(r.redact("x fresh-secret y"), "x *** y");
+    }
+
+    #[test]
+    fn overlapping_and_adjacent_secrets_leave_no_fragment() {
+        let r = Redactor::new(["abcdefgh".to_owned(), "efghijkl".to_owned()]);
+        r.live_secrets().insert("klmnopqr");
+        assert_eq!(r.redact("1abcdefghijklmnopqr2"), "1***2", "one span");
+        assert_eq!(r.redact("abcdefghklmnopqr"), "******", "two adjacent spans");
+        // The same secret overlapping itself.
+        let r = Redactor::new(["aaaaaa".to_owned()]);
+        assert_eq!(r.redact("xaaaaaaax"), "x***x");
+    }
+
+    #[test]
+    fn the_fallback_search_finds_what_the_automaton_finds() {
+        let secrets = ["aaaaaa", "abcdefgh", "efghijkl", "ünïcødé"];
+        let automaton = SecretMatcher::new(secrets);
+        assert!(matches!(automaton, SecretMatcher::Automaton(_)));
+        let per_secret = SecretMatcher::PerSecret(secrets.map(str::to_owned).to_vec());
+        for text in [
+            "xaaaaaaax",
+            "1abcdefghijkl2",
+            "-ünïcødé-ünïcødé",
+            "nothing here",
+        ] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            automaton.spans_into(text, &mut a);
+            per_secret.spans_into(text, &mut b);
+            a.sort_by_key(|s| (s.start, s.end));
+            b.sort_by_key(|s| (s.start, s.end));
+            assert_eq!(a, b, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_line_without_secrets_is_written_as_it_is() {
+        let r = Redactor::new(["discord-token-123".to_owned()]);
+        r.live_secrets().insert("live-session-token");
+        let line = r#"{"level":"INFO","fields":{"message":"skill_call","skill":"fetch-context"}}"#;
+        assert!(matches!(r.redact_cow(line), Cow::Borrowed(_)));
+        assert!(matches!(r.redact_cow("a --token-file f"), Cow::Owned(_)));
+        assert_eq!(r.redact("a --token-file f"), "a --token-file f");
     }
 
     #[test]
