@@ -10,7 +10,7 @@
 //! Set-up, as in the daemon: `serve` on `127.0.0.1:0`, the registry `build_registry` builds from
 //! the repository's `skills/` (manifest rate limits removed: the bench drives one user far beyond
 //! them), a `Store` file under Cargo's target tmp dir (a real disk, so save fsyncs count) and a
-//! `FakePlatform`. The store and the set-up run on the bench's server runtime; connections and
+//! `FakePlatform`, metrics with every skill's series and the hourly call log. The store and the set-up run on the bench's server runtime; connections and
 //! calls on the Skill API's own one-thread runtime (`ServingRuntime`, as in the daemon;
 //! `SKILL_BENCH_RUNTIME=shared` serves them on the server runtime's two workers instead, as
 //! before that runtime existed). The load generator (tokio tasks sharing one keep-alive
@@ -40,6 +40,9 @@
 //! `SKILL_BENCH_CONCURRENCY` replaces the callers per case (default `16,64`; `1,2` shows the
 //! latency of a call that does not queue behind others on this 2-core machine).
 //! At the end it prints the process's peak RSS (server, store and load generator together).
+//! `SKILL_BENCH_LOG` (any value) installs the daemon's log subscriber: every call then writes
+//! its JSON `skill_call` line, through the secret redactor, to standard error (send it to
+//! `/dev/null`), as the daemon writes it to journald.
 //!
 //! `SKILL_BENCH_CLIENT=unix` sends the same three cases as raw HTTP/1.1 over Unix sockets, the
 //! transport of sandboxed agents: each caller has a session of its own and one keep-alive
@@ -60,11 +63,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use air_friends::config::{MemoryConfig, RemindersConfig, SkillsConfig};
+use air_friends::config::{LoggingConfig, MemoryConfig, RemindersConfig, SkillsConfig};
 use air_friends::handlers::{Clock, HandlerDeps, build_registry};
+use air_friends::observability::{LogTarget, Redactor, init_logging};
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{PlatformAdapter, PlatformKind, PlatformRegistry};
 use air_friends::session::{RegisteredSession, SessionContext};
+use air_friends::skill_api::call_log::CallLog;
 use air_friends::skill_api::{
     ServingRuntime, SkillApiMetrics, SkillApiSettings, SkillApiState, serve,
 };
@@ -780,9 +785,6 @@ const CHEAP_CASES: [&str; 3] = [FLOOR, "fetch-context", "memory-save"];
 /// Distinct requests in one wrk case. wrk cycles through them; at the ~100 000 calls/s it could
 /// reach here that is over two seconds before a key comes back, twice the de-duplication window.
 const WRK_REQUESTS: usize = 250_000;
-/// Distinct `limit` values of a fetch-context request (it ignores them for `user_info`, but they
-/// make its de-duplication key): requests per session.
-const WRK_PER_SESSION: usize = 100;
 
 /// The Lua script `wrk` runs: reads the request file named by its argument (one request a line:
 /// path, bearer token and JSON body separated by tabs) into ready-made HTTP/1.1 requests, then
@@ -806,9 +808,11 @@ request = function()
 end
 "#;
 
-/// Writes `count` distinct requests of `skill` for wrk into `file` (see [`WRK_SCRIPT`]).
-/// fetch-context (and the floor, which gets the same bodies) varies the session and `limit`;
-/// memory-save its content, from `callers` sessions.
+/// Writes `count` distinct requests of `skill` for wrk into `file` (see [`WRK_SCRIPT`]), from
+/// `callers` sessions (as many live sessions as callers, as in a daemon: each is a live secret
+/// of the log redactor). fetch-context (and the floor, which gets the same bodies) varies its
+/// `query` (ignored by `user_info`, but part of the de-duplication key); memory-save its
+/// content.
 fn write_wrk_requests(
     file: &Path,
     state: &SkillApiState,
@@ -819,24 +823,18 @@ fn write_wrk_requests(
     callers: usize,
 ) {
     use std::io::Write as _;
-    let sessions: Vec<RegisteredSession> = (0..count.div_ceil(WRK_PER_SESSION).max(callers))
-        .map(|_| dm_session(state, workspace))
-        .collect();
+    let sessions: Vec<RegisteredSession> =
+        (0..callers).map(|_| dm_session(state, workspace)).collect();
     let mut out = std::io::BufWriter::new(std::fs::File::create(file).expect("wrk requests"));
     for i in 0..count {
-        let (session, parameters) = if skill == "memory-save" {
-            (
-                &sessions[i % callers],
-                json!({
-                    "content": format!("load test memory {i} of case {case}: likes kayak and jazz"),
-                    "importance": if i % 20 == 0 { "high" } else { "normal" },
-                }),
-            )
+        let session = &sessions[i % callers];
+        let parameters = if skill == "memory-save" {
+            json!({
+                "content": format!("load test memory {i} of case {case}: likes kayak and jazz"),
+                "importance": if i % 20 == 0 { "high" } else { "normal" },
+            })
         } else {
-            (
-                &sessions[i % sessions.len()],
-                json!({"type": "user_info", "limit": 1 + (i / sessions.len()) % WRK_PER_SESSION}),
-            )
+            json!({"type": "user_info", "query": format!("q{i}")})
         };
         let body = json!({"sessionId": session.session_id.as_str(), "parameters": parameters});
         writeln!(
@@ -1129,6 +1127,24 @@ fn main() {
     std::fs::create_dir_all(&workspace).expect("workspace dir");
     let loaded = unlimited_skills(scratch.path());
 
+    // As in the daemon: every session's caller token is a live secret of the log redactor,
+    // besides the configured secrets (here two made-up platform tokens). SKILL_BENCH_LOG (any
+    // value) also installs the daemon's log subscriber (JSON lines at `info` through that
+    // redactor) writing to standard error, so each call pays for its `skill_call` line; run
+    // with `2>/dev/null` (or a file) to keep the lines out of the results.
+    let redactor = Redactor::new([
+        "bench-discord-token-0123456789".to_owned(),
+        "bench-misskey-token-0123456789".to_owned(),
+    ]);
+    let _logging = std::env::var("SKILL_BENCH_LOG").is_ok().then(|| {
+        init_logging(
+            &LoggingConfig::default(),
+            None,
+            redactor.clone(),
+            LogTarget::Stderr,
+        )
+        .expect("log subscriber")
+    });
     let (state, store) = server_rt.block_on(async {
         let store = Store::open(&scratch.path().join("bench.db"))
             .await
@@ -1189,13 +1205,18 @@ fn main() {
             semantic: None,
         };
         let registry = build_registry(deps, &loaded).expect("registry");
-        let state = SkillApiState::new(
+        let state = SkillApiState::with_live_tokens(
             SkillApiSettings {
                 socket_dir: scratch.path().join("run"),
                 ..SkillApiSettings::default()
             },
             registry,
-            SkillApiMetrics::new(&mut Registry::default()),
+            // As in the daemon: every skill's series resolved at start, and the hourly counts
+            // `air-friends stats` reports.
+            SkillApiMetrics::new(&mut Registry::default())
+                .with_skills(loaded.names())
+                .with_call_log(CallLog::new()),
+            redactor.live_secrets(),
         );
         (state, store)
     });

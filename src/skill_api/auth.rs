@@ -174,13 +174,8 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), SkillError> {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let mime = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    if mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json")) {
+    let mime = value.split(';').next().unwrap_or("").trim();
+    if is_json_mime(mime) {
         Ok(())
     } else if mime.is_empty() {
         Err(SkillError::InvalidJson(
@@ -188,9 +183,24 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), SkillError> {
         ))
     } else {
         Err(SkillError::InvalidJson(format!(
-            "the Content-Type is {mime:?}; it must be application/json"
+            "the Content-Type is {:?}; it must be application/json",
+            mime.to_ascii_lowercase()
         )))
     }
+}
+
+/// `application/json` or `application/<anything>+json`, in any letter case.
+fn is_json_mime(mime: &str) -> bool {
+    let bytes = mime.as_bytes();
+    let has_prefix = |prefix: &str| {
+        bytes.len() >= prefix.len() && bytes[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+    };
+    let has_suffix = |suffix: &str| {
+        bytes.len() >= suffix.len()
+            && bytes[bytes.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    };
+    mime.eq_ignore_ascii_case("application/json")
+        || (has_prefix("application/") && has_suffix("+json"))
 }
 
 /// The token of an `Authorization: Bearer <token>` header; `None` when absent, empty or of
@@ -259,5 +269,17 @@ mod tests {
             HeaderValue::from_static("Application/JSON; charset=utf-8"),
         );
         assert!(check_content_type(&h).is_ok());
+        for accepted in ["application/ld+json", "APPLICATION/VND.API+JSON"] {
+            assert!(is_json_mime(accepted), "{accepted}");
+        }
+        for refused in [
+            "application/jsonx",
+            "text/json",
+            "application+json",
+            "+json",
+            "",
+        ] {
+            assert!(!is_json_mime(refused), "{refused}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Store;
@@ -17,22 +17,48 @@ use crate::store::analytics::{BUCKETS, SkillCallRow, bucket_of};
 /// How often the counts are written.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(60);
 
-type Key = (DateTime<Utc>, String, String);
-
-/// Calls and latency buckets of one key.
+/// Calls and latency buckets of one (hour, skill, outcome code).
 type Counts = (u64, [u64; BUCKETS]);
+
+/// Counts by hour, then skill, then outcome code: nested so that counting a call looks its
+/// entry up by the borrowed names and allocates only for the first call of a key.
+type Pending = HashMap<DateTime<Utc>, HashMap<String, HashMap<String, Counts>>>;
 
 /// Skill calls counted since the last flush. Cloning shares it.
 #[derive(Debug, Clone, Default)]
 pub struct CallLog {
-    pending: Arc<Mutex<HashMap<Key, Counts>>>,
+    pending: Arc<Mutex<Pending>>,
 }
 
 fn hour_of(t: DateTime<Utc>) -> DateTime<Utc> {
-    t.with_minute(0)
-        .and_then(|t| t.with_second(0))
-        .and_then(|t| t.with_nanosecond(0))
-        .unwrap_or(t)
+    let secs = t.timestamp();
+    DateTime::from_timestamp(secs - secs.rem_euclid(3600), 0).unwrap_or(t)
+}
+
+/// Applies `update` to the counts of `(hour, skill, code)`, created at zero the first time.
+fn update(
+    pending: &mut Pending,
+    hour: DateTime<Utc>,
+    skill: &str,
+    code: &str,
+    apply: impl FnOnce(&mut Counts),
+) {
+    if let Some(counts) = pending
+        .get_mut(&hour)
+        .and_then(|by_skill| by_skill.get_mut(skill))
+        .and_then(|by_code| by_code.get_mut(code))
+    {
+        apply(counts);
+        return;
+    }
+    let counts = pending
+        .entry(hour)
+        .or_default()
+        .entry(skill.to_owned())
+        .or_default()
+        .entry(code.to_owned())
+        .or_insert((0, [0; BUCKETS]));
+    apply(counts);
 }
 
 impl CallLog {
@@ -41,7 +67,7 @@ impl CallLog {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Counts>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.locked()
     }
 
@@ -49,25 +75,31 @@ impl CallLog {
     /// `elapsed`.
     pub fn record(&self, skill: &str, code: &str, elapsed: Duration) {
         let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
-        let key = (hour_of(Utc::now()), skill.to_owned(), code.to_owned());
-        let mut pending = self.lock();
-        let (calls, buckets) = pending.entry(key).or_insert((0, [0; BUCKETS]));
-        *calls += 1;
-        buckets[bucket_of(ms)] += 1;
+        let hour = hour_of(Utc::now());
+        update(&mut self.lock(), hour, skill, code, |(calls, buckets)| {
+            *calls += 1;
+            buckets[bucket_of(ms)] += 1;
+        });
     }
 
     /// Takes the counts gathered so far.
     pub fn take(&self) -> Vec<SkillCallRow> {
-        std::mem::take(&mut *self.lock())
-            .into_iter()
-            .map(|((hour, skill, code), (calls, buckets))| SkillCallRow {
-                hour,
-                skill,
-                code,
-                calls,
-                buckets,
-            })
-            .collect()
+        let pending = std::mem::take(&mut *self.lock());
+        let mut rows = Vec::new();
+        for (hour, by_skill) in pending {
+            for (skill, by_code) in by_skill {
+                for (code, (calls, buckets)) in by_code {
+                    rows.push(SkillCallRow {
+                        hour,
+                        skill: skill.clone(),
+                        code,
+                        calls,
+                        buckets,
+                    });
+                }
+            }
+        }
+        rows
     }
 
     /// Writes the counts to `store` every `every` and once more when `stop` fires. A failed
@@ -94,13 +126,18 @@ impl CallLog {
     fn put_back(&self, rows: Vec<SkillCallRow>) {
         let mut pending = self.lock();
         for row in rows {
-            let (calls, buckets) = pending
-                .entry((row.hour, row.skill, row.code))
-                .or_insert((0, [0; BUCKETS]));
-            *calls += row.calls;
-            for (b, n) in buckets.iter_mut().zip(row.buckets) {
-                *b += n;
-            }
+            update(
+                &mut pending,
+                row.hour,
+                &row.skill,
+                &row.code,
+                |(calls, buckets)| {
+                    *calls += row.calls;
+                    for (b, n) in buckets.iter_mut().zip(row.buckets) {
+                        *b += n;
+                    }
+                },
+            );
         }
     }
 }
@@ -108,6 +145,7 @@ impl CallLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Timelike;
 
     #[test]
     fn calls_are_counted_per_skill_and_outcome_with_their_latency_bucket() {

@@ -323,8 +323,12 @@ impl RegisteredSkill {
         }
         let params = Value::Object(params);
         let mut details = Vec::new();
-        for error in self.validator.iter_errors(&params) {
-            details.extend(problems_of(&error));
+        // `is_valid` stops at the first violation and builds no errors: the cheap check for
+        // the usual valid call; the errors are gathered only for an invalid one.
+        if !self.validator.is_valid(&params) {
+            for error in self.validator.iter_errors(&params) {
+                details.extend(problems_of(&error));
+            }
         }
         control_character_problems(&params, &mut String::new(), &mut details);
         if details.is_empty() {

@@ -30,7 +30,8 @@ use axum::http::{Response as HttpResponse, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use http_body::{Frame, SizeHint};
-use serde_json::json;
+use serde::Serialize;
+use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -44,7 +45,7 @@ use super::invoke::invoke;
 use super::listener::{ConnectionPolicy, run_listener};
 use super::metrics::UNKNOWN_SKILL_LABEL;
 use super::state::SkillApiState;
-use crate::session::{MAINTENANCE_SKILLS, SessionHandle};
+use crate::session::{MAINTENANCE_SKILLS, SessionContext, SessionHandle};
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
 const MAX_LOGGED_NAME: usize = 64;
@@ -154,14 +155,20 @@ impl DedupStatus {
 
 /// One audit event + metrics sample per call, emitted exactly once: by
 /// [`finish`](Self::finish), or on drop when the client went away first (status 499).
+///
+/// It holds what the event names by reference where it can (the registered skill, the
+/// session's handle and turn context) and copies nothing per call beyond the requested name.
 struct Audit {
     state: SkillApiState,
     started: Instant,
-    skill: String,
-    metric_skill: String,
-    session_id: Option<String>,
-    user: Option<String>,
-    platform: Option<String>,
+    /// The name in the request path, as sent (truncated when logged).
+    requested: String,
+    /// The registered skill of that name, if any (its name is the metrics label).
+    skill: Option<Arc<RegisteredSkill>>,
+    /// The authenticated session and the context of its turn.
+    session: Option<(SessionHandle, Arc<SessionContext>)>,
+    /// The session a rejected call named (before or without authentication).
+    named_session: Option<String>,
     body_bytes: usize,
     dedup: DedupStatus,
     terminate: bool,
@@ -169,18 +176,14 @@ struct Audit {
 }
 
 impl Audit {
-    fn start(state: &SkillApiState, requested: &str) -> Self {
+    fn start(state: &SkillApiState, requested: String) -> Self {
         Self {
             state: state.clone(),
             started: Instant::now(),
-            skill: requested.chars().take(MAX_LOGGED_NAME).collect(),
-            metric_skill: state
-                .skills()
-                .get(requested)
-                .map_or_else(|| UNKNOWN_SKILL_LABEL.to_owned(), |s| s.name().to_owned()),
-            session_id: None,
-            user: None,
-            platform: None,
+            skill: state.skills().get(&requested),
+            requested,
+            session: None,
+            named_session: None,
             body_bytes: 0,
             dedup: DedupStatus::None,
             terminate: false,
@@ -188,13 +191,7 @@ impl Audit {
         }
     }
 
-    fn session(&mut self, session: &SessionHandle) {
-        self.session_id = Some(session.id().as_str().to_owned());
-        self.user = Some(session.context().origin.user_id.clone());
-        self.platform = Some(session.context().origin.platform.as_str().to_owned());
-    }
-
-    fn finish(mut self, response: Response, code: &str) -> Response {
+    fn finish(mut self, response: Response, code: &'static str) -> Response {
         self.done = true;
         self.emit(response.status(), code);
         response
@@ -205,18 +202,38 @@ impl Audit {
         self.finish(response, error.code())
     }
 
-    fn emit(&self, status: StatusCode, code: &str) {
+    /// The requested name as logged: at most [`MAX_LOGGED_NAME`] characters.
+    fn logged_name(&self) -> &str {
+        match self.requested.char_indices().nth(MAX_LOGGED_NAME) {
+            Some((end, _)) => &self.requested[..end],
+            None => &self.requested,
+        }
+    }
+
+    fn emit(&self, status: StatusCode, code: &'static str) {
         let elapsed = self.started.elapsed();
+        let metric_skill = self
+            .skill
+            .as_ref()
+            .map_or(UNKNOWN_SKILL_LABEL, |s| s.name());
         self.state
             .metrics()
-            .record_call(&self.metric_skill, status.as_u16(), code, elapsed);
+            .record_call(metric_skill, status.as_u16(), code, elapsed);
         let outcome = if status.is_success() { "ok" } else { "error" };
+        let (session_id, user, platform) = match &self.session {
+            Some((session, context)) => (
+                session.id().as_str(),
+                context.origin.user_id.as_str(),
+                context.origin.platform.as_str(),
+            ),
+            None => (self.named_session.as_deref().unwrap_or("-"), "-", "-"),
+        };
         tracing::info!(
             name: "skill_call",
-            session_id = self.session_id.as_deref().unwrap_or("-"),
-            skill = %self.skill,
-            user = self.user.as_deref().unwrap_or("-"),
-            platform = self.platform.as_deref().unwrap_or("-"),
+            session_id,
+            skill = self.logged_name(),
+            user,
+            platform,
             outcome,
             code,
             status = status.as_u16(),
@@ -240,27 +257,37 @@ impl Drop for Audit {
     }
 }
 
+/// The body of a successful call, `{"data": ..., "success": true}`, serialised from the
+/// outcome in place (the outcome is shared with joined callers and the cache, so it is
+/// borrowed, never copied). Same bytes as a `serde_json` object of the two keys.
+#[derive(Serialize)]
+struct Success<'a> {
+    data: &'a Value,
+    success: bool,
+}
+
 async fn skill_call(
     State(state): State<SkillApiState>,
     name: Result<Path<String>, PathRejection>,
     call: Result<AuthenticatedCall, CallRejection>,
 ) -> Response {
     let name = name.map(|Path(n)| n).unwrap_or_default();
-    let mut audit = Audit::start(&state, &name);
+    let mut audit = Audit::start(&state, name);
     let call = match call {
         Ok(call) => call,
         Err(rejection) => {
-            audit.session_id = rejection.session_id;
+            audit.named_session = rejection.session_id;
             audit.body_bytes = rejection.body_bytes;
             return audit.finish_error(&rejection.error);
         }
     };
-    audit.session(&call.session);
+    let context = call.session.context();
+    audit.session = Some((call.session.clone(), Arc::clone(&context)));
     audit.body_bytes = call.body_bytes;
 
-    let Some(skill) = state.skills().get(&name) else {
+    let Some(skill) = audit.skill.clone() else {
         let error = SkillError::UnknownSkill {
-            name: audit.skill.clone(),
+            name: audit.logged_name().to_owned(),
             available: state.skills().names(),
         };
         return audit.finish_error(&error);
@@ -269,7 +296,6 @@ async fn skill_call(
         return audit.finish_error(&SkillError::SkillDisabled(skill.name().to_owned()));
     }
     // A maintenance session (no user, no message) reaches memories and nothing else.
-    let context = call.session.context();
     if !context.purpose.allows_skill(skill.name()) {
         return audit.finish_error(&SkillError::ForbiddenContext(format!(
             "{} is not available in a {} session: only {} are",
@@ -279,16 +305,16 @@ async fn skill_call(
         )));
     }
 
-    let (outcome, termination, dedup) = dispatch(&state, skill, call).await;
+    let (outcome, termination, dedup) = dispatch(&state, skill, call, &context).await;
     audit.dedup = dedup;
     audit.terminate = termination.is_some();
     let (response, code) = match outcome.as_ref() {
         Ok(data) => (
-            (
-                StatusCode::OK,
-                axum::Json(json!({"success": true, "data": data})),
-            )
-                .into_response(),
+            axum::Json(Success {
+                data,
+                success: true,
+            })
+            .into_response(),
             "OK",
         ),
         Err(error) if termination.is_some() => (
@@ -319,9 +345,10 @@ async fn dispatch(
     state: &SkillApiState,
     skill: Arc<RegisteredSkill>,
     call: AuthenticatedCall,
+    context: &SessionContext,
 ) -> (SharedOutcome, Option<TerminationGuard>, DedupStatus) {
     if !skill.spec().cacheable {
-        let (outcome, term) = execute(state, skill, call, None).await;
+        let (outcome, term) = execute(state, skill, call, context, None).await;
         return (outcome, term, DedupStatus::Bypass);
     }
     let key = DedupCache::key(
@@ -340,11 +367,11 @@ async fn dispatch(
                 // The leader gave up (its task failed); claim again.
             }
             Claim::Leader(guard) => {
-                let (outcome, term) = execute(state, skill, call, Some(guard)).await;
+                let (outcome, term) = execute(state, skill, call, context, Some(guard)).await;
                 return (outcome, term, DedupStatus::Miss);
             }
             Claim::Bypass => {
-                let (outcome, term) = execute(state, skill, call, None).await;
+                let (outcome, term) = execute(state, skill, call, context, None).await;
                 return (outcome, term, DedupStatus::Bypass);
             }
         }
@@ -361,9 +388,9 @@ async fn execute(
     state: &SkillApiState,
     skill: Arc<RegisteredSkill>,
     call: AuthenticatedCall,
+    context: &SessionContext,
     leader: Option<LeaderGuard>,
 ) -> (SharedOutcome, Option<TerminationGuard>) {
-    let context = call.session.context();
     let span = tracing::info_span!(
         "skill",
         skill = skill.name(),
@@ -462,7 +489,7 @@ async fn method_not_allowed(
     name: Result<Path<String>, PathRejection>,
 ) -> Response {
     let name = name.map(|Path(n)| n).unwrap_or_default();
-    Audit::start(&state, &name).finish_error(&SkillError::MethodNotAllowed)
+    Audit::start(&state, name).finish_error(&SkillError::MethodNotAllowed)
 }
 
 async fn no_such_endpoint() -> Response {
