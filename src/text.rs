@@ -371,6 +371,25 @@ pub fn writes_without_spaces(c: char) -> bool {
     )
 }
 
+/// The first `max_chars` characters of `text` (all of it when shorter), cut on a character
+/// boundary: for echoing caller-controlled text into logs and error messages at a bounded size.
+pub fn prefix_chars(text: &str, max_chars: usize) -> &str {
+    match text.char_indices().nth(max_chars) {
+        Some((cut, _)) => &text[..cut],
+        None => text,
+    }
+}
+
+/// `text` cut to `max_chars` characters with `…` appended when something was cut.
+pub fn clip_chars(text: &str, max_chars: usize) -> String {
+    let prefix = prefix_chars(text, max_chars);
+    if prefix.len() == text.len() {
+        text.to_owned()
+    } else {
+        format!("{prefix}…")
+    }
+}
+
 /// Estimated token count of `text`: a CJK character counts 1, any other non-ASCII
 /// character 0.5, an ASCII character 0.25; the total is rounded up.
 pub fn estimate_tokens(text: &str) -> usize {
@@ -392,6 +411,17 @@ pub fn estimate_tokens(text: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_and_clips_count_characters_not_bytes() {
+        assert_eq!(prefix_chars("héllo", 2), "hé");
+        assert_eq!(prefix_chars("héllo", 5), "héllo");
+        assert_eq!(prefix_chars("héllo", 50), "héllo");
+        assert_eq!(prefix_chars("", 3), "");
+        assert_eq!(prefix_chars("日本語", 0), "");
+        assert_eq!(clip_chars("日本語テキスト", 3), "日本語…");
+        assert_eq!(clip_chars("日本語", 3), "日本語");
+    }
 
     #[test]
     fn limits_count_in_their_unit() {

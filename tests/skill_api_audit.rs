@@ -37,8 +37,8 @@ impl Capture {
     }
 }
 
-#[tokio::test]
-async fn one_skill_call_event_per_call_and_no_secrets_in_logs() {
+/// Captures this thread's JSON log lines at every level until the guard is dropped.
+fn capture_logs() -> (Capture, tracing::subscriber::DefaultGuard) {
     let capture = Capture::default();
     let writer = capture.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -46,7 +46,12 @@ async fn one_skill_call_event_per_call_and_no_secrets_in_logs() {
         .with_max_level(tracing::Level::TRACE)
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    (capture, tracing::subscriber::set_default(subscriber))
+}
+
+#[tokio::test]
+async fn one_skill_call_event_per_call_and_no_secrets_in_logs() {
+    let (capture, _guard) = capture_logs();
 
     let app = app();
     let s = app.session("alice");
@@ -126,4 +131,38 @@ async fn one_skill_call_event_per_call_and_no_secrets_in_logs() {
         text.contains("secret.db"),
         "the 500 cause must reach the log"
     );
+}
+
+/// The skill name in the path is the caller's (a hostile agent's) until it is resolved: the
+/// audit line and the error echo at most 64 characters of it, cut on a character boundary, and
+/// metrics count it under `unknown`, never under the name itself.
+#[tokio::test]
+async fn a_hostile_skill_name_is_echoed_cut_to_64_characters_and_counted_as_unknown() {
+    let (capture, _guard) = capture_logs();
+
+    let app = app();
+    let s = app.session("alice");
+    // 200 × "é" once percent-decoded: 400 bytes, two per character.
+    let r = app.call_ok(&"%C3%A9".repeat(200), &s, json!({})).await;
+    assert_eq!(r.status.as_u16(), 404);
+    assert_eq!(r.code(), "UNKNOWN_SKILL");
+    let message = r.body["error"].as_str().expect("error message");
+    let cut = "é".repeat(64);
+    assert!(message.contains(&format!("\"{cut}\"")), "{message}");
+
+    let text = capture.text();
+    let event = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|v| v["fields"]["message"] == "skill_call")
+        .expect("skill_call event");
+    assert_eq!(event["fields"]["skill"], cut.as_str());
+    assert_eq!(event["fields"]["code"], "UNKNOWN_SKILL");
+
+    let metrics = app.metrics_text();
+    assert!(
+        metrics.contains(r#"skill_calls_total{skill="unknown",status="404"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains('é'), "{metrics}");
 }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::skill_api::SkillError;
+use crate::text::clip_chars;
 
 /// Longest answer, in characters (below Discord's 2000-unit message limit).
 const MAX_REPLY_CHARS: usize = 1900;
@@ -24,7 +25,7 @@ pub fn success(skill: &str, data: &Value, is_dm: bool) -> String {
         ),
         _ => generic(data),
     };
-    clip(&text, MAX_REPLY_CHARS)
+    clip_chars(&text, MAX_REPLY_CHARS)
 }
 
 /// The answer for a failed command, for a human rather than an agent.
@@ -67,7 +68,7 @@ pub fn failure(skill: &str, error: &SkillError) -> String {
         }
         _ => format!("/{skill}: something went wrong. Please try again later."),
     };
-    clip(&text, MAX_REPLY_CHARS)
+    clip_chars(&text, MAX_REPLY_CHARS)
 }
 
 fn stats(data: &Value, is_dm: bool) -> String {
@@ -184,14 +185,7 @@ fn num(value: &Value) -> u64 {
 /// One line of at most [`MAX_ITEM_CHARS`] characters.
 fn one_line(text: &str) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    clip(&flat, MAX_ITEM_CHARS)
-}
-
-fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    clip_chars(&flat, MAX_ITEM_CHARS)
 }
 
 #[cfg(test)]

@@ -302,52 +302,59 @@ fn find_ignore_ascii_case(text: &str, from: usize, word: &str) -> Option<usize> 
 /// Replaces the value after every occurrence of `marker` with `***`; `None` when `marker` does
 /// not occur. An opening quote (plain or JSON-escaped) before the value is kept.
 fn mask_values_after(text: &str, marker: &Marker) -> Option<String> {
-    let mut found = find_ignore_ascii_case(text, 0, marker.word)?;
+    let mut next = Some(find_ignore_ascii_case(text, 0, marker.word)?);
     let mut out = String::with_capacity(text.len());
     let mut pos = 0;
-    loop {
-        // The marker is ASCII, so `start` is a character boundary.
-        let mut start = found + marker.word.len();
-        if marker.separated {
-            let rest = &text[start..];
-            let gap = if rest.starts_with('=') {
-                1
-            } else {
-                rest.len() - rest.trim_start_matches([' ', '\t']).len()
-            };
-            if gap == 0 {
+    while let Some(found) = next {
+        // The marker is ASCII, so the byte after it is a character boundary.
+        let after = found + marker.word.len();
+        pos = match value_start(text, after, marker) {
+            Some(start) => {
                 out.push_str(&text[pos..start]);
-                pos = start;
-                match find_ignore_ascii_case(text, pos, marker.word) {
-                    Some(next) => {
-                        found = next;
-                        continue;
-                    }
-                    None => break,
+                let value_len = text[start..]
+                    .find(|c: char| !(marker.value_char)(c))
+                    .unwrap_or(text.len() - start);
+                if value_len > 0 {
+                    out.push_str(MASK);
                 }
+                start + value_len
             }
-            start += gap;
-        }
-        let rest = &text[start..];
-        start += ["\\\"", "\"", "'"]
-            .iter()
-            .find(|q| rest.starts_with(*q))
-            .map_or(0, |q| q.len());
-        out.push_str(&text[pos..start]);
-        let value_len = text[start..]
-            .find(|c: char| !(marker.value_char)(c))
-            .unwrap_or(text.len() - start);
-        if value_len > 0 {
-            out.push_str(MASK);
-        }
-        pos = start + value_len;
-        match find_ignore_ascii_case(text, pos, marker.word) {
-            Some(next) => found = next,
-            None => break,
-        }
+            None => {
+                out.push_str(&text[pos..after]);
+                after
+            }
+        };
+        next = find_ignore_ascii_case(text, pos, marker.word);
     }
     out.push_str(&text[pos..]);
     Some(out)
+}
+
+/// Where the value after a marker ending at byte `after` starts: past the separator a
+/// separated marker needs (`None` when there is none: `--token-file` is not a `--token`) and
+/// past an opening quote, plain or JSON-escaped.
+fn value_start(text: &str, after: usize, marker: &Marker) -> Option<usize> {
+    let mut start = after;
+    if marker.separated {
+        let rest = &text[start..];
+        let gap = if rest.starts_with('=') {
+            1
+        } else {
+            rest.len() - rest.trim_start_matches([' ', '\t']).len()
+        };
+        if gap == 0 {
+            return None;
+        }
+        start += gap;
+    }
+    let rest = &text[start..];
+    Some(
+        start
+            + ["\\\"", "\"", "'"]
+                .iter()
+                .find(|q| rest.starts_with(*q))
+                .map_or(0, |q| q.len()),
+    )
 }
 
 /// A `MakeWriter` for tracing-subscriber that redacts each event before writing it.

@@ -361,7 +361,7 @@ fn problems_of(error: &jsonschema::ValidationError<'_>) -> Vec<ParamProblem> {
             .collect(),
         _ => vec![ParamProblem {
             path: base,
-            problem: truncate(&error.to_string(), MAX_PROBLEM_CHARS),
+            problem: crate::text::clip_chars(&error.to_string(), MAX_PROBLEM_CHARS),
         }],
     }
 }
@@ -421,13 +421,6 @@ fn control_character_problems(value: &Value, path: &mut String, out: &mut Vec<Pa
 
 fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 /// Maps skill names to handlers and specs. Built once at startup, then shared read-only.

@@ -204,10 +204,7 @@ impl Audit {
 
     /// The requested name as logged: at most [`MAX_LOGGED_NAME`] characters.
     fn logged_name(&self) -> &str {
-        match self.requested.char_indices().nth(MAX_LOGGED_NAME) {
-            Some((end, _)) => &self.requested[..end],
-            None => &self.requested,
-        }
+        crate::text::prefix_chars(&self.requested, MAX_LOGGED_NAME)
     }
 
     fn emit(&self, status: StatusCode, code: &'static str) {
