@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use crate::config::{EnvSource, ProcessEnv};
+use crate::config::{DEFAULT_AGENT_USER, EnvSource, ProcessEnv};
 use crate::ops::checks::resolve_command;
 
 /// The OpenCode release air-friends is tested with (tests/opencode_e2e.rs; `.ci/run` reads it
@@ -114,6 +114,8 @@ pub struct Machine {
     pub opencode_on_path: Option<PathBuf>,
     /// The configuration file exists.
     pub config_exists: bool,
+    /// The default agent user ([`DEFAULT_AGENT_USER`]) exists: a root daemon's agents run as it.
+    pub agent_user_exists: bool,
 }
 
 /// Why setup stopped.
@@ -190,6 +192,10 @@ impl Machine {
             opencode_dir,
             opencode_on_path: on_path(OPENCODE_COMMAND),
             config_exists: options.config.exists(),
+            agent_user_exists: matches!(
+                nix::unistd::User::from_name(DEFAULT_AGENT_USER),
+                Ok(Some(_))
+            ),
         })
     }
 
@@ -249,6 +255,7 @@ impl Plan {
         let need_opencode = !machine.opencode_installed();
         plan.add_packages(machine, need_opencode)?;
         plan.add_opencode(machine, need_opencode);
+        plan.add_agent_user(machine);
         if machine.config_exists {
             plan.present
                 .push(format!("configuration: {} (kept)", config.display()));
@@ -301,6 +308,34 @@ impl Plan {
         install.extend(missing.iter().map(|p| p.to_string()));
         self.steps.push(Step::Run(install));
         Ok(())
+    }
+
+    /// As root, the unprivileged user a root daemon's agents run as (never host root; see
+    /// `docs/SECURITY.md`), unless it exists. An unprivileged daemon's agents run as itself.
+    fn add_agent_user(&mut self, machine: &Machine) {
+        if !machine.root {
+            return;
+        }
+        if machine.agent_user_exists {
+            self.present.push(format!(
+                "agent user (agents of a root daemon): {DEFAULT_AGENT_USER}"
+            ));
+            return;
+        }
+        self.steps.push(Step::Run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/nonexistent",
+                "--shell",
+                "/usr/sbin/nologin",
+                DEFAULT_AGENT_USER,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ));
     }
 
     /// npm for OpenCode unless the pinned version is in place; a note if another `opencode`
@@ -463,6 +498,7 @@ mod tests {
             opencode_version: None,
             opencode_on_path: None,
             config_exists: false,
+            agent_user_exists: true,
         }
     }
 
@@ -485,8 +521,31 @@ mod tests {
         );
         assert_eq!(
             plan.present,
-            ["bubblewrap (the agent sandbox): /usr/bin/bwrap"]
+            [
+                "bubblewrap (the agent sandbox): /usr/bin/bwrap",
+                "agent user (agents of a root daemon): air-friends-agent"
+            ]
         );
+    }
+
+    #[test]
+    fn as_root_the_agent_user_is_created_when_missing_and_never_otherwise() {
+        let mut m = machine(true, false);
+        m.agent_user_exists = false;
+        let plan = Plan::for_machine(&m, Path::new("c.yaml")).unwrap();
+        assert!(
+            runs(&plan).contains(
+                &"$ useradd --system --no-create-home --home-dir /nonexistent --shell \
+                  /usr/sbin/nologin air-friends-agent"
+                    .to_owned()
+            ),
+            "{:?}",
+            runs(&plan)
+        );
+        let mut unprivileged = machine(false, true);
+        unprivileged.agent_user_exists = false;
+        let plan = Plan::for_machine(&unprivileged, Path::new("c.yaml")).unwrap();
+        assert!(!runs(&plan).iter().any(|r| r.contains("useradd")));
     }
 
     #[test]

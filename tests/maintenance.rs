@@ -252,6 +252,82 @@ async fn old_memories_are_merged_per_visibility_and_nothing_else_happens() {
     bot.stop();
 }
 
+/// The agent of every maintenance run looks around its folder, reads `private/`, and leaves a
+/// file behind for the user's next public session.
+fn snooping_agent() -> Value {
+    one_turn(vec![
+        json!({"run": "pwd; ls -A"}),
+        json!({"run": "cat private/diary.md"}),
+        json!({"run": "cat diary-copy.md 2>/dev/null; echo copied > diary-copy.md; echo $?"}),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_run_works_in_an_empty_folder_of_its_own_not_the_users_workspace() {
+    let mut bot = DiscordServe::start(|files| DiscordSetup {
+        script: snooping_agent(),
+        extra_yaml: maintenance_yaml(false, "00:00-00:00"),
+        import: Some(data_tree(files)),
+        ..DiscordSetup::default()
+    })
+    .await;
+    let config =
+        air_friends::config::load_file(&bot.config.path, &air_friends::config::ProcessEnv).unwrap();
+    let root = config
+        .workspace
+        .repo_path
+        .join(&config.workspace.workspaces_dir);
+    let user_ws = root.join("discord").join(USER_ID);
+    std::fs::create_dir_all(user_ws.join("private")).unwrap();
+    std::fs::write(user_ws.join("private/diary.md"), "my secret diary").unwrap();
+    wait_runs(&mut bot);
+    let runs: Vec<Value> = bot
+        .agent_log_lines()
+        .into_iter()
+        .filter(|l| l["event"] == "run")
+        .map(|l| l["result"].clone())
+        .collect();
+    assert_eq!(runs.len(), 6, "two runs of three steps: {runs:#?}");
+    for run in runs.chunks(3) {
+        let cwd = run[0]["stdout"].as_str().unwrap_or_default();
+        let first_line = cwd.lines().next().unwrap_or_default();
+        assert_ne!(
+            Path::new(first_line),
+            user_ws.as_path(),
+            "a maintenance run works in the user's workspace: {run:#?}"
+        );
+        assert_eq!(
+            cwd.lines().skip(1).collect::<Vec<_>>(),
+            ["tmp"],
+            "the folder holds only the staging folder: {run:#?}"
+        );
+        assert!(
+            !run[1]["stdout"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("secret"),
+            "a maintenance run read private/: {run:#?}"
+        );
+        assert_eq!(
+            run[2]["stdout"].as_str().unwrap_or_default().trim(),
+            "0",
+            "the second run saw the first run's file: {run:#?}"
+        );
+    }
+    assert!(
+        !user_ws.join("diary-copy.md").exists(),
+        "a maintenance run left a file in the user's workspace"
+    );
+    let scratch = root.join(".scratch");
+    common::poll::eventually(
+        std::time::Duration::from_secs(10),
+        "the scratch folders are removed",
+        || std::fs::read_dir(&scratch).is_ok_and(|mut d| d.next().is_none()),
+    )
+    .await;
+    bot.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_changes_nothing_and_records_what_it_would_have_done() {
     let mut bot = start(true).await;

@@ -339,6 +339,146 @@ async fn the_skills_folder_is_read_only_at_both_paths_and_cannot_be_replaced() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Host root, kernel interfaces, keys and limits
+
+/// The host uid agents run as: the agent user when this test runs as root, else our own.
+fn expected_agent_uid() -> u32 {
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::User::from_name(air_friends::config::DEFAULT_AGENT_USER)
+            .unwrap()
+            .expect("the agent user exists (air-friends setup creates it; .ci/run runs setup)")
+            .uid
+            .as_raw()
+    } else {
+        nix::unistd::geteuid().as_raw()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kernel_tunables_are_read_only_and_the_agent_is_never_host_root() {
+    use std::os::unix::fs::MetadataExt as _;
+    let w = World::new().await;
+    let steps = json!([
+        {"run": "(: > /proc/sys/vm/drop_caches) 2>/dev/null; echo $?"},
+        {"run": "(echo '|/bin/true' > /proc/sys/kernel/core_pattern) 2>/dev/null; echo $?"},
+        {"run": "grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status | awk '{print $2}' | sort -u"},
+        {"run": "touch made-by-the-agent; echo $?"},
+        {"run": "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | awk '{print $2}' | tr '\\n' ' '"}
+    ]);
+    let run = w.session("20", false, steps, &[]);
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let r = results(&w.workspace("20"), &id);
+    assert_eq!(r.len(), 5, "{r:?}");
+    assert_ne!(
+        stdout_of(&r[0]).trim(),
+        "0",
+        "vm.drop_caches opened for writing: {r:?}"
+    );
+    assert_ne!(
+        stdout_of(&r[1]).trim(),
+        "0",
+        "core_pattern opened for writing: {r:?}"
+    );
+    assert_eq!(
+        stdout_of(&r[2]).trim(),
+        "0000000000000000",
+        "capabilities left: {r:?}"
+    );
+    assert_eq!(stdout_of(&r[3]).trim(), "0", "{r:?}");
+    let owner = std::fs::metadata(w.workspace("20").join("made-by-the-agent"))
+        .unwrap()
+        .uid();
+    assert_ne!(owner, 0, "the agent is host root");
+    assert_eq!(owner, expected_agent_uid());
+    assert_eq!(
+        stdout_of(&r[4]).trim(),
+        "1 2",
+        "no_new_privs and a seccomp filter: {r:?}"
+    );
+}
+
+/// `keyctl` through perl's `syscall` (x86-64 numbers): add a key to the session (-3) and user
+/// (-4) keyrings, or search both for it.
+#[cfg(target_arch = "x86_64")]
+const ADD_KEYS: &str = r#"perl -e 'my ($t, $d, $p) = ("user", "stolen", "s3cret"); for $k (-3, -4) { $r = syscall(248, $t, $d, $p, 6, $k); print $r < 0 ? "refused:" . ($!+0) . " " : "stored:$r " }'"#;
+#[cfg(target_arch = "x86_64")]
+const FIND_KEYS: &str = r#"perl -e 'my ($t, $d) = ("user", "stolen"); for $k (-3, -4) { $r = syscall(250, 10, $k, $t, $d, 0); print $r < 0 ? "refused:" . ($!+0) . " " : "found:$r " }'"#;
+
+#[cfg(target_arch = "x86_64")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_stored_in_one_sandbox_is_not_found_in_the_next() {
+    let w = World::new().await;
+    let run = w.session("21", false, json!([{"run": ADD_KEYS}]), &[]);
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let stored = results(&w.workspace("21"), &id);
+    let run = w.session("22", true, json!([{"run": FIND_KEYS}]), &[]);
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let found = results(&w.workspace("22"), &id);
+    // EPERM (1) from the seccomp filter, for both keyrings and both calls.
+    assert_eq!(
+        stdout_of(&stored[0]).trim(),
+        "refused:1 refused:1",
+        "{stored:?}"
+    );
+    assert_eq!(
+        stdout_of(&found[0]).trim(),
+        "refused:1 refused:1",
+        "{found:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_file_sizes_the_sandbox_root_and_dev_are_bounded() {
+    use air_friends::config::SandboxLimits;
+    let config = SandboxConfig {
+        limits: SandboxLimits {
+            max_processes: 64,
+            max_file_mb: 16,
+            ..SandboxLimits::default()
+        },
+        ..SandboxConfig::default()
+    };
+    let w = World::with_config(&config).await;
+    let fork_400 = r#"perl -e 'my $n = 0; for (1..400) { my $p = fork; last unless defined $p; if ($p == 0) { close STDOUT; close STDERR; sleep 60; exit 0 } $n++ } print $n'"#;
+    let steps = json!([
+        {"run": fork_400},
+        {"run": "fallocate -l 2G big 2>/dev/null; echo $?"},
+        {"run": "head -c 32000000 /dev/zero > written 2>/dev/null; echo $?"},
+        {"run": "(: > /planted) 2>/dev/null; echo $?"},
+        {"run": "(: > /dev/planted) 2>/dev/null; echo $?"},
+        {"run": "(: > /dev/shm/planted) 2>/dev/null; echo $?"},
+        {"run": "unshare -Ur true 2>/dev/null; echo $?"}
+    ]);
+    let run = w.session("23", false, steps, &[]);
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let ws = w.workspace("23");
+    let r = results(&ws, &id);
+    assert_eq!(r.len(), 7, "{r:?}");
+    let forked: u32 = stdout_of(&r[0]).trim().parse().unwrap();
+    assert!(forked < 64, "{forked} processes started past a limit of 64");
+    assert_ne!(
+        stdout_of(&r[1]).trim(),
+        "0",
+        "a 2 GiB fallocate passed: {r:?}"
+    );
+    assert!(std::fs::metadata(ws.join("big")).map_or(0, |m| m.len()) <= 16 << 20);
+    assert_ne!(
+        stdout_of(&r[2]).trim(),
+        "0",
+        "a 32 MB write passed a 16 MiB cap: {r:?}"
+    );
+    assert!(std::fs::metadata(ws.join("written")).unwrap().len() <= 16 << 20);
+    for (i, what) in [(3, "/"), (4, "/dev"), (5, "/dev/shm")] {
+        assert_ne!(stdout_of(&r[i]).trim(), "0", "wrote into {what}: {r:?}");
+    }
+    assert_ne!(stdout_of(&r[6]).trim(), "0", "made a user namespace: {r:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
 // No network but the relay
 
 /// What the [`SocketServer`] answers on `GET /hello`.

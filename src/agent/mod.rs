@@ -7,21 +7,28 @@
 //! * [`gate`] — the permission gate (auto-approved skill invocations only).
 //! * [`fs`] — `fs/*` requests confined to the workspace.
 //! * [`sandbox`] — the bubblewrap sandbox every agent runs in.
+//! * [`seccomp`] — the system-call filter `sandbox-init` loads before the agent starts.
 //! * [`relay`] — `air-friends sandbox-init`: inside a sandbox without network, relays loopback
 //!   TCP to the session's Unix socket while running the agent.
+//! * [`lockdown`] — what `sandbox-init` does to itself before the agent starts (never host
+//!   root, no capability, resource limits) and the probe's self-check.
 //! * [`shell`] — the whitelist shell lexer the gate reads commands with.
+//! * [`sys`] — the few system calls no safe wrapper covers (the only unsafe code).
 //! * [`session`] — the session flow, timeouts, retry prompt and outcome.
 
 pub mod activity;
 pub mod env;
 pub mod fs;
 pub mod gate;
+pub mod lockdown;
 pub mod process;
 pub mod relay;
 pub mod rpc;
 pub mod sandbox;
+pub mod seccomp;
 pub mod session;
 pub mod shell;
+pub mod sys;
 
 pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};

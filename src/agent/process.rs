@@ -226,20 +226,51 @@ fn stat_group_and_start(pid: i32) -> Option<(i32, u64)> {
     stat_fields(pid).map(|(_, pgrp, start)| (pgrp, start))
 }
 
-/// Every process descended from `root`, with its start time.
-fn descendants_of(root: i32) -> Vec<(i32, u64)> {
+/// Ends (SIGKILL) every process an agent started that still runs, and any orphaned to a
+/// wrapper: all descendants of the spawned program `root` but the chain `depth` levels down to
+/// the agent (3 in the sandbox: bubblewrap, its init, `sandbox-init`; 0 without). Called when
+/// a turn ends, so nothing of one turn acts in the next. Blocking (reads `/proc`): call off
+/// the async workers. Returns how many were ended.
+pub fn end_leftovers_of(root: u32, depth: usize, label: &str) -> usize {
+    let Ok(root) = i32::try_from(root) else {
+        return 0;
+    };
+    let mut ended = 0;
+    for (pid, started) in leftovers_in(&process_table(), root, depth) {
+        // Same pid *and* start time: a reused pid is never hit.
+        if stat_group_and_start(pid).is_some_and(|(_, now)| now == started)
+            && nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
+        {
+            ended += 1;
+        }
+    }
+    if ended > 0 {
+        tracing::info!(session_id = %label, ended, "ended processes the agent left running after its turn");
+    }
+    ended
+}
+
+/// Every process on the machine: (pid, parent pid, start time).
+fn process_table() -> Vec<(i32, i32, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let procs: Vec<(i32, i32, u64)> = dir
-        .flatten()
+    dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|pid| stat_fields(pid).map(|(ppid, _, start)| (pid, ppid, start)))
-        .collect();
+        .collect()
+}
+
+/// Every process descended from `root`, with its start time.
+fn descendants_of(root: i32) -> Vec<(i32, u64)> {
+    descendants_in(&process_table(), root)
+}
+
+fn descendants_in(procs: &[(i32, i32, u64)], root: i32) -> Vec<(i32, u64)> {
     let mut found = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
-        for &(pid, ppid, start) in &procs {
+        for &(pid, ppid, start) in procs {
             if ppid == parent && !found.iter().any(|(p, _)| *p == pid) {
                 found.push((pid, start));
                 frontier.push(pid);
@@ -247,6 +278,29 @@ fn descendants_of(root: i32) -> Vec<(i32, u64)> {
         }
     }
     found
+}
+
+/// The descendants of `root` that are not on the chain from `root` down `depth` levels, each
+/// level its parent's oldest child (the sandbox's wrappers, then the agent itself): what the
+/// agent started, and what was orphaned to a wrapper.
+fn leftovers_in(procs: &[(i32, i32, u64)], root: i32, depth: usize) -> Vec<(i32, u64)> {
+    let mut chain = vec![root];
+    for _ in 0..depth {
+        let parent = *chain.last().unwrap_or(&root);
+        let oldest = procs
+            .iter()
+            .filter(|(_, ppid, _)| *ppid == parent)
+            .min_by_key(|(pid, _, start)| (*start, *pid));
+        match oldest {
+            Some(&(pid, _, _)) => chain.push(pid),
+            None => break,
+        }
+    }
+    // The agent's own descendants are among them, whatever their depth.
+    descendants_in(procs, root)
+        .into_iter()
+        .filter(|(pid, _)| !chain.contains(pid))
+        .collect()
 }
 
 async fn wait_for(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
@@ -500,6 +554,29 @@ mod tests {
                 vec!["flood 2", "flood 3", "flood 4"],
             ]
         );
+    }
+
+    #[test]
+    fn leftovers_are_everything_but_the_wrappers_and_the_agent() {
+        // 10 bwrap → 11 init → 12 sandbox-init → 13 agent → 14 tool → 15 its child;
+        // 16 orphaned to init; 17 a second child of sandbox-init (younger than the agent).
+        let procs = [
+            (10, 1, 100),
+            (11, 10, 101),
+            (12, 11, 102),
+            (13, 12, 103),
+            (14, 13, 200),
+            (15, 14, 201),
+            (16, 11, 202),
+            (17, 12, 203),
+            (99, 1, 50),
+        ];
+        let mut left: Vec<i32> = leftovers_in(&procs, 10, 3).iter().map(|p| p.0).collect();
+        left.sort_unstable();
+        assert_eq!(left, [14, 15, 16, 17]);
+        let mut bare: Vec<i32> = leftovers_in(&procs, 13, 0).iter().map(|p| p.0).collect();
+        bare.sort_unstable();
+        assert_eq!(bare, [14, 15]);
     }
 
     #[tokio::test]

@@ -9,8 +9,15 @@
 //! `http://127.0.0.1:<port>`, so bubblewrap starts this command instead of the agent:
 //!
 //! ```text
-//! air-friends sandbox-init --relay 127.0.0.1:3001=/run/air-friends/api.sock [--relay ...] -- PROGRAM ARGS...
+//! air-friends sandbox-init [--as UID:GID] [--limit NAME=VALUE]... --relay 127.0.0.1:3001=/run/air-friends/api.sock [--relay ...] -- PROGRAM ARGS...
+//! air-friends sandbox-init [--as UID:GID] [--limit NAME=VALUE]... [--relay ...] --check MARKER
 //! ```
+//!
+//! Before anything else it locks itself down ([`super::lockdown`]): with `--as` (a root
+//! daemon) it becomes that host user for good in a user namespace of its own, and it sets every
+//! `--limit`; what it starts inherits both. With `--check MARKER` it runs no program: it
+//! prints what the sandbox looks like from inside as one JSON line on stdout
+//! ([`super::lockdown::CheckReport`]) and creates `MARKER`, for the daemon's start-up probe.
 //!
 //! It binds every listener first (loopback addresses only, so a mistaken flag can never open
 //! the relay beyond the sandbox's own loopback), then runs PROGRAM with its own stdin, stdout,
@@ -39,6 +46,8 @@ use tokio::process::Child;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinSet;
 
+use super::lockdown::{self, HostUser, Limit, LockdownError};
+
 /// How long an accept loop pauses after a failed `accept` (e.g. out of file descriptors), so a
 /// persistent failure does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -47,7 +56,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 const PREFIX: &str = "air-friends sandbox-init";
 
 /// The usage line, in parse errors.
-const USAGE: &str = "usage: air-friends sandbox-init [--relay ADDR=SOCKET]... -- PROGRAM [ARGS]...";
+const USAGE: &str = "usage: air-friends sandbox-init [--as UID:GID] [--limit NAME=VALUE]... \
+                     [--relay ADDR=SOCKET]... (-- PROGRAM [ARGS]... | --check MARKER)";
 
 /// One relay: a TCP listener inside the sandbox and the Unix socket it forwards to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,12 +71,28 @@ pub struct Relay {
 /// A parsed `sandbox-init` command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitCommand {
+    /// The host user to become (`--as`, a root daemon's agents).
+    pub user: Option<HostUser>,
+    /// The resource limits to set (`--limit`).
+    pub limits: Vec<Limit>,
     /// The relays, in command-line order.
     pub relays: Vec<Relay>,
-    /// The program to run.
-    pub program: OsString,
-    /// Its arguments.
-    pub args: Vec<OsString>,
+    /// The program to run, or `--check`.
+    pub run: Run,
+}
+
+/// What `sandbox-init` runs once locked down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Run {
+    /// A program and its arguments (the agent).
+    Program {
+        /// The program.
+        program: OsString,
+        /// Its arguments.
+        args: Vec<OsString>,
+    },
+    /// The self-check ([`super::lockdown::self_check`]), creating this marker file.
+    Check(PathBuf),
 }
 
 /// Why `sandbox-init` could not do its job (each is one line on stderr and exit code 1).
@@ -99,6 +125,17 @@ pub enum InitError {
     /// No `-- PROGRAM`.
     #[error("no program to run after `--` ({USAGE})")]
     NoProgram,
+    /// A `--as` or `--limit` value that does not parse.
+    #[error("{flag} {value:?} is not valid ({USAGE})")]
+    BadValue {
+        /// The flag.
+        flag: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// Locking down failed: the agent is not started half-confined.
+    #[error("{0}")]
+    Lockdown(#[from] LockdownError),
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -125,10 +162,16 @@ pub enum InitError {
     },
 }
 
-/// Parses the arguments after `sandbox-init`: any number of `--relay ADDR=SOCKET` (or
-/// `--relay=ADDR=SOCKET`), then `--`, then the program and its arguments (passed untouched).
+/// Parses the arguments after `sandbox-init`: at most one `--as UID:GID`, any number of
+/// `--limit NAME=VALUE` and `--relay ADDR=SOCKET` (each also as `--flag=value`), then either
+/// `--check MARKER` or `--`, the program and its arguments (passed untouched).
 pub fn parse_args(args: &[OsString]) -> Result<InitCommand, InitError> {
-    let mut relays = Vec::new();
+    let mut command = InitCommand {
+        user: None,
+        limits: Vec::new(),
+        relays: Vec::new(),
+        run: Run::Check(PathBuf::new()),
+    };
     let mut rest = args.iter();
     loop {
         let Some(arg) = rest.next() else {
@@ -138,27 +181,52 @@ pub fn parse_args(args: &[OsString]) -> Result<InitCommand, InitError> {
         if text == "--" {
             break;
         }
-        let spec = if text == "--relay" {
-            rest.next()
-                .ok_or(InitError::MissingRelayValue)?
-                .to_string_lossy()
-                .into_owned()
-        } else if let Some(value) = text.strip_prefix("--relay=") {
-            value.to_owned()
-        } else {
-            return Err(InitError::UnexpectedArgument(text.into_owned()));
+        let (flag, inline) = match text.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+            _ => (text.as_ref(), None),
         };
-        relays.push(parse_relay(&spec)?);
+        let mut value = |missing: InitError| match &inline {
+            Some(v) => Ok(v.clone()),
+            None => rest
+                .next()
+                .map(|v| v.to_string_lossy().into_owned())
+                .ok_or(missing),
+        };
+        let bad = |flag: &'static str, value: String| InitError::BadValue { flag, value };
+        match flag {
+            "--relay" => command
+                .relays
+                .push(parse_relay(&value(InitError::MissingRelayValue)?)?),
+            "--as" if command.user.is_none() => {
+                let v = value(bad("--as", String::new()))?;
+                command.user = Some(HostUser::parse(&v).ok_or_else(|| bad("--as", v))?);
+            }
+            "--limit" => {
+                let v = value(bad("--limit", String::new()))?;
+                command
+                    .limits
+                    .push(Limit::parse(&v).ok_or_else(|| bad("--limit", v))?);
+            }
+            "--check" => {
+                let marker = PathBuf::from(value(bad("--check", String::new()))?);
+                if !marker.is_absolute() || rest.next().is_some() {
+                    return Err(bad("--check", marker.display().to_string()));
+                }
+                command.run = Run::Check(marker);
+                return Ok(command);
+            }
+            _ => return Err(InitError::UnexpectedArgument(text.into_owned())),
+        }
     }
     let program = rest.next().ok_or(InitError::NoProgram)?.clone();
     if program.is_empty() {
         return Err(InitError::NoProgram);
     }
-    Ok(InitCommand {
-        relays,
+    command.run = Run::Program {
         program,
         args: rest.cloned().collect(),
-    })
+    };
+    Ok(command)
 }
 
 /// One `ADDR=SOCKET` value.
@@ -201,10 +269,15 @@ pub fn main_from_argv() -> ExitCode {
     }
 }
 
-/// `air-friends sandbox-init ARGS`: parses, runs on a current-thread runtime, and returns the
-/// program's exit status (1 with one line on stderr for this command's own errors).
+/// `air-friends sandbox-init ARGS`: parses, locks down (while still one thread), runs on a
+/// current-thread runtime, and returns the program's exit status (1 with one line on stderr
+/// for this command's own errors).
 pub fn main(args: &[OsString]) -> ExitCode {
     let result = parse_args(args).and_then(|command| {
+        lock_down(&command)?;
+        if let Run::Check(marker) = &command.run {
+            return check(marker);
+        }
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -223,8 +296,37 @@ pub fn main(args: &[OsString]) -> ExitCode {
     }
 }
 
+/// Becomes the agent user when asked (in a user namespace of its own), sets the limits, takes a
+/// new session keyring and loads the seccomp filter.
+fn lock_down(command: &InitCommand) -> Result<(), InitError> {
+    if let Some(user) = command.user {
+        lockdown::drop_to(user)?;
+        lockdown::own_user_namespace()?;
+    }
+    lockdown::apply_limits(&command.limits)?;
+    lockdown::seal()?;
+    Ok(())
+}
+
+/// `--check`: the report on stdout as one JSON line; exit status 0 when it could be made.
+fn check(marker: &Path) -> Result<ExitStatus, InitError> {
+    let report = lockdown::self_check(marker).map_err(|source| InitError::Os {
+        what: "cannot run the self-check",
+        source,
+    })?;
+    let line = serde_json::to_string(&report).map_err(|e| InitError::Os {
+        what: "cannot write the self-check report",
+        source: e.into(),
+    })?;
+    println!("{line}");
+    Ok(ExitStatus::from_raw(0))
+}
+
 /// Binds every relay, runs the program, relays until it exits, and returns its status.
 pub async fn run(command: InitCommand) -> Result<ExitStatus, InitError> {
+    let Run::Program { program, args } = &command.run else {
+        return Err(InitError::NoProgram);
+    };
     let mut listeners = Vec::with_capacity(command.relays.len());
     for relay in &command.relays {
         let listener = TcpListener::bind(relay.listen)
@@ -245,11 +347,11 @@ pub async fn run(command: InitCommand) -> Result<ExitStatus, InitError> {
     let mut term = handler(SignalKind::terminate())?;
     let mut int = handler(SignalKind::interrupt())?;
     let mut hup = handler(SignalKind::hangup())?;
-    let mut child = tokio::process::Command::new(&command.program)
-        .args(&command.args)
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
         .spawn()
         .map_err(|source| InitError::Spawn {
-            program: command.program.clone(),
+            program: program.clone(),
             source,
         })?;
     // Dropped (and so aborted) when the program has exited: the sandbox ends with it.
@@ -362,14 +464,54 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(cmd.program, OsString::from("/opt/agent"));
         assert_eq!(
-            cmd.args,
-            args(&["acp", "--relay", "--"]),
+            cmd.run,
+            Run::Program {
+                program: "/opt/agent".into(),
+                args: args(&["acp", "--relay", "--"]),
+            },
             "everything after the program is its own"
         );
         let bare = parse_args(&args(&["--", "/usr/bin/true"])).unwrap();
-        assert!(bare.relays.is_empty() && bare.args.is_empty());
+        assert!(bare.relays.is_empty() && bare.user.is_none() && bare.limits.is_empty());
+        assert_eq!(
+            bare.run,
+            Run::Program {
+                program: "/usr/bin/true".into(),
+                args: Vec::new(),
+            }
+        );
+    }
+
+    #[test]
+    fn the_host_user_limits_and_the_check_are_parsed() {
+        let cmd = parse_args(&args(&[
+            "--as",
+            "998:997",
+            "--limit=nproc=256",
+            "--limit",
+            "fsize=1024",
+            "--relay",
+            "127.0.0.1:3001=/s",
+            "--check",
+            "/ws/marker",
+        ]))
+        .unwrap();
+        assert_eq!(cmd.user, Some(HostUser { uid: 998, gid: 997 }));
+        assert_eq!(cmd.limits, [Limit::Processes(256), Limit::FileBytes(1024)]);
+        assert_eq!(cmd.run, Run::Check("/ws/marker".into()));
+        let cases: &[(&[&str], &str)] = &[
+            (&["--as", "0:0", "--", "p"], "--as \"0:0\" is not valid"),
+            (&["--as", "1:1", "--as", "2:2", "--", "p"], "unexpected"),
+            (&["--limit", "cpu=1", "--", "p"], "--limit \"cpu=1\""),
+            (&["--check", "marker"], "--check"),
+            (&["--check", "/m", "--", "p"], "--check"),
+            (&["--as"], "--as"),
+        ];
+        for (line, want) in cases {
+            let err = parse_args(&args(line)).unwrap_err();
+            assert!(err.to_string().contains(want), "{line:?}: {err}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
-use crate::agent::{Outcome, PromptImage, TurnSpec};
+use crate::agent::{LiveAgent, Outcome, PromptImage, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::Budget;
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
@@ -191,8 +191,12 @@ impl Interactions {
                 Err(outcome) => (outcome, None),
             };
             turn.finish().await;
+            let closed = match &live {
+                Some(live) => close_turn(live, &handle).await,
+                None => false,
+            };
             match (live, &self.warm) {
-                (Some(live), Some(pool)) if keeps_warm(&outcome) => pool.put(
+                (Some(live), Some(pool)) if keeps_warm(&outcome) && closed => pool.put(
                     ConversationKey::of(msg),
                     WarmAgent::new(live, resources, fingerprint, context_tokens, shown),
                 ),
@@ -224,6 +228,11 @@ impl Interactions {
     ) -> Option<&'static str> {
         let pool = self.warm.as_ref()?;
         let handle = agent.resources.registered.handle.clone();
+        // Asked to end while it waited (nothing of it may run on): a fresh agent answers.
+        if handle.termination_signal().is_requested() {
+            pool.retire(agent, "terminated");
+            return None;
+        }
         let termination = handle.begin_turn(Some(msg.message_id.clone()));
         let session_id = handle.id().as_str().to_owned();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
@@ -263,7 +272,9 @@ impl Interactions {
             pool.retire(agent, "failed");
             return None;
         }
-        if keeps_warm(&outcome) {
+        if !close_turn(&agent.live, &handle).await {
+            pool.retire(agent, "terminated");
+        } else if keeps_warm(&outcome) {
             pool.put(ConversationKey::of(msg), agent);
         } else {
             pool.retire(agent, "failed");
@@ -543,6 +554,15 @@ fn tree_fingerprint(dir: &std::path::Path) -> u64 {
     files.sort();
     files.hash(&mut h);
     h.finish()
+}
+
+/// Closes a turn whose agent may be kept: the session refuses calls until the next turn, and
+/// whatever the agent left running is ended. False when a termination was requested during
+/// the turn: that agent must not be kept.
+async fn close_turn(live: &LiveAgent, handle: &SessionHandle) -> bool {
+    let terminated = handle.end_turn();
+    live.end_turn().await;
+    !terminated
 }
 
 #[cfg(test)]

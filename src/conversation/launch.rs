@@ -88,13 +88,19 @@ impl Launcher {
     /// whatever was opened is released before returning.
     pub async fn open(&self, context: SessionContext) -> Result<SessionResources, LaunchError> {
         let (platform, user_id) = (context.origin.platform, context.origin.user_id.clone());
+        let needs_no_files = context.purpose.maintenance().is_some();
         let registered = self.sessions.register(context)?;
         let session_id = registered.session_id.as_str().to_owned();
-        let dirs = match self
-            .workspaces
-            .prepare(platform, &user_id, &session_id)
-            .await
-        {
+        // A maintenance run works on memories only: it gets an empty folder, never the user's
+        // workspace (whose `private/` a private run would otherwise see and copy out).
+        let dirs = if needs_no_files {
+            self.workspaces.prepare_scratch(&session_id).await
+        } else {
+            self.workspaces
+                .prepare(platform, &user_id, &session_id)
+                .await
+        };
+        let dirs = match dirs {
             Ok(dirs) => dirs,
             Err(e) => {
                 self.sessions.unregister(&registered.session_id);
@@ -138,7 +144,8 @@ impl Launcher {
     /// The agent for an opened session: its folders, socket, and environment (the session's
     /// identity and gateway route); the sandbox shows `private/` when the session is a DM.
     pub fn agent_spec(&self, resources: &SessionResources) -> AgentSpec {
-        let dm = resources.registered.handle.context().origin.is_dm;
+        // A scratch workspace has no `private/`; never more than a public session's view.
+        let dm = resources.registered.handle.context().origin.is_dm && !resources.dirs.scratch;
         let session_id = resources.registered.session_id.as_str().to_owned();
         let identity = SessionIdentity {
             session_id: session_id.clone(),

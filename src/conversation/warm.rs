@@ -44,7 +44,7 @@ const AGENT_RSS_BYTES: u64 = 600 * 1024 * 1024;
 const MAX_DEFAULT_PROCESSES: u64 = 32;
 
 /// Every reason an agent is retired (`air_friends_warm_retired_total{reason}`).
-pub const RETIRE_REASONS: [&str; 8] = [
+pub const RETIRE_REASONS: [&str; 9] = [
     "idle",
     "evicted",
     "max_turns",
@@ -52,6 +52,7 @@ pub const RETIRE_REASONS: [&str; 8] = [
     "changed",
     "died",
     "failed",
+    "terminated",
     "shutdown",
 ];
 

@@ -58,11 +58,17 @@ pub struct Workspaces {
 /// One session's folders.
 #[derive(Debug, Clone)]
 pub struct SessionDirs {
-    /// The user's workspace (agent cwd).
+    /// The user's workspace (agent cwd), or a scratch folder of the session's own.
     pub workspace: PathBuf,
     /// `{workspace}/tmp/{sessionId}` (payload files).
     pub staging: PathBuf,
+    /// `workspace` is a scratch folder, removed whole when the session ends.
+    pub scratch: bool,
 }
+
+/// The folder, under the workspaces root, holding maintenance runs' scratch workspaces (a
+/// name no platform user id can take: they never start with a dot).
+const SCRATCH_DIR: &str = ".scratch";
 
 impl Workspaces {
     /// Workspaces under `root` (= `repoPath/workspacesDir`), made absolute.
@@ -97,7 +103,34 @@ impl Workspaces {
         safe_part("session id", session_id)?;
         let workspace = self.path_for(platform, user_id)?;
         let staging = workspace.join("tmp").join(session_id);
-        let dirs = SessionDirs { workspace, staging };
+        let dirs = SessionDirs {
+            workspace,
+            staging,
+            scratch: false,
+        };
+        create_staging(dirs).await
+    }
+
+    /// An empty workspace of the session's own, with its staging folder: for sessions that
+    /// need no file of the user's (memory maintenance), so a hijacked one can neither read
+    /// `private/` nor leave a file a later session of the user would read. Removed whole by
+    /// [`cleanup`](Self::cleanup).
+    pub async fn prepare_scratch(&self, session_id: &str) -> Result<SessionDirs, WorkspaceError> {
+        safe_part("session id", session_id)?;
+        let workspace = self.root.join(SCRATCH_DIR).join(session_id);
+        let staging = workspace.join("tmp").join(session_id);
+        create_staging(SessionDirs {
+            workspace,
+            staging,
+            scratch: true,
+        })
+        .await
+    }
+}
+
+/// Creates `dirs.staging` (and the folders above it) off the async workers.
+async fn create_staging(dirs: SessionDirs) -> Result<SessionDirs, WorkspaceError> {
+    {
         let s = dirs.staging.clone();
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&s).map_err(|source| WorkspaceError::Io { path: s, source })
@@ -107,19 +140,26 @@ impl Workspaces {
             path: dirs.staging.clone(),
             source: std::io::Error::other(e),
         })??;
-        Ok(dirs)
     }
+    Ok(dirs)
+}
 
-    /// Removes the session's staging folder (errors are logged: nothing to do about them).
+impl Workspaces {
+    /// Removes the session's staging folder, or its whole scratch workspace (errors are
+    /// logged: nothing to do about them).
     pub async fn cleanup(&self, dirs: &SessionDirs) {
-        let s = dirs.staging.clone();
+        let s = if dirs.scratch {
+            dirs.workspace.clone()
+        } else {
+            dirs.staging.clone()
+        };
         let result = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&s) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         })
         .await;
         if let Ok(Err(e)) = result {
-            tracing::warn!(path = %dirs.staging.display(), error = %e, "could not remove staging folder");
+            tracing::warn!(path = %dirs.staging.display(), scratch = dirs.scratch, error = %e, "could not remove staging folder");
         }
     }
 }

@@ -47,6 +47,9 @@ struct TurnSlot {
     number: u64,
     context: Arc<SessionContext>,
     termination: TerminationSignal,
+    /// False between [`SessionHandle::end_turn`] and the next
+    /// [`begin_turn`](SessionHandle::begin_turn): a warm agent's session is then closed.
+    open: bool,
 }
 
 /// A shared handle to one registered session. Stays usable after the session is unregistered
@@ -78,6 +81,7 @@ impl SessionHandle {
                     number: 1,
                     context: Arc::new(context),
                     termination: TerminationSignal::default(),
+                    open: true,
                 }),
                 state: Mutex::new(SessionState::default()),
                 last_activity: Mutex::new(Instant::now()),
@@ -116,10 +120,28 @@ impl SessionHandle {
             turn.number += 1;
             turn.context = Arc::new(context);
             turn.termination = termination.clone();
+            turn.open = true;
         }
         *lock(&self.entry.state) = SessionState::default();
         self.mark_active();
         termination
+    }
+
+    /// Closes the current turn of a session whose agent is kept: until the next
+    /// [`begin_turn`](Self::begin_turn), the Skill API and the model gateway refuse its calls
+    /// ([`turn_is_open`](Self::turn_is_open)), so a process the agent left running delivers
+    /// nothing, spends nothing and uses none of the next turn's limits. Returns whether a
+    /// termination was requested during the turn (the agent must then not be kept).
+    pub fn end_turn(&self) -> bool {
+        let mut turn = lock(&self.entry.turn);
+        turn.open = false;
+        turn.termination.is_requested()
+    }
+
+    /// Whether a turn is open (always, but between [`end_turn`](Self::end_turn) and the next
+    /// [`begin_turn`](Self::begin_turn)).
+    pub fn turn_is_open(&self) -> bool {
+        lock(&self.entry.turn).open
     }
 
     /// Runs `f` with the session state locked. Keep `f` short and synchronous: the lock is a
@@ -245,6 +267,7 @@ impl SessionRegistry {
                     number: 1,
                     context: Arc::new(context),
                     termination: termination.clone(),
+                    open: true,
                 }),
                 state: Mutex::new(SessionState::default()),
                 last_activity: Mutex::new(Instant::now()),

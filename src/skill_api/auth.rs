@@ -160,6 +160,9 @@ impl FromRequest<SkillApiState> for AuthenticatedCall {
         if !session.token_matches(token.as_bytes()) {
             return Err(reject(SkillError::AuthFailed));
         }
+        if !session.turn_is_open() {
+            return Err(reject(SkillError::NoTurnOpen));
+        }
         session.mark_active();
         Ok(Self {
             session,

@@ -87,6 +87,10 @@ pub enum SkillError {
         /// Whether calling again may succeed.
         retryable: bool,
     },
+    /// 409: the session's agent is kept between turns and no turn is open: whatever calls now
+    /// (a process the agent left running) delivers nothing.
+    #[error("no turn is open for this session")]
+    NoTurnOpen,
     /// 503: the skill is disabled by configuration.
     #[error("skill {0:?} is disabled")]
     SkillDisabled(String),
@@ -139,6 +143,7 @@ impl SkillError {
             Self::QuotaExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "QUOTA_EXCEEDED"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED"),
             Self::PlatformError { .. } => (StatusCode::BAD_GATEWAY, "PLATFORM_ERROR"),
+            Self::NoTurnOpen => (StatusCode::CONFLICT, "NO_TURN_OPEN"),
             Self::SkillDisabled(_) => (StatusCode::SERVICE_UNAVAILABLE, "SKILL_DISABLED"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
         }
@@ -277,6 +282,10 @@ impl SkillError {
                     )
                 }
             }
+            Self::NoTurnOpen => "No turn is open for this session: the message it answered is \
+                 done, and nothing was delivered or saved. Work that runs on after a turn \
+                 (a background process) cannot act; finish within the turn."
+                .to_owned(),
             Self::SkillDisabled(name) => format!(
                 "The skill \"{name}\" is disabled by the operator's configuration. Do not retry \
              it; answer the user without it."

@@ -9,6 +9,7 @@ use super::{
     API_SOCKET_NAME, SANDBOX_API_PORT, SANDBOX_HOME, SANDBOX_PROXY_PORT, SANDBOX_SOCKET_DIR,
     SandboxError, SandboxSetup,
 };
+use crate::agent::lockdown::{HostUser, Limit};
 use crate::config::SandboxConfig;
 
 /// `/etc` entries bound read-only when they exist: TLS roots, name resolution, user and group
@@ -53,6 +54,10 @@ pub(super) struct Bwrap {
     /// `agent.sandbox.egressAllowHosts` is set: sandboxes without network also relay
     /// [`SANDBOX_PROXY_PORT`] to the session folder's `proxy.sock` (the daemon serves it).
     pub(super) egress: bool,
+    /// The host user agents become (`sandbox-init --as`) when the daemon runs as root.
+    pub(super) agent_user: Option<HostUser>,
+    /// `agent.sandbox.limits`, set by `sandbox-init` inside the sandbox.
+    pub(super) limits: Vec<Limit>,
 }
 
 impl Bwrap {
@@ -67,6 +72,7 @@ impl Bwrap {
         .ok_or_else(|| SandboxError::Missing {
             program: config.bwrap_path.display().to_string(),
         })?;
+        let agent_user = super::identity::agent_host_user(config)?;
         let protected: Vec<PathBuf> = setup
             .protected
             .iter()
@@ -74,7 +80,7 @@ impl Bwrap {
             .collect();
         let agent_program = setup.agent_program.map(canonical).transpose()?;
         let skills_dir = canonical(setup.skills_dir)?;
-        let mut base = system_args(config);
+        let mut base = system_args(config, agent_user.is_some());
         let air_friends_bin = canonical(setup.air_friends_bin)?;
         let runtime = runtime_paths(setup, agent_program.as_deref(), &air_friends_bin)?;
         bind_runtime(&mut base, &runtime, &protected)?;
@@ -86,16 +92,50 @@ impl Bwrap {
             skills_dir,
             air_friends_bin,
             egress: !config.egress_allow_hosts.is_empty(),
+            agent_user,
+            limits: super::identity::limits(config),
         })
     }
 
     /// The arguments that start `program args` for a session in `workspace` (canonical): the
-    /// shared ones, the session's mounts, no network with `api_socket_dir` (and the agent
-    /// under `sandbox-init`, relaying to that folder's sockets).
+    /// shared ones, the session's mounts, a read-only root, no network with `api_socket_dir`,
+    /// and the agent under `sandbox-init` (locking itself down, relaying to that folder's
+    /// sockets when there is one).
     pub(super) fn session_args(
         &self,
         program: &Path,
         args: &[String],
+        workspace: &Path,
+        dm: bool,
+        api_socket_dir: Option<&Path>,
+        staging: Option<&Path>,
+    ) -> Vec<OsString> {
+        let mut out = self.mount_args(workspace, dm, api_socket_dir, staging);
+        self.start_under_init(&mut out, api_socket_dir.is_some());
+        let agent = self.agent_program.as_deref().unwrap_or(program);
+        out.push(agent.as_os_str().to_os_string());
+        out.extend(args.iter().map(OsString::from));
+        out
+    }
+
+    /// The arguments of the start-up probe: a public session's sandbox in `workspace` with
+    /// `api_socket_dir`, running `sandbox-init --check marker` instead of an agent.
+    pub(super) fn probe_args(
+        &self,
+        workspace: &Path,
+        api_socket_dir: &Path,
+        marker: &Path,
+    ) -> Vec<OsString> {
+        let mut out = self.mount_args(workspace, false, Some(api_socket_dir), None);
+        out.extend(self.init_args());
+        self.relay_args(&mut out);
+        extend(&mut out, &["--check".as_ref(), marker.as_os_str()]);
+        out
+    }
+
+    /// bubblewrap's options for a session, up to and including `--chdir WORKSPACE --`.
+    fn mount_args(
+        &self,
         workspace: &Path,
         dm: bool,
         api_socket_dir: Option<&Path>,
@@ -118,16 +158,19 @@ impl Bwrap {
                 ],
             );
         }
+        open_mount_point_parents(&mut out);
+        // Last of the mounts: bubblewrap's own root (a tmpfs holding the mount points) becomes
+        // read-only, so nothing can be written there outside the capped /tmp.
         extend(
             &mut out,
-            &["--chdir".as_ref(), workspace.as_os_str(), "--".as_ref()],
+            &[
+                "--remount-ro".as_ref(),
+                "/".as_ref(),
+                "--chdir".as_ref(),
+                workspace.as_os_str(),
+                "--".as_ref(),
+            ],
         );
-        if api_socket_dir.is_some() {
-            self.start_under_relay(&mut out);
-        }
-        let agent = self.agent_program.as_deref().unwrap_or(program);
-        out.push(agent.as_os_str().to_os_string());
-        out.extend(args.iter().map(OsString::from));
         out
     }
 
@@ -159,18 +202,35 @@ impl Bwrap {
         }
     }
 
-    /// `sandbox-init` with its relays, ahead of the agent's command.
-    fn start_under_relay(&self, out: &mut Vec<OsString>) {
+    /// `sandbox-init` with the agent user, the limits and (with `relays`) its relays, ahead of
+    /// the agent's command and `--`.
+    fn start_under_init(&self, out: &mut Vec<OsString>, relays: bool) {
+        out.extend(self.init_args());
+        if relays {
+            self.relay_args(out);
+        }
+        out.push("--".into());
+    }
+
+    /// `air-friends sandbox-init [--as UID:GID] [--limit NAME=VALUE]...`.
+    fn init_args(&self) -> Vec<OsString> {
+        let mut out = vec![
+            self.air_friends_bin.clone().into_os_string(),
+            "sandbox-init".into(),
+        ];
+        if let Some(user) = self.agent_user {
+            out.extend(["--as".into(), user.to_arg().into()]);
+        }
+        for limit in &self.limits {
+            out.extend(["--limit".into(), limit.to_arg().into()]);
+        }
+        out
+    }
+
+    /// The relay to the session's `api.sock` (and to `proxy.sock` with egress).
+    fn relay_args(&self, out: &mut Vec<OsString>) {
         let relay = format!("127.0.0.1:{SANDBOX_API_PORT}={SANDBOX_SOCKET_DIR}/{API_SOCKET_NAME}");
-        extend(
-            out,
-            &[
-                self.air_friends_bin.as_os_str(),
-                "sandbox-init".as_ref(),
-                "--relay".as_ref(),
-                relay.as_ref(),
-            ],
-        );
+        extend(out, &["--relay".as_ref(), relay.as_ref()]);
         if self.egress {
             let proxy = format!(
                 "127.0.0.1:{SANDBOX_PROXY_PORT}={SANDBOX_SOCKET_DIR}/{}",
@@ -178,7 +238,54 @@ impl Bwrap {
             );
             extend(out, &["--relay".as_ref(), proxy.as_ref()]);
         }
-        out.push("--".into());
+    }
+}
+
+/// Makes every folder bubblewrap created on its own root to hold a bind traversable
+/// (`--chmod 0755`). bubblewrap makes such folders 0700, and a root daemon's agent runs as
+/// another user: `/etc/alternatives`, a workspace under `/tmp/tmp.x` or an agent installed
+/// under `/root` would be out of its reach. Only folders that are neither host folders nor
+/// inside one are changed; they hold nothing but mount points.
+fn open_mount_point_parents(out: &mut Vec<OsString>) {
+    // Host folders and links (never changed, nor anything inside them), mount points of
+    // bubblewrap's own (never changed themselves: /tmp keeps its 1777), and bound folders
+    // whose parents to open.
+    let (mut host, mut points, mut bound) = (Vec::new(), Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < out.len() {
+        let arg = out[i].to_string_lossy();
+        // A `-try` bind whose source is missing creates nothing (our sources are their
+        // destinations' host paths).
+        let source_exists = || out.get(i + 1).is_some_and(|s| Path::new(s).exists());
+        let (offset, list, opens_parents) = match arg.as_ref() {
+            "--bind" | "--ro-bind" => (2, &mut host, true),
+            "--bind-try" | "--ro-bind-try" => (2, &mut host, source_exists()),
+            "--dev-bind" | "--symlink" => (2, &mut host, false),
+            "--tmpfs" | "--proc" | "--dev" | "--dir" => (1, &mut points, false),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        if let Some(dest) = out.get(i + offset) {
+            let dest = PathBuf::from(dest);
+            if opens_parents {
+                bound.push(dest.clone());
+            }
+            list.push(dest);
+        }
+        i += offset + 1;
+    }
+    let mut parents: Vec<PathBuf> = bound
+        .iter()
+        .flat_map(|dest| dest.ancestors().skip(1).map(Path::to_path_buf))
+        .filter(|a| a.parent().is_some())
+        .filter(|a| !host.iter().any(|h| a.starts_with(h)) && !points.contains(a))
+        .collect();
+    parents.sort();
+    parents.dedup();
+    for parent in parents {
+        out.extend(["--chmod".into(), "0755".into(), parent.into_os_string()]);
     }
 }
 
@@ -192,8 +299,10 @@ fn bind_staging(out: &mut Vec<OsString>, workspace: &Path, staging: &Path) {
     extend(
         out,
         &[
+            // Sticky and open to all: the agent may run as a user other than bubblewrap's (a
+            // root daemon's), and nothing but this session's folder is in this tmpfs.
             "--perms".as_ref(),
-            "0700".as_ref(),
+            "1777".as_ref(),
             "--tmpfs".as_ref(),
             tmp.as_os_str(),
             "--bind".as_ref(),
@@ -203,10 +312,11 @@ fn bind_staging(out: &mut Vec<OsString>, workspace: &Path, staging: &Path) {
     );
 }
 
-/// The arguments every sandbox starts with: namespaces, no capabilities, `/usr` and its
-/// merged-`/usr` links, the `/etc` entries, `/proc`, `/dev` and the private `/tmp` with the
-/// agent's home.
-fn system_args(config: &SandboxConfig) -> Vec<OsString> {
+/// The arguments every sandbox starts with: namespaces, no capabilities (as root only those
+/// `sandbox-init` needs to become the agent user, which it drops with everything else), `/usr`
+/// and its merged-`/usr` links, the `/etc` entries, `/proc` with its kernel tunables read-only,
+/// a read-only `/dev` and the private `/tmp` with the agent's home.
+fn system_args(config: &SandboxConfig, switches_user: bool) -> Vec<OsString> {
     let mut base: Vec<OsString> = [
         "--die-with-parent",
         "--new-session",
@@ -216,13 +326,16 @@ fn system_args(config: &SandboxConfig) -> Vec<OsString> {
         "--unshare-cgroup-try",
         "--cap-drop",
         "ALL",
-        "--ro-bind",
-        "/usr",
-        "/usr",
     ]
     .iter()
     .map(OsString::from)
     .collect();
+    if switches_user {
+        for cap in ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"] {
+            base.extend(["--cap-add".into(), cap.into()]);
+        }
+    }
+    base.extend(["--ro-bind", "/usr", "/usr"].map(OsString::from));
     for top in USR_LINKS {
         match std::fs::symlink_metadata(top) {
             Ok(m) if m.file_type().is_symlink() => {
@@ -239,16 +352,39 @@ fn system_args(config: &SandboxConfig) -> Vec<OsString> {
     for entry in ETC_ENTRIES {
         base.extend(["--ro-bind-try".into(), (*entry).into(), (*entry).into()]);
     }
-    base.extend(["--proc", "/proc", "--dev", "/dev"].map(OsString::from));
+    // bubblewrap covers /proc/sys read-only only when access(W_OK) says it is writable, which
+    // the kernel denies for the sysctl root even to root, so it stays writable for a root
+    // sandbox (`core_pattern` runs a program as host root). Bound read-only here, always.
+    base.extend(
+        [
+            "--proc",
+            "/proc",
+            "--ro-bind",
+            "/proc/sys",
+            "/proc/sys",
+            "--ro-bind-try",
+            "/proc/sysrq-trigger",
+            "/proc/sysrq-trigger",
+            "--dev",
+            "/dev",
+            "--remount-ro",
+            "/dev",
+        ]
+        .map(OsString::from),
+    );
     // The private /tmp comes before the runtime binds, so a runtime path under /tmp stays
     // visible on top of it.
     let tmp_size = config.tmp_size_mb.saturating_mul(1024 * 1024).to_string();
     base.extend(
         [
+            "--perms",
+            "1777",
             "--size",
             &tmp_size,
             "--tmpfs",
             "/tmp",
+            "--perms",
+            "0777",
             "--dir",
             SANDBOX_HOME,
         ]

@@ -19,6 +19,13 @@
 //!   read-only tmpfs unless the session is a direct message;
 //! * not visible at all: the database, the configuration, `prompts/`, other workspaces and the
 //!   daemon's home; no capabilities (`--cap-drop ALL`), new IPC and UTS namespaces;
+//! * read-only even for root: `/proc/sys` and `/proc/sysrq-trigger` (bubblewrap leaves them
+//!   writable to a root sandbox), `/dev`, and bubblewrap's own root;
+//! * never host root, and locked down before the agent starts: every agent runs under
+//!   `air-friends sandbox-init` ([`super::lockdown`]), which — when the daemon runs as root —
+//!   becomes the dedicated agent user (`agent.sandbox.user`, [`identity`]) in a user namespace
+//!   of its own, sets `agent.sandbox.limits`, takes a new session keyring and loads the
+//!   seccomp filter ([`super::seccomp`]);
 //! * no network (`--unshare-net`: only the sandbox's own loopback) when the session has a Skill
 //!   API socket folder: it is bound read-only at [`SANDBOX_SOCKET_DIR`], and the agent is started
 //!   under `air-friends sandbox-init` ([`super::relay`]), which relays
@@ -34,20 +41,25 @@
 //! A bind of a folder that would expose a protected path (the data folder with the database
 //! and workspaces, the prompts) is refused when the sandbox is built, so a mistaken
 //! `readOnlyPaths` entry or an agent installed inside the data folder fails at start, not
-//! silently. The sandbox is fail-closed: [`Sandbox::probe`] runs a real sandboxed command at
-//! start-up and `serve`/`chat` refuse to start when it fails, with the reason and the fix.
+//! silently. The sandbox is fail-closed: [`Sandbox::probe`] runs `sandbox-init --check` in a
+//! real sandbox at start-up — `/proc/sys` not writable, no capability, the seccomp filter and
+//! the keyring refusal in force, not host root — and `serve`/`chat` refuse to start when any
+//! of it fails, with the reason and the fix.
 //!
 //! The bubblewrap command line itself is put together in `bwrap`.
 
 mod bwrap;
+mod identity;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::agent::lockdown::{CheckReport, HostUser};
 use crate::config::{SandboxConfig, SandboxMode};
 use bwrap::Bwrap;
+pub use identity::{agent_host_user, hand_over};
 
 /// The agent's home inside the sandbox (on the private `/tmp`).
 pub const SANDBOX_HOME: &str = "/tmp/home";
@@ -118,6 +130,30 @@ pub enum SandboxError {
         /// The protected path inside it.
         protected: PathBuf,
     },
+    /// The daemon runs as root and the agent user is missing or is root itself.
+    #[error(
+        "the daemon runs as root, so agents run as the unprivileged user {name:?} \
+         (agent.sandbox.user), which {problem}. Fix: run `air-friends setup` (it creates the \
+         user), or `useradd --system --no-create-home --shell /usr/sbin/nologin {name}`, or run \
+         the daemon as an unprivileged user"
+    )]
+    AgentUser {
+        /// The configured name.
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The sandbox starts, but a wall does not hold inside it.
+    #[error(
+        "the agent sandbox starts but does not hold: {detail}. Fix: use bubblewrap 0.5 or newer \
+         with seccomp (Debian's bubblewrap), run the daemon as an unprivileged user or as root \
+         with agent.sandbox.user set to an unprivileged user, and do not run it in a container \
+         that forbids user namespaces"
+    )]
+    Leaky {
+        /// What does not hold.
+        detail: String,
+    },
     /// A path the sandbox needs is missing or unreadable.
     #[error("the agent sandbox needs {path}: {source}")]
     Path {
@@ -184,6 +220,12 @@ impl Sandbox {
     /// True when agents run confined.
     pub fn is_enabled(&self) -> bool {
         self.bwrap.is_some()
+    }
+
+    /// The host user agents run as (a root daemon's), to whom the daemon hands what it makes
+    /// for them (see [`hand_over`]).
+    pub fn agent_user(&self) -> Option<HostUser> {
+        self.bwrap.as_ref().and_then(|b| b.agent_user)
     }
 
     /// `bwrap` or `none`, for logs and readiness.
@@ -276,20 +318,32 @@ impl Sandbox {
     /// Makes the mount points inside `workspace` real folders before a sandboxed start:
     /// `skills/` (covered by the read-only skills folder) and `private/`. A link or file left
     /// there (for example by an agent that ran without the sandbox) is removed first, so a mount
-    /// can never be redirected.
+    /// can never be redirected. With an [`agent_user`](Self::agent_user) the workspace,
+    /// `private/` and `tmp/` are handed to it (files already inside keep their owner).
     pub fn prepare_workspace(&self, workspace: &Path) -> std::io::Result<()> {
-        if self.bwrap.is_none() {
+        let Some(b) = &self.bwrap else {
             return Ok(());
-        }
+        };
         for name in ["skills", "private"] {
             ensure_real_dir(&workspace.join(name))?;
+        }
+        if let Some(user) = b.agent_user {
+            hand_over(workspace, user)?;
+            hand_over(&workspace.join("private"), user)?;
+            // `$TMPDIR` (the staging folders' parent), when the daemon made it.
+            let tmp = workspace.join("tmp");
+            if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {
+                hand_over(&tmp, user)?;
+            }
         }
         Ok(())
     }
 
-    /// Runs `true` inside a sandbox exactly like an agent's (a scratch workspace and socket
-    /// folder, so without network and under `sandbox-init` with its relay listening) and checks
-    /// that it exits 0. Ok at once without a sandbox.
+    /// Runs `sandbox-init --check` inside a sandbox exactly like an agent's (a scratch
+    /// workspace and socket folder, so without network, locked down, with its relay
+    /// listening) and checks what it reports: `/proc/sys` not writable, no capability (the
+    /// bounding set included), `no_new_privs`, the seccomp filter and the keyring calls
+    /// refused, and the file it made not owned by host root. Ok at once without a sandbox.
     pub async fn probe(&self) -> Result<(), SandboxError> {
         let Some(b) = &self.bwrap else {
             return Ok(());
@@ -311,56 +365,53 @@ impl Sandbox {
                 path: workspace.clone(),
                 source,
             })?;
-        let probe = Sandbox {
-            bwrap: Some(Arc::new(Bwrap {
-                program: b.program.clone(),
-                base: b.base.clone(),
-                agent_program: Some(PathBuf::from("/usr/bin/true")),
-                skills_dir: b.skills_dir.clone(),
-                air_friends_bin: b.air_friends_bin.clone(),
-                egress: b.egress,
-            })),
-        };
-        let wrapped = probe.wrap(
-            Path::new("/usr/bin/true"),
-            &[],
-            &workspace,
-            false,
-            Some(&sockets),
-            None,
-        );
-        let run = tokio::process::Command::new(&wrapped.program)
-            .args(&wrapped.args)
+        let marker = workspace.join(".sandbox-probe");
+        let broken = |detail: String| SandboxError::Broken { detail };
+        let run = tokio::process::Command::new(&b.program)
+            .args(b.probe_args(&workspace, &sockets, &marker))
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .output();
         let output = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
             Ok(Ok(output)) => output,
-            Ok(Err(e)) => {
-                return Err(SandboxError::Broken {
-                    detail: format!("cannot run {}: {e}", b.program.display()),
-                });
-            }
+            Ok(Err(e)) => return Err(broken(format!("cannot run {}: {e}", b.program.display()))),
             Err(_) => {
-                return Err(SandboxError::Broken {
-                    detail: format!("a sandboxed `true` did not finish within {PROBE_TIMEOUT:?}"),
-                });
+                return Err(broken(format!(
+                    "a sandboxed self-check did not finish within {PROBE_TIMEOUT:?}"
+                )));
             }
         };
-        if output.status.success() {
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(broken(format!(
+                "bubblewrap exited with {}: {}",
+                output.status,
+                stderr.trim().lines().last().unwrap_or("no message")
+            )));
+        }
+        let report: CheckReport = serde_json::from_slice(&output.stdout).map_err(|e| {
+            broken(format!(
+                "the sandboxed self-check printed no report ({e}): {}",
+                String::from_utf8_lossy(&output.stdout).trim()
+            ))
+        })?;
+        let mut failures = report.failures();
+        match std::fs::symlink_metadata(&marker) {
+            Ok(meta) if std::os::unix::fs::MetadataExt::uid(&meta) == 0 => {
+                failures.push("the agent runs as host root (uid 0)".to_owned());
+            }
+            Ok(_) => {}
+            Err(e) => failures.push(format!("the self-check's file is missing ({e})")),
+        }
+        if failures.is_empty() {
             Ok(())
         } else {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            Err(SandboxError::Broken {
-                detail: format!(
-                    "bubblewrap exited with {}: {}",
-                    output.status,
-                    stderr.trim().lines().last().unwrap_or("no message")
-                ),
+            Err(SandboxError::Leaky {
+                detail: failures.join("; "),
             })
         }
     }
@@ -429,6 +480,8 @@ mod tests {
                 skills_dir: "/opt/skills".into(),
                 air_friends_bin: "/opt/af/air-friends".into(),
                 egress: false,
+                agent_user: None,
+                limits: Vec::new(),
             })),
         };
         sandbox.prepare_workspace(ws).unwrap();
@@ -474,6 +527,8 @@ mod tests {
                 skills_dir: "/opt/skills".into(),
                 air_friends_bin: "/opt/af/air-friends".into(),
                 egress,
+                agent_user: None,
+                limits: vec![crate::agent::lockdown::Limit::Processes(64)],
             })),
         }
     }
@@ -509,7 +564,10 @@ mod tests {
             "{public}"
         );
         assert!(
-            public.ends_with("--chdir /ws/u1 -- /a/agent acp"),
+            public.ends_with(
+                "--remount-ro / --chdir /ws/u1 -- \
+                 /opt/af/air-friends sandbox-init --limit nproc=64 -- /a/agent acp"
+            ),
             "{public}"
         );
         assert!(!args(true).contains("private"));
@@ -526,7 +584,7 @@ mod tests {
         );
         assert!(
             confined.ends_with(
-                "--chdir /ws/u1 -- /opt/af/air-friends sandbox-init \
+                "--chdir /ws/u1 -- /opt/af/air-friends sandbox-init --limit nproc=64 \
                  --relay 127.0.0.1:3001=/run/air-friends/api.sock -- /a/agent acp"
             ),
             "{confined}"
@@ -534,10 +592,13 @@ mod tests {
         assert_eq!(sandbox_api_url(), "http://127.0.0.1:3001");
         let shared = line(None);
         assert!(!shared.contains("--unshare-net"), "{shared}");
-        assert!(!shared.contains("sandbox-init"), "{shared}");
+        assert!(!shared.contains("--relay"), "{shared}");
         assert!(
-            shared.ends_with("--chdir /ws/u1 -- /a/agent acp"),
-            "{shared}"
+            shared.ends_with(
+                "--chdir /ws/u1 -- /opt/af/air-friends sandbox-init --limit nproc=64 -- \
+                 /a/agent acp"
+            ),
+            "locked down even on the host's network: {shared}"
         );
     }
 
@@ -547,7 +608,7 @@ mod tests {
         let line = line_of(&test_sandbox(true), true, dir);
         assert!(
             line.ends_with(
-                "-- /opt/af/air-friends sandbox-init \
+                "-- /opt/af/air-friends sandbox-init --limit nproc=64 \
                  --relay 127.0.0.1:3001=/run/air-friends/api.sock \
                  --relay 127.0.0.1:3128=/run/air-friends/proxy.sock -- /a/agent acp"
             ),
@@ -558,7 +619,7 @@ mod tests {
             "no egress relay unless hosts are listed"
         );
         assert!(
-            !line_of(&test_sandbox(true), true, None).contains("sandbox-init"),
+            !line_of(&test_sandbox(true), true, None).contains("--relay"),
             "no relay at all on the host's network"
         );
 

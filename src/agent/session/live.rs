@@ -33,6 +33,8 @@ pub struct LiveAgent {
     /// `promptCapabilities.image` of the agent's `initialize` answer.
     pub(super) accepts_images: bool,
     pub(super) settings: RunnerSettings,
+    /// Processes between the spawned program and the agent (3 in the sandbox, 0 without).
+    pub(super) wrapper_depth: usize,
     /// The console's status: a turn is open from `start` (or the prompt) to its end.
     pub(super) turn_open: bool,
     pub(super) turns: u32,
@@ -88,6 +90,21 @@ impl LiveAgent {
         self.conn.activity.report(&sid, Activity::Ended);
         tracing::info!(session_id = %sid, outcome = outcome.label(), detail = ?outcome, turn = self.turns, "agent turn ended");
         outcome
+    }
+
+    /// Closes a turn of an agent that is kept: every process it started (or orphaned) that
+    /// still runs is ended, so nothing of this turn acts after it. Returns how many were.
+    pub async fn end_turn(&self) -> usize {
+        let Some(pid) = self.process.pid() else {
+            return 0;
+        };
+        let depth = self.wrapper_depth;
+        let label = self.conn.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::agent::process::end_leftovers_of(pid, depth, &label)
+        })
+        .await
+        .unwrap_or(0)
     }
 
     /// Stops the process (stdin EOF, then SIGTERM, then SIGKILL to its group, and whatever

@@ -105,6 +105,7 @@ impl AgentRunner {
                 acp_session,
                 accepts_images,
                 settings: self.settings.clone(),
+                wrapper_depth: if self.sandbox.is_enabled() { 3 } else { 0 },
                 turn_open: true,
                 turns: 0,
             }),
@@ -183,12 +184,16 @@ impl AgentRunner {
         let sandbox = self.sandbox.clone();
         let workspace = spec.workspace.clone();
         let env = spec.env.clone();
+        let socket_dir = spec.api_socket_dir.clone();
         tokio::task::spawn_blocking(move || {
             let canonical = workspace.canonicalize()?;
             sandbox.prepare_workspace(&canonical)?;
             let staging = staging_of(&env, &workspace)
                 .and_then(|s| Some(canonical.join(s.strip_prefix(&workspace).ok()?)))
                 .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()));
+            if let Some(user) = sandbox.agent_user() {
+                hand_over_session_paths(staging.as_deref(), socket_dir.as_deref(), user)?;
+            }
             Ok((canonical, staging))
         })
         .await
@@ -284,4 +289,28 @@ impl AgentRunner {
             }
         }
     }
+}
+
+/// Gives a root daemon's agent user what the sandbox binds for it beside its workspace: its
+/// staging folder, and its session's socket folder with the sockets in it (the relay inside
+/// connects as that user). Nothing else of the daemon's folders.
+fn hand_over_session_paths(
+    staging: Option<&Path>,
+    socket_dir: Option<&Path>,
+    user: crate::agent::lockdown::HostUser,
+) -> std::io::Result<()> {
+    use crate::agent::sandbox::{API_SOCKET_NAME, hand_over};
+    if let Some(staging) = staging {
+        hand_over(staging, user)?;
+    }
+    if let Some(dir) = socket_dir {
+        hand_over(dir, user)?;
+        for name in [API_SOCKET_NAME, crate::egress::PROXY_SOCKET_NAME] {
+            let socket = dir.join(name);
+            if socket.exists() {
+                hand_over(&socket, user)?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -379,6 +379,9 @@ impl SandboxMode {
     }
 }
 
+/// The host user a root daemon's agents run as, unless `agent.sandbox.user` names another.
+pub const DEFAULT_AGENT_USER: &str = "air-friends-agent";
+
 /// Agent sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -399,6 +402,39 @@ pub struct SandboxConfig {
     /// exactly as written: lowercase names, optional `:port` (443 when absent), no wildcards,
     /// no IP literals. Empty (the default): no egress at all.
     pub egress_allow_hosts: Vec<String>,
+    /// The host user agents run as when the daemon runs as root (never host root: the kernel's
+    /// sysctl checks look at the host uid). Created by `air-friends setup`; ignored when the
+    /// daemon is not root (agents then run as the daemon's own user).
+    pub user: String,
+    /// Resource limits of every agent's processes (`sandbox-init` sets them inside the
+    /// sandbox's user namespace).
+    pub limits: SandboxLimits,
+}
+
+/// `agent.sandbox.limits`. 0 turns a limit off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SandboxLimits {
+    /// Processes and threads in one sandbox (`RLIMIT_NPROC`, counted per sandbox).
+    pub max_processes: u64,
+    /// The largest file an agent may write or allocate, in MiB (`RLIMIT_FSIZE`).
+    pub max_file_mb: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub max_open_files: u64,
+    /// Heap and private writable mappings per process, in MiB (`RLIMIT_DATA`); off by default:
+    /// OpenCode's runtime reserves ~74 GB of address space it never touches.
+    pub max_memory_mb: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            max_processes: 256,
+            max_file_mb: 1024,
+            max_open_files: 4096,
+            max_memory_mb: 0,
+        }
+    }
 }
 
 impl Default for SandboxConfig {
@@ -410,6 +446,8 @@ impl Default for SandboxConfig {
             tmp_size_mb: 512,
             allowed_env_vars: Vec::new(),
             egress_allow_hosts: Vec::new(),
+            user: DEFAULT_AGENT_USER.to_owned(),
+            limits: SandboxLimits::default(),
         }
     }
 }
