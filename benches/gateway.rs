@@ -184,6 +184,8 @@ fn main() {
                 ("fake-llm".to_owned(), provider(&llm_root)),
                 ("paced".to_owned(), provider(&paced_base)),
             ]),
+            // No model is named: both are served because they are listed.
+            extra_providers: vec!["fake-llm".to_owned(), "paced".to_owned()],
             ..AgentConfig::default()
         };
         let env = |name: &str| (name == KEY_ENV).then(|| key.to_owned());

@@ -1,8 +1,13 @@
 //! The model gateway's route through its router (`oneshot`), against fake upstreams on
 //! loopback: the key swap, the caller checks, streaming without buffering, metering into the
-//! metrics and the store, upstream failures mapped for the operator, budgets.
+//! metrics and the store, upstream failures mapped for the operator, budgets; the allow-list
+//! (`gateway/allow_list.rs`) and usage that cannot be skipped (`gateway/usage.rs`).
 
+#[path = "gateway/allow_list.rs"]
+mod allow_list;
 mod common;
+#[path = "gateway/usage.rs"]
+mod usage;
 
 use air_friends::platform::Origin;
 use std::collections::BTreeMap;
@@ -16,17 +21,14 @@ use air_friends::platform::PlatformKind;
 use air_friends::session::{RegisteredSession, SessionContext, SessionRegistry};
 use air_friends::skill_api::auth::SocketSession;
 use air_friends::store::{LlmUsage, Store, WorkspaceKey};
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
 use axum::http::{HeaderMap, Request, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::response::Response;
 use chrono::Utc;
 use common::fake_llm::{FakeLlm, Step};
+use common::fake_provider::{FakeProvider, script};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, mpsc};
 use tower::ServiceExt;
 
 const REAL_KEY: &str = "sk-real-provider-key-0123456789";
@@ -74,6 +76,7 @@ async fn harness_with(
     settings: GatewaySettings,
 ) -> Harness {
     let agent = AgentConfig {
+        model: Some("fake/fake-model".into()),
         providers,
         budget,
         ..AgentConfig::default()
@@ -146,12 +149,47 @@ impl Harness {
             .unwrap()
     }
 
+    /// `POST chat/completions` streaming, authorized, asking the fake provider for `script`
+    /// (its `model`), without `stream_options`.
+    fn chat_as(&self, script: &str) -> Request<Body> {
+        self.json_to("fake", "chat/completions", &chat_body(script))
+    }
+
+    /// `POST` of `body` (JSON) to `provider`'s `rest`, authorized.
+    fn json_to(&self, provider: &str, rest: &str, body: &Value) -> Request<Body> {
+        let body = body.to_string();
+        self.request_to(provider, "POST", rest)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(Body::from(body))
+            .unwrap()
+    }
+
+    /// A request to `provider`'s `rest` with the session's token, to complete with a body.
+    fn request_to(&self, provider: &str, method: &str, rest: &str) -> axum::http::request::Builder {
+        Request::builder()
+            .method(method)
+            .uri(format!(
+                "/llm/{}/{provider}/{rest}",
+                self.session.session_id
+            ))
+            .header(header::AUTHORIZATION, format!("Bearer {}", self.token()))
+    }
+
     async fn send(&self, request: Request<Body>) -> Response {
         self.gateway.router().oneshot(request).await.unwrap()
     }
 
     fn metrics_text(&self) -> String {
         self.metrics.encode(Format::OpenMetrics).unwrap()
+    }
+
+    /// Fails unless every line is in the metrics.
+    fn assert_metrics(&self, lines: &[&str]) {
+        let text = self.metrics_text();
+        for line in lines {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
     }
 
     async fn usage_today(&self, user: Option<&str>) -> LlmUsage {
@@ -164,9 +202,26 @@ impl Harness {
     }
 }
 
+/// A streamed chat request's body asking the fake provider for `script`.
+fn chat_body(script: &str) -> Value {
+    json!({"model": script, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
+}
+
 async fn body_text(response: Response) -> String {
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The first chunk of `body`, within 10 s (the `gated` script sends it while it holds the
+/// second).
+async fn first_chunk(body: &mut Body) -> Bytes {
+    tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("the first chunk arrived while the upstream still holds the second")
+        .unwrap()
+        .unwrap()
+        .into_data()
+        .unwrap()
 }
 
 async fn error_code(response: Response) -> String {
@@ -349,86 +404,16 @@ async fn a_request_on_another_sessions_socket_is_refused() {
     body_text(response).await;
 }
 
-/// An upstream with scripted behaviours by path, recording the headers it received.
-#[derive(Clone, Default)]
-struct Scripted {
-    headers: Arc<Mutex<Vec<HeaderMap>>>,
-    /// `/v1/gated`: the second chunk waits for this.
-    gate: Arc<Notify>,
-}
-
-async fn scripted(
-    State(s): State<Scripted>,
-    Path(path): Path<String>,
-    headers: HeaderMap,
-) -> Response {
-    s.headers.lock().unwrap().push(headers);
-    let sse = [(header::CONTENT_TYPE, "text/event-stream")];
-    match path.as_str() {
-        "gated" => {
-            let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
-            let gate = s.gate.clone();
-            tokio::spawn(async move {
-                let first = "data: {\"model\":\"gated-model\",\"choices\":[{\"delta\":{\"content\":\"one\"}}]}\n\n";
-                tx.send(Ok(Bytes::from(first))).await.unwrap();
-                gate.notified().await;
-                let second = "data: {\"model\":\"gated-model\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n";
-                tx.send(Ok(Bytes::from(second))).await.unwrap();
-            });
-            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|item| (item, rx))
-            });
-            (sse, Body::from_stream(stream)).into_response()
-        }
-        "messages" => {
-            let body = concat!(
-                "event: message_start\n",
-                "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-fake\",\"usage\":{\"input_tokens\":21,\"output_tokens\":1}}}\n\n",
-                "event: message_delta\n",
-                "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":9}}\n\n",
-            );
-            (sse, body).into_response()
-        }
-        "silent" => {
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            StatusCode::OK.into_response()
-        }
-        code => {
-            let status = StatusCode::from_bytes(code.as_bytes()).unwrap();
-            let body =
-                json!({"error": {"message": format!("Incorrect API key provided: {REAL_KEY}")}});
-            (status, [("retry-after", "7")], axum::Json(body)).into_response()
-        }
-    }
-}
-
-async fn start_scripted() -> (String, Scripted) {
-    let state = Scripted::default();
-    let app = Router::new()
-        .route("/v1/{*path}", any(scripted))
-        .with_state(state.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), state)
-}
-
 #[tokio::test]
 async fn the_first_chunk_reaches_the_client_before_the_upstream_sends_the_second() {
-    let (base, upstream) = start_scripted().await;
-    let h = harness(&base).await;
-    let response = h.send(h.authorized_chat("gated")).await;
+    let upstream = FakeProvider::start(REAL_KEY).await;
+    let h = harness(&upstream.base_url).await;
+    let response = h.send(h.chat_as(script::GATED)).await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut body = response.into_body();
-    let first = tokio::time::timeout(Duration::from_secs(10), body.frame())
-        .await
-        .expect("the first chunk arrived while the upstream still holds the second")
-        .unwrap()
-        .unwrap()
-        .into_data()
-        .unwrap();
+    let first = first_chunk(&mut body).await;
     assert!(String::from_utf8_lossy(&first).contains("\"one\""));
-    upstream.gate.notify_one();
+    upstream.gate().notify_one();
     let rest = body.collect().await.unwrap().to_bytes();
     assert!(String::from_utf8_lossy(&rest).ends_with("data: [DONE]\n\n"));
     assert_eq!(
@@ -443,10 +428,14 @@ async fn the_first_chunk_reaches_the_client_before_the_upstream_sends_the_second
 
 #[tokio::test]
 async fn x_api_key_clients_get_the_providers_header_and_its_passed_headers() {
-    let (base, upstream) = start_scripted().await;
+    let upstream = FakeProvider::start(REAL_KEY).await;
     let providers = BTreeMap::from([(
         "fake".to_owned(),
-        provider(&base, AuthHeader::XApiKey, &["anthropic-version"]),
+        provider(
+            &upstream.base_url,
+            AuthHeader::XApiKey,
+            &["anthropic-version"],
+        ),
     )]);
     let h = harness_with(
         providers,
@@ -464,7 +453,7 @@ async fn x_api_key_clients_get_the_providers_header_and_its_passed_headers() {
     let response = h.send(request).await;
     assert_eq!(response.status(), StatusCode::OK);
     body_text(response).await;
-    let seen = upstream.headers.lock().unwrap().clone();
+    let seen: Vec<HeaderMap> = upstream.received().into_iter().map(|r| r.headers).collect();
     assert_eq!(seen[0]["x-api-key"], REAL_KEY);
     assert_eq!(seen[0]["anthropic-version"], "2023-06-01");
     assert!(seen[0].get("anthropic-beta").is_none());
@@ -533,7 +522,8 @@ impl Logs {
 #[tokio::test]
 async fn upstream_401_429_and_unreachable_are_mapped_for_the_operator() {
     let logs = Logs::global();
-    let (base, _upstream) = start_scripted().await;
+    let upstream = FakeProvider::start(REAL_KEY).await;
+    let base = upstream.base_url.clone();
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let closed_url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
@@ -544,14 +534,15 @@ async fn upstream_401_429_and_unreachable_are_mapped_for_the_operator() {
             provider(&closed_url, AuthHeader::Bearer, &[]),
         ),
     ]);
-    let h = harness_with(
+    let agent = AgentConfig {
+        model: Some("fake/fake-model".into()),
+        extra_providers: vec!["gone".into()],
         providers,
-        BudgetConfig::default(),
-        GatewaySettings::default(),
-    )
-    .await;
+        ..AgentConfig::default()
+    };
+    let h = harness_for(agent, GatewaySettings::default()).await;
 
-    let rejected = h.send(h.authorized_chat("401")).await;
+    let rejected = h.send(h.chat_as("401")).await;
     assert_eq!(
         rejected.status(),
         StatusCode::UNAUTHORIZED,
@@ -564,7 +555,7 @@ async fn upstream_401_429_and_unreachable_are_mapped_for_the_operator() {
         "the key echoed upstream is scrubbed"
     );
 
-    let limited = h.send(h.authorized_chat("429")).await;
+    let limited = h.send(h.chat_as("429")).await;
     assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(
         limited.headers()["retry-after"],
@@ -616,14 +607,14 @@ async fn upstream_401_429_and_unreachable_are_mapped_for_the_operator() {
 
 #[tokio::test]
 async fn a_silent_upstream_times_out_with_504() {
-    let (base, _upstream) = start_scripted().await;
-    let providers = fake_only(&base);
+    let upstream = FakeProvider::start(REAL_KEY).await;
+    let providers = fake_only(&upstream.base_url);
     let settings = GatewaySettings {
         read_timeout: Duration::from_millis(200),
         ..GatewaySettings::default()
     };
     let h = harness_with(providers, BudgetConfig::default(), settings).await;
-    let response = h.send(h.authorized_chat("silent")).await;
+    let response = h.send(h.chat_as(script::SILENT)).await;
     assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
     assert_eq!(error_code(response).await, "UPSTREAM_TIMEOUT");
     assert!(
@@ -644,12 +635,13 @@ async fn unknown_providers_escaping_paths_and_unset_keys_are_refused() {
         ),
         ("nokey".to_owned(), nokey),
     ]);
-    let h = harness_with(
+    let agent = AgentConfig {
+        model: Some("fake/fake-model".into()),
+        extra_providers: vec!["nokey".into()],
         providers,
-        BudgetConfig::default(),
-        GatewaySettings::default(),
-    )
-    .await;
+        ..AgentConfig::default()
+    };
+    let h = harness_for(agent, GatewaySettings::default()).await;
     let to = |provider: &str, rest: &str| {
         Request::builder()
             .method("POST")
@@ -695,7 +687,8 @@ async fn unknown_providers_escaping_paths_and_unset_keys_are_refused() {
 /// The attack: the operator chose another provider's model; a hijacked agent sends what it
 /// read through the route of a provider with anonymous access (OpenCode Zen's `public`), to a
 /// service nobody chose. Only when `agent.model` is that provider's does the anonymous key go
-/// out; otherwise the route answers like any provider without its key, and nothing leaves.
+/// out; otherwise the route is not served (404), and named in `agent.extraProviders` it
+/// answers like any provider without its key (503): nothing leaves.
 #[tokio::test]
 async fn anonymous_access_serves_only_the_chosen_models_provider() {
     let llm = fake_llm().await;
@@ -715,19 +708,26 @@ async fn anonymous_access_serves_only_the_chosen_models_provider() {
             .body(Body::from(CHAT_BODY))
             .unwrap()
     };
-    let agent = |model: &str| AgentConfig {
+    let agent = |model: &str, extra: &[&str]| AgentConfig {
         model: Some(model.into()),
+        extra_providers: extra.iter().map(|p| (*p).to_owned()).collect(),
         providers: BTreeMap::from([("anon".to_owned(), anonymous.clone())]),
         ..AgentConfig::default()
     };
 
-    let h = harness_for(agent("openrouter/x"), GatewaySettings::default()).await;
+    // Not the model's provider: not served at all.
+    let h = harness_for(agent("openrouter/x", &[]), GatewaySettings::default()).await;
+    let response = h.send(request(&h)).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert_eq!(error_code(response).await, "PROVIDER_NOT_SERVED");
+    // Served because the operator named it, it still gets no anonymous key.
+    let h = harness_for(agent("openrouter/x", &["anon"]), GatewaySettings::default()).await;
     let response = h.send(request(&h)).await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(error_code(response).await, "PROVIDER_KEY_NOT_SET");
     assert!(llm.request_headers().is_empty(), "a request left");
 
-    let h = harness_for(agent("anon/free-model"), GatewaySettings::default()).await;
+    let h = harness_for(agent("anon/free-model", &[]), GatewaySettings::default()).await;
     let response = h.send(request(&h)).await;
     assert_eq!(
         response.status(),

@@ -487,6 +487,38 @@ fn without_any_key_or_model_the_free_model_is_chosen_and_anything_else_wins() {
 }
 
 #[test]
+fn the_gateway_serves_the_named_models_providers_and_the_extra_ones_only() {
+    let configured = |yaml: &str| load_str(yaml, &no_env()).unwrap().agent;
+    let served = |yaml: &str| {
+        configured(yaml)
+            .served_providers()
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        served("agent: {}\n").is_empty(),
+        "no model named, nothing served"
+    );
+    assert_eq!(
+        served("agent:\n  model: openrouter/anthropic/claude-sonnet-4\n"),
+        ["openrouter"]
+    );
+    assert_eq!(
+        served(concat!(
+            "agent:\n  model: openrouter/x\n  extraProviders: [openai]\n  env:\n",
+            "    OPENCODE_CONFIG_CONTENT: '{\"model\": \"local/x\", \"small_model\": \"anthropic/y\"}'\n",
+            "  providers:\n    local: {baseUrl: \"http://127.0.0.1:11434/v1\", apiKeyEnv: \"\"}\n",
+        )),
+        ["anthropic", "local", "openai", "openrouter"]
+    );
+    let got = issues("agent:\n  extraProviders: [openai, nosuch]\n");
+    assert_eq!(
+        got,
+        ["agent.extraProviders.1: \"nosuch\" is not a provider of agent.providers"]
+    );
+}
+
+#[test]
 fn embeddings_need_an_endpoint_a_model_and_a_length() {
     let got = issues("memory:\n  embeddings:\n    timeoutMs: 0\n");
     for key in [

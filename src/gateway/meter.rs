@@ -1,10 +1,15 @@
 //! The response tap: a stream wrapper that hands every chunk on the moment it arrives and lets
 //! the [`UsageParser`] look at it on the way, then, when the response ends (completely, broken,
-//! or dropped because the client went away), counts what it read exactly once.
+//! or dropped because the client went away), charges it exactly once: the usage it reported,
+//! and for a model call an estimate of what it did not report ([`super::estimate`]) — so an
+//! answer without usage, or one the agent hung up on before its usage arrived, still counts
+//! against the budgets.
 //!
-//! Counting: `llm_tokens_total` and `llm_requests_total`/`llm_request_duration_seconds` at once;
-//! the per-user row (`Store::add_llm_usage`) in a task on the gateway's tracker, because a
-//! `Drop` cannot await. [`Gateway::drain`](super::Gateway::drain) waits for those writes.
+//! Counting: `llm_tokens_total` (reported), `llm_estimated_tokens_total` (estimated) and
+//! `llm_requests_total`/`llm_request_duration_seconds` at once; the session's tally and the
+//! per-user row (`Store::add_llm_usage`, reported plus estimated) in a task on the gateway's
+//! tracker, because a `Drop` cannot await. [`Gateway::drain`](super::Gateway::drain) waits for
+//! those writes.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -15,8 +20,10 @@ use futures_util::Stream;
 use tokio::time::Instant;
 
 use super::Gateway;
+use super::estimate::Charge;
 use super::metrics::Outcome;
-use super::usage::{Usage, UsageParser};
+use super::request_body::SentBytes;
+use super::usage::{Reading, UsageParser};
 use crate::session::SessionHandle;
 use crate::store::WorkspaceKey;
 
@@ -32,8 +39,10 @@ pub(crate) struct Recording {
     /// Whose usage this is; `None` when the session's user makes no valid workspace key.
     pub(crate) workspace: Option<WorkspaceKey>,
     pub(crate) started: Instant,
-    /// A `POST` (a model call) is expected to report usage; other methods are not.
-    pub(crate) expects_usage: bool,
+    /// A model call is charged, by estimate when it reports no usage; other endpoints are not.
+    pub(crate) model_call: bool,
+    /// The request body's bytes that went upstream (the input estimate).
+    pub(crate) sent: SentBytes,
 }
 
 /// How the stream ended.
@@ -94,11 +103,19 @@ impl Drop for Metered {
 }
 
 impl Recording {
-    fn count(self, usage: Usage, end: End) {
+    fn count(self, reading: Reading, end: End) {
         let inner = &self.gateway.inner;
+        let usage = &reading.usage;
+        // Outside a model call nothing is estimated: no bytes sent, no answer tokens.
+        let (sent, answer) = if self.model_call {
+            (self.sent.get(), reading.answer_tokens)
+        } else {
+            (0, 0)
+        };
+        let charge = Charge::of(usage, sent, answer, matches!(end, End::Complete));
         let outcome = match end {
-            End::Complete if usage.is_metered() || !self.expects_usage => Outcome::Ok,
-            End::Complete => Outcome::Unmetered,
+            End::Complete if charge.is_estimated() => Outcome::Estimated,
+            End::Complete => Outcome::Ok,
             End::Broken => Outcome::StreamError,
             End::Dropped => Outcome::Aborted,
         };
@@ -106,38 +123,26 @@ impl Recording {
         inner
             .metrics
             .record_request(&self.provider, outcome, elapsed);
-        let input = usage.input_tokens.unwrap_or(0);
-        let output = usage.output_tokens.unwrap_or(0);
         let model = usage.model.as_deref();
-        match outcome {
-            Outcome::Unmetered => tracing::warn!(
-                provider = %self.provider,
-                session_id = %self.session_id,
-                "model response reported no token usage: not metered, not counted against budgets"
-            ),
-            Outcome::StreamError => tracing::warn!(
-                provider = %self.provider,
-                session_id = %self.session_id,
-                cause = "stream broke",
-                "model response ended early"
-            ),
-            _ => tracing::debug!(
-                provider = %self.provider,
-                session_id = %self.session_id,
-                model = model.unwrap_or(""),
-                input_tokens = input,
-                output_tokens = output,
-                outcome = outcome.as_str(),
-                elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-                "model response finished"
-            ),
+        self.log(&charge, outcome, model, elapsed);
+        if usage.is_metered() {
+            let reported = charge.reported;
+            inner
+                .metrics
+                .record_tokens(model, reported.input, reported.output);
         }
-        if !usage.is_metered() {
+        if charge.is_estimated() {
+            let estimated = charge.estimated;
+            inner
+                .metrics
+                .record_estimated_tokens(model, estimated.input, estimated.output);
+        }
+        if !usage.is_metered() && !charge.is_estimated() {
             return;
         }
-        inner.metrics.record_tokens(model, input, output);
+        let total = charge.total();
         self.session.with_state(|s| {
-            s.model_tokens = s.model_tokens.saturating_add(input.saturating_add(output));
+            s.model_tokens = s.model_tokens.saturating_add(total.total());
         });
         let Some(workspace) = self.workspace else {
             return;
@@ -146,7 +151,10 @@ impl Recording {
         let day = Utc::now().date_naive();
         let session_id = self.session_id;
         inner.tasks.spawn(async move {
-            if let Err(error) = store.add_llm_usage(&workspace, day, input, output).await {
+            if let Err(error) = store
+                .add_llm_usage(&workspace, day, total.input, total.output)
+                .await
+            {
                 tracing::warn!(
                     %workspace,
                     session_id = %session_id,
@@ -155,5 +163,44 @@ impl Recording {
                 );
             }
         });
+    }
+
+    /// One line per finished response: a warning when it broke or was charged an estimate.
+    fn log(
+        &self,
+        charge: &Charge,
+        outcome: Outcome,
+        model: Option<&str>,
+        elapsed: std::time::Duration,
+    ) {
+        if outcome == Outcome::StreamError {
+            tracing::warn!(
+                provider = %self.provider,
+                session_id = %self.session_id,
+                cause = "stream broke",
+                "model response ended early"
+            );
+        }
+        if charge.is_estimated() {
+            tracing::warn!(
+                provider = %self.provider,
+                session_id = %self.session_id,
+                outcome = outcome.as_str(),
+                estimated_input_tokens = charge.estimated.input,
+                estimated_output_tokens = charge.estimated.output,
+                "model response reported no (or not all) token usage: charged an estimate"
+            );
+        } else if outcome != Outcome::StreamError {
+            tracing::debug!(
+                provider = %self.provider,
+                session_id = %self.session_id,
+                model = model.unwrap_or(""),
+                input_tokens = charge.reported.input,
+                output_tokens = charge.reported.output,
+                outcome = outcome.as_str(),
+                elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+                "model response finished"
+            );
+        }
     }
 }

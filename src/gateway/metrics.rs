@@ -1,5 +1,6 @@
-//! Prometheus families of the model gateway: tokens by model, requests by provider and outcome,
-//! request duration by provider, budget refusals.
+//! Prometheus families of the model gateway: tokens by model (reported by the upstream, and
+//! estimated for answers that reported none), requests by provider and outcome, request
+//! duration by provider, budget refusals.
 //!
 //! Registered once through [`Metrics::register`](crate::observability::Metrics::register) like
 //! every component's. Label values are bounded: providers are configured ids, outcomes and
@@ -39,8 +40,9 @@ pub const UNKNOWN_PROVIDER_LABEL: &str = "unknown";
 pub enum Outcome {
     /// A 2xx (or 1xx/3xx) response delivered in full, with usage read from it.
     Ok,
-    /// A 2xx response to a `POST` delivered in full that reported no usage: not metered.
-    Unmetered,
+    /// A 2xx answer to a model call delivered in full that reported no usage: charged an
+    /// estimate (`llm_estimated_tokens_total`).
+    Estimated,
     /// The upstream answered 401 or 403: the configured key was rejected.
     KeyRejected,
     /// The upstream answered 429.
@@ -67,7 +69,7 @@ impl Outcome {
     /// Every outcome, in declaration order.
     pub const ALL: [Outcome; 12] = [
         Outcome::Ok,
-        Outcome::Unmetered,
+        Outcome::Estimated,
         Outcome::KeyRejected,
         Outcome::RateLimited,
         Outcome::UpstreamError,
@@ -84,7 +86,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
-            Outcome::Unmetered => "unmetered",
+            Outcome::Estimated => "estimated",
             Outcome::KeyRejected => "key_rejected",
             Outcome::RateLimited => "rate_limited",
             Outcome::UpstreamError => "upstream_error",
@@ -127,6 +129,7 @@ type HistogramFamily = Family<ProviderLabels, Histogram, fn() -> Histogram>;
 #[derive(Clone, Debug)]
 pub struct GatewayMetrics {
     tokens: Family<TokenLabels, Counter>,
+    estimated_tokens: Family<TokenLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     duration: HistogramFamily,
     budget_refusals: Family<LimitLabels, Counter>,
@@ -140,10 +143,12 @@ fn duration_histogram() -> Histogram {
 
 impl GatewayMetrics {
     /// Creates the families and registers them as `llm_tokens_total{model,kind}`,
-    /// `llm_requests_total{provider,outcome}`, `llm_request_duration_seconds{provider}` and
-    /// `llm_budget_refusals_total{limit}` (all prefixed `air_friends_` by the shared registry).
+    /// `llm_estimated_tokens_total{model,kind}`, `llm_requests_total{provider,outcome}`,
+    /// `llm_request_duration_seconds{provider}` and `llm_budget_refusals_total{limit}` (all
+    /// prefixed `air_friends_` by the shared registry).
     pub fn new(registry: &mut Registry) -> Self {
         let tokens = Family::<TokenLabels, Counter>::default();
+        let estimated_tokens = Family::<TokenLabels, Counter>::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
         let budget_refusals = Family::<LimitLabels, Counter>::default();
@@ -156,8 +161,13 @@ impl GatewayMetrics {
         }));
         registry.register(
             "llm_tokens",
-            "Model tokens metered by the gateway, by model and kind (input|output)",
+            "Model tokens the upstream reported, by model and kind (input|output)",
             tokens.clone(),
+        );
+        registry.register(
+            "llm_estimated_tokens",
+            "Model tokens charged by estimate for answers that reported no usage (or were cut short), by model and kind (input|output)",
+            estimated_tokens.clone(),
         );
         registry.register(
             "llm_requests",
@@ -176,6 +186,7 @@ impl GatewayMetrics {
         );
         Self {
             tokens,
+            estimated_tokens,
             requests,
             duration,
             budget_refusals,
@@ -196,11 +207,26 @@ impl GatewayMetrics {
         self
     }
 
-    /// Counts one request's metered tokens.
+    /// Counts the tokens one answer reported.
     pub fn record_tokens(&self, model: Option<&str>, input: u64, output: u64) {
+        self.count_tokens(&self.tokens, model, input, output);
+    }
+
+    /// Counts the tokens one answer was charged by estimate (beyond what it reported).
+    pub fn record_estimated_tokens(&self, model: Option<&str>, input: u64, output: u64) {
+        self.count_tokens(&self.estimated_tokens, model, input, output);
+    }
+
+    fn count_tokens(
+        &self,
+        family: &Family<TokenLabels, Counter>,
+        model: Option<&str>,
+        input: u64,
+        output: u64,
+    ) {
         let model = self.model_label(model);
         for (kind, n) in [("input", input), ("output", output)] {
-            self.tokens
+            family
                 .get_or_create(&TokenLabels {
                     model: model.clone(),
                     kind,
@@ -263,6 +289,7 @@ mod tests {
         let mut registry = Registry::with_prefix("air_friends");
         let metrics = GatewayMetrics::new(&mut registry);
         metrics.record_tokens(Some("m1"), 10, 5);
+        metrics.record_estimated_tokens(Some("m1"), 7, 3);
         metrics.record_request(
             "openrouter",
             Outcome::RateLimited,
@@ -273,6 +300,8 @@ mod tests {
         for line in [
             r#"air_friends_llm_tokens_total{model="m1",kind="input"} 10"#,
             r#"air_friends_llm_tokens_total{model="m1",kind="output"} 5"#,
+            r#"air_friends_llm_estimated_tokens_total{model="m1",kind="input"} 7"#,
+            r#"air_friends_llm_estimated_tokens_total{model="m1",kind="output"} 3"#,
             r#"air_friends_llm_requests_total{provider="openrouter",outcome="rate_limited"} 1"#,
             r#"air_friends_llm_request_duration_seconds_count{provider="openrouter"} 1"#,
             r#"air_friends_llm_budget_refusals_total{limit="user"} 1"#,
@@ -312,7 +341,7 @@ mod tests {
             // Fails to compile when a variant is added: list it in `Outcome::ALL` too.
             match outcome {
                 Outcome::Ok
-                | Outcome::Unmetered
+                | Outcome::Estimated
                 | Outcome::KeyRejected
                 | Outcome::RateLimited
                 | Outcome::UpstreamError

@@ -4,16 +4,23 @@
 //! OpenCode is configured (by the agent environment, `agent::env`) with a `baseURL` of
 //! `…/llm/<session id>/<provider>` on the Skill API listener or the session's socket and the
 //! session's caller token as its API key. [`Gateway::router`] serves
-//! `ANY /llm/{session_id}/{provider}/{*rest}`, forwarding to `{baseUrl}/{rest}?{query}` of the
-//! provider's `agent.providers` entry with the real key (see [`proxy`] for the checks, in
-//! order, and what is forwarded).
+//! `ANY /llm/{session_id}/{provider}/{*rest}`, forwarding the chat endpoints ([`endpoints`]) of
+//! the providers the operator chose (`AgentConfig::served_providers`) to `{baseUrl}/{rest}` of
+//! the provider's `agent.providers` entry with the real key (see [`proxy`] for the checks, in
+//! order, and what is forwarded). It is no open proxy to the provider's API: anything else is
+//! 404 before a key is attached.
 //!
-//! * [`providers`] — the provider table resolved once at start (URLs, keys read into `Secret`s).
-//! * [`proxy`] — the route: authentication, forwarding, upstream failures mapped for the
-//!   operator, [`GatewayError`] and its single mapping to HTTP.
-//! * `meter` — the response tap: usage read as the bytes pass, then counted in metrics and in
+//! * [`providers`] — the provider table resolved once at start (URLs, keys read into `Secret`s,
+//!   which are served).
+//! * [`endpoints`] — the allow-list of methods and paths.
+//! * [`proxy`] — the route: authentication, the allow-list, forwarding, upstream failures
+//!   mapped for the operator, [`GatewayError`] and its single mapping to HTTP.
+//! * `request_body` — the body on its way up: a chat-completions body is given
+//!   `stream_options.include_usage`, so its stream reports usage.
+//! * `meter` — the response tap: usage read as the bytes pass, then charged in metrics and in
 //!   the store's per-user table when the response ends.
 //! * [`usage`] — the incremental SSE/JSON usage parser.
+//! * [`estimate`] — what an answer that reports no usage is charged.
 //! * [`budget`] — daily token budgets ([`Budget::check`]), before a session and per request.
 //! * [`observer`] — classified provider failures for a caller that tells its user the fix
 //!   (the chat console).
@@ -23,11 +30,14 @@
 //! Nothing here logs a key, a caller token or any request or response body.
 
 pub mod budget;
+pub mod endpoints;
+pub mod estimate;
 mod meter;
 pub mod metrics;
 pub mod observer;
 pub mod providers;
 pub mod proxy;
+mod request_body;
 pub mod usage;
 
 use std::sync::{Arc, OnceLock};
@@ -38,11 +48,12 @@ use axum::routing::any;
 use tokio_util::task::TaskTracker;
 
 pub use budget::{Budget, BudgetExceeded, BudgetLimit};
+pub use endpoints::Endpoint;
 pub use metrics::{GatewayMetrics, Outcome};
 pub use observer::{ProblemKind, ProviderFailure, ProviderObserver};
 pub use providers::ProviderError;
 pub use proxy::GatewayError;
-pub use usage::{BodyKind, Usage, UsageParser};
+pub use usage::{BodyKind, Reading, Usage, UsageParser};
 
 use crate::config::{AgentConfig, EnvSource};
 use crate::session::SessionRegistry;
@@ -118,9 +129,10 @@ impl std::fmt::Debug for Gateway {
 }
 
 impl Gateway {
-    /// Builds the gateway from `agent.providers` and `agent.budget`, reading every provider key
-    /// from `env` now (the daemon passes its process environment). `sessions` is the Skill
-    /// API's registry: a request must name a live session and present its caller token.
+    /// Builds the gateway from `agent.providers` (serving those of
+    /// `AgentConfig::served_providers`) and `agent.budget`, reading every provider key from
+    /// `env` now (the daemon passes its process environment). `sessions` is the Skill API's
+    /// registry: a request must name a live session and present its caller token.
     pub fn new(
         agent: &AgentConfig,
         env: &impl EnvSource,
@@ -129,7 +141,13 @@ impl Gateway {
         metrics: GatewayMetrics,
         settings: GatewaySettings,
     ) -> Result<Self, GatewayBuildError> {
-        let providers = Providers::resolve(&agent.providers, agent.model.as_deref(), env)?;
+        let served = agent.served_providers();
+        let providers = Providers::resolve(&agent.providers, agent.model.as_deref(), &served, env)?;
+        if !providers.any_served() {
+            tracing::warn!(
+                "the model gateway serves no provider: name the model in agent.model, or list providers in agent.extraProviders"
+            );
+        }
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .read_timeout(settings.read_timeout)

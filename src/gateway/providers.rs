@@ -4,9 +4,11 @@
 //! Reading keys once means a key set or changed later takes a restart, and the key never has
 //! to be looked up (or copied around) per request. A provider whose key variable is unset stays
 //! listed: its requests answer 503 and the log says which variable to set, unless it has an
-//! anonymous key (OpenCode Zen's `public`), which is sent instead.
+//! anonymous key (OpenCode Zen's `public`), which is sent instead. A provider the operator did
+//! not choose (`AgentConfig::served_providers`) stays listed too, marked not served: its
+//! requests answer 404.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::http::HeaderName;
 use reqwest::Url;
@@ -60,6 +62,8 @@ pub(crate) struct Provider {
     pub(crate) keyless: bool,
     /// Whether `key` is the provider's anonymous key (`anonymousKey`, `key_env` unset).
     pub(crate) anonymous: bool,
+    /// Whether the agent may use it (`AgentConfig::served_providers`).
+    pub(crate) served: bool,
     pub(crate) key_header: KeyHeader,
     /// Client headers forwarded besides `content-type` and `accept`.
     pub(crate) pass_headers: Vec<HeaderName>,
@@ -70,13 +74,15 @@ pub(crate) struct Provider {
 pub(crate) struct Providers(BTreeMap<String, Provider>);
 
 impl Providers {
-    /// Resolves `config`, reading every key from `env` now. A provider's anonymous key is used
-    /// only when `model` (`agent.model`, the keyless default included) is one of its models:
-    /// otherwise a hijacked agent could send what it read to a third party the operator never
-    /// chose, through a provider that needs no key.
+    /// Resolves `config`, reading every key from `env` now; the providers in `served` are the
+    /// ones the agent may use. A provider's anonymous key is used only when `model`
+    /// (`agent.model`, the keyless default included) is one of its models: otherwise a
+    /// hijacked agent could send what it read to a third party the operator never chose,
+    /// through a provider that needs no key.
     pub(crate) fn resolve(
         config: &BTreeMap<String, ProviderConfig>,
         model: Option<&str>,
+        served: &BTreeSet<String>,
         env: &impl EnvSource,
     ) -> Result<Self, ProviderError> {
         let chosen = model
@@ -134,6 +140,7 @@ impl Providers {
                     key,
                     keyless,
                     anonymous,
+                    served: served.contains(id),
                     key_header,
                     pass_headers,
                 },
@@ -145,13 +152,19 @@ impl Providers {
     pub(crate) fn get(&self, id: &str) -> Option<&Provider> {
         self.0.get(id)
     }
+
+    /// Whether the agent may use at least one of them.
+    pub(crate) fn any_served(&self) -> bool {
+        self.0.values().any(|p| p.served)
+    }
 }
 
 impl Provider {
-    /// The upstream URL for `rest` (the raw, still percent-encoded path after the provider id)
-    /// and `query`. `None` when `rest` holds a dot segment, a backslash or an encoded slash, any
-    /// of which could climb out of the base path, or when the result leaves the base.
-    pub(crate) fn upstream_url(&self, rest: &str, query: Option<&str>) -> Option<Url> {
+    /// The upstream URL for `rest` (the raw, still percent-encoded path after the provider id),
+    /// without a query (the allowed endpoints take none). `None` when `rest` holds a dot
+    /// segment, a backslash or an encoded slash, any of which could climb out of the base path,
+    /// or when the result leaves the base.
+    pub(crate) fn upstream_url(&self, rest: &str) -> Option<Url> {
         let bad_segment = rest.split('/').any(|segment| {
             let lower = segment.to_ascii_lowercase();
             let decoded_dots = lower.replace("%2e", ".");
@@ -169,7 +182,7 @@ impl Provider {
         }
         let mut url = self.base_url.clone();
         url.set_path(&format!("{}/{}", self.base_path, rest));
-        url.set_query(query);
+        url.set_query(None);
         let inside = url.origin() == self.base_url.origin()
             && url.path().starts_with(&format!("{}/", self.base_path));
         inside.then_some(url)
@@ -192,7 +205,8 @@ mod tests {
             },
         )]);
         let env = |name: &str| (name == "P_KEY").then(|| " sk-real \n".to_owned());
-        let mut providers = Providers::resolve(&config, None, &env).expect("resolves");
+        let mut providers =
+            Providers::resolve(&config, None, &BTreeSet::new(), &env).expect("resolves");
         providers.0.remove("p").expect("p")
     }
 
@@ -208,14 +222,16 @@ mod tests {
         let config = ProviderConfig::builtins();
         let none = |_: &str| None::<String>;
         let zen_model = Some("opencode/big-pickle");
-        let providers = Providers::resolve(&config, zen_model, &none).expect("resolves");
+        let providers =
+            Providers::resolve(&config, zen_model, &BTreeSet::new(), &none).expect("resolves");
         let zen = providers.get("opencode").expect("built in");
         assert_eq!(zen.key.as_ref().map(Secret::expose), Some("public"));
         assert!(zen.anonymous && !zen.keyless);
         let openrouter = providers.get("openrouter").expect("built in");
         assert!(openrouter.key.is_none(), "no anonymous access elsewhere");
         let set = |name: &str| (name == "OPENCODE_API_KEY").then(|| "sk-zen".to_owned());
-        let providers = Providers::resolve(&config, zen_model, &set).expect("resolves");
+        let providers =
+            Providers::resolve(&config, zen_model, &BTreeSet::new(), &set).expect("resolves");
         let zen = providers.get("opencode").expect("built in");
         assert_eq!(zen.key.as_ref().map(Secret::expose), Some("sk-zen"));
         assert!(!zen.anonymous);
@@ -230,26 +246,25 @@ mod tests {
         let config = ProviderConfig::builtins();
         let none = |_: &str| None::<String>;
         for model in [Some("openrouter/anthropic/claude-sonnet-4"), None] {
-            let providers = Providers::resolve(&config, model, &none).expect("resolves");
+            let providers =
+                Providers::resolve(&config, model, &BTreeSet::new(), &none).expect("resolves");
             let zen = providers.get("opencode").expect("built in");
             assert!(zen.key.is_none() && !zen.anonymous, "{model:?}");
         }
     }
 
     #[test]
-    fn paths_are_joined_under_the_base_with_the_query() {
+    fn paths_are_joined_under_the_base() {
         for base in ["https://api.example/v1", "https://api.example/v1/"] {
             let p = provider(base);
             assert_eq!(
-                p.upstream_url("chat/completions", Some("a=1&b=%20"))
-                    .unwrap()
-                    .as_str(),
-                "https://api.example/v1/chat/completions?a=1&b=%20"
+                p.upstream_url("chat/completions").unwrap().as_str(),
+                "https://api.example/v1/chat/completions"
             );
         }
         let root = provider("http://127.0.0.1:9/");
         assert_eq!(
-            root.upstream_url("v1/models", None).unwrap().as_str(),
+            root.upstream_url("v1/models").unwrap().as_str(),
             "http://127.0.0.1:9/v1/models"
         );
     }
@@ -269,10 +284,10 @@ mod tests {
             "a%5Cb",
             "a\\..\\b",
         ] {
-            assert!(p.upstream_url(rest, None).is_none(), "{rest:?} accepted");
+            assert!(p.upstream_url(rest).is_none(), "{rest:?} accepted");
         }
         assert!(
-            p.upstream_url("models/gpt-4o%3Alatest", None).is_some(),
+            p.upstream_url("models/gpt-4o%3Alatest").is_some(),
             "other escapes are fine"
         );
     }

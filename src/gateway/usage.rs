@@ -13,8 +13,13 @@
 //!   tokens, which Anthropic reports apart), `message_delta.usage.output_tokens` (cumulative), and
 //!   `usage: {input_tokens, output_tokens}` of a JSON message.
 //! * The `model` field (top level, or of Anthropic's `message` / a Responses-API `response`).
+//!
+//! It also estimates the answer text as it passes ([`super::estimate`]), for an answer that
+//! ends without reporting usage.
 
 use serde::Deserialize;
+
+use super::estimate::AnswerText;
 
 /// Longest SSE line kept; a longer line is skipped (and the event it belongs to dropped).
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -39,6 +44,15 @@ impl Usage {
     pub fn is_metered(&self) -> bool {
         self.input_tokens.is_some() || self.output_tokens.is_some()
     }
+}
+
+/// What a whole body showed: the usage it reported and the estimate of its answer text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The usage it reported.
+    pub usage: Usage,
+    /// Its answer text, in estimated tokens ([`super::estimate`]).
+    pub answer_tokens: u64,
 }
 
 /// How the response body is framed, from its `Content-Type`.
@@ -86,6 +100,7 @@ pub struct UsageParser {
     /// The current event has at least one `data` line (an empty one counts).
     has_data: bool,
     usage: Usage,
+    answer: AnswerText,
 }
 
 impl UsageParser {
@@ -100,14 +115,16 @@ impl UsageParser {
             data_overflow: false,
             has_data: false,
             usage: Usage::default(),
+            answer: AnswerText::default(),
         }
     }
 
     /// Feeds the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
         match self.kind {
-            BodyKind::Other => {}
+            BodyKind::Other => self.answer.add_body_bytes(chunk.len()),
             BodyKind::Json => {
+                self.answer.add_body_bytes(chunk.len());
                 if self.data_overflow {
                     return;
                 }
@@ -122,9 +139,9 @@ impl UsageParser {
         }
     }
 
-    /// The usage reported by the whole body (call when it has ended, or was cut short: a final
-    /// event without its terminating blank line still counts).
-    pub fn finish(mut self) -> Usage {
+    /// What the whole body showed (call when it has ended, or was cut short: a final event
+    /// without its terminating blank line still counts).
+    pub fn finish(mut self) -> Reading {
         match self.kind {
             BodyKind::Other => {}
             BodyKind::Json => {
@@ -140,7 +157,10 @@ impl UsageParser {
                 self.dispatch_event();
             }
         }
-        self.usage
+        Reading {
+            usage: self.usage,
+            answer_tokens: self.answer.finish(),
+        }
     }
 
     fn feed_sse(&mut self, mut rest: &[u8]) {
@@ -220,6 +240,9 @@ impl UsageParser {
         let usable = self.has_data && !self.data_overflow;
         self.has_data = false;
         self.data_overflow = false;
+        if usable {
+            self.answer.add_event(&data);
+        }
         // Most chunks carry neither usage nor (once known) a model: skip parsing those.
         if usable
             && (contains(&data, b"\"usage\"")
@@ -318,7 +341,7 @@ mod tests {
         for c in chunks {
             p.feed(c);
         }
-        p.finish()
+        p.finish().usage
     }
 
     fn expected(model: &str, input: u64, output: u64) -> Usage {
@@ -418,7 +441,7 @@ mod tests {
         }
         p.feed(b"\"}\n\n");
         p.feed(b"data: {\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}\n\n");
-        let got = p.finish();
+        let got = p.finish().usage;
         assert_eq!((got.input_tokens, got.output_tokens), (Some(5), Some(6)));
     }
 
@@ -450,9 +473,23 @@ mod tests {
     }
 
     #[test]
-    fn bodies_of_other_types_are_not_read() {
-        let got = parse_chunks(BodyKind::Other, &[OPENAI_STREAM.as_bytes()]);
-        assert_eq!(got, Usage::default());
+    fn bodies_of_other_types_are_not_read_but_estimated_by_their_size() {
+        let mut p = UsageParser::new(BodyKind::Other);
+        p.feed(OPENAI_STREAM.as_bytes());
+        let got = p.finish();
+        assert_eq!(got.usage, Usage::default());
+        assert_eq!(got.answer_tokens, OPENAI_STREAM.len().div_ceil(4) as u64);
+    }
+
+    #[test]
+    fn the_answer_text_of_a_stream_is_estimated_as_it_passes() {
+        let mut p = UsageParser::new(BodyKind::EventStream);
+        for byte in ANTHROPIC_STREAM.as_bytes().chunks(7) {
+            p.feed(byte);
+        }
+        let got = p.finish();
+        assert_eq!(got.usage, expected("claude-x", 30, 15));
+        assert_eq!(got.answer_tokens, 2, "Hello: five characters");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Shared helpers for integration tests that run the real `air-friends` binary: [`Daemon`]
 //! (`serve` with its JSON log), [`TestConfig`], `chat` with typed input; the fakes
-//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`); the `serve` harnesses
+//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`, `fake_provider`); the `serve` harnesses
 //! (`serve_discord`, `serve_misskey`, sharing `serve`); waiting for a condition (`poll`).
 #![allow(dead_code)]
 
@@ -8,6 +8,7 @@ pub mod fake_discord;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_misskey;
+pub mod fake_provider;
 pub mod opencode;
 pub mod poll;
 pub mod serve;

@@ -1,7 +1,7 @@
 //! The `agent` section: the ACP agent command and its limits, warm agents, model providers,
 //! daily token budgets and the sandbox the agent process runs in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -50,6 +50,10 @@ pub struct AgentConfig {
     /// Entries are merged over the built-in ones ([`ProviderConfig::builtins`]), key by key.
     #[serde(deserialize_with = "deserialize_providers")]
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// Providers (ids of `providers`) the gateway serves besides those of the models the
+    /// operator names ([`AgentConfig::served_providers`]); every other provider's route
+    /// answers 404, so a hijacked agent cannot spend a key the daemon holds for something else.
+    pub extra_providers: Vec<String>,
     /// Daily token budgets enforced by the gateway.
     pub budget: BudgetConfig,
     /// Agents kept alive between the turns of a conversation.
@@ -119,6 +123,7 @@ impl Default for AgentConfig {
             env: BTreeMap::new(),
             sandbox: SandboxConfig::default(),
             providers: ProviderConfig::builtins(),
+            extra_providers: Vec::new(),
             budget: BudgetConfig::default(),
             warm: WarmConfig::default(),
         }
@@ -159,9 +164,7 @@ impl AgentConfig {
             return None;
         }
         let operator_model = self
-            .env
-            .get("OPENCODE_CONFIG_CONTENT")
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
+            .operator_opencode_config()
             .is_some_and(|config| config.get("model").is_some());
         let some_provider_usable = self.providers.values().any(|p| {
             p.api_key_env.is_empty()
@@ -174,6 +177,32 @@ impl AgentConfig {
             .get(KEYLESS_DEFAULT_MODEL.split('/').next().unwrap_or_default())
             .is_some_and(|p| p.anonymous_key.is_some());
         (!operator_model && !some_provider_usable && anonymous).then_some(KEYLESS_DEFAULT_MODEL)
+    }
+
+    /// The providers the model gateway serves: the provider of `model` and of the `model` and
+    /// `small_model` the operator's own OpenCode configuration (`env.OPENCODE_CONFIG_CONTENT`)
+    /// names, and `extraProviders`. Only the operator chooses them; nothing the agent sends
+    /// adds one. Empty when no model is named anywhere.
+    pub fn served_providers(&self) -> BTreeSet<String> {
+        let inline = self.operator_opencode_config();
+        let inline_models = ["model", "small_model"]
+            .into_iter()
+            .filter_map(|key| inline.as_ref()?.get(key)?.as_str().map(str::to_owned));
+        self.model
+            .iter()
+            .cloned()
+            .chain(inline_models)
+            .filter_map(|model| Some(model.split_once('/')?.0.to_owned()))
+            .chain(self.extra_providers.iter().cloned())
+            .collect()
+    }
+
+    /// The operator's inline OpenCode configuration (`env.OPENCODE_CONFIG_CONTENT`), when it is
+    /// JSON.
+    fn operator_opencode_config(&self) -> Option<serde_json::Value> {
+        self.env
+            .get("OPENCODE_CONFIG_CONTENT")
+            .and_then(|text| serde_json::from_str(text).ok())
     }
 }
 

@@ -145,8 +145,17 @@ impl Config {
 
     /// `agent.providers`: ids usable as one URL path segment, upstream URLs that keep the key
     /// on TLS (plain `http` only to loopback or without a key), header names the gateway can
-    /// send without clobbering its own framing or auth.
+    /// send without clobbering its own framing or auth; `agent.extraProviders` names only
+    /// providers of that table.
     pub(super) fn check_gateway(&self, v: &mut Problems) {
+        for (i, id) in self.agent.extra_providers.iter().enumerate() {
+            if !self.agent.providers.contains_key(id) {
+                v.add(
+                    format!("agent.extraProviders.{i}"),
+                    format!("{id:?} is not a provider of agent.providers"),
+                );
+            }
+        }
         for (id, p) in &self.agent.providers {
             let key = format!("agent.providers.{id}");
             if !is_provider_id(id) {

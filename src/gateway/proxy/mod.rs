@@ -7,16 +7,24 @@
 //! 2. `{session_id}` is a live session (401);
 //! 3. the key the client presented — `Authorization: Bearer X` and/or `x-api-key: X` — is
 //!    that session's caller token, compared in constant time (401 when absent, 403 when wrong);
-//! 4. `{provider}` is configured (404), its key is set in the daemon's environment (503), and
-//!    `{rest}` stays under its `baseUrl` (400: no dot segments or encoded slashes);
-//! 5. the user's and the global daily token budgets are not used up (429).
+//! 4. `{provider}` is configured (404 `UNKNOWN_PROVIDER`) and served — the provider of a model
+//!    the operator chose, or one of `agent.extraProviders` (404 `PROVIDER_NOT_SERVED`);
+//! 5. `{rest}` stays under its `baseUrl` (400: no dot segments or encoded slashes), and the
+//!    method, `{rest}` and the absent query are one of the allowed endpoints
+//!    ([`super::endpoints`]; 404 `ENDPOINT_NOT_ALLOWED`);
+//! 6. its key is set in the daemon's environment (503);
+//! 7. the user's and the global daily token budgets are not used up (429);
+//! 8. the body is within `max_request_body` (413), and a chat-completions body is a JSON object
+//!    (400 `BAD_REQUEST_BODY`), given `stream_options.include_usage` when it streams
+//!    ([`super::request_body`]).
 //!
-//! Then the request is forwarded to `{baseUrl}/{rest}?{query}` with the real key in the
-//! provider's header. Of the client's headers only `content-type`, `accept`, `content-length`
-//! and the provider's `passHeaders` go upstream — never its `authorization`/`x-api-key` (the
-//! caller token), cookies or `accept-encoding` (so the response stays readable for metering).
-//! The request body streams up and the response streams down chunk by chunk, never buffered;
-//! status, `content-type` and the other end-to-end response headers are preserved.
+//! Nothing reaches the upstream, and no key is attached, before every check passed. Then the
+//! request is forwarded to `{baseUrl}/{rest}` with the real key in the provider's header. Of
+//! the client's headers only `content-type`, `accept`, `content-length` and the provider's
+//! `passHeaders` go upstream — never its `authorization`/`x-api-key` (the caller token),
+//! cookies or `accept-encoding` (so the response stays readable for metering). Other request
+//! bodies stream up and the response streams down chunk by chunk, never buffered; status,
+//! `content-type` and the other end-to-end response headers are preserved.
 //!
 //! Upstream failures are mapped for the operator in one warn line (provider, status, cause:
 //! `key rejected` for 401/403, `rate limited` for 429, `unreachable`, `timed out`) and in
@@ -30,6 +38,7 @@ mod upstream;
 
 use axum::Json;
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use reqwest::Url;
@@ -38,10 +47,12 @@ use tokio::time::Instant;
 
 use super::Gateway;
 use super::budget::BudgetExceeded;
+use super::endpoints::Endpoint;
 use super::meter::Recording;
 use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
 use super::observer::{ProblemKind, ProviderFailure};
 use super::providers::Provider;
+use super::request_body::{self, Outgoing, SentBytes};
 use crate::skill_api::auth::socket_session_matches;
 use crate::store::WorkspaceKey;
 
@@ -68,9 +79,19 @@ pub enum GatewayError {
     /// `{provider}` is not configured.
     #[error("no such provider")]
     UnknownProvider,
+    /// `{provider}` is configured but not served: no model the operator chose is its, and
+    /// `agent.extraProviders` does not name it.
+    #[error("this provider is not served")]
+    ProviderNotServed,
     /// The path after the provider could climb out of its base URL.
     #[error("the path is not allowed")]
     BadPath,
+    /// The method and path (and query) are not an endpoint the gateway forwards.
+    #[error("the gateway does not forward this endpoint")]
+    EndpointNotAllowed,
+    /// A chat-completions body is not a JSON object (or broke off while being read).
+    #[error("the request body must be a JSON object")]
+    BadRequestBody,
     /// The provider's key variable is unset in the daemon's environment.
     #[error("the daemon has no key for this provider")]
     ProviderKeyNotSet {
@@ -101,16 +122,26 @@ pub enum GatewayError {
         /// The error (logged, not sent).
         detail: String,
     },
+    /// The gateway itself failed.
+    #[error("internal error")]
+    Internal {
+        /// The cause (logged, not sent).
+        detail: String,
+    },
 }
 
 impl GatewayError {
     /// The HTTP status.
     pub fn status(&self) -> StatusCode {
         match self {
-            GatewayError::BadRoute | GatewayError::BadPath => StatusCode::BAD_REQUEST,
+            GatewayError::BadRoute | GatewayError::BadPath | GatewayError::BadRequestBody => {
+                StatusCode::BAD_REQUEST
+            }
             GatewayError::SessionNotFound | GatewayError::KeyMissing => StatusCode::UNAUTHORIZED,
             GatewayError::WrongSessionChannel | GatewayError::KeyMismatch => StatusCode::FORBIDDEN,
-            GatewayError::UnknownProvider => StatusCode::NOT_FOUND,
+            GatewayError::UnknownProvider
+            | GatewayError::ProviderNotServed
+            | GatewayError::EndpointNotAllowed => StatusCode::NOT_FOUND,
             GatewayError::ProviderKeyNotSet { .. } => StatusCode::SERVICE_UNAVAILABLE,
             GatewayError::OverBudget(_) => StatusCode::TOO_MANY_REQUESTS,
             GatewayError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -118,6 +149,7 @@ impl GatewayError {
                 StatusCode::BAD_GATEWAY
             }
             GatewayError::TimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -129,13 +161,17 @@ impl GatewayError {
             GatewayError::SessionNotFound => "SESSION_NOT_FOUND",
             GatewayError::KeyMissing => "AUTH_MISSING",
             GatewayError::UnknownProvider => "UNKNOWN_PROVIDER",
+            GatewayError::ProviderNotServed => "PROVIDER_NOT_SERVED",
             GatewayError::BadPath => "BAD_PATH",
+            GatewayError::EndpointNotAllowed => "ENDPOINT_NOT_ALLOWED",
+            GatewayError::BadRequestBody => "BAD_REQUEST_BODY",
             GatewayError::ProviderKeyNotSet { .. } => "PROVIDER_KEY_NOT_SET",
             GatewayError::OverBudget(_) => "BUDGET_EXCEEDED",
             GatewayError::BodyTooLarge => "BODY_TOO_LARGE",
             GatewayError::Unreachable { .. } => "UPSTREAM_UNREACHABLE",
             GatewayError::TimedOut { .. } => "UPSTREAM_TIMEOUT",
             GatewayError::UpstreamFailed { .. } => "UPSTREAM_FAILED",
+            GatewayError::Internal { .. } => "INTERNAL",
         }
     }
 
@@ -145,14 +181,19 @@ impl GatewayError {
             GatewayError::ProviderKeyNotSet { .. } => Outcome::NoKey,
             GatewayError::Unreachable { .. } => Outcome::Unreachable,
             GatewayError::TimedOut { .. } => Outcome::TimedOut,
-            GatewayError::UpstreamFailed { .. } => Outcome::UpstreamError,
+            GatewayError::UpstreamFailed { .. } | GatewayError::Internal { .. } => {
+                Outcome::UpstreamError
+            }
             GatewayError::BadRoute
             | GatewayError::WrongSessionChannel
             | GatewayError::SessionNotFound
             | GatewayError::KeyMissing
             | GatewayError::KeyMismatch
             | GatewayError::UnknownProvider
+            | GatewayError::ProviderNotServed
             | GatewayError::BadPath
+            | GatewayError::EndpointNotAllowed
+            | GatewayError::BadRequestBody
             | GatewayError::BodyTooLarge => Outcome::Refused,
         }
     }
@@ -215,6 +256,18 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
             match error {
                 // Logged (with the limit) by the budget check itself.
                 GatewayError::OverBudget(_) => {}
+                GatewayError::Internal { detail } => tracing::error!(
+                    provider,
+                    session_id,
+                    detail = %detail,
+                    "model gateway request failed inside the gateway"
+                ),
+                GatewayError::ProviderNotServed => tracing::warn!(
+                    provider,
+                    session_id,
+                    code = error.code(),
+                    "model gateway request refused: the provider is not served; name its model in agent.model or the provider in agent.extraProviders"
+                ),
                 GatewayError::ProviderKeyNotSet { env } => tracing::warn!(
                     provider,
                     session_id,
@@ -315,8 +368,9 @@ async fn forward(
     started: Instant,
 ) -> Result<Response, Refusal> {
     let inner = &gateway.inner;
-    let path = request.uri().path().to_owned();
-    let (session_id, provider_id, rest) = split_route(&path).ok_or(GatewayError::BadRoute)?;
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path();
+    let (session_id, provider_id, rest) = split_route(path).ok_or(GatewayError::BadRoute)?;
     // A configured provider's id is a safe label; anything else is `unknown`.
     let label = inner.providers.get(provider_id).map(|p| p.id.as_str());
     let refuse = |error: GatewayError| Refusal {
@@ -325,31 +379,45 @@ async fn forward(
         provider: label.map(str::to_owned),
     };
 
-    socket_session_matches(request.extensions(), session_id)
+    socket_session_matches(&parts.extensions, session_id)
         .map_err(|_| refuse(GatewayError::WrongSessionChannel))?;
     let session = inner
         .sessions
         .lookup(session_id)
         .ok_or_else(|| refuse(GatewayError::SessionNotFound))?;
-    check_keys(request.headers(), |key| session.token_matches(key)).map_err(refuse)?;
+    check_keys(&parts.headers, |key| session.token_matches(key)).map_err(refuse)?;
     session.mark_active();
 
-    let provider = inner
-        .providers
-        .get(provider_id)
-        .ok_or_else(|| refuse(GatewayError::UnknownProvider))?;
-    let url = upstream_target(provider, rest, request.uri().query()).map_err(refuse)?;
+    let (provider, endpoint, url) = target(gateway, &parts, provider_id, rest).map_err(refuse)?;
     let context = session.context();
     let workspace =
         WorkspaceKey::new(context.origin.platform.as_str(), &context.origin.user_id).ok();
     check_budget(gateway, workspace.as_ref())
         .await
         .map_err(refuse)?;
+    let limit = inner.settings.max_request_body;
+    request_body::check_declared_length(&parts.headers, limit).map_err(refuse)?;
+    let outgoing = match endpoint {
+        Endpoint::ChatCompletions => Outgoing::Whole(
+            request_body::chat_completions(body, limit)
+                .await
+                .map_err(refuse)?,
+        ),
+        _ => Outgoing::Streamed(body),
+    };
 
-    let method = request.method().clone();
-    let upstream = upstream::send(inner, request, provider, url)
-        .await
-        .map_err(refuse)?;
+    let sent = SentBytes::default();
+    let upstream = upstream::send(
+        inner,
+        parts.method.clone(),
+        &parts.headers,
+        outgoing,
+        provider,
+        url,
+        &sent,
+    )
+    .await
+    .map_err(refuse)?;
     if upstream.status().as_u16() >= 400 {
         return Ok(upstream::relay_error(gateway, upstream, provider, session_id, started).await);
     }
@@ -360,9 +428,37 @@ async fn forward(
         session: session.clone(),
         workspace,
         started,
-        expects_usage: method == axum::http::Method::POST,
+        model_call: endpoint.is_model_call(),
+        sent,
     };
     Ok(upstream::metered(upstream, recording))
+}
+
+/// Checks 4 to 6 of the module's header: the served provider, the upstream URL of `rest` under
+/// its base URL, the allowed endpoint, and the provider's key.
+fn target<'g>(
+    gateway: &'g Gateway,
+    parts: &Parts,
+    provider_id: &str,
+    rest: &str,
+) -> Result<(&'g Provider, Endpoint, Url), GatewayError> {
+    let provider = gateway
+        .inner
+        .providers
+        .get(provider_id)
+        .ok_or(GatewayError::UnknownProvider)?;
+    if !provider.served {
+        return Err(GatewayError::ProviderNotServed);
+    }
+    let url = provider.upstream_url(rest).ok_or(GatewayError::BadPath)?;
+    let endpoint = Endpoint::find(&parts.method, rest, parts.uri.query())
+        .ok_or(GatewayError::EndpointNotAllowed)?;
+    if !provider.keyless && provider.key.is_none() {
+        return Err(GatewayError::ProviderKeyNotSet {
+            env: provider.key_env.clone(),
+        });
+    }
+    Ok((provider, endpoint, url))
 }
 
 /// Every key the client presented must be the session's caller token (`matches`), all of
@@ -377,23 +473,6 @@ fn check_keys(headers: &HeaderMap, matches: impl Fn(&[u8]) -> bool) -> Result<()
         return Err(GatewayError::KeyMismatch);
     }
     Ok(())
-}
-
-/// The upstream URL for `rest` and `query`, when the provider has its key (or needs none) and
-/// `rest` stays under its base URL.
-fn upstream_target(
-    provider: &Provider,
-    rest: &str,
-    query: Option<&str>,
-) -> Result<Url, GatewayError> {
-    if !provider.keyless && provider.key.is_none() {
-        return Err(GatewayError::ProviderKeyNotSet {
-            env: provider.key_env.clone(),
-        });
-    }
-    provider
-        .upstream_url(rest, query)
-        .ok_or(GatewayError::BadPath)
 }
 
 /// The daily budgets of the session's user (when it has a workspace) and the global one.
@@ -466,7 +545,10 @@ mod tests {
             (GatewayError::KeyMismatch, 403),
             (GatewayError::WrongSessionChannel, 403),
             (GatewayError::UnknownProvider, 404),
+            (GatewayError::ProviderNotServed, 404),
+            (GatewayError::EndpointNotAllowed, 404),
             (GatewayError::BadPath, 400),
+            (GatewayError::BadRequestBody, 400),
             (GatewayError::ProviderKeyNotSet { env: "K".into() }, 503),
             (GatewayError::BodyTooLarge, 413),
             (
@@ -480,6 +562,12 @@ mod tests {
                     detail: String::new(),
                 },
                 504,
+            ),
+            (
+                GatewayError::Internal {
+                    detail: String::new(),
+                },
+                500,
             ),
         ];
         for (error, status) in cases {

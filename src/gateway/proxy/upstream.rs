@@ -1,17 +1,16 @@
 //! The upstream side of a forwarded request: the request with the allowed headers and the
-//! real key, its body bounded as it streams up; the answer relayed down, an error status with
-//! its body read (bounded) and the key scrubbed, a success streamed through the meter.
+//! real key, its body ([`crate::gateway::request_body`]) bounded as it goes up; the answer
+//! relayed down, an error status with its body read (bounded) and the key scrubbed, a success
+//! streamed through the meter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
 use axum::http::{
-    HeaderMap, HeaderName, HeaderValue, Response as HttpResponse, StatusCode, header,
+    HeaderMap, HeaderName, HeaderValue, Method, Response as HttpResponse, StatusCode, header,
 };
 use axum::response::Response;
-use futures_util::StreamExt;
 use reqwest::Url;
 use tokio::time::Instant;
 
@@ -20,41 +19,47 @@ use crate::gateway::meter::{Metered, Recording};
 use crate::gateway::metrics::Outcome;
 use crate::gateway::observer::{self, ProblemKind};
 use crate::gateway::providers::{KeyHeader, Provider};
+use crate::gateway::request_body::{Outgoing, SentBytes, limited};
 use crate::gateway::usage::{BodyKind, UsageParser};
 use crate::gateway::{Gateway, Inner};
 
-/// Sends the client's request to `url`: its method, the allowed headers with the real key, and
-/// its body (when it has one) refused past `max_request_body`.
+/// Sends the request to `url`: `method`, the allowed client `headers` with the real key, and
+/// `body` — a body read whole with its own length, or the client's streamed (when it declared
+/// one) and refused past `max_request_body`. `sent` counts the body's bytes as they go.
 pub(super) async fn send(
     inner: &Inner,
-    request: Request,
+    method: Method,
+    headers: &HeaderMap,
+    body: Outgoing,
     provider: &Provider,
     url: Url,
+    sent: &SentBytes,
 ) -> Result<reqwest::Response, GatewayError> {
-    let method = request.method().clone();
-    let (parts, body) = request.into_parts();
-    let headers = upstream_headers(&parts.headers, provider);
-    let limit = inner.settings.max_request_body;
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(GatewayError::BodyTooLarge);
-    }
-    let has_body = declared.is_some_and(|len| len > 0)
-        || parts.headers.contains_key(header::TRANSFER_ENCODING);
+    let mut upstream = upstream_headers(headers, provider);
     let too_large = Arc::new(AtomicBool::new(false));
-    let mut builder = inner.client.request(method, url).headers(headers);
-    if has_body {
-        builder = builder.body(reqwest::Body::wrap_stream(limited(
-            body,
-            limit,
-            Arc::clone(&too_large),
-        )));
+    let mut builder = inner.client.request(method, url);
+    match body {
+        Outgoing::Whole(bytes) => {
+            // The client's length was the body it sent, not this one.
+            upstream.remove(header::CONTENT_LENGTH);
+            sent.add(bytes.len());
+            builder = builder.body(bytes);
+        }
+        Outgoing::Streamed(body) => {
+            let declared = headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            let has_body = declared.is_some_and(|len| len > 0)
+                || headers.contains_key(header::TRANSFER_ENCODING);
+            if has_body {
+                let limit = inner.settings.max_request_body;
+                let stream = limited(body, limit, Arc::clone(&too_large), sent.clone());
+                builder = builder.body(reqwest::Body::wrap_stream(stream));
+            }
+        }
     }
-    builder.send().await.map_err(|error| {
+    builder.headers(upstream).send().await.map_err(|error| {
         if too_large.load(Ordering::Relaxed) {
             GatewayError::BodyTooLarge
         } else {
@@ -194,26 +199,6 @@ fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Respons
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     response
-}
-
-/// The client's body as a stream that fails (and flags `too_large`) past `limit` bytes.
-fn limited(
-    body: Body,
-    limit: usize,
-    too_large: Arc<AtomicBool>,
-) -> impl futures_util::Stream<Item = Result<Bytes, Box<dyn std::error::Error + Send + Sync>>>
-+ Send
-+ 'static {
-    let mut seen = 0usize;
-    body.into_data_stream().map(move |chunk| {
-        let chunk = chunk?;
-        seen = seen.saturating_add(chunk.len());
-        if seen > limit {
-            too_large.store(true, Ordering::Relaxed);
-            return Err("the request body exceeds the gateway's limit".into());
-        }
-        Ok(chunk)
-    })
 }
 
 /// Maps a failed upstream request to the gateway's error, keeping its cause chain (no URL:
