@@ -486,3 +486,105 @@ async fn files_of_recent_messages_are_saved_and_listed_in_the_conversation() {
     assert_eq!(bot.fake.file_hits(), ["chart.png"]);
     bot.stop();
 }
+
+/// Set in the child process [`an_exif_rotated_picture_is_prepared_within_one_decoded_copy`]
+/// starts: the path of the picture it prepares and measures.
+const PEAK_CHILD: &str = "AIR_FRIENDS_TEST_PICTURE_PEAK";
+
+/// A small PNG file that decodes to 36 MB and says "turn me 90°" must not cost two decoded
+/// copies (the issue: rotating the full picture after the capped decode doubled the peak).
+/// Prepared in a child process of this test binary, alone, so nothing else moves its peak.
+#[test]
+fn an_exif_rotated_picture_is_prepared_within_one_decoded_copy() {
+    let (w, h) = (4000u32, 3000u32);
+    let decoded = u64::from(w) * u64::from(h) * 3;
+    if let Ok(path) = std::env::var(PEAK_CHILD) {
+        let bytes = std::fs::read(path).unwrap();
+        let (picture, growth) = common::pictures::peak_growth(|| {
+            air_friends::attachments::picture::prepare(
+                &bytes,
+                air_friends::attachments::ImageType::Png,
+                1_200_000,
+            )
+        });
+        let picture = picture.expect("prepared");
+        println!(
+            "\nPEAK {growth} SENT {}x{} ORIGINAL {}x{}",
+            picture.sent.0, picture.sent.1, picture.original.0, picture.original.1
+        );
+        return;
+    }
+    let png = common::pictures::flat_png_with_orientation(w, h, 6);
+    assert!(png.len() < 512 * 1024, "{} bytes", png.len());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rotated.png");
+    std::fs::write(&path, &png).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "an_exif_rotated_picture_is_prepared_within_one_decoded_copy",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(PEAK_CHILD, &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("PEAK ").map(|(_, rest)| rest))
+        .unwrap_or_else(|| panic!("the child printed no measurement: {stdout}"));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let growth: u64 = fields[0].parse().unwrap();
+    // Upright: 3000 wide, 4000 high; downscaled to at most 1.2 megapixels.
+    assert_eq!(fields[4], "3000x4000", "{line}");
+    let (sw, sh) = fields[2].split_once('x').unwrap();
+    let (sw, sh): (u64, u64) = (sw.parse().unwrap(), sh.parse().unwrap());
+    assert!(sw * sh <= 1_200_000 && sh > sw, "{line}");
+    println!("peak grew by {growth} bytes for a picture of {decoded} bytes decoded");
+    // One decoded copy, plus the small picture that is sent, plus a little (two would be 2×).
+    assert!(
+        growth < decoded + decoded / 3,
+        "peak grew by {} MB for a picture of {} MB decoded",
+        growth / 1_000_000,
+        decoded / 1_000_000
+    );
+}
+
+/// Downscaling before turning keeps the picture's sense: a picture stored on its side (left half
+/// red, right half blue, EXIF 6: "turn 90° clockwise") arrives upright, red on top.
+#[test]
+fn a_picture_on_its_side_arrives_upright_and_downscaled() {
+    let (w, h) = (400u32, 200u32);
+    let side = RgbImage::from_fn(w, h, |x, _| {
+        if x < w / 2 {
+            Rgb([255, 0, 0])
+        } else {
+            Rgb([0, 0, 255])
+        }
+    });
+    let png = common::pictures::rgb_png_with_orientation(side.as_raw(), w, h, 6);
+    let p = air_friends::attachments::picture::prepare(
+        &png,
+        air_friends::attachments::ImageType::Png,
+        20_000,
+    )
+    .unwrap();
+    assert_eq!(p.original, (200, 400));
+    assert_eq!(p.sent, (100, 200));
+    let sent = image::load_from_memory(
+        &base64::engine::general_purpose::STANDARD
+            .decode(&p.base64)
+            .unwrap(),
+    )
+    .unwrap()
+    .to_rgb8();
+    let (top, bottom) = (sent.get_pixel(50, 20), sent.get_pixel(50, 180));
+    assert!(top[0] > 200 && top[2] < 50, "top {top:?}");
+    assert!(bottom[2] > 200 && bottom[0] < 50, "bottom {bottom:?}");
+}

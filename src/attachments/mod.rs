@@ -3,7 +3,8 @@
 //! anything), so the daemon fetches — only from the platform's own servers
 //! ([`origin`]), within a size cap per file and per turn and a time-out ([`download`]) — and
 //! decides from the bytes what each file is ([`kind`]). Pictures are decoded and downscaled
-//! for the model ([`picture`]) and sent as ACP image blocks when the agent takes them; short
+//! for the model ([`picture`]), a few at a time across the daemon ([`slots`]), and sent as ACP
+//! image blocks when the agent takes them; short
 //! text files are shown in the prompt inline; every file is saved read-only in the session's
 //! staging folder under `in/` ([`save`]) and listed in the prompt ([`listing`]). A file that
 //! cannot be used is listed as skipped with the reason; the turn always goes on.
@@ -17,6 +18,7 @@ pub mod metrics;
 pub mod origin;
 pub mod picture;
 pub mod save;
+pub mod slots;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,6 +34,7 @@ pub use listing::Received;
 pub use metrics::AttachmentMetrics;
 pub use origin::{Lookup, Origins, PublicResolver, SystemLookup};
 pub use picture::Picture;
+pub use slots::{MAX_CONCURRENT_PICTURES, PreparationSlots, SlotError};
 
 /// `attachments.*` in working units.
 #[derive(Debug, Clone)]
@@ -177,6 +180,8 @@ pub struct Attachments {
     origins: Arc<HashMap<PlatformKind, Origins>>,
     settings: AttachmentSettings,
     metrics: AttachmentMetrics,
+    /// Bounds the pictures decoded at once across every conversation (`slots.rs`).
+    slots: PreparationSlots,
 }
 
 /// Why [`Attachments`] could not be built.
@@ -198,6 +203,7 @@ impl Attachments {
             origins: Arc::new(origins),
             settings,
             metrics,
+            slots: PreparationSlots::default(),
         })
     }
 
@@ -368,6 +374,21 @@ impl Attachments {
         };
         *used += bytes.len() as u64;
         self.metrics.downloaded(bytes.len() as u64);
+        self.prepare_downloaded(bytes, file, for_prompt, staging, workspace)
+            .await
+    }
+
+    /// Classifies, prepares and saves downloaded `bytes` off the async workers; the current
+    /// message's files (`for_prompt`), which may be decoded, wait for a preparation slot.
+    async fn prepare_downloaded(
+        &self,
+        bytes: Vec<u8>,
+        file: &Attachment,
+        for_prompt: bool,
+        staging: &Path,
+        workspace: &Path,
+    ) -> Result<SavedFile, Skip> {
+        let s = &self.settings;
         // Files of earlier messages are only saved: no picture is decoded, no text inlined.
         let (max_pixels, max_inline) = if for_prompt {
             (Some(s.max_image_pixels), s.max_inline_bytes)
@@ -376,7 +397,7 @@ impl Attachments {
         };
         let (name, mime) = (file.filename.clone(), file.mime.clone());
         let (staging, workspace) = (staging.to_path_buf(), workspace.to_path_buf());
-        tokio::task::spawn_blocking(move || {
+        let job = move || {
             prepare(
                 &bytes,
                 &name,
@@ -386,9 +407,15 @@ impl Attachments {
                 &staging,
                 &workspace,
             )
-        })
-        .await
-        .unwrap_or_else(|_| Err(Skip::Failed("preparing the file failed".into())))
+        };
+        let done = if for_prompt {
+            self.slots.run(job).await
+        } else {
+            tokio::task::spawn_blocking(job)
+                .await
+                .map_err(|_| SlotError::JobFailed)
+        };
+        done.unwrap_or_else(|_| Err(Skip::Failed("preparing the file failed".into())))
     }
 }
 

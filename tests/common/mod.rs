@@ -1,7 +1,8 @@
 //! Shared helpers for integration tests that run the real `air-friends` binary: [`Daemon`]
 //! (`serve` with its JSON log), [`TestConfig`], `chat` with typed input; the fakes
-//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`, `fake_provider`); the `serve` harnesses
-//! (`serve_discord`, `serve_misskey`, sharing `serve`); waiting for a condition (`poll`).
+//! (`fake_discord`, `fake_misskey`, `fake_llm`, `fake_embeddings`, `fake_provider`); the
+//! `serve` harnesses (`serve_discord`, `serve_misskey`, sharing `serve`); waiting for a
+//! condition (`poll`); test pictures and peak memory (`pictures`).
 #![allow(dead_code)]
 
 pub mod fake_discord;
@@ -10,6 +11,7 @@ pub mod fake_llm;
 pub mod fake_misskey;
 pub mod fake_provider;
 pub mod opencode;
+pub mod pictures;
 pub mod poll;
 pub mod serve;
 pub mod serve_discord;

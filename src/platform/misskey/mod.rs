@@ -9,6 +9,7 @@
 //!   and history entries; bot-mention stripping.
 //! * `send.rs` — sending, editing (delete + re-create), deleting, reactions, files.
 //! * `read.rs` — single messages, thread / chat history, search, users, emojis.
+//! * `scope.rs` — what one conversation may read: its thread's notes, its chat's messages.
 //! * `stream.rs` — the websocket: channels `main` and `chatUser`, reconnects, de-duplication.
 //! * `commands.rs` — `/skill --flag value` text commands for user-command skills.
 //! * `backoff.rs` — exponential back-off with jitter.
@@ -24,6 +25,7 @@ mod convert;
 mod ids;
 mod model;
 mod read;
+mod scope;
 mod send;
 mod stream;
 

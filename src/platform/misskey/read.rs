@@ -1,7 +1,7 @@
-//! Reading operations of [`MisskeyAdapter`]: one note or chat message, the history of a note
-//! thread (`notes/conversation` ancestors + the note + `notes/children`) or of a chat
-//! (`chat/messages/user-timeline`), keyword search, and the instance's custom emojis.
-//! Everything is returned oldest first.
+//! Reading operations of [`MisskeyAdapter`]: one note or chat message of the conversation, the
+//! history of a note thread (`notes/conversation` ancestors + the note + `notes/children`) or of
+//! a chat (`chat/messages/user-timeline`), keyword search, and the instance's custom emojis.
+//! Everything is returned oldest first, and only what the conversation may read (`scope.rs`).
 
 use std::collections::HashSet;
 
@@ -11,6 +11,7 @@ use super::MisskeyAdapter;
 use super::convert::{chat_to_history, note_to_history};
 use super::ids::{Channel, validate_id};
 use super::model::{self, EmojiList, Note, User};
+use super::scope::{ThreadScope, as_not_found, in_chat, not_found};
 use crate::platform::{ChatMessage, CustomEmoji, PlatformError};
 
 /// Most items Misskey serves per request.
@@ -19,7 +20,9 @@ const MAX_PAGE: usize = 100;
 const MAX_CHAT_KEYWORDS: usize = 5;
 
 impl MisskeyAdapter {
-    /// One note or chat message.
+    /// One note or chat message of the conversation (`scope.rs`): a note of the channel's
+    /// thread that the session's readers may read, or a chat message between the bot and the
+    /// chat's partner. Anything else is [`not_found`], like a missing id.
     pub(super) async fn get(
         &self,
         channel: &Channel,
@@ -28,22 +31,62 @@ impl MisskeyAdapter {
         validate_id(message_id, "message")?;
         let bot = self.bot_id();
         match channel {
-            Channel::Note(_) => {
-                let note: Note = self
-                    .api
-                    .call("notes/show", json!({ "noteId": message_id }))
-                    .await?;
+            Channel::Note(trigger_id) => {
+                let note = self
+                    .thread_note(trigger_id, message_id)
+                    .await
+                    .map_err(as_not_found)?;
                 Ok(note_to_history(&note, bot.as_deref()))
             }
-            Channel::Chat(_) => {
+            Channel::Chat(peer) => {
                 let message: model::ChatMessage = self
                     .api
                     .call("chat/messages/show", json!({ "messageId": message_id }))
-                    .await?;
+                    .await
+                    .map_err(as_not_found)?;
+                if !in_chat(&message, bot.as_deref(), peer) {
+                    return Err(not_found());
+                }
                 let sender = self.sender_of(&message).await;
                 Ok(chat_to_history(&message, sender.as_ref(), bot.as_deref()))
             }
         }
+    }
+
+    /// Note `note_id` when it belongs to the thread of `trigger_id` and its readers may read it.
+    async fn thread_note(&self, trigger_id: &str, note_id: &str) -> Result<Note, PlatformError> {
+        let note: Note = self.show_note(note_id).await?;
+        let trigger = if note.id == trigger_id {
+            note.clone()
+        } else {
+            self.show_note(trigger_id).await?
+        };
+        let scope = ThreadScope::of(&trigger);
+        if !scope.admits(&note) {
+            return Err(not_found());
+        }
+        if scope.is_trigger_or_child(&note) || trigger.reply_id.as_deref() == Some(note_id) {
+            return Ok(note);
+        }
+        if trigger.reply_id.is_some() {
+            let ancestors: Vec<Note> = self
+                .api
+                .call(
+                    "notes/conversation",
+                    json!({ "noteId": trigger_id, "limit": MAX_PAGE }),
+                )
+                .await?;
+            if ancestors.iter().any(|ancestor| ancestor.id == note.id) {
+                return Ok(note);
+            }
+        }
+        Err(not_found())
+    }
+
+    async fn show_note(&self, note_id: &str) -> Result<Note, PlatformError> {
+        self.api
+            .call("notes/show", json!({ "noteId": note_id }))
+            .await
     }
 
     /// The latest `limit` (1–100) messages of the thread or chat, oldest first.
@@ -59,15 +102,14 @@ impl MisskeyAdapter {
                 let params = json!({ "noteId": note_id, "limit": limit });
                 let ancestors: Vec<Note> =
                     self.api.call("notes/conversation", params.clone()).await?;
-                let note: Note = self
-                    .api
-                    .call("notes/show", json!({ "noteId": note_id }))
-                    .await?;
+                let note: Note = self.show_note(note_id).await?;
                 let children: Vec<Note> = self.api.call("notes/children", params).await?;
+                let scope = ThreadScope::of(&note);
                 ancestors
                     .iter()
                     .chain(std::iter::once(&note))
                     .chain(&children)
+                    .filter(|note| scope.admits(note))
                     .map(|note| note_to_history(note, bot.as_deref()))
                     .collect()
             }
