@@ -36,6 +36,11 @@ use nix::libc;
 /// memories live there).
 pub const PRIVATE_DIR: &str = "private";
 
+/// The workspace folder the sandbox covers with the read-only skills folder: on the host it is
+/// an empty mount point, so no session reads or writes it through the daemon (what `fs/*`
+/// would find there is not what the agent's own commands see).
+pub const SKILLS_MOUNT: &str = "skills";
+
 /// Flags of every open: never wait (FIFOs), never follow a final symlink, never leak the
 /// descriptor into a child.
 const OPEN_FLAGS: libc::c_int = libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC;
@@ -113,9 +118,10 @@ impl Confine {
         })
     }
 
-    /// Confines to a user workspace: `{workspace}/private/` is hidden unless `dm`.
+    /// Confines to a user workspace: `{workspace}/private/` is hidden unless `dm`, and the
+    /// sandbox's mount point `{workspace}/skills/` always.
     pub fn workspace(workspace: &Path, dm: bool) -> Result<Self, ConfineError> {
-        let confine = Self::new(workspace)?;
+        let confine = Self::new(workspace)?.hiding(SKILLS_MOUNT);
         Ok(if dm {
             confine
         } else {
@@ -739,6 +745,25 @@ mod tests {
             c.open_resolved(path, 1024).unwrap_err(),
             ConfineError::Outside
         );
+    }
+
+    #[test]
+    fn the_skills_mount_point_is_hidden_in_every_session() {
+        let t = tree();
+        std::fs::create_dir_all(t.ws.join("skills/send-reply")).unwrap();
+        std::fs::write(t.ws.join("skills/send-reply/SKILL.md"), "host copy").unwrap();
+        for dm in [false, true] {
+            let c = Confine::workspace(&t.ws, dm).unwrap();
+            assert_eq!(
+                read(&c, "skills/send-reply/SKILL.md"),
+                Err(ConfineError::Hidden)
+            );
+            assert_eq!(
+                c.write(Path::new("skills/send-reply/scripts/send-reply"), b"evil"),
+                Err(ConfineError::Hidden)
+            );
+        }
+        assert!(!t.ws.join("skills/send-reply/scripts").exists());
     }
 
     #[test]

@@ -382,6 +382,28 @@ async fn a_missing_key_is_401_a_wrong_key_403_and_an_unknown_session_401() {
 }
 
 #[tokio::test]
+async fn between_turns_a_kept_agents_requests_are_409_and_never_reach_the_upstream() {
+    let llm = fake_llm().await;
+    let h = harness(&llm.base_url).await;
+    let first = h.send(h.authorized_chat("chat/completions")).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    body_text(first).await;
+    h.session.handle.end_turn();
+    let response = h.send(h.authorized_chat("chat/completions")).await;
+    assert_eq!(response.status(), StatusCode::CONFLICT);
+    assert_eq!(error_code(response).await, "NO_TURN_OPEN");
+    assert_eq!(
+        llm.request_headers().len(),
+        1,
+        "the closed turn's request went upstream"
+    );
+    h.session.handle.begin_turn(None);
+    let next = h.send(h.authorized_chat("chat/completions")).await;
+    assert_eq!(next.status(), StatusCode::OK);
+    body_text(next).await;
+}
+
+#[tokio::test]
 async fn a_request_on_another_sessions_socket_is_refused() {
     let llm = fake_llm().await;
     let h = harness(&llm.base_url).await;

@@ -945,7 +945,7 @@ async fn opencode_consolidates_memories_through_the_real_memory_skills() {
 
     // The model: a summary of the pair its prompt lists, then memory-save superseding it.
     let private_run = |req: &serde_json::Value| req.to_string().contains("private, oldest first");
-    let ws = workspace.clone();
+    let user_ws = workspace.clone();
     let save = skills.join("memory-save/scripts/memory-save");
     let llm = FakeLlm::start(vec![
         Step::Dynamic(Arc::new(move |req| {
@@ -956,9 +956,16 @@ async fn opencode_consolidates_memories_through_the_real_memory_skills() {
             } else {
                 "Loves hiking; hiked Yangmingshan in May."
             };
+            // A maintenance run works in a scratch folder of its own, which OpenCode names.
+            let cwd = common::fake_llm::find_in_request(req, "Working directory: ")
+                .expect("OpenCode names its working directory");
+            assert!(
+                !Path::new(&cwd).starts_with(&user_ws),
+                "a maintenance run works in the user's workspace"
+            );
             (
                 "write",
-                json!({"filePath": ws.join("tmp").join(&session).join("summary-1.md"), "content": content}),
+                json!({"filePath": Path::new(&cwd).join("tmp").join(&session).join("summary-1.md"), "content": content}),
             )
         })),
         Step::Dynamic(Arc::new(move |req| {

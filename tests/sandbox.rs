@@ -478,6 +478,138 @@ async fn processes_file_sizes_the_sandbox_root_and_dev_are_bounded() {
     assert_ne!(stdout_of(&r[6]).trim(), "0", "made a user namespace: {r:?}");
 }
 
+/// The unprivileged deployment, from a test that may run as root: `air-friends chat` run as
+/// `nobody` (copies of the binary, the fake agent, the skills and the prompts in a folder it
+/// can read) starts only when its start-up probe finds every wall in place inside a real
+/// sandbox, then answers through it. As an unprivileged user the test runs it as itself.
+#[test]
+fn an_unprivileged_daemon_starts_its_agents_in_the_same_walls() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = |from: &Path, name: &str| {
+        let to = root.join(name);
+        let status = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(from)
+            .arg(&to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        to
+    };
+    let bin = copy(Path::new(env!("CARGO_BIN_EXE_air-friends")), "air-friends");
+    let agent = copy(&fake_agent(), "fake_acp_agent");
+    let skills = copy(&repo_skills(), "skills");
+    let prompts = copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts"),
+        "prompts",
+    );
+    let data = root.join("data");
+    let home = root.join("home");
+    let agent_dir = root.join("agent");
+    for d in [&data, &home, &agent_dir] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let send_reply = skills.join("send-reply/scripts/send-reply");
+    let script = agent_dir.join("agent.json");
+    let checks = "printf '%s %s' \"$(id -u)\" \"$(grep -c '^Seccomp:.2' /proc/self/status)\" \
+                  > \"$TMPDIR/$SESSION_ID/reply.md\"";
+    std::fs::write(
+        &script,
+        json!({"log": "agent.log.jsonl", "turns": [{"steps": [
+            {"run": checks},
+            {"permission": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display())}
+        ]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let config = root.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "workspace:\n  repoPath: {}\nagent:\n  command: {}\n  args: []\n  skillsDir: {}\n  \
+             env:\n    FAKE_ACP_SCRIPT: {}\n  sandbox:\n    readOnlyPaths: [{}]\nprompts:\n  dir: {}\n",
+            data.display(),
+            agent.display(),
+            skills.display(),
+            script.display(),
+            agent_dir.display(),
+            prompts.display()
+        ),
+    )
+    .unwrap();
+    let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+    let as_root = nix::unistd::geteuid().is_root();
+    if as_root {
+        for d in [&data, &home] {
+            std::os::unix::fs::chown(d, Some(nobody.uid.as_raw()), Some(nobody.gid.as_raw()))
+                .unwrap();
+        }
+    }
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.args(["chat", "--config"])
+        .arg(&config)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &home)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if as_root {
+        // std drops the supplementary groups when root sets a uid.
+        cmd.uid(nobody.uid.as_raw()).gid(nobody.gid.as_raw());
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    {
+        use std::io::Write as _;
+        writeln!(stdin, "hello").unwrap();
+    }
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(60)) {
+        let answered = line.starts_with("air-friends> ");
+        seen.push(line);
+        if answered {
+            break;
+        }
+    }
+    drop(stdin);
+    let exited = common::poll::blocking_poll(Duration::from_secs(30), || child.try_wait().unwrap());
+    if exited.is_none() {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = seen.join("\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "chat as an unprivileged user failed:\n{stdout}\n{stderr}"
+    );
+    let uid = if as_root {
+        nobody.uid.as_raw()
+    } else {
+        nix::unistd::geteuid().as_raw()
+    };
+    assert!(
+        stdout.contains(&format!("air-friends> {uid} 1")),
+        "the agent ran as {uid} under seccomp: {stdout}\n{stderr}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // No network but the relay
 

@@ -176,6 +176,43 @@ async fn missing_or_wrong_tokens_are_403() {
 }
 
 #[tokio::test]
+async fn between_the_turns_of_a_kept_agent_calls_are_409_no_turn_open_and_change_nothing() {
+    let app = app();
+    let s = app.session("alice");
+    assert_eq!(
+        app.call_ok("echo", &s, json!({"text": "in turn"}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert!(!s.handle.end_turn(), "no termination was requested");
+    let r = app
+        .call_ok("echo", &s, json!({"text": "after the turn"}))
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "NO_TURN_OPEN"));
+    assert!(
+        r.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was delivered"),
+        "{}",
+        r.body
+    );
+    // A wrong token is still 403 first: a closed session tells a stranger nothing.
+    let r = app
+        .call("echo", &s, Some("wrong"), json!({"text": "x"}))
+        .await;
+    assert_eq!(r.code(), "AUTH_FAILED");
+    s.handle.begin_turn(Some("msg-2".into()));
+    assert_eq!(
+        app.call_ok("echo", &s, json!({"text": "next turn"}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
 async fn forbidden_context_is_403() {
     let app = app();
     let s = app.session("alice");

@@ -124,6 +124,48 @@ impl Chat {
         (stderr, self)
     }
 
+    /// SIGKILLs this chat's fake agents and their sandboxes (found by the script path in their
+    /// environment); returns how many processes.
+    fn kill_agents(&self) -> usize {
+        let script = self.dir.path().join("agent/agent.json");
+        let needle = format!("FAKE_ACP_SCRIPT={}", script.display());
+        let mut killed = 0;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let is_agent = String::from_utf8_lossy(&cmdline).contains("fake_acp_agent");
+            if is_agent
+                && String::from_utf8_lossy(&environ)
+                    .split('\0')
+                    .any(|v| v == needle)
+            {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed += 1;
+            }
+        }
+        // Reaped by its sandbox's init and gone from the table before the next message.
+        blocking_poll(Duration::from_secs(10), || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .all(|e| {
+                    !String::from_utf8_lossy(
+                        &std::fs::read(e.path().join("environ")).unwrap_or_default(),
+                    )
+                    .split('\0')
+                    .any(|v| v == needle)
+                })
+                .then_some(())
+        });
+        killed
+    }
+
     /// Every message the fake agents received, in order, all processes together.
     fn received(&self) -> Vec<Value> {
         let users = std::fs::read_dir(self.dir.path().join("data/workspaces/console")).unwrap();
@@ -212,12 +254,50 @@ fn the_second_message_is_prompted_on_the_same_agent_with_only_what_is_new() {
 }
 
 #[test]
+fn a_process_left_running_after_a_turn_delivers_nothing_and_the_next_reply_arrives() {
+    let send_reply = skills_dir().join("send-reply/scripts/send-reply");
+    // In the background, after its turn: send-reply every 0.2 s for 4 s, outcomes logged.
+    let leftover = format!(
+        "printf leak > \"$TMPDIR/$SESSION_ID/leak.md\"; (for i in $(seq 20); do sleep 0.2; {} \
+         --message-file \"$TMPDIR/$SESSION_ID/leak.md\" >> leftover.log 2>&1; done) \
+         </dev/null >/dev/null 2>&1 &",
+        send_reply.display()
+    );
+    let mut chat = Chat::start(
+        vec![
+            replying("first answer", vec![json!({"run": leftover})]),
+            replying("second answer", vec![json!({"run": "sleep 1"})]),
+        ],
+        "{}",
+    );
+    assert_eq!(chat.say("hello"), "air-friends> first answer");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(chat.say("and again"), "air-friends> second answer");
+    let (stderr, chat) = chat.finish();
+    assert!(!stderr.contains("ran into a problem"), "{stderr}");
+    assert!(
+        !stderr.contains("leak"),
+        "the leftover's reply reached the user: {stderr}"
+    );
+    assert_eq!(chat.count("initialize"), 1, "the agent was kept");
+    let workspace = chat.dir.path().join("data/workspaces/console/local");
+    let log = std::fs::read_to_string(workspace.join("leftover.log")).unwrap_or_default();
+    assert!(
+        !log.contains("\"success\":true"),
+        "a call made after its turn was delivered: {log}"
+    );
+}
+
+#[test]
 fn a_warm_agent_that_died_is_replaced_by_a_fresh_one_for_the_same_message() {
-    // Each agent process kills itself shortly after its first turn.
-    let suicide = json!({"run": "(sleep 0.2; kill -9 $PPID) >/dev/null 2>&1 &"});
-    let mut chat = Chat::start(vec![replying("answer", vec![suicide])], "{}");
+    // The agent dies while it waits in the pool (a process it left behind cannot do it: those
+    // are ended with the turn), so it is killed from outside.
+    let mut chat = Chat::start(vec![replying("answer", vec![])], "{}");
     assert_eq!(chat.say("hello"), "air-friends> answer");
-    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        chat.kill_agents() > 0,
+        "a warm agent (and its sandbox) to kill"
+    );
     assert_eq!(chat.say("are you there?"), "air-friends> answer");
     let (stderr, chat) = chat.finish();
     assert!(!stderr.contains("ran into a problem"), "{stderr}");

@@ -115,14 +115,12 @@ impl Filter {
     pub fn build() -> Result<Self, FilterError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)
             .map_err(|e| FilterError(format!("{}: {e}", std::env::consts::ARCH)))?;
-        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-            .iter()
-            .map(|&nr| (i64::from(nr), Vec::new()))
-            .collect();
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+            DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
         // `unshare(flags)` and `clone(flags, ...)`: the flags are the first argument on every
         // architecture the filter is built for.
         for nr in [libc::SYS_unshare, libc::SYS_clone] {
-            rules.insert(i64::from(nr), namespace_rules()?);
+            rules.insert(nr, namespace_rules()?);
         }
         let filter = SeccompFilter::new(
             rules,

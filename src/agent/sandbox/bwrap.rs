@@ -180,8 +180,8 @@ impl Bwrap {
     fn bind_workspace(&self, out: &mut Vec<OsString>, workspace: &Path, dm: bool) {
         let ws = workspace.as_os_str();
         let skills = self.skills_dir.as_os_str();
-        let skills_mount = workspace.join("skills");
-        let private = workspace.join("private");
+        let skills_mount = workspace.join(crate::confine::SKILLS_MOUNT);
+        let private = workspace.join(crate::confine::PRIVATE_DIR);
         extend(out, &["--bind".as_ref(), ws, ws]);
         extend(out, &["--ro-bind".as_ref(), skills, skills]);
         extend(

@@ -222,6 +222,30 @@ impl Sandbox {
         self.bwrap.is_some()
     }
 
+    /// What confines the agents, in one line for the start-up log: the user they run as, the
+    /// limits, the filter, and what is not bounded.
+    pub fn summary(&self) -> String {
+        let Some(b) = &self.bwrap else {
+            return "none: agents run unconfined".to_owned();
+        };
+        let user = match b.agent_user {
+            Some(u) => format!(
+                "agents run as uid {} in a user namespace of their own",
+                u.uid
+            ),
+            None => "agents run as this daemon's user in bubblewrap's user namespace".to_owned(),
+        };
+        let limits: Vec<String> = b.limits.iter().map(|l| l.to_arg()).collect();
+        format!(
+            "bwrap: {user}; seccomp filter; limits {}; memory not bounded (no cgroup)",
+            if limits.is_empty() {
+                "none".to_owned()
+            } else {
+                limits.join(" ")
+            }
+        )
+    }
+
     /// The host user agents run as (a root daemon's), to whom the daemon hands what it makes
     /// for them (see [`hand_over`]).
     pub fn agent_user(&self) -> Option<HostUser> {
@@ -324,12 +348,12 @@ impl Sandbox {
         let Some(b) = &self.bwrap else {
             return Ok(());
         };
-        for name in ["skills", "private"] {
+        for name in [crate::confine::SKILLS_MOUNT, crate::confine::PRIVATE_DIR] {
             ensure_real_dir(&workspace.join(name))?;
         }
         if let Some(user) = b.agent_user {
             hand_over(workspace, user)?;
-            hand_over(&workspace.join("private"), user)?;
+            hand_over(&workspace.join(crate::confine::PRIVATE_DIR), user)?;
             // `$TMPDIR` (the staging folders' parent), when the daemon made it.
             let tmp = workspace.join("tmp");
             if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_dir()) {

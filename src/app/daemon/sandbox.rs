@@ -69,7 +69,7 @@ async fn agent_sandbox(
     })?;
     sandbox.probe().await?;
     if sandbox.is_enabled() {
-        tracing::info!(mode = sandbox.mode().as_str(), "agent sandbox ready");
+        tracing::info!(mode = sandbox.mode().as_str(), confinement = %sandbox.summary(), "agent sandbox ready");
     } else {
         tracing::warn!(
             "agent.sandbox.mode is none: agents run unconfined and can read everything this \

@@ -6,7 +6,9 @@
 //!    exists;
 //! 2. `{session_id}` is a live session (401);
 //! 3. the key the client presented — `Authorization: Bearer X` and/or `x-api-key: X` — is
-//!    that session's caller token, compared in constant time (401 when absent, 403 when wrong);
+//!    that session's caller token, compared in constant time (401 when absent, 403 when wrong),
+//!    and a turn is open: between the turns of a kept agent the session is closed (409
+//!    `NO_TURN_OPEN`), so a process the agent left running spends nothing;
 //! 4. `{provider}` is configured (404 `UNKNOWN_PROVIDER`) and served — the provider of a model
 //!    the operator chose, or one of `agent.extraProviders` (404 `PROVIDER_NOT_SERVED`);
 //! 5. `{rest}` stays under its `baseUrl` (400: no dot segments or encoded slashes), and the
@@ -76,6 +78,10 @@ pub enum GatewayError {
     /// A presented key is not the session's caller token.
     #[error("the API key is not valid for this session")]
     KeyMismatch,
+    /// The session's agent is kept between turns and no turn is open: a process it left
+    /// running spends nothing.
+    #[error("no turn is open for this session")]
+    NoTurnOpen,
     /// `{provider}` is not configured.
     #[error("no such provider")]
     UnknownProvider,
@@ -149,6 +155,7 @@ impl GatewayError {
                 StatusCode::BAD_GATEWAY
             }
             GatewayError::TimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::NoTurnOpen => StatusCode::CONFLICT,
             GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -160,6 +167,7 @@ impl GatewayError {
             GatewayError::WrongSessionChannel | GatewayError::KeyMismatch => "AUTH_FAILED",
             GatewayError::SessionNotFound => "SESSION_NOT_FOUND",
             GatewayError::KeyMissing => "AUTH_MISSING",
+            GatewayError::NoTurnOpen => "NO_TURN_OPEN",
             GatewayError::UnknownProvider => "UNKNOWN_PROVIDER",
             GatewayError::ProviderNotServed => "PROVIDER_NOT_SERVED",
             GatewayError::BadPath => "BAD_PATH",
@@ -189,6 +197,7 @@ impl GatewayError {
             | GatewayError::SessionNotFound
             | GatewayError::KeyMissing
             | GatewayError::KeyMismatch
+            | GatewayError::NoTurnOpen
             | GatewayError::UnknownProvider
             | GatewayError::ProviderNotServed
             | GatewayError::BadPath
@@ -386,6 +395,9 @@ async fn forward(
         .lookup(session_id)
         .ok_or_else(|| refuse(GatewayError::SessionNotFound))?;
     check_keys(&parts.headers, |key| session.token_matches(key)).map_err(refuse)?;
+    if !session.turn_is_open() {
+        return Err(refuse(GatewayError::NoTurnOpen));
+    }
     session.mark_active();
 
     let (provider, endpoint, url) = target(gateway, &parts, provider_id, rest).map_err(refuse)?;
@@ -546,6 +558,7 @@ mod tests {
             (GatewayError::WrongSessionChannel, 403),
             (GatewayError::UnknownProvider, 404),
             (GatewayError::ProviderNotServed, 404),
+            (GatewayError::NoTurnOpen, 409),
             (GatewayError::EndpointNotAllowed, 404),
             (GatewayError::BadPath, 400),
             (GatewayError::BadRequestBody, 400),
