@@ -44,6 +44,17 @@ struct Chat {
 
 impl Chat {
     fn start(turns: Vec<Value>, warm: &str) -> Chat {
+        Chat::start_with(turns, warm, "", |_| {})
+    }
+
+    /// With `sandbox_extra` added to `agent.sandbox` (indented lines) and `prepare` run on the
+    /// data folder before the start.
+    fn start_with(
+        turns: Vec<Value>,
+        warm: &str,
+        sandbox_extra: &str,
+        prepare: impl FnOnce(&Path),
+    ) -> Chat {
         let dir = tempfile::tempdir().unwrap();
         let agent_dir = dir.path().join("agent");
         std::fs::create_dir_all(&agent_dir).unwrap();
@@ -54,7 +65,7 @@ impl Chat {
         )
         .unwrap();
         let config = format!(
-            "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  connectTimeoutMs: 3000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n  warm: {warm}\nprompts:\n  dir: {prompts}\n",
+            "workspace:\n  repoPath: {data}\nagent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  idleTimeoutMs: 20000\n  connectTimeoutMs: 3000\n  env:\n    FAKE_ACP_SCRIPT: {script}\n  sandbox:\n    readOnlyPaths: [{agent_dir}]\n{sandbox_extra}  warm: {warm}\nprompts:\n  dir: {prompts}\n",
             data = dir.path().join("data").display(),
             agent = common::fake_agent().display(),
             skills = skills_dir().display(),
@@ -66,6 +77,7 @@ impl Chat {
         );
         let config_path = dir.path().join("config.yaml");
         std::fs::write(&config_path, config).unwrap();
+        prepare(&dir.path().join("data"));
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let mut child = Command::new(common::bin())
@@ -286,6 +298,28 @@ fn a_process_left_running_after_a_turn_delivers_nothing_and_the_next_reply_arriv
         !log.contains("\"success\":true"),
         "a call made after its turn was delivered: {log}"
     );
+}
+
+#[test]
+fn a_full_workspace_is_answered_in_words_and_starts_no_agent() {
+    let mut chat = Chat::start_with(
+        vec![replying("an answer", vec![])],
+        "{}",
+        "    limits:\n      maxWorkspaceMb: 1\n",
+        |data| {
+            let ws = data.join("workspaces/console/local");
+            std::fs::create_dir_all(&ws).unwrap();
+            std::fs::write(ws.join("hoard.bin"), vec![7u8; 2 << 20]).unwrap();
+        },
+    );
+    let answer = chat.say("hello");
+    assert!(
+        answer.starts_with("air-friends> ") && answer.contains("is full"),
+        "{answer}"
+    );
+    let (stderr, chat) = chat.finish();
+    assert_eq!(chat.count("initialize"), 0, "an agent was started");
+    assert!(stderr.contains("workspace full"), "{stderr}");
 }
 
 #[test]

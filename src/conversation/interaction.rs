@@ -36,6 +36,9 @@ pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try ag
 /// Sent instead of starting an agent when a daily token budget is used up.
 pub const BUDGET_TEXT: &str = "I've used up what I'm allowed to think for today, so I can't answer right now. Let's talk again tomorrow!";
 
+/// The answer when the user's workspace has reached `agent.sandbox.limits.maxWorkspaceMb`.
+pub const WORKSPACE_FULL_TEXT: &str = "My notebook for you is full, so I can't work on this right now. The bot's operator has been told.";
+
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
 
@@ -109,6 +112,22 @@ impl Interactions {
                 tracing::warn!(platform = %msg.platform, error = %e, "could not send the budget reply");
             }
             return "over_budget";
+        }
+        if let Some(full) = self.launcher.workspaces.full(&workspace).await {
+            tracing::warn!(
+                platform = %msg.platform,
+                workspace = %workspace.display(),
+                used_bytes = full.used,
+                cap_bytes = full.cap,
+                "workspace full (agent.sandbox.limits.maxWorkspaceMb); no agent started"
+            );
+            if let Err(e) = platform
+                .send_message(&msg.channel_id, WORKSPACE_FULL_TEXT, Some(&msg.message_id))
+                .await
+            {
+                tracing::warn!(platform = %msg.platform, error = %e, "could not send the workspace-full reply");
+            }
+            return "workspace_full";
         }
         let system = match self.prompts.system_prompt().await {
             Ok(s) => s,

@@ -25,9 +25,9 @@ pub const DECISIONS: [&str; 6] = [
 ];
 
 /// Every `outcome` label of `sessions_total`: the agent's outcomes (`agent::Outcome::label`),
-/// the interaction's own (`over_budget`, `failed`) and `aborted` for a session dropped before
-/// it recorded one.
-pub const SESSION_OUTCOMES: [&str; 9] = [
+/// the interaction's own (`over_budget`, `workspace_full`, `failed`) and `aborted` for a session
+/// dropped before it recorded one.
+pub const SESSION_OUTCOMES: [&str; 10] = [
     "replied",
     "retried",
     "no_response",
@@ -36,6 +36,7 @@ pub const SESSION_OUTCOMES: [&str; 9] = [
     "terminated",
     "cancelled",
     "over_budget",
+    "workspace_full",
     "aborted",
 ];
 

@@ -53,6 +53,17 @@ pub fn safe_part(what: &'static str, value: &str) -> Result<(), WorkspaceError> 
 #[derive(Debug, Clone)]
 pub struct Workspaces {
     root: PathBuf,
+    /// `agent.sandbox.limits.maxWorkspaceMb` in bytes; `None`: no cap.
+    size_cap: Option<u64>,
+}
+
+/// A workspace that has reached its size cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspaceFull {
+    /// Bytes counted before the count stopped (at least `cap`).
+    pub used: u64,
+    /// The cap.
+    pub cap: u64,
 }
 
 /// One session's folders.
@@ -75,7 +86,29 @@ impl Workspaces {
     pub fn new(root: &Path) -> Self {
         Self {
             root: std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf()),
+            size_cap: None,
         }
+    }
+
+    /// The same, with each workspace capped at `bytes` on disk (0: no cap).
+    pub fn with_size_cap(mut self, bytes: u64) -> Self {
+        self.size_cap = (bytes > 0).then_some(bytes);
+        self
+    }
+
+    /// `Some` when `workspace` uses its size cap or more on disk (what its files occupy,
+    /// sparse ones by their real blocks; the sandbox's `skills/` mount point is not counted).
+    /// Checked before a turn starts and before attachments are saved: agents write files, and
+    /// the workspaces share the data folder's file system with the database. The walk stops at
+    /// the cap, so its cost is bounded by the cap, not by the folder. Off the async workers.
+    pub async fn full(&self, workspace: &Path) -> Option<WorkspaceFull> {
+        let cap = self.size_cap?;
+        let path = workspace.to_path_buf();
+        tokio::task::spawn_blocking(move || disk_usage_up_to(&path, cap))
+            .await
+            .ok()
+            .filter(|used| *used >= cap)
+            .map(|used| WorkspaceFull { used, cap })
     }
 
     /// The root folder.
@@ -128,6 +161,37 @@ impl Workspaces {
     }
 }
 
+/// What the files under `root` occupy on disk, counted until `stop` is reached (links are not
+/// followed; unreadable folders count as empty; `{root}/skills` is the sandbox's mount point).
+fn disk_usage_up_to(root: &Path, stop: u64) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut used = 0u64;
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if folder == root && entry.file_name() == crate::confine::SKILLS_MOUNT {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                folders.push(path);
+            } else {
+                used = used.saturating_add(meta.blocks().saturating_mul(512));
+                if used >= stop {
+                    return used;
+                }
+            }
+        }
+    }
+    used
+}
+
 /// Creates `dirs.staging` (and the folders above it) off the async workers.
 async fn create_staging(dirs: SessionDirs) -> Result<SessionDirs, WorkspaceError> {
     {
@@ -167,6 +231,29 @@ impl Workspaces {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_workspace_is_full_at_its_cap_counting_real_blocks_but_not_the_skills_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("notes")).unwrap();
+        std::fs::create_dir_all(ws.join("skills")).unwrap();
+        std::fs::write(ws.join("skills/big"), vec![7u8; 3 << 20]).unwrap();
+        let capped = Workspaces::new(dir.path()).with_size_cap(2 << 20);
+        assert_eq!(capped.full(&ws).await, None, "skills/ is not counted");
+        // A sparse file counts by what it occupies, not by its length.
+        let sparse = std::fs::File::create(ws.join("sparse")).unwrap();
+        sparse.set_len(1 << 30).unwrap();
+        assert_eq!(capped.full(&ws).await, None);
+        std::fs::write(ws.join("notes/a"), vec![1u8; 1 << 20]).unwrap();
+        std::fs::write(ws.join("notes/b"), vec![1u8; 1 << 20]).unwrap();
+        let full = capped
+            .full(&ws)
+            .await
+            .expect("2 MiB of files reach a 2 MiB cap");
+        assert!(full.used >= 2 << 20 && full.cap == 2 << 20, "{full:?}");
+        assert_eq!(Workspaces::new(dir.path()).full(&ws).await, None, "no cap");
+    }
 
     #[test]
     fn unsafe_parts_are_refused() {

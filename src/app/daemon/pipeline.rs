@@ -68,7 +68,14 @@ pub(super) fn start(
         channels: sandboxed.then(|| served.api.clone()),
         egress,
         runner,
-        workspaces: Workspaces::new(&workspaces_root(config)),
+        workspaces: Workspaces::new(&workspaces_root(config)).with_size_cap(
+            config
+                .agent
+                .sandbox
+                .limits
+                .max_workspace_mb
+                .saturating_mul(1024 * 1024),
+        ),
         env: agent::env_template(config, skills, host.air_friends_bin, &served.url),
         stop: ctx.shutdown.stop(),
     });

@@ -453,6 +453,9 @@ pub struct SandboxLimits {
     /// Heap and private writable mappings per process, in MiB (`RLIMIT_DATA`); off by default:
     /// OpenCode's runtime reserves ~74 GB of address space it never touches.
     pub max_memory_mb: u64,
+    /// What one user's workspace may occupy on disk, in MiB: a message that finds it full is
+    /// answered in words, no agent is started, and no attachment is saved into it.
+    pub max_workspace_mb: u64,
 }
 
 impl Default for SandboxLimits {
@@ -462,6 +465,7 @@ impl Default for SandboxLimits {
             max_file_mb: 1024,
             max_open_files: 4096,
             max_memory_mb: 0,
+            max_workspace_mb: 1024,
         }
     }
 }
