@@ -97,6 +97,12 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
     assert_eq!(names, ["database", "agent_command", "sandbox"]);
     let sandbox = &ready["checks"][2];
     assert_eq!(sandbox["ok"], true, "{body}");
+    // Which mechanisms confine the agents, ready or not.
+    let info = sandbox["info"].as_str().unwrap_or_default();
+    assert!(
+        info.starts_with("bwrap: ") && info.contains("seccomp") && info.contains("nproc="),
+        "{body}"
+    );
 
     let (status, body) = http_get(&addr, "/metrics");
     assert_eq!(status, 200);

@@ -14,13 +14,16 @@ pub type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
 
 type CheckFn = Arc<dyn Fn() -> CheckFuture + Send + Sync>;
 
+/// One registered check: its name, what it reports in every answer, and the check.
+type Entry = (String, Option<String>, CheckFn);
+
 /// How long one check may take before it counts as failed.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The set of registered readiness checks.
 #[derive(Clone, Default)]
 pub struct Readiness {
-    checks: Arc<RwLock<Vec<(String, CheckFn)>>>,
+    checks: Arc<RwLock<Vec<Entry>>>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -39,6 +42,9 @@ pub struct CheckReport {
     /// Why not, when not ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// What the check covers, ready or not (e.g. which mechanisms confine the agents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
 }
 
 impl Readiness {
@@ -53,33 +59,47 @@ impl Readiness {
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), String>> + Send + 'static,
     {
+        self.register_described(name, None, check);
+    }
+
+    /// Adds a check whose reports also carry `info` (what it covers), ready or not.
+    pub fn register_described<F, Fut>(
+        &self,
+        name: impl Into<String>,
+        info: Option<String>,
+        check: F,
+    ) where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), String>> + Send + 'static,
+    {
         let check: CheckFn = Arc::new(move || Box::pin(check()));
-        self.checks.write_locked().push((name.into(), check));
+        self.checks.write_locked().push((name.into(), info, check));
     }
 
     /// Runs every check (concurrently, each bounded by a timeout).
     pub async fn run(&self) -> Vec<CheckReport> {
-        let checks: Vec<(String, CheckFn)> = self.checks.read_locked().clone();
+        let checks: Vec<Entry> = self.checks.read_locked().clone();
         let mut set = tokio::task::JoinSet::new();
-        for (index, (name, check)) in checks.into_iter().enumerate() {
+        for (index, (name, info, check)) in checks.into_iter().enumerate() {
             let fut = check();
             set.spawn(async move {
                 let result = match tokio::time::timeout(CHECK_TIMEOUT, fut).await {
                     Ok(r) => r,
                     Err(_) => Err(format!("check timed out after {CHECK_TIMEOUT:?}")),
                 };
-                (index, name, result)
+                (index, name, info, result)
             });
         }
         let mut reports = Vec::new();
         while let Some(joined) = set.join_next().await {
             match joined {
-                Ok((index, name, result)) => reports.push((
+                Ok((index, name, info, result)) => reports.push((
                     index,
                     CheckReport {
                         name,
                         ok: result.is_ok(),
                         detail: result.err(),
+                        info,
                     },
                 )),
                 Err(e) => tracing::error!(error = %e, "readiness check panicked"),

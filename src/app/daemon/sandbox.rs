@@ -79,12 +79,13 @@ async fn agent_sandbox(
     Ok(sandbox)
 }
 
-/// `/readyz` reports the sandbox: its mode, and whether a sandboxed command still starts
-/// (re-checked at most every [`SANDBOX_RECHECK`], so the endpoint stays cheap).
+/// `/readyz` reports the sandbox: what confines the agents (`info`), and whether a sandboxed
+/// command still starts (re-checked at most every [`SANDBOX_RECHECK`], so the endpoint stays
+/// cheap).
 fn sandbox_check(readiness: &Readiness, sandbox: &Sandbox) {
     let sandbox = sandbox.clone();
     let last: LastProbe = Arc::default();
-    readiness.register("sandbox", move || {
+    readiness.register_described("sandbox", Some(sandbox.summary()), move || {
         let (sandbox, last) = (sandbox.clone(), last.clone());
         async move {
             let cached = lock(&last)
