@@ -106,6 +106,7 @@ impl SendFile {
         let anchor = ctx.with_state(|state| state.reply_anchor(session).map(str::to_owned));
         let requested = files.len();
         let caption = caption_parts.first().map(String::as_str);
+        ctx.still_in_turn()?;
         let delivery = adapter
             .send_files(channel, files, caption, anchor.as_deref())
             .await

@@ -57,6 +57,7 @@ impl SkillHandler for ReactMessage {
         }
         let adapter = self.0.adapter(session)?;
         let channel = session.origin.channel_id.as_str();
+        ctx.still_in_turn()?;
         if let (Some(old), Some(old_emoji)) = (&previous, &previous_emoji) {
             adapter
                 .remove_reaction(channel, &old.message_id, old_emoji)

@@ -114,6 +114,7 @@ impl SendReply {
         let p: MessageParams = params(raw)?;
         let text = outgoing_text(&p.message, "/message")?;
         let adapter = self.0.adapter(session)?;
+        ctx.still_in_turn()?;
         let (sent, failure) =
             match send_text(adapter.as_ref(), &session.origin.channel_id, &text, anchor).await {
                 Ok(sent) => (sent, None),
@@ -209,6 +210,7 @@ impl SkillHandler for EditReply {
         let Some((head, rest)) = parts.split_first() else {
             return Err(super::common::invalid("/message", "the new text is empty"));
         };
+        ctx.still_in_turn()?;
         let edited = adapter
             .edit_message(
                 &session.origin.channel_id,
@@ -254,6 +256,7 @@ async fn send_rest(
 ) -> Result<Vec<String>, SkillError> {
     let mut ids = Vec::with_capacity(rest.len());
     for part in rest {
+        ctx.still_in_turn()?;
         let sent = adapter
             .send_message(channel_id, part, None)
             .await

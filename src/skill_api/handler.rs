@@ -74,6 +74,8 @@ pub struct CallContext {
     session: SessionHandle,
     /// The session's context when the call began (a later turn does not change it mid-call).
     context: Arc<SessionContext>,
+    /// The turn the call began in.
+    turn: u64,
     termination: Mutex<Option<String>>,
     attempt: Mutex<Option<Attempt>>,
 }
@@ -93,6 +95,7 @@ impl CallContext {
         Self {
             skill: skill.into(),
             context: session.context(),
+            turn: session.turn(),
             session,
             termination: Mutex::new(None),
             attempt: Mutex::new(None),
@@ -112,6 +115,17 @@ impl CallContext {
     /// The calling session's fixed context (platform, channel, user, DM flag, trigger, workspace).
     pub fn session(&self) -> &SessionContext {
         &self.context
+    }
+
+    /// `NO_TURN_OPEN` once the turn this call began in has ended (or a later one began): a
+    /// delivering handler asks right before each send to the platform, so a call still running
+    /// when its turn ended delivers nothing more.
+    pub fn still_in_turn(&self) -> Result<(), SkillError> {
+        if self.session.turn_is_open() && self.session.turn() == self.turn {
+            Ok(())
+        } else {
+            Err(SkillError::NoTurnOpen)
+        }
     }
 
     /// The session handle itself (for code that needs to keep it).
@@ -715,5 +729,35 @@ mod tests {
         .expect("spec");
         assert!(spec.cacheable && spec.enabled);
         assert_eq!(spec.rate_limit.and_then(|r| r.burst), Some(5));
+    }
+
+    #[test]
+    fn a_call_delivers_only_while_the_turn_it_began_in_is_open() {
+        let context = crate::session::SessionContext {
+            origin: crate::platform::Origin {
+                platform: crate::platform::PlatformKind::Discord,
+                channel_id: "c".into(),
+                guild_id: None,
+                user_id: "u".into(),
+                username: "u".into(),
+                is_dm: true,
+            },
+            purpose: Default::default(),
+            trigger_message_id: Some("m1".into()),
+            workspace: std::path::PathBuf::from("/ws"),
+        };
+        let session = SessionHandle::unregistered("s1", context);
+        let call = CallContext::new("send-reply", session.clone());
+        assert!(call.still_in_turn().is_ok());
+        session.end_turn();
+        assert!(matches!(call.still_in_turn(), Err(SkillError::NoTurnOpen)));
+        // A later turn is not this call's turn either.
+        session.begin_turn(Some("m2".into()));
+        assert!(matches!(call.still_in_turn(), Err(SkillError::NoTurnOpen)));
+        assert!(
+            CallContext::new("send-reply", session)
+                .still_in_turn()
+                .is_ok()
+        );
     }
 }
