@@ -363,13 +363,15 @@ async fn kernel_tunables_are_read_only_and_the_agent_is_never_host_root() {
         {"run": "(echo '|/bin/true' > /proc/sys/kernel/core_pattern) 2>/dev/null; echo $?"},
         {"run": "grep -E '^Cap(Prm|Eff|Bnd|Amb|Inh)' /proc/self/status | awk '{print $2}' | sort -u"},
         {"run": "touch made-by-the-agent; echo $?"},
-        {"run": "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | awk '{print $2}' | tr '\\n' ' '"}
+        {"run": "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | awk '{print $2}' | tr '\\n' ' '"},
+        // The mount options of /proc/sys itself: read-only for root and non-root alike.
+        {"run": "awk '$5 == \"/proc/sys\" {print $6}' /proc/self/mountinfo"}
     ]);
     let run = w.session("20", false, steps, &[]);
     let id = run.session_id.clone();
     w.runner.run(run).await;
     let r = results(&w.workspace("20"), &id);
-    assert_eq!(r.len(), 5, "{r:?}");
+    assert_eq!(r.len(), 6, "{r:?}");
     assert_ne!(
         stdout_of(&r[0]).trim(),
         "0",
@@ -395,6 +397,10 @@ async fn kernel_tunables_are_read_only_and_the_agent_is_never_host_root() {
         stdout_of(&r[4]).trim(),
         "1 2",
         "no_new_privs and a seccomp filter: {r:?}"
+    );
+    assert!(
+        stdout_of(&r[5]).trim().split(',').any(|o| o == "ro"),
+        "/proc/sys is not mounted read-only: {r:?}"
     );
 }
 

@@ -14,7 +14,7 @@
 //!   its own mapping only that user ([`own_user_namespace`]), so agents of a root daemon live
 //!   in their own user namespace as those of an unprivileged daemon do (bubblewrap makes one
 //!   for them), and the per-namespace process count below applies to this sandbox alone.
-//! * **Resource limits** ([`Limits`], `--limit NAME=VALUE`): `RLIMIT_NPROC`, `RLIMIT_FSIZE`,
+//! * **Resource limits** ([`Limit`], `--limit NAME=VALUE`): `RLIMIT_NPROC`, `RLIMIT_FSIZE`,
 //!   `RLIMIT_NOFILE` and `RLIMIT_DATA`, set inside the sandbox's user namespace, where the
 //!   kernel counts processes per namespace: one sandbox's fork bomb stops at its own limit and
 //!   leaves other sandboxes and the daemon alone.
@@ -134,7 +134,7 @@ pub enum LockdownError {
     CapabilitiesLeft(String),
 }
 
-fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> LockdownError {
+fn failed(what: &'static str) -> impl FnOnce(nix::Error) -> LockdownError {
     move |source| LockdownError::Sys { what, source }
 }
 
@@ -144,14 +144,14 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> LockdownError {
 pub fn drop_to(user: HostUser) -> Result<(), LockdownError> {
     use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
     clear_bounding_set()?;
-    setgroups(&[]).map_err(sys("drop supplementary groups"))?;
+    setgroups(&[]).map_err(failed("drop supplementary groups"))?;
     let gid = Gid::from_raw(user.gid);
-    setresgid(gid, gid, gid).map_err(sys("switch to the agent group"))?;
+    setresgid(gid, gid, gid).map_err(failed("switch to the agent group"))?;
     let uid = Uid::from_raw(user.uid);
-    setresuid(uid, uid, uid).map_err(sys("switch to the agent user"))?;
+    setresuid(uid, uid, uid).map_err(failed("switch to the agent user"))?;
     // The switch emptied the permitted and effective sets; bubblewrap's inheritable set stays.
-    sys::clear_capabilities().map_err(sys("clear the capabilities"))?;
-    set_no_new_privs()?;
+    sys::clear_capabilities().map_err(failed("clear the capabilities"))?;
+    nix::sys::prctl::set_no_new_privs().map_err(failed("set no_new_privs"))?;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let caps = Capabilities::from_status(&status);
     if caps.any_set() {
@@ -166,16 +166,16 @@ pub fn own_user_namespace() -> Result<(), LockdownError> {
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
     // Changing uid made this process non-dumpable, which gives its /proc files to root; it
     // holds no secret, and it must write its own maps.
-    nix::sys::prctl::set_dumpable(true).map_err(sys("make the process dumpable"))?;
+    nix::sys::prctl::set_dumpable(true).map_err(failed("make the process dumpable"))?;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
-        .map_err(sys("create the agent's user namespace"))?;
+        .map_err(failed("create the agent's user namespace"))?;
     write_proc("/proc/self/setgroups", "deny")?;
     write_proc("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     write_proc("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     // The creator of a user namespace holds every capability in it, and its bounding set is
     // full again: give them all up, so neither this process nor the agent keeps any.
     clear_bounding_set()?;
-    sys::clear_capabilities().map_err(sys("clear the capabilities"))
+    sys::clear_capabilities().map_err(failed("clear the capabilities"))
 }
 
 /// Drops every capability from the bounding set, up to the kernel's last.
@@ -184,7 +184,7 @@ fn clear_bounding_set() -> Result<(), LockdownError> {
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok())
         .unwrap_or(63);
-    sys::clear_bounding_set(last).map_err(sys("clear the capability bounding set"))
+    sys::clear_bounding_set(last).map_err(failed("clear the capability bounding set"))
 }
 
 fn write_proc(path: &'static str, text: &str) -> Result<(), LockdownError> {
@@ -199,7 +199,7 @@ fn write_proc(path: &'static str, text: &str) -> Result<(), LockdownError> {
 /// hold the service's or an earlier session's keys), then the seccomp filter
 /// ([`super::seccomp`]), which also refuses every later key call.
 pub fn seal() -> Result<(), LockdownError> {
-    sys::join_new_session_keyring().map_err(sys("make a new session keyring"))?;
+    sys::join_new_session_keyring().map_err(failed("make a new session keyring"))?;
     let filter =
         super::seccomp::Filter::build().map_err(|e| LockdownError::Seccomp(e.to_string()))?;
     filter
@@ -212,13 +212,9 @@ pub fn apply_limits(limits: &[Limit]) -> Result<(), LockdownError> {
     for limit in limits {
         let (_, value) = limit.parts();
         nix::sys::resource::setrlimit(limit.resource(), value, value)
-            .map_err(sys("set a resource limit"))?;
+            .map_err(failed("set a resource limit"))?;
     }
     Ok(())
-}
-
-fn set_no_new_privs() -> Result<(), LockdownError> {
-    nix::sys::prctl::set_no_new_privs().map_err(sys("set no_new_privs"))
 }
 
 /// The capability sets of `/proc/self/status`, as hexadecimal masks.
