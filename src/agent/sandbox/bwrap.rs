@@ -58,6 +58,8 @@ pub(super) struct Bwrap {
     pub(super) agent_user: Option<HostUser>,
     /// `agent.sandbox.limits`, set by `sandbox-init` inside the sandbox.
     pub(super) limits: Vec<Limit>,
+    /// What `base` mounts where (its mount points' parents are opened in `base` already).
+    pub(super) mounts: MountTable,
 }
 
 impl Bwrap {
@@ -84,6 +86,9 @@ impl Bwrap {
         let air_friends_bin = canonical(setup.air_friends_bin)?;
         let runtime = runtime_paths(setup, agent_program.as_deref(), &air_friends_bin)?;
         bind_runtime(&mut base, &runtime, &protected)?;
+        let mut mounts = MountTable::default();
+        let bound = mounts.scan(&base);
+        mounts.open_parents(&bound, &mut base);
         refuse_exposure(&skills_dir, &protected)?;
         Ok(Bwrap {
             program,
@@ -94,6 +99,7 @@ impl Bwrap {
             egress: !config.egress_allow_hosts.is_empty(),
             agent_user,
             limits: super::identity::limits(config),
+            mounts,
         })
     }
 
@@ -158,7 +164,9 @@ impl Bwrap {
                 ],
             );
         }
-        open_mount_point_parents(&mut out);
+        let mut mounts = self.mounts.clone();
+        let bound = mounts.scan(&out[self.base.len()..]);
+        mounts.open_parents(&bound, &mut out);
         // Last of the mounts: bubblewrap's own root (a tmpfs holding the mount points) becomes
         // read-only, so nothing can be written there outside the capped /tmp.
         extend(
@@ -241,51 +249,68 @@ impl Bwrap {
     }
 }
 
-/// Makes every folder bubblewrap created on its own root to hold a bind traversable
-/// (`--chmod 0755`). bubblewrap makes such folders 0700, and a root daemon's agent runs as
-/// another user: `/etc/alternatives`, a workspace under `/tmp/tmp.x` or an agent installed
-/// under `/root` would be out of its reach. Only folders that are neither host folders nor
-/// inside one are changed; they hold nothing but mount points.
-fn open_mount_point_parents(out: &mut Vec<OsString>) {
-    // Host folders and links (never changed, nor anything inside them), mount points of
-    // bubblewrap's own (never changed themselves: /tmp keeps its 1777), and bound folders
-    // whose parents to open.
-    let (mut host, mut points, mut bound) = (Vec::new(), Vec::new(), Vec::new());
-    let mut i = 0;
-    while i < out.len() {
-        let arg = out[i].to_string_lossy();
-        // A `-try` bind whose source is missing creates nothing (our sources are their
-        // destinations' host paths).
-        let source_exists = || out.get(i + 1).is_some_and(|s| Path::new(s).exists());
-        let (offset, list, opens_parents) = match arg.as_ref() {
-            "--bind" | "--ro-bind" => (2, &mut host, true),
-            "--bind-try" | "--ro-bind-try" => (2, &mut host, source_exists()),
-            "--dev-bind" | "--symlink" => (2, &mut host, false),
-            "--tmpfs" | "--proc" | "--dev" | "--dir" => (1, &mut points, false),
-            _ => {
-                i += 1;
-                continue;
+/// What bubblewrap's arguments mount where, for [`MountTable::open_parents`]: host folders and
+/// links (never changed, nor anything inside them) and bubblewrap's own mount points (never
+/// changed themselves: /tmp keeps its 1777). The base arguments' table is read once, when the
+/// sandbox is built; a session adds its own mounts to a copy.
+#[derive(Debug, Clone, Default)]
+pub(super) struct MountTable {
+    host: Vec<PathBuf>,
+    points: Vec<PathBuf>,
+}
+
+impl MountTable {
+    /// Adds the mounts of `args` and returns the bound folders whose parents to open.
+    fn scan(&mut self, args: &[OsString]) -> Vec<PathBuf> {
+        let mut bound = Vec::new();
+        let mut i = 0;
+        while i < args.len() {
+            // A `-try` bind whose source is missing creates nothing (our sources are their
+            // destinations' host paths).
+            let source_exists = || args.get(i + 1).is_some_and(|s| Path::new(s).exists());
+            let (offset, is_host, opens_parents) = match args[i].to_string_lossy().as_ref() {
+                "--bind" | "--ro-bind" => (2, true, true),
+                "--bind-try" | "--ro-bind-try" => (2, true, source_exists()),
+                "--dev-bind" | "--symlink" => (2, true, false),
+                "--tmpfs" | "--proc" | "--dev" | "--dir" => (1, false, false),
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            if let Some(dest) = args.get(i + offset) {
+                let dest = PathBuf::from(dest);
+                if opens_parents {
+                    bound.push(dest.clone());
+                }
+                if is_host {
+                    self.host.push(dest);
+                } else {
+                    self.points.push(dest);
+                }
             }
-        };
-        if let Some(dest) = out.get(i + offset) {
-            let dest = PathBuf::from(dest);
-            if opens_parents {
-                bound.push(dest.clone());
-            }
-            list.push(dest);
+            i += offset + 1;
         }
-        i += offset + 1;
+        bound
     }
-    let mut parents: Vec<PathBuf> = bound
-        .iter()
-        .flat_map(|dest| dest.ancestors().skip(1).map(Path::to_path_buf))
-        .filter(|a| a.parent().is_some())
-        .filter(|a| !host.iter().any(|h| a.starts_with(h)) && !points.contains(a))
-        .collect();
-    parents.sort();
-    parents.dedup();
-    for parent in parents {
-        out.extend(["--chmod".into(), "0755".into(), parent.into_os_string()]);
+
+    /// Makes every folder bubblewrap created on its own root to hold one of `bound` traversable
+    /// (`--chmod 0755`). bubblewrap makes such folders 0700, and a root daemon's agent runs as
+    /// another user: `/etc/alternatives`, a workspace under `/tmp/tmp.x` or an agent installed
+    /// under `/root` would be out of its reach. Only folders that are neither host folders nor
+    /// inside one are changed; they hold nothing but mount points.
+    fn open_parents(&self, bound: &[PathBuf], out: &mut Vec<OsString>) {
+        let mut parents: Vec<PathBuf> = bound
+            .iter()
+            .flat_map(|dest| dest.ancestors().skip(1).map(Path::to_path_buf))
+            .filter(|a| a.parent().is_some())
+            .filter(|a| !self.host.iter().any(|h| a.starts_with(h)) && !self.points.contains(a))
+            .collect();
+        parents.sort();
+        parents.dedup();
+        for parent in parents {
+            out.extend(["--chmod".into(), "0755".into(), parent.into_os_string()]);
+        }
     }
 }
 

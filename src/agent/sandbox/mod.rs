@@ -506,6 +506,7 @@ mod tests {
                 egress: false,
                 agent_user: None,
                 limits: Vec::new(),
+                mounts: Default::default(),
             })),
         };
         sandbox.prepare_workspace(ws).unwrap();
@@ -553,6 +554,7 @@ mod tests {
                 egress,
                 agent_user: None,
                 limits: vec![crate::agent::lockdown::Limit::Processes(64)],
+                mounts: Default::default(),
             })),
         }
     }
