@@ -23,8 +23,12 @@
 //!
 //! Run (the fake agent must be built in the same profile as the bench):
 //! `cargo build --release --example fake_acp_agent && cargo bench --bench agent_startup`.
+//! * Cgroup cost: the same sandbox with `agent.sandbox.cgroup` off and on (memory, processes,
+//!   one core of CPU), interleaved: start-up, whole sessions and their CPU.
+//!
 //! Knobs: `AGENT_BENCH_RUNS` (fake agent runs, default 200), `AGENT_BENCH_OPENCODE_RUNS`
-//! (default 5), `AGENT_BENCH_ONLY=sandbox` (only the sandbox's cost), `FAKE_ACP_AGENT` (path of
+//! (default 5), `AGENT_BENCH_ONLY=sandbox` (only the sandbox's cost), `=cgroup` (only the
+//! cgroup's), `FAKE_ACP_AGENT` (path of
 //! the fake agent), `OPENCODE_BIN`; `RUST_LOG` also
 //! prints the runner's log on stderr. Results are recorded
 //! in `docs/PERFORMANCE.md` ("Agent runner").
@@ -643,7 +647,12 @@ async fn bench_opencode(dir: &Path, bin: &Path, runs: usize) {
 
 /// The sandbox the daemon builds by default, for an agent at `program` with these skills.
 async fn default_sandbox(program: &Path, skills: &Path) -> Sandbox {
-    let config = SandboxConfig::default();
+    sandbox_with(&SandboxConfig::default(), program, skills).await
+}
+
+/// The sandbox `config` describes, for an agent at `program` with these skills, probed.
+async fn sandbox_with(config: &SandboxConfig, program: &Path, skills: &Path) -> Sandbox {
+    let config = config.clone();
     let agent_config = Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config");
     // The daemon's executable: the probe and the relay side run its `sandbox-init`.
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_air-friends"));
@@ -715,6 +724,21 @@ async fn interleaved(
     }
 }
 
+/// A fake LLM answering "Hello!", reachable through the relay: `{sockets}/api.sock` forwards
+/// to it. Returns it and its URL as a relayed agent sees it.
+async fn relayed_fake_llm(sockets: &Path) -> (FakeLlm, String) {
+    let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
+    let upstream: std::net::SocketAddr = llm
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .expect("the fake LLM listens on IP:PORT");
+    forward_socket(sockets, upstream);
+    let relayed_url = format!("{}/v1", air_friends::agent::sandbox::sandbox_api_url());
+    (llm, relayed_url)
+}
+
 /// Serves `{sockets}/api.sock` by forwarding every connection to `upstream` (TCP): stands in
 /// for the daemon's model gateway behind the relay. Runs until the bench ends.
 fn forward_socket(sockets: &Path, upstream: std::net::SocketAddr) {
@@ -735,6 +759,111 @@ fn forward_socket(sockets: &Path, upstream: std::net::SocketAddr) {
 fn relayed(mut run: SessionRun, sockets: &Path) -> SessionRun {
     run.api_socket_dir = Some(sockets.to_path_buf());
     run
+}
+
+/// CPU time (user + system) of this process and its waited-for children, in ms.
+fn cpu_ms() -> f64 {
+    let total = |who| {
+        let u = nix::sys::resource::getrusage(who).expect("getrusage");
+        let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1e3 + t.tv_usec() as f64 / 1e3;
+        tv(u.user_time()) + tv(u.system_time())
+    };
+    total(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        + total(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+}
+
+/// The agent's cgroup (memory, processes, CPU) against none: the default sandbox with
+/// `agent.sandbox.cgroup` auto and off, as the daemon runs agents (relayed, no network),
+/// interleaved: start → prompt sent, and whole sessions (start → agent stopped, the group
+/// removed) with the CPU they cost this process and its children.
+async fn bench_cgroup(dir: &Path, bin: &Path, runs: usize, oc_runs: usize) {
+    println!("\n## The agent's cgroup at session start (cgroup off vs on, interleaved)");
+    let sockets = dir.join("sockets-cg");
+    std::fs::create_dir_all(&sockets).unwrap();
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let workspace = dir.join("ws-cgroup");
+    std::fs::create_dir_all(workspace.join("tmp")).unwrap();
+    let quick = workspace.join("fake-quick.json");
+    std::fs::write(&quick, json!({"turns": [{"steps": []}]}).to_string()).unwrap();
+    let off_config = SandboxConfig {
+        cgroup: air_friends::config::CgroupMode::Off,
+        ..SandboxConfig::default()
+    };
+    let on_config = SandboxConfig {
+        cgroup: air_friends::config::CgroupMode::Required,
+        ..SandboxConfig::default()
+    };
+    let off_sandbox = sandbox_with(&off_config, &fake_agent(), &skills).await;
+    let on_sandbox = sandbox_with(&on_config, &fake_agent(), &skills).await;
+    println!("  on: {}", on_sandbox.summary());
+    let off = fake_runner().with_sandbox(off_sandbox);
+    let on = fake_runner().with_sandbox(on_sandbox);
+    let run_of = |id: &str| {
+        relayed(
+            session(
+                id,
+                &workspace,
+                fake_env(&quick, id),
+                CancellationToken::new(),
+            ),
+            &sockets,
+        )
+    };
+    for i in 0..3 {
+        off.run(run_of(&format!("cg-warm-off-{i}"))).await;
+        on.run(run_of(&format!("cg-warm-on-{i}"))).await;
+    }
+    interleaved(
+        "fake agent, relayed",
+        runs,
+        &[("cgroup off", &off), ("cgroup on", &on)],
+        |id, _| run_of(id),
+    )
+    .await;
+    // Whole sessions: the group's making, joining and removal all fall inside.
+    let mut wall: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut cpu = [0.0f64; 2];
+    for i in 0..runs {
+        for (side, runner) in [&off, &on].into_iter().enumerate() {
+            let id = format!("cg-whole-{side}-{i}");
+            let (t0, c0) = (Instant::now(), cpu_ms());
+            runner.run(run_of(&id)).await;
+            wall[side].push(t0.elapsed());
+            cpu[side] += cpu_ms() - c0;
+        }
+    }
+    for (side, name) in ["cgroup off", "cgroup on"].into_iter().enumerate() {
+        summary(
+            &format!("fake agent, relayed, {name}: whole session"),
+            wall[side].clone(),
+        );
+        println!(
+            "  CPU per session ({name}): {:.2} ms",
+            cpu[side] / runs as f64
+        );
+    }
+    println!("  CPU ratio on/off: {:.3}", cpu[1] / cpu[0]);
+
+    let w = opencode_world(dir);
+    // Kept alive (named) until the end: the relay forwards to it.
+    let (_llm, relayed_url) = relayed_fake_llm(&sockets).await;
+    let off = opencode_runner(bin, &w.skills)
+        .with_sandbox(sandbox_with(&off_config, bin, &w.skills).await);
+    let on = opencode_runner(bin, &w.skills)
+        .with_sandbox(sandbox_with(&on_config, bin, &w.skills).await);
+    interleaved(
+        "OpenCode, relayed (default limits)",
+        oc_runs,
+        &[("cgroup off", &off), ("cgroup on", &on)],
+        |id, _| {
+            let env = opencode_env_at(&w, &relayed_url, id);
+            relayed(
+                session(id, &w.workspace, env, CancellationToken::new()),
+                &sockets,
+            )
+        },
+    )
+    .await;
 }
 
 async fn bench_sandbox(dir: &Path, bin: &Path, runs: usize, oc_runs: usize) {
@@ -794,15 +923,7 @@ async fn bench_sandbox(dir: &Path, bin: &Path, runs: usize, oc_runs: usize) {
     .await;
 
     let w = opencode_world(dir);
-    let llm = FakeLlm::start(vec![Step::Text("Hello!".into())]).await;
-    let upstream: std::net::SocketAddr = llm
-        .base_url
-        .trim_start_matches("http://")
-        .trim_end_matches("/v1")
-        .parse()
-        .expect("the fake LLM listens on IP:PORT");
-    forward_socket(&sockets, upstream);
-    let relayed_url = format!("{}/v1", air_friends::agent::sandbox::sandbox_api_url());
+    let (llm, relayed_url) = relayed_fake_llm(&sockets).await;
     let none = opencode_runner(bin, &w.skills);
     let bwrap = opencode_runner(bin, &w.skills).with_sandbox(default_sandbox(bin, &w.skills).await);
     let sides = [("none", &none), ("bwrap", &bwrap), ("bwrap+relay", &bwrap)];
@@ -897,12 +1018,18 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        // AGENT_BENCH_ONLY=sandbox measures only the sandbox's cost.
-        if std::env::var("AGENT_BENCH_ONLY").as_deref() != Ok("sandbox") {
+        // AGENT_BENCH_ONLY=sandbox measures only the sandbox's cost, =cgroup only the cgroup's.
+        let only = std::env::var("AGENT_BENCH_ONLY").unwrap_or_default();
+        if only.is_empty() {
             bench_fake(dir.path(), runs).await;
             bench_opencode(dir.path(), &bin, oc_runs).await;
         }
-        bench_sandbox(dir.path(), &bin, runs, oc_runs).await;
+        if only.is_empty() || only == "sandbox" {
+            bench_sandbox(dir.path(), &bin, runs, oc_runs).await;
+        }
+        if only.is_empty() || only == "cgroup" {
+            bench_cgroup(dir.path(), &bin, runs, oc_runs).await;
+        }
     });
     println!("\nload average at end: {}", loadavg());
 }

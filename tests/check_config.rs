@@ -180,3 +180,35 @@ fn no_enabled_platform_is_a_warning_check_config_prints_and_serve_logs() {
     daemon.terminate();
     assert!(daemon.wait_exit(Duration::from_secs(10)).success());
 }
+
+/// `check-config` says what will bound the agents' memory on this machine, changing nothing.
+#[test]
+fn check_config_says_what_bounds_the_agents_memory() {
+    let line_of = |sandbox: &str| {
+        let cfg = TestConfig::new(&agent(sandbox));
+        let out = run("check-config", &cfg.path);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+            .lines()
+            .find_map(|l| {
+                l.split_once(": agents' cgroup: ")
+                    .map(|(_, v)| v.to_owned())
+            })
+            .unwrap_or_else(|| panic!("no cgroup line: {stderr}"))
+    };
+    assert_eq!(
+        line_of("  sandbox:\n    cgroup: off\n"),
+        "memory not bounded (agent.sandbox.cgroup is off)"
+    );
+    assert_eq!(
+        line_of("  sandbox:\n    mode: none\n"),
+        "agent.sandbox.mode is none: agents run unconfined"
+    );
+    let default = line_of("  sandbox:\n    limits:\n      maxMemoryMb: 300\n");
+    assert!(
+        default.starts_with("memory 300 MiB incl. tmpfs (cgroup v")
+            || default.starts_with("memory not bounded (no cgroup: "),
+        "{default}"
+    );
+}

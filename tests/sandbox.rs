@@ -1203,3 +1203,123 @@ async fn a_session_sees_only_its_own_staging_folder_not_another_sessions_payload
     );
     assert_eq!(fs_reads[1]["result"]["content"], "mine", "{fs_reads:?}");
 }
+
+/// The memory-group folders of the hierarchies this process belongs to (v1 `memory`, or the
+/// v2 group the daemon hands controllers down from), where agents' groups are made.
+fn agent_cgroup_dirs() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut dirs = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let path = path.unwrap_or("/").trim_start_matches('/');
+        for (name, mount) in [("memory", "/sys/fs/cgroup/memory"), ("", "/sys/fs/cgroup")] {
+            if controllers == Some(name) {
+                let dir = Path::new(mount).join(path);
+                dirs.push(dir.clone());
+                if let Some(parent) = dir.parent() {
+                    dirs.push(parent.to_path_buf());
+                }
+            }
+        }
+    }
+    dirs
+}
+
+/// Agent groups of sessions whose id contains `tag`, left anywhere this process can see.
+fn agent_groups_left(tag: &str) -> Vec<PathBuf> {
+    agent_cgroup_dirs()
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("air-friends-agent-") && name.contains(tag)
+        })
+        .collect()
+}
+
+/// Finding 4's memory half: 512 MiB touched by a process, and 400 MB written into the
+/// sandbox's own tmpfs (pages that count against no process), are both stopped at the agent's
+/// cgroup limit — the kernel kills inside that sandbox only, the turn ends as `MemoryLimit`
+/// when the agent itself was hit, the group is removed, and the next session runs normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_tmpfs_pages_are_bounded_by_the_agents_cgroup() {
+    use air_friends::config::{CgroupMode, SandboxLimits};
+    let config = SandboxConfig {
+        tmp_size_mb: 1024,
+        limits: SandboxLimits {
+            max_memory_mb: 96,
+            ..SandboxLimits::default()
+        },
+        // Fails the test where no cgroup can bound memory (run it as root, or under a systemd
+        // unit with Delegate=yes).
+        cgroup: CgroupMode::Required,
+        ..SandboxConfig::default()
+    };
+    let w = World::with_config(&config).await;
+    let own_rss = || {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    let rss_before = own_rss();
+
+    let alloc = r#"perl -e '$x = "a" x (512 << 20); print length($x), "\n"'; echo "exit $?""#;
+    let run = w.session(
+        "cgmem",
+        false,
+        json!([{"run": alloc}, {"run": "echo alive"}]),
+        &[],
+    );
+    let id = run.session_id.clone();
+    let outcome = w.runner.run(run).await;
+    let r = results(&w.workspace("cgmem"), &id);
+    assert!(
+        outcome == Outcome::MemoryLimit || stdout_of(&r[0]).trim().ends_with("exit 137"),
+        "512 MiB passed a 96 MiB limit: {outcome:?} {r:?}"
+    );
+
+    let fill = "head -c 400000000 /dev/zero > /tmp/fill; echo \"exit $?\"";
+    let run = w.session(
+        "cgtmp",
+        false,
+        json!([{"run": fill}, {"run": "stat -c %s /tmp/fill"}]),
+        &[],
+    );
+    let id = run.session_id.clone();
+    let outcome = w.runner.run(run).await;
+    let r = results(&w.workspace("cgtmp"), &id);
+    match outcome {
+        Outcome::MemoryLimit => {}
+        other => {
+            assert_eq!(r.len(), 2, "{other:?} {r:?}");
+            let size: u64 = stdout_of(&r[1]).trim().parse().unwrap_or(0);
+            assert!(
+                size < 96 << 20,
+                "{size} bytes of tmpfs held past 96 MiB: {r:?}"
+            );
+        }
+    }
+
+    // The daemon's side is untouched, nothing is left behind, and the next agent runs.
+    assert!(
+        own_rss() < rss_before + 64 * 1024,
+        "the test's own RSS grew"
+    );
+    eventually(
+        Duration::from_secs(5),
+        "the agents' groups are removed",
+        || agent_groups_left("cgmem").is_empty() && agent_groups_left("cgtmp").is_empty(),
+    )
+    .await;
+    let run = w.session("cgnext", false, json!([{"run": "echo fine"}]), &[]);
+    let id = run.session_id.clone();
+    w.runner.run(run).await;
+    let r = results(&w.workspace("cgnext"), &id);
+    assert_eq!(stdout_of(&r[0]).trim(), "fine", "{r:?}");
+}

@@ -54,6 +54,26 @@ fn the_unit_allows_what_the_sandbox_needs_and_nothing_that_breaks_it() {
         "bubblewrap needs mount and pivot_root"
     );
     assert_eq!(setting(&unit, "ProtectProc").as_deref(), Some("invisible"));
+    // The agents' cgroups: the service's group is handed to the daemon, which starts in the
+    // leaf the code expects and may write its subtree.
+    let delegated = setting(&unit, "Delegate").expect("Delegate is set");
+    for controller in ["memory", "pids", "cpu"] {
+        assert!(
+            delegated.split_whitespace().any(|c| c == controller),
+            "Delegate lacks {controller}"
+        );
+    }
+    assert_eq!(
+        setting(&unit, "DelegateSubgroup").as_deref(),
+        Some(air_friends::agent::sandbox::cgroup::DAEMON_LEAF)
+    );
+    assert!(
+        !matches!(
+            setting(&unit, "ProtectControlGroups").as_deref(),
+            Some("true" | "yes" | "strict")
+        ),
+        "a read-only cgroup file system leaves agents' memory unbounded"
+    );
 }
 
 /// Runs bubblewrap as an unprivileged user (uid 65534) in a private mount namespace whose

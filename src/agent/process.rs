@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
 
 use super::rpc::{self, Incoming, RpcClient};
+use super::sandbox::cgroup::AgentCgroup;
 
 /// Longest agent stderr line logged (longer lines are cut).
 const MAX_STDERR_LINE: usize = 16 * 1024;
@@ -72,6 +73,8 @@ pub struct AgentProcess {
     label: String,
     /// Descendants seen by the last snapshot: (pid, start time in clock ticks).
     descendants: Vec<(i32, u64)>,
+    /// The cgroup everything the agent runs is in, when agents get one.
+    cgroup: Option<AgentCgroup>,
 }
 
 impl std::fmt::Debug for AgentProcess {
@@ -88,6 +91,15 @@ impl AgentProcess {
     pub fn spawn(
         launch: &Launch<'_>,
     ) -> Result<(AgentProcess, RpcClient, mpsc::Receiver<Incoming>), SpawnError> {
+        Self::spawn_in(launch, None)
+    }
+
+    /// [`spawn`](Self::spawn) inside `cgroup`, joined before the program executes; the group
+    /// is removed (with anything left in it) when the agent is shut down.
+    pub fn spawn_in(
+        launch: &Launch<'_>,
+        cgroup: Option<AgentCgroup>,
+    ) -> Result<(AgentProcess, RpcClient, mpsc::Receiver<Incoming>), SpawnError> {
         if !launch.cwd.is_dir() {
             return Err(SpawnError::NoWorkspace(launch.cwd.to_path_buf()));
         }
@@ -101,6 +113,9 @@ impl AgentProcess {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
+        if let Some(group) = &cgroup {
+            super::sys::join_cgroups_at_exec(&mut cmd, group.procs_fds());
+        }
         let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
             command: launch.program.display().to_string(),
             source,
@@ -127,6 +142,7 @@ impl AgentProcess {
                 tasks,
                 label,
                 descendants: Vec::new(),
+                cgroup,
             },
             client,
             incoming,
@@ -181,6 +197,7 @@ impl AgentProcess {
                 let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
         }
+        self.remove_cgroup().await;
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait())
             .await
@@ -194,6 +211,38 @@ impl AgentProcess {
             "agent stopped"
         );
         status
+    }
+
+    /// How many of the agent's processes its cgroup's memory limit has killed (0 without one).
+    /// Blocking (reads cgroupfs); cheap enough to call where an agent is found dead.
+    pub fn memory_kills(&self) -> u64 {
+        self.cgroup.as_ref().map_or(0, AgentCgroup::memory_kills)
+    }
+
+    /// Kills what is left in the agent's cgroup and removes it (on the blocking pool),
+    /// reporting kills by its memory limit.
+    async fn remove_cgroup(&mut self) {
+        let Some(group) = self.cgroup.take() else {
+            return;
+        };
+        let label = self.label.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            let kills = group.memory_kills();
+            if kills > 0 {
+                tracing::warn!(session_id = %label, kills, cause = "memory_limit", "the agent's sandbox reached its memory limit (agent.sandbox.limits.maxMemoryMb)");
+            }
+            group.remove()
+        })
+        .await;
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(session_id = %self.label, error = %e, "the agent's cgroup was not removed")
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %self.label, error = %e, "removing the agent's cgroup failed")
+            }
+        }
     }
 
     fn signal_group(&self, signal: Signal) {

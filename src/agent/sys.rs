@@ -1,6 +1,7 @@
 //! The system calls no safe wrapper covers, in one audited place (the crate denies unsafe code
 //! everywhere else): the capability sets `sandbox-init` empties and the session keyrings it
-//! replaces and probes ([`super::lockdown`]).
+//! replaces and probes ([`super::lockdown`]), and the cgroup an agent joins before it executes
+//! ([`super::sandbox::cgroup`]).
 #![allow(unsafe_code)]
 
 /// `KEYCTL_JOIN_SESSION_KEYRING` with no name: this process gets a new, empty session keyring
@@ -79,4 +80,26 @@ pub fn clear_capabilities() -> Result<(), nix::Error> {
         return Err(nix::Error::last());
     }
     Ok(())
+}
+
+/// Makes the process `command` starts join the cgroups whose open `cgroup.procs` files are
+/// `procs` (writing `0` moves the writer), between fork and exec: everything it will ever run
+/// starts inside them. A failed join fails the spawn. The files must stay open until the spawn
+/// returns.
+pub fn join_cgroups_at_exec(command: &mut tokio::process::Command, procs: Vec<std::os::fd::RawFd>) {
+    let join = move || -> std::io::Result<()> {
+        for fd in &procs {
+            // SAFETY: write(2) of a static one-byte buffer to a descriptor the parent keeps
+            // open; async-signal-safe and allocation-free, as a forked child requires.
+            let n = unsafe { libc::write(*fd, b"0".as_ptr().cast(), 1) };
+            if n != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure only calls write(2) (see above); it neither allocates nor locks.
+    unsafe {
+        command.pre_exec(join);
+    }
 }

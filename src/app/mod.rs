@@ -119,6 +119,11 @@ fn check_config(path: &Path) -> ExitCode {
             Ok(yaml) => {
                 eprintln!("{}: configuration is valid", path.display());
                 print_warnings(&checked.warnings);
+                eprintln!(
+                    "{}: agents' cgroup: {}",
+                    path.display(),
+                    crate::agent::sandbox::cgroup_survey(&checked.config.agent.sandbox)
+                );
                 print!("{yaml}");
                 ExitCode::SUCCESS
             }

@@ -39,6 +39,9 @@ pub const BUDGET_TEXT: &str = "I've used up what I'm allowed to think for today,
 /// The answer when the user's workspace has reached `agent.sandbox.limits.maxWorkspaceMb`.
 pub const WORKSPACE_FULL_TEXT: &str = "My notebook for you is full, so I can't work on this right now. The bot's operator has been told.";
 
+/// The answer when the agent was stopped at its sandbox's memory limit.
+pub const MEMORY_LIMIT_TEXT: &str = "That needed more memory than I'm allowed to use, so I had to stop. Could you ask for something smaller?";
+
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
 
@@ -96,7 +99,7 @@ impl Interactions {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(platform = %msg.platform, error = %e, "cannot map the user to a workspace");
-                self.error_reply(platform, msg).await;
+                self.error_reply(platform, msg, ERROR_TEXT).await;
                 return "failed";
             }
         };
@@ -172,7 +175,7 @@ impl Interactions {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(platform = %msg.platform, error = %e, "cannot start a session");
-                self.error_reply(platform, msg).await;
+                self.error_reply(platform, msg, ERROR_TEXT).await;
                 return "failed";
             }
         };
@@ -317,7 +320,11 @@ impl Interactions {
         let responded = handle.responded();
         let label = outcome.map_or("failed", Outcome::label);
         if !responded && !cancelled_by_the_user(msg, outcome) {
-            self.error_reply(platform, msg).await;
+            let text = match outcome {
+                Some(Outcome::MemoryLimit) => MEMORY_LIMIT_TEXT,
+                _ => ERROR_TEXT,
+            };
+            self.error_reply(platform, msg, text).await;
         }
         tracing::info!(session_id = %session_id, outcome = label, responded, "interaction finished");
         label
@@ -463,9 +470,10 @@ impl Interactions {
         }
     }
 
-    async fn error_reply(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) {
+    /// `text` (a fixed sentence) in answer to `msg`.
+    async fn error_reply(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage, text: &str) {
         if let Err(e) = platform
-            .send_message(&msg.channel_id, ERROR_TEXT, Some(&msg.message_id))
+            .send_message(&msg.channel_id, text, Some(&msg.message_id))
             .await
         {
             tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");

@@ -27,11 +27,12 @@ pub const DECISIONS: [&str; 6] = [
 /// Every `outcome` label of `sessions_total`: the agent's outcomes (`agent::Outcome::label`),
 /// the interaction's own (`over_budget`, `workspace_full`, `failed`) and `aborted` for a session
 /// dropped before it recorded one.
-pub const SESSION_OUTCOMES: [&str; 10] = [
+pub const SESSION_OUTCOMES: [&str; 11] = [
     "replied",
     "retried",
     "no_response",
     "failed",
+    "memory_limit",
     "timed_out",
     "terminated",
     "cancelled",
@@ -205,6 +206,7 @@ mod tests {
             Outcome::Responded { retried: true },
             Outcome::NoResponse { retried: true },
             Outcome::Failed { reason: "x".into() },
+            Outcome::MemoryLimit,
             Outcome::TimedOut { phase: "idle" },
             Outcome::Terminated,
             Outcome::Cancelled,
@@ -214,6 +216,7 @@ mod tests {
                 Outcome::Responded { .. }
                 | Outcome::NoResponse { .. }
                 | Outcome::Failed { .. }
+                | Outcome::MemoryLimit
                 | Outcome::TimedOut { .. }
                 | Outcome::Terminated
                 | Outcome::Cancelled => {

@@ -272,6 +272,6 @@ fn outcome_of(outcome: &Outcome) -> RunOutcome {
         Outcome::Responded { .. } | Outcome::NoResponse { .. } => RunOutcome::Completed,
         Outcome::TimedOut { .. } => RunOutcome::TimedOut,
         Outcome::Cancelled | Outcome::Terminated => RunOutcome::Cancelled,
-        Outcome::Failed { .. } => RunOutcome::Failed,
+        Outcome::Failed { .. } | Outcome::MemoryLimit => RunOutcome::Failed,
     }
 }

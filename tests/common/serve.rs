@@ -61,8 +61,14 @@ impl AgentFiles {
     /// the repository's skills (no sandbox) and prompts; `agent_extra` adds keys to `agent:`
     /// (each line indented by two spaces).
     pub fn yaml(&self, agent_extra: &str) -> String {
+        self.yaml_with_sandbox(agent_extra, "    mode: none\n")
+    }
+
+    /// [`yaml`](Self::yaml) with `sandbox` as the lines of `agent.sandbox` (each indented by
+    /// four spaces).
+    pub fn yaml_with_sandbox(&self, agent_extra: &str, sandbox: &str) -> String {
         format!(
-            "agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  sandbox:\n    mode: none\n  env:\n    FAKE_ACP_SCRIPT: {script}\n{agent_extra}\
+            "agent:\n  command: {agent}\n  args: []\n  skillsDir: {skills}\n  sandbox:\n{sandbox}  env:\n    FAKE_ACP_SCRIPT: {script}\n{agent_extra}\
              prompts:\n  dir: {prompts}\n",
             agent = fake_agent().display(),
             skills = repo_path("skills").display(),

@@ -72,6 +72,11 @@ pub struct DiscordSetup {
     /// An AIr-Friends data folder imported (`air-friends import jsonl`) into the daemon's
     /// database before it starts.
     pub import: Option<PathBuf>,
+    /// Lines of `agent.sandbox` (each indented by four spaces) that run the agent in the real
+    /// bubblewrap sandbox instead of none. The script is then made readable to the agent (its
+    /// folder is a read-only path) and the agent's log lives in the user's workspace, the only
+    /// place it may write.
+    pub sandbox: Option<String>,
 }
 
 /// Where [`Setup::texts`] entries are written, given the files folder.
@@ -90,12 +95,20 @@ impl DiscordServe {
         for (name, text) in &setup.texts {
             std::fs::write(text_path(files.path(), name), text).unwrap();
         }
-        let agent = AgentFiles::new(files.path());
-        agent.write(if setup.script.is_null() {
-            one_turn(Vec::new())
-        } else {
-            setup.script
-        });
+        let mut agent = AgentFiles::new(files.path());
+        let sandboxed = setup.sandbox.is_some();
+        let sandbox = match &setup.sandbox {
+            None => "    mode: none\n".to_owned(),
+            Some(lines) => {
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))
+                    .unwrap();
+                format!(
+                    "    mode: bwrap\n    readOnlyPaths: ['{}']\n{lines}",
+                    files.path().display()
+                )
+            }
+        };
         let yaml = format!(
             "platforms:\n  discord:\n    enabled: true\n    token: {TOKEN}\n    apiBaseUrl: {api}\n    gatewayUrl: {gateway}\n    guildIds: ['{GUILD_ID}']\n\
              {agent}\
@@ -103,10 +116,23 @@ impl DiscordServe {
              {extra}",
             api = fake.api_base_url(),
             gateway = fake.gateway_url(),
-            agent = agent.yaml("  idleTimeoutMs: 30000\n"),
+            agent = agent.yaml_with_sandbox("  idleTimeoutMs: 30000\n", &sandbox),
             extra = setup.extra_yaml,
         );
         let config = TestConfig::new(&yaml);
+        if setup.sandbox.is_some() {
+            let workspace = config
+                .dir
+                .path()
+                .join(format!("data/workspaces/discord/{USER_ID}"));
+            std::fs::create_dir_all(&workspace).unwrap();
+            agent.log = workspace.join(super::AGENT_LOG);
+        }
+        agent.write(if setup.script.is_null() {
+            one_turn(Vec::new())
+        } else {
+            setup.script
+        });
         if let Some(dir) = &setup.import {
             let out = std::process::Command::new(super::bin())
                 .args(["import", "jsonl", "--config"])
@@ -121,7 +147,8 @@ impl DiscordServe {
             );
         }
         let mut daemon = Daemon::start(&config.path, &[]);
-        let (mut skill_api, mut ops) = (false, None);
+        // A sandboxed daemon serves the Skill API on per-session sockets only: no TCP listener.
+        let (mut skill_api, mut ops) = (sandboxed, None);
         while !(skill_api && ops.is_some()) {
             let line = tokio::task::block_in_place(|| {
                 daemon.wait_for_log(WAIT, |v| v["message"] == "listening")

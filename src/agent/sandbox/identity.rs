@@ -48,7 +48,7 @@ pub fn limits(config: &SandboxConfig) -> Vec<Limit> {
         (l.max_processes > 0).then_some(Limit::Processes(l.max_processes)),
         (l.max_file_mb > 0).then(|| Limit::FileBytes(l.max_file_mb.saturating_mul(MIB))),
         (l.max_open_files > 0).then_some(Limit::OpenFiles(l.max_open_files)),
-        (l.max_memory_mb > 0).then(|| Limit::DataBytes(l.max_memory_mb.saturating_mul(MIB))),
+        (l.max_data_mb > 0).then(|| Limit::DataBytes(l.max_data_mb.saturating_mul(MIB))),
     ]
     .into_iter()
     .flatten()
@@ -80,7 +80,7 @@ mod tests {
             ]
         );
         config.limits.max_processes = 0;
-        config.limits.max_memory_mb = 2;
+        config.limits.max_data_mb = 2;
         assert_eq!(
             limits(&config),
             [

@@ -49,6 +49,7 @@
 //! The bubblewrap command line itself is put together in `bwrap`.
 
 mod bwrap;
+pub mod cgroup;
 mod identity;
 
 use std::ffi::OsString;
@@ -57,8 +58,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::agent::lockdown::{CheckReport, HostUser};
-use crate::config::{SandboxConfig, SandboxMode};
+use crate::config::{CgroupMode, SandboxConfig, SandboxMode};
 use bwrap::Bwrap;
+use cgroup::{AgentCgroup, CgroupError, CgroupLimits, Cgroups};
 pub use identity::{agent_host_user, hand_over};
 
 /// The agent's home inside the sandbox (on the private `/tmp`).
@@ -154,6 +156,18 @@ pub enum SandboxError {
         /// What does not hold.
         detail: String,
     },
+    /// The agents' cgroup cannot be used: `agent.sandbox.cgroup: required` and memory cannot
+    /// be bounded here, or a sandboxed command cannot join its group.
+    #[error(
+        "the agents' cgroup cannot be used: {detail}. Fix: run the daemon under systemd with \
+         the unit in contrib/systemd (Delegate=, DelegateSubgroup=daemon), or as root on a \
+         machine with cgroup v1 memory and pids hierarchies; or set agent.sandbox.cgroup: off \
+         to run with the per-process limits only (memory then unbounded)"
+    )]
+    Cgroup {
+        /// Why.
+        detail: String,
+    },
     /// A path the sandbox needs is missing or unreadable.
     #[error("the agent sandbox needs {path}: {source}")]
     Path {
@@ -188,6 +202,10 @@ pub struct SandboxSetup<'a> {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     bwrap: Option<Arc<Bwrap>>,
+    /// Each agent's cgroup, when the daemon can have them.
+    cgroups: Option<Arc<Cgroups>>,
+    /// Why agents get no cgroup (for the summary), when they do not.
+    no_cgroup: String,
 }
 
 /// The program and arguments that start one agent.
@@ -202,7 +220,11 @@ pub struct Wrapped {
 impl Sandbox {
     /// No sandbox (`agent.sandbox.mode: none`).
     pub fn none() -> Self {
-        Self { bwrap: None }
+        Self {
+            bwrap: None,
+            cgroups: None,
+            no_cgroup: "no sandbox".to_owned(),
+        }
     }
 
     /// The sandbox the configuration asks for. For `bwrap` this resolves bubblewrap and every
@@ -211,9 +233,15 @@ impl Sandbox {
     pub fn from_config(setup: &SandboxSetup<'_>) -> Result<Self, SandboxError> {
         match setup.config.mode {
             SandboxMode::None => Ok(Self::none()),
-            SandboxMode::Bwrap => Bwrap::build(setup).map(|b| Self {
-                bwrap: Some(Arc::new(b)),
-            }),
+            SandboxMode::Bwrap => {
+                let bwrap = Some(Arc::new(Bwrap::build(setup)?));
+                let (cgroups, no_cgroup) = agent_cgroups(setup.config)?;
+                Ok(Self {
+                    bwrap,
+                    cgroups,
+                    no_cgroup,
+                })
+            }
         }
     }
 
@@ -236,14 +264,23 @@ impl Sandbox {
             None => "agents run as this daemon's user in bubblewrap's user namespace".to_owned(),
         };
         let limits: Vec<String> = b.limits.iter().map(|l| l.to_arg()).collect();
+        let cgroup = match &self.cgroups {
+            Some(c) => c.describe(),
+            None => format!("memory not bounded ({})", self.no_cgroup),
+        };
         format!(
-            "bwrap: {user}; seccomp filter; limits {}; memory not bounded (no cgroup)",
+            "bwrap: {user}; seccomp filter; limits {}; {cgroup}",
             if limits.is_empty() {
                 "none".to_owned()
             } else {
                 limits.join(" ")
             }
         )
+    }
+
+    /// A new cgroup for the agent of session `label`, when agents get one. Blocking.
+    pub fn agent_cgroup(&self, label: &str) -> Result<Option<AgentCgroup>, CgroupError> {
+        self.cgroups.as_ref().map(|c| c.create(label)).transpose()
     }
 
     /// The host user agents run as (a root daemon's), to whom the daemon hands what it makes
@@ -391,17 +428,43 @@ impl Sandbox {
             })?;
         let marker = workspace.join(".sandbox-probe");
         let broken = |detail: String| SandboxError::Broken { detail };
-        let run = tokio::process::Command::new(&b.program)
+        // The probe joins a cgroup like an agent's: a hierarchy that takes no process fails here.
+        let this = self.clone();
+        let cgroup = tokio::task::spawn_blocking(move || this.agent_cgroup("probe"))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|made| made.map_err(|e| e.to_string()))
+            .map_err(|detail| SandboxError::Cgroup { detail })?;
+        let joined = cgroup.is_some();
+        let mut command = tokio::process::Command::new(&b.program);
+        command
             .args(b.probe_args(&workspace, &sockets, &marker))
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .output();
-        let output = match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+            .kill_on_drop(true);
+        if let Some(group) = &cgroup {
+            crate::agent::sys::join_cgroups_at_exec(&mut command, group.procs_fds());
+        }
+        let output = tokio::time::timeout(PROBE_TIMEOUT, command.output()).await;
+        if let Some(group) = cgroup {
+            match tokio::task::spawn_blocking(move || group.remove()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the sandbox probe's cgroup was not removed")
+                }
+                Err(e) => tracing::warn!(error = %e, "removing the sandbox probe's cgroup failed"),
+            }
+        }
+        let output = match output {
             Ok(Ok(output)) => output,
+            Ok(Err(e)) if joined => {
+                return Err(SandboxError::Cgroup {
+                    detail: format!("a sandboxed command cannot start in its group ({e})"),
+                });
+            }
             Ok(Err(e)) => return Err(broken(format!("cannot run {}: {e}", b.program.display()))),
             Err(_) => {
                 return Err(broken(format!(
@@ -437,6 +500,62 @@ impl Sandbox {
             Err(SandboxError::Leaky {
                 detail: failures.join("; "),
             })
+        }
+    }
+}
+
+/// `agent.sandbox.limits` as the cgroup takes them.
+fn cgroup_limits(config: &SandboxConfig) -> CgroupLimits {
+    const MIB: u64 = 1024 * 1024;
+    let l = &config.limits;
+    let positive = |v: u64| (v > 0).then_some(v);
+    CgroupLimits {
+        memory_bytes: positive(l.max_memory_mb).map(|v| v.saturating_mul(MIB)),
+        pids: positive(l.max_processes),
+        cpu_percent: positive(l.max_cpu_percent),
+    }
+}
+
+/// What would bound the agents' memory, processes and CPU under `config` on this machine, as
+/// the daemon's start-up log would say it — found without changing anything (`check-config`).
+pub fn cgroup_survey(config: &SandboxConfig) -> String {
+    if config.mode == SandboxMode::None {
+        return "agent.sandbox.mode is none: agents run unconfined".to_owned();
+    }
+    if config.cgroup == CgroupMode::Off {
+        return "memory not bounded (agent.sandbox.cgroup is off)".to_owned();
+    }
+    match Cgroups::survey(cgroup_limits(config)) {
+        Ok(groups) => groups.describe(),
+        Err(e) => format!("memory not bounded (no cgroup: {e})"),
+    }
+}
+
+/// The agents' cgroups `agent.sandbox.cgroup` asks for, or why there are none. `required`
+/// fails unless memory is bounded.
+fn agent_cgroups(config: &SandboxConfig) -> Result<(Option<Arc<Cgroups>>, String), SandboxError> {
+    let limits = cgroup_limits(config);
+    if config.cgroup == CgroupMode::Off {
+        return Ok((None, "agent.sandbox.cgroup is off".to_owned()));
+    }
+    if limits == CgroupLimits::default() {
+        return Ok((None, "no cgroup limit is set".to_owned()));
+    }
+    let found = Cgroups::discover(limits);
+    let required = config.cgroup == CgroupMode::Required;
+    match found {
+        Ok(groups) if required && groups.missing().contains(&"memory") => {
+            Err(SandboxError::Cgroup {
+                detail: format!("no cgroup here bounds memory ({})", groups.describe()),
+            })
+        }
+        Ok(groups) => Ok((Some(Arc::new(groups)), String::new())),
+        Err(e) if required => Err(SandboxError::Cgroup {
+            detail: e.to_string(),
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "agents get no cgroup: their memory is not bounded");
+            Ok((None, format!("no cgroup: {e}")))
         }
     }
 }
@@ -508,6 +627,8 @@ mod tests {
                 limits: Vec::new(),
                 mounts: Default::default(),
             })),
+            cgroups: None,
+            no_cgroup: String::new(),
         };
         sandbox.prepare_workspace(ws).unwrap();
         for name in ["skills", "private"] {
@@ -556,6 +677,8 @@ mod tests {
                 limits: vec![crate::agent::lockdown::Limit::Processes(64)],
                 mounts: Default::default(),
             })),
+            cgroups: None,
+            no_cgroup: String::new(),
         }
     }
 

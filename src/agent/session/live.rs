@@ -153,6 +153,10 @@ impl LiveAgent {
                     }
                 }
                 TurnEnd::Error(e) => {
+                    if self.process.memory_kills() > 0 {
+                        tracing::warn!(session_id = %self.conn.session_id, error = %e, cause = "memory_limit", "the agent was killed at its sandbox's memory limit");
+                        return Outcome::MemoryLimit;
+                    }
                     return Outcome::Failed {
                         reason: format!("session/prompt failed: {e}"),
                     };

@@ -238,6 +238,9 @@ pub enum Outcome {
         /// What went wrong.
         reason: String,
     },
+    /// The sandbox reached its memory limit (`agent.sandbox.limits.maxMemoryMb`) and the kernel
+    /// killed the agent.
+    MemoryLimit,
     /// A timeout fired.
     TimedOut {
         /// `connect`, `idle` or `max_turn`.
@@ -257,6 +260,7 @@ impl Outcome {
             Outcome::Responded { retried: true } => "retried",
             Outcome::NoResponse { .. } => "no_response",
             Outcome::Failed { .. } => "failed",
+            Outcome::MemoryLimit => "memory_limit",
             Outcome::TimedOut { .. } => "timed_out",
             Outcome::Terminated => "terminated",
             Outcome::Cancelled => "cancelled",

@@ -16,6 +16,7 @@ use crate::agent::activity::{Activity, ActivityObserver, ActivityReporter};
 use crate::agent::gate::PermissionGate;
 use crate::agent::process::{AgentProcess, Launch};
 use crate::agent::sandbox::Sandbox;
+use crate::agent::sandbox::cgroup::AgentCgroup;
 
 /// Runs ACP sessions with a permission gate, each agent inside the sandbox.
 #[derive(Debug, Clone)]
@@ -121,7 +122,7 @@ impl AgentRunner {
 
     /// The sandboxed process and its connection.
     async fn spawn(&self, mut spec: AgentSpec) -> Result<(AgentProcess, Connection), Outcome> {
-        let (workspace, staging) =
+        let (workspace, staging, cgroup) =
             self.prepare_workspace(&spec)
                 .await
                 .map_err(|e| Outcome::Failed {
@@ -154,7 +155,7 @@ impl AgentRunner {
             label: &spec.session_id,
         };
         let (process, client, incoming) =
-            AgentProcess::spawn(&launch).map_err(|e| Outcome::Failed {
+            AgentProcess::spawn_in(&launch, cgroup).map_err(|e| Outcome::Failed {
                 reason: e.to_string(),
             })?;
         Ok((
@@ -176,15 +177,17 @@ impl AgentRunner {
     /// The canonical workspace with the sandbox's mount points in place (blocking file-system
     /// work, so on the blocking pool).
     /// Also returns the session's staging folder when it exists as a real folder (only then can
-    /// the sandbox bind it over the otherwise private `$TMPDIR`).
+    /// the sandbox bind it over the otherwise private `$TMPDIR`), and the agent's cgroup when
+    /// agents get one.
     async fn prepare_workspace(
         &self,
         spec: &AgentSpec,
-    ) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
+    ) -> std::io::Result<(PathBuf, Option<PathBuf>, Option<AgentCgroup>)> {
         let sandbox = self.sandbox.clone();
         let workspace = spec.workspace.clone();
         let env = spec.env.clone();
         let socket_dir = spec.api_socket_dir.clone();
+        let label = spec.session_id.clone();
         tokio::task::spawn_blocking(move || {
             let canonical = workspace.canonicalize()?;
             sandbox.prepare_workspace(&canonical)?;
@@ -194,7 +197,10 @@ impl AgentRunner {
             if let Some(user) = sandbox.agent_user() {
                 hand_over_session_paths(staging.as_deref(), socket_dir.as_deref(), user)?;
             }
-            Ok((canonical, staging))
+            let cgroup = sandbox
+                .agent_cgroup(&label)
+                .map_err(std::io::Error::other)?;
+            Ok((canonical, staging, cgroup))
         })
         .await
         .map_err(std::io::Error::other)?

@@ -438,6 +438,22 @@ pub struct SandboxConfig {
     /// Resource limits of every agent's processes (`sandbox-init` sets them inside the
     /// sandbox's user namespace).
     pub limits: SandboxLimits,
+    /// Whether each agent gets a cgroup bounding its memory, processes and CPU.
+    pub cgroup: CgroupMode,
+}
+
+/// `agent.sandbox.cgroup`: a cgroup per agent, the only bound on its memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupMode {
+    /// Used where the daemon can have one (a v2 group delegated by systemd, or a v1 hierarchy
+    /// it may write); otherwise agents run with the rlimits only, and `/readyz` says so.
+    #[default]
+    Auto,
+    /// The daemon refuses to start unless every agent's memory can be bounded.
+    Required,
+    /// No cgroup: the rlimits only.
+    Off,
 }
 
 /// `agent.sandbox.limits`. 0 turns a limit off.
@@ -450,9 +466,17 @@ pub struct SandboxLimits {
     pub max_file_mb: u64,
     /// Open files per process (`RLIMIT_NOFILE`).
     pub max_open_files: u64,
+    /// All the memory of one sandbox, in MiB: its processes' and the pages of its tmpfs folders
+    /// (the cgroup's `memory.max`; see `agent.sandbox.cgroup`). Past it the kernel kills a
+    /// process of that sandbox, never another.
+    pub max_memory_mb: u64,
+    /// CPU time of one sandbox, in percent of one core (the cgroup's `cpu.max`). Two cores by
+    /// default: OpenCode's start uses more than one (capped at one it starts ~1.4× slower,
+    /// `docs/PERFORMANCE.md`).
+    pub max_cpu_percent: u64,
     /// Heap and private writable mappings per process, in MiB (`RLIMIT_DATA`); off by default:
     /// OpenCode's runtime reserves ~74 GB of address space it never touches.
-    pub max_memory_mb: u64,
+    pub max_data_mb: u64,
     /// What one user's workspace may occupy on disk, in MiB: a message that finds it full is
     /// answered in words, no agent is started, and no attachment is saved into it.
     pub max_workspace_mb: u64,
@@ -464,7 +488,9 @@ impl Default for SandboxLimits {
             max_processes: 256,
             max_file_mb: 1024,
             max_open_files: 4096,
-            max_memory_mb: 0,
+            max_memory_mb: 2048,
+            max_cpu_percent: 200,
+            max_data_mb: 0,
             max_workspace_mb: 1024,
         }
     }
@@ -481,6 +507,7 @@ impl Default for SandboxConfig {
             egress_allow_hosts: Vec::new(),
             user: DEFAULT_AGENT_USER.to_owned(),
             limits: SandboxLimits::default(),
+            cgroup: CgroupMode::Auto,
         }
     }
 }
