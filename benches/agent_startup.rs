@@ -31,7 +31,8 @@
 //! cgroup's), `FAKE_ACP_AGENT` (path of
 //! the fake agent), `OPENCODE_BIN`; `RUST_LOG` also
 //! prints the runner's log on stderr. Results are recorded
-//! in `docs/PERFORMANCE.md` ("Agent runner").
+//! in `docs/PERFORMANCE.md` ("Agent start-up and the sandbox"), earlier runs in
+//! `docs/performance/agents.md`.
 
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;

@@ -10,7 +10,7 @@
 //! loopback server both run in this process, so both are in it), and the ratio to the baseline.
 //!
 //! Run: `cargo bench --bench attachments` (`ATTACH_BENCH_ITERS`, default 40). Results are in
-//! `docs/PERFORMANCE.md` ("Attachments").
+//! `docs/PERFORMANCE.md` ("Attachments"), earlier runs in `docs/performance/attachments.md`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

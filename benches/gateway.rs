@@ -15,7 +15,8 @@
 //!
 //! Run: `cargo bench --bench gateway` (`harness = false`; prints `RESULT` lines and a Markdown
 //! table). `GATEWAY_BENCH_REQUESTS` sets the measured requests per side and case (default 2 000;
-//! 100 more per side are a warm-up). Results are recorded in `docs/PERFORMANCE.md`.
+//! 100 more per side are a warm-up). Results are recorded in `docs/PERFORMANCE.md` ("Model
+//! gateway"), earlier runs in `docs/performance/gateway.md`.
 
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;

@@ -7,7 +7,7 @@
 //!
 //! Run: `cargo bench --bench memory_search` (`MEMSEARCH_BENCH_MEMORIES`, default 100 000;
 //! `MEMSEARCH_BENCH_ROUNDS`, default 200). Results are in `docs/PERFORMANCE.md`
-//! ("Meaning-based recall").
+//! ("Meaning-based recall"), earlier runs in `docs/performance/semantic-recall.md`.
 
 use std::time::{Duration, Instant};
 

@@ -8,8 +8,9 @@
 //! carrying one live token and a bearer header (a line that must be rewritten), each with 0,
 //! 16, 256 and 2 500 live secrets.
 //!
-//! Run: `cargo bench --bench redact`. Results are recorded in `docs/PERFORMANCE.md` ("Skill
-//! API: the log line").
+//! Run: `cargo bench --bench redact`. Results are recorded in `docs/PERFORMANCE.md` ("Log
+//! redaction"), earlier runs in `docs/performance/skill-api.md` ("The daemon's log line, and
+//! fewer copies per call").
 
 use std::hint::black_box;
 

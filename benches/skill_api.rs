@@ -5,7 +5,7 @@
 //! Run: `cargo bench --bench skill_api` (a plain program, `harness = false`; it prints one
 //! `RESULT` line per case and a Markdown table). `SKILL_BENCH_REQUESTS` sets the measured requests
 //! per case (default 2 000; 100 more per case are a warm-up). Results are recorded in
-//! `docs/PERFORMANCE.md`.
+//! `docs/PERFORMANCE.md` ("Skill API"), earlier runs in `docs/performance/skill-api.md`.
 //!
 //! Set-up, as in the daemon: `serve` on `127.0.0.1:0`, the registry `build_registry` builds from
 //! the repository's `skills/` (manifest rate limits removed: the bench drives one user far beyond

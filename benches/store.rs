@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench --bench store`. `STORE_BENCH_SCALE=0.1` shrinks both datasets (default 1).
 //! The databases live under Cargo's target tmp dir (a real disk, so fsyncs count) and are
-//! rebuilt on every run. Results are recorded in `docs/PERFORMANCE.md`.
+//! rebuilt on every run. Results are recorded in `docs/PERFORMANCE.md` ("Store"), earlier runs
+//! in `docs/performance/store.md`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

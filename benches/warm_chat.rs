@@ -10,7 +10,8 @@
 //! idle warm agent's processes (bubblewrap, the relay, OpenCode) and of the daemon.
 //!
 //! Run: `cargo bench --bench warm_chat`. Knobs: `WARM_BENCH_ROUNDS` (default 3 per side),
-//! `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Warm agents").
+//! `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Warm agents"), earlier runs
+//! in `docs/performance/agents.md`.
 
 #[path = "../tests/common/fake_llm.rs"]
 mod fake_llm;

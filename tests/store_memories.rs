@@ -912,7 +912,7 @@ async fn fill(store: &Store, w: &WorkspaceKey, content: &'static str, n: usize) 
 #[tokio::test]
 async fn search_ranks_a_bounded_window_of_newest_matches_per_keyword() {
     // The store ranks at most 1 000 matches per query (shared among the keywords); see
-    // `search::RANK_WINDOW` and docs/PERFORMANCE.md.
+    // `search::RANK_WINDOW` and docs/performance/store.md ("What exactness is traded in search").
     let (_d, _p, store) = open().await;
     let w = ws("1");
     let best_udon = pub_normal(&store, &w, "udon udon udon").await;

@@ -1,8 +1,8 @@
 //! The vectors of recently searched workspaces, in memory: a search compares the query with
 //! every vector of its workspace (an exact scan: at 100 000 memories of 384 dimensions a few
-//! milliseconds, `docs/PERFORMANCE.md`), so they are loaded from the store once and kept,
-//! with vectors made later appended. The least recently searched workspaces are dropped past
-//! [`MAX_CACHED_FLOATS`].
+//! milliseconds, `docs/PERFORMANCE.md`, "Meaning-based recall"), so they are loaded from the
+//! store once and kept, with vectors made later appended. The least recently searched
+//! workspaces are dropped past [`MAX_CACHED_FLOATS`].
 
 use crate::sync::{Recover, RecoverRw};
 use std::collections::HashMap;

@@ -7,7 +7,8 @@
 //! its answer says which mode was used ([`SearchMode`]).
 //!
 //! Vectors are compared by an exact scan of the workspace's vectors held in memory
-//! ([`index`]); `docs/PERFORMANCE.md` has its cost at 100 000 memories.
+//! ([`index`]); `docs/PERFORMANCE.md` ("Meaning-based recall") has its cost at 100 000
+//! memories.
 
 pub mod client;
 pub mod index;

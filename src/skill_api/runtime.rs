@@ -6,8 +6,8 @@
 //! event could land on one worker while another sat parked, so calls kept waking the other
 //! core (a futex wake and a context switch each time). With one worker the same connections
 //! cost less CPU per call under wrk: the bare HTTP floor 12.6–13.8 → 8.1–9.7 µs of server CPU,
-//! `memory-save` 28.5–30.9 → 23.7–25.5 µs (`docs/PERFORMANCE.md`, "Under wrk, and one thread
-//! for the Skill API"; with in-process load generators the gain is smaller, never a loss).
+//! `memory-save` 28.5–30.9 → 23.7–25.5 µs (`docs/performance/skill-api.md`, "Under wrk, and one
+//! thread for the Skill API"; with in-process load generators the gain is smaller, never a loss).
 //! One thread serves tens of thousands of calls a second, far more than a host's agents make,
 //! and nothing a handler does holds it: store reads run on this runtime's blocking pool, store
 //! writes on the store's writer thread, platform requests are I/O.

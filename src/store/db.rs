@@ -11,7 +11,8 @@
 //!   at checkpoints rather than at every commit, so a power loss or kernel crash can drop the last
 //!   commits before the latest checkpoint (the database itself stays consistent). For memories and
 //!   reminders of a chat companion that is the usual trade: `FULL` costs one fsync per batch and
-//!   capped saves at a few thousand per second on the benchmark disk (`docs/PERFORMANCE.md`).
+//!   capped saves at a few thousand per second on the benchmark disk
+//!   (`docs/performance/store.md`, "Against the targets").
 //! * **Checkpoints** run on a thread of their own (`store-ckpt`, a passive checkpoint each time
 //!   the WAL has grown by `CHECKPOINT_FRAMES`), so the writer never stalls to copy the WAL
 //!   into the database; past `RESTART_FRAMES` the writer copies the last few frames itself, so
@@ -231,7 +232,8 @@ impl Db {
     /// or in a batch of its own once it has waited [`DEFER_AT_MOST`], and always before a
     /// checkpoint or close. Every commit makes each reader drop its page cache (WAL readers
     /// cannot tell which pages changed), so one commit per search for its "used" marks made
-    /// searches at 100 000 memories re-read their pages every time (`docs/PERFORMANCE.md`).
+    /// searches at 100 000 memories re-read their pages every time
+    /// (`docs/performance/skill-api.md`, "Common words at 100 000").
     /// A crash loses at most the last second of such bookkeeping.
     pub(crate) fn write_detached<F>(&self, what: &'static str, f: F)
     where

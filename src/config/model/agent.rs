@@ -472,7 +472,7 @@ pub struct SandboxLimits {
     pub max_memory_mb: u64,
     /// CPU time of one sandbox, in percent of one core (the cgroup's `cpu.max`). Two cores by
     /// default: OpenCode's start uses more than one (capped at one it starts ~1.4× slower,
-    /// `docs/PERFORMANCE.md`).
+    /// `docs/performance/agents.md`, "The agent's cgroup").
     pub max_cpu_percent: u64,
     /// Heap and private writable mappings per process, in MiB (`RLIMIT_DATA`); off by default:
     /// OpenCode's runtime reserves ~74 GB of address space it never touches.

@@ -13,7 +13,7 @@ use crate::text::writes_without_spaces;
 /// Each indexing writes a new segment into both indexes, whatever the number of rows, so
 /// indexing small batches one by one cost a third of the writer's CPU per save at 16 callers;
 /// with 64 rows a segment, writer CPU per save fell from 31.5–39 to 22–24 µs
-/// (`docs/PERFORMANCE.md`, "Saves: indexing the queue").
+/// (`docs/performance/skill-api.md`, "Saves: indexing the queue").
 pub(crate) const INDEX_AT: i64 = 64;
 
 /// Sets both indexes' merging, and indexes any rows left queued by the last run (a crash, or a
@@ -23,7 +23,7 @@ pub(crate) const INDEX_AT: i64 = 64;
 /// level that reaches `crisismerge`, 16 segments, so a long burst of saves stays bounded), and
 /// `usermerge` 2, so the writer's idle [`idle_step`] merges any level that holds two segments or
 /// more. Merges thus happen when the writer has nothing else to do: 12 % less writer CPU per
-/// save at 16 callers (`docs/PERFORMANCE.md`).
+/// save at 16 callers (`docs/performance/skill-api.md`, "search and stats by workspace size").
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
     // One transaction for the four settings (they persist in each index's `_config` table) and
     // the left-over rows.
@@ -65,7 +65,8 @@ const MERGE_PAGES: u32 = 256;
 ///
 /// Every indexing adds a segment to each index, and indexing does not merge them (see
 /// [`prepare_writer`]), so a big workspace is spread over a dozen or two segments, and every
-/// search walks all of them (`docs/PERFORMANCE.md`, "search and stats by workspace size": 22 → 2
+/// search walks all of them (`docs/performance/skill-api.md`, "search and stats by workspace
+/// size": 22 → 2
 /// segments made a common-word search at 100 000 memories 1.2–1.5× cheaper). The writer runs
 /// this when it has nothing else to do, so the merge costs no save anything.
 pub(crate) fn idle_step(conn: &Connection) -> Result<bool, StoreError> {
@@ -127,7 +128,8 @@ pub(super) fn waiting(conn: &Connection, (lo, hi): (i64, i64)) -> Result<bool, S
 /// Why not a trigger per insert: FTS5 writes its pending terms to disk at every savepoint, and
 /// every job of a batch runs in a savepoint of its own, so indexing inside the job wrote one tiny
 /// segment per memory (and merged them again). Indexing the queue at once writes one segment per
-/// index for all of its rows (`docs/PERFORMANCE.md`, "Saves").
+/// index for all of its rows (`docs/performance/skill-api.md`, "Skill API: CPU per call" and
+/// "Saves: indexing the queue").
 fn index_queued(conn: &Connection, at_least: i64) -> Result<i64, StoreError> {
     let queued: i64 = conn
         .prepare_cached("SELECT count(*) FROM index_queue")?

@@ -20,7 +20,8 @@
 //! share of [`RANK_WINDOW`], 1 000 rows per query), so a search costs O(window) instead of
 //! O(matches). A keyword with fewer matches than its window (any rare keyword, any workspace under
 //! ~1 000 memories) is ranked exactly; a very common keyword stops adding to the score of memories
-//! older than its window, like a stopword (see `search` and `docs/PERFORMANCE.md`).
+//! older than its window, like a stopword (see `search` and `docs/performance/store.md`, "What
+//! exactness is traded in search").
 //!
 //! **Common keywords by one trigram.** After the first stretch of a keyword's window, a common
 //! ASCII keyword may be looked up by its rarest trigram instead of all of them, each memory
