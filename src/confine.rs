@@ -21,6 +21,11 @@
 //!   open without truncating, check the same way, and only then truncate, so a hard link the
 //!   agent made to a file it must not touch is never emptied.
 //!
+//! * **Programs approved by their path** (skill entrypoints, for the permission gate):
+//!   [`canonical_program`] — a regular file at its own canonical path, so what is approved is
+//!   what runs — and [`is_at_or_inside`], which the gate uses to refuse a skills folder the
+//!   agent could write.
+//!
 //! Everything here is blocking file-system work: async callers run it in `spawn_blocking`.
 //! Each caller maps [`ConfineError`] to its own public error codes.
 
@@ -86,6 +91,39 @@ pub enum ConfineError {
     /// Any other I/O failure (only the kind is kept: an OS message can carry a path).
     #[error("{0}")]
     Io(io::ErrorKind),
+}
+
+/// Why a program path cannot be approved ([`canonical_program`]).
+#[derive(Debug)]
+pub enum ProgramRefusal {
+    /// The path resolves somewhere else (a symlink on the way) or to something that is not a
+    /// regular file.
+    NotCanonical {
+        /// Where it resolves to.
+        real: PathBuf,
+    },
+    /// The path cannot be resolved (missing, unreadable).
+    Unresolvable(io::Error),
+}
+
+/// The rule for a program the daemon approves by its path (a skill entrypoint): a regular file
+/// at its own canonical path — it exists and no component is a symlink, `.` or `..` — so the
+/// file approved is exactly the file that runs, and a folder swapped for a link is refused.
+pub fn canonical_program(path: &Path) -> Result<(), ProgramRefusal> {
+    match std::fs::canonicalize(path) {
+        Ok(real) if real == path && real.is_file() => Ok(()),
+        Ok(real) => Err(ProgramRefusal::NotCanonical { real }),
+        Err(e) => Err(ProgramRefusal::Unresolvable(e)),
+    }
+}
+
+/// Whether `dir` (canonical) is `root` or inside it, `root` resolved when it exists (as written,
+/// made absolute, when it does not).
+pub fn is_at_or_inside(dir: &Path, root: &Path) -> bool {
+    let root = std::fs::canonicalize(root)
+        .or_else(|_| std::path::absolute(root))
+        .unwrap_or_else(|_| root.to_path_buf());
+    dir.starts_with(root)
 }
 
 /// A root directory the agent's paths must stay inside, minus its hidden subtrees.

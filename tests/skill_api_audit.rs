@@ -97,7 +97,7 @@ async fn one_skill_call_event_per_call_and_no_secrets_in_logs() {
         assert_eq!(fields["status"], status.as_u16());
         assert_eq!(fields["session_id"], s.session_id.as_str());
         // An unauthenticated caller is nobody: user/platform are only set once authenticated.
-        let (platform, user) = if status.as_u16() == 403 {
+        let (platform, user) = if matches!(status.as_u16(), 401 | 403) {
             ("-", "-")
         } else {
             ("discord", "alice")

@@ -141,15 +141,17 @@ async fn idle_expired_session_is_401_and_calls_keep_sessions_alive() {
     assert_eq!(r.code(), "SESSION_NOT_FOUND");
 }
 
+/// A missing token is 401 (the caller is not known), a wrong one 403 — the model gateway's
+/// statuses (`tests/gateway.rs` `a_missing_key_is_401_a_wrong_key_403_and_an_unknown_session_401`).
 #[tokio::test]
-async fn missing_or_wrong_tokens_are_403() {
+async fn a_missing_token_is_401_and_a_wrong_one_403() {
     let app = app();
     let s = app.session("alice");
     let other = app.session("mallory");
     let r = app.call("echo", &s, None, json!({"text": "x"})).await;
     assert_eq!(
         (r.status, r.code()),
-        (StatusCode::FORBIDDEN, "AUTH_MISSING")
+        (StatusCode::UNAUTHORIZED, "AUTH_MISSING")
     );
     let r = app
         .send(
@@ -505,9 +507,12 @@ async fn wrong_token_cannot_read_a_cached_result() {
     let s = app.session("alice");
     let legit = app.call_ok("counter", &s, json!({"a": 1})).await;
     assert_eq!(legit.status, StatusCode::OK);
-    for token in [None, Some("wrong")] {
+    for (token, status) in [
+        (None, StatusCode::UNAUTHORIZED),
+        (Some("wrong"), StatusCode::FORBIDDEN),
+    ] {
         let r = app.call("counter", &s, token, json!({"a": 1})).await;
-        assert_eq!(r.status, StatusCode::FORBIDDEN);
+        assert_eq!(r.status, status);
         assert!(
             r.body.get("data").is_none(),
             "cached data leaked: {:?}",

@@ -341,7 +341,7 @@ async fn a_call_naming_another_live_session_is_refused_and_leaves_it_untouched()
 }
 
 #[tokio::test]
-async fn a_wrong_or_missing_token_on_the_sessions_own_socket_is_403() {
+async fn a_wrong_token_on_the_sessions_own_socket_is_403_a_missing_one_401() {
     let t = socket_app(|_| {});
     let a = t.session("alice");
     let b = t.session("bob");
@@ -362,7 +362,10 @@ async fn a_wrong_or_missing_token_on_the_sessions_own_socket_is_403() {
     let crossed = call_on(&socket, "echo", a_id, other, json!({"text": "x"})).await;
     assert_eq!(crossed.status, 403, "B's token does not open A's session");
     let missing = call_on(&socket, "echo", a_id, None, json!({"text": "x"})).await;
-    assert_eq!(missing.status, 403);
+    assert_eq!(
+        missing.status, 401,
+        "the gateway's status for a missing key"
+    );
     assert_eq!(missing.code(), "AUTH_MISSING");
     socket.close().await;
 }

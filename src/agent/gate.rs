@@ -16,8 +16,12 @@
 //!     it is refused with a pointer to the absolute form;
 //! * or the program word equals a command-based skill's program (`agent-browser`);
 //! * every argument is literal or uses only `$TMPDIR`/`$SESSION_ID` (guaranteed by the lexer);
-//! * no argument is a legacy free-text flag (`--message`, `--message=…`, quoted or not): text
-//!   goes through payload files.
+//! * no argument is a removed free-text flag (`--message`, `--message=…`, quoted or not, and
+//!   the others the skill manifests reserve, [`crate::skills::manifest::LEGACY_FREE_TEXT_FLAGS`]
+//!   and `--file-path`): text goes through payload files.
+//!
+//! Whether an entrypoint path is genuine (canonical, a regular file, the skills folder outside
+//! the workspace) is decided by [`crate::confine`]'s program rule, like every other path rule.
 //!
 //! A JSON argv array in `rawInput.command` is accepted only when every element is a plain word
 //! the shell would read unchanged, so it means the same whether the agent runs it as an argv
@@ -30,15 +34,18 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::shell::{self, Word};
+use crate::confine::{ProgramRefusal, canonical_program, is_at_or_inside};
+use crate::skills::manifest::{LEGACY_FREE_TEXT_FLAGS, SINGLE_FILE_FLAG};
 
-/// Free-text flags that were removed from the skills (text goes through payload files).
-const LEGACY_FLAGS: &[&str] = &[
-    "--message",
-    "--content",
-    "--query",
-    "--caption",
-    "--file-path",
-];
+/// Whether the argument `word` is a removed free-text flag (`--message` or `--message=…`, and
+/// the others the manifests reserve): text goes through payload files now.
+fn is_removed_flag(word: &str) -> bool {
+    let Some(flag) = word.strip_prefix("--") else {
+        return false;
+    };
+    let name = flag.split_once('=').map_or(flag, |(name, _)| name);
+    LEGACY_FREE_TEXT_FLAGS.contains(&name) || name == SINGLE_FILE_FLAG
+}
 
 /// Interpreters that may run an entrypoint (`sh <entrypoint> …`).
 const INTERPRETERS: &[&str] = &[
@@ -163,11 +170,11 @@ impl PermissionGate {
         let Some(first) = words.first() else {
             return Decision::deny("empty command");
         };
-        if let Some(flag) = words[1..].iter().map(Word::template).find(|t| {
-            LEGACY_FLAGS
-                .iter()
-                .any(|f| t == f || t.strip_prefix(f).is_some_and(|rest| rest.starts_with('=')))
-        }) {
+        if let Some(flag) = words[1..]
+            .iter()
+            .map(Word::template)
+            .find(|t| is_removed_flag(t))
+        {
             return Decision::deny(format!(
                 "legacy free-text flag {flag:?}; use the payload-file flags"
             ));
@@ -223,7 +230,7 @@ impl PermissionGate {
                 .and_then(|dir| path.strip_prefix(dir))
                 .and_then(|rest| rest.strip_prefix('/'));
             let entry = self.find_entry(rest).ok_or_else(not_approved)?;
-            if inside(skills, workspace) {
+            if is_at_or_inside(skills, workspace) {
                 return Err(format!(
                     "the skills directory {} is inside the agent's workspace, where the agent can \
                      write; move it out",
@@ -292,21 +299,19 @@ impl ApprovalRules {
     }
 }
 
-/// `Ok` when `path` is a regular file at its own canonical path: it exists and no component
-/// is a symlink, `.` or `..`.
+/// [`canonical_program`], with the reason in words.
 fn canonical_file(path: &Path) -> Result<(), String> {
-    match std::fs::canonicalize(path) {
-        Ok(real) if real == path && real.is_file() => Ok(()),
-        Ok(real) => Err(format!(
+    canonical_program(path).map_err(|refusal| match refusal {
+        ProgramRefusal::NotCanonical { real } => format!(
             "skill entrypoint {:?} resolves to {} (a symlink or not a regular file)",
             path.display().to_string(),
             real.display()
-        )),
-        Err(e) => Err(format!(
+        ),
+        ProgramRefusal::Unresolvable(e) => format!(
             "skill entrypoint {:?} cannot be resolved: {e}",
             path.display().to_string()
-        )),
-    }
+        ),
+    })
 }
 
 /// The words of a JSON argv array: every element must be a plain word the shell would read
@@ -359,14 +364,6 @@ fn same_dir(a: &Path, b: &Path) -> bool {
             (std::fs::canonicalize(a), std::fs::canonicalize(b)),
             (Ok(a), Ok(b)) if a == b
         )
-}
-
-/// Whether `dir` (canonical) is `workspace` or inside it.
-fn inside(dir: &Path, workspace: &Path) -> bool {
-    let workspace = std::fs::canonicalize(workspace)
-        .or_else(|_| std::path::absolute(workspace))
-        .unwrap_or_else(|_| workspace.to_path_buf());
-    dir.starts_with(workspace)
 }
 
 /// The command line of an execute tool call, if any (`rawInput.command`, a string or an argv

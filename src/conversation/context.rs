@@ -484,11 +484,7 @@ async fn prompt_memories(
     msg: &IncomingMessage,
     session_id: &str,
 ) -> (Vec<Memory>, u64) {
-    let scope = if msg.is_dm {
-        Scope::IncludePrivate
-    } else {
-        Scope::PublicOnly
-    };
+    let scope = Scope::for_dm(msg.is_dm);
     match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
         Ok(ws) => {
             let budget = from.sizes.important_memories_budget;

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::common::{Deps, params, platform_error, scope, store_error, workspace_key};
 use crate::platform::OutgoingFile;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
-use crate::store::{ExportFilter, Importance, Memory, Scope};
+use crate::store::{ExportFilter, Importance, Memory};
 
 /// The `memory-export` skill: the user's memories as a file, always sent by DM (private ones only
 /// when asked from a DM).
@@ -72,7 +72,7 @@ impl SkillHandler for MemoryExport {
             memories.len(),
             if memories.len() == 1 { "y" } else { "ies" },
             p.format.as_str(),
-            if filter.scope == Scope::IncludePrivate {
+            if filter.scope.includes_private() {
                 ", public and private"
             } else {
                 ", public only: ask in a direct message to include private memories"
@@ -96,7 +96,7 @@ impl SkillHandler for MemoryExport {
             session_id = %ctx.session_id(),
             count = memories.len(),
             format = p.format.as_str(),
-            include_private = filter.scope == Scope::IncludePrivate,
+            include_private = filter.scope.includes_private(),
             "memory export delivered by DM"
         );
         Ok(json!({
@@ -116,7 +116,7 @@ fn render(
     now: DateTime<Utc>,
 ) -> Result<(String, Vec<u8>), SkillError> {
     let stamp = now.format("%Y%m%dT%H%M%SZ");
-    let include_private = filter.scope == Scope::IncludePrivate;
+    let include_private = filter.scope.includes_private();
     match format {
         Format::Json => {
             let doc = json!({
@@ -180,6 +180,7 @@ fn markdown(memories: &[Memory], include_private: bool, now: DateTime<Utc>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Scope;
     use crate::store::{Visibility, WorkspaceKey};
 
     fn memory(id: &str, content: &str) -> Memory {

@@ -12,18 +12,22 @@
 //! HTTP or of any skill. Each quota lives with the handler that enforces it (`handlers/`); a
 //! session only counts calls ([`SessionState::record_attempt`]) and records what was sent.
 //!
+//! * [`auth`] — [`authenticate`]: who may act for a session (channel, token, open turn), the
+//!   one check of the Skill API and the model gateway.
 //! * [`ids`] — [`SessionId`], [`CallerToken`], the constant-time token check.
 //! * [`context`] — [`SessionContext`] (who and where) and [`SessionPurpose`].
 //! * [`state`] — [`SessionState`]: what this turn has done so far.
 //! * [`termination`] — [`TerminationSignal`].
 //! * [`registry`] — [`SessionRegistry`], [`SessionHandle`], idle expiry and the reaper.
 
+pub mod auth;
 pub mod context;
 pub mod ids;
 pub mod registry;
 pub mod state;
 pub mod termination;
 
+pub use auth::{AuthFailure, Presented, authenticate};
 pub use context::{MAINTENANCE_SKILLS, MaintenancePolicy, SessionContext, SessionPurpose};
 pub use ids::{CallerToken, SessionError, SessionId, constant_time_eq};
 pub use registry::{RegisteredSession, SessionHandle, SessionRegistry};

@@ -395,14 +395,15 @@ impl SessionRegistry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::platform::Origin;
     use crate::platform::PlatformKind;
     use std::collections::HashSet;
     use std::path::PathBuf;
 
-    fn context() -> SessionContext {
+    /// A guild conversation's context (also for the other session tests).
+    pub(crate) fn context() -> SessionContext {
         SessionContext {
             origin: Origin {
                 platform: PlatformKind::Discord,

@@ -1,12 +1,14 @@
-//! Authentication of a skill call: the axum extractor [`AuthenticatedCall`].
+//! Authentication of a skill call: the axum extractor [`AuthenticatedCall`], and the HTTP side
+//! of [`crate::session::authenticate`] that the model gateway shares: the caller tokens a
+//! request presents ([`presented_tokens`]) and the one status per failure ([`auth_status`]).
 //!
 //! The session id travels in the JSON body, so authentication is done by a body-consuming
 //! extractor that runs the first pipeline steps in order: read and parse the body
 //! (`Content-Type` JSON, size limit, a body that has not fully arrived within `body_read_timeout`
-//! is `INVALID_JSON`, `{sessionId, parameters}` shape) → look the session up (401)
-//! → compare the bearer token with the session's caller token in constant time (403) → touch the
-//! session. The route handler receives a typed, authenticated call or a [`CallRejection`] that
-//! still carries what the audit log needs.
+//! is `INVALID_JSON`, `{sessionId, parameters}` shape) → [`crate::session::authenticate`]
+//! (the channel, the session (401), the caller token in constant time (401 missing, 403
+//! wrong), an open turn (409)), which touches the session. The route handler receives a typed,
+//! authenticated call or a [`CallRejection`] that still carries what the audit log needs.
 //!
 //! On a per-session Unix socket ([`SessionSocket`](super::SessionSocket)) the session is known
 //! before the body is read: every request carries a [`SocketSession`] extension naming the
@@ -24,9 +26,11 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use axum::http::StatusCode;
+
 use super::error::SkillError;
 use super::state::SkillApiState;
-use crate::session::SessionHandle;
+use crate::session::{AuthFailure, Presented, SessionHandle, auth::channel_matches, authenticate};
 
 /// The session whose per-session socket a request arrived on: a request extension set by the
 /// server for every request of a [`SessionSocket`](super::SessionSocket), never by the client.
@@ -39,12 +43,59 @@ pub struct SocketSession(pub String);
 /// [`SkillError::WrongSessionChannel`] (403 `AUTH_FAILED`). Routes served on the session
 /// sockets besides the skills (the model gateway) call it with the session they were given.
 pub fn socket_session_matches(extensions: &Extensions, session_id: &str) -> Result<(), SkillError> {
-    match extensions.get::<SocketSession>() {
-        Some(SocketSession(channel)) if channel != session_id => {
-            Err(SkillError::WrongSessionChannel)
-        }
-        _ => Ok(()),
+    Ok(channel_matches(socket_channel(extensions), session_id)?)
+}
+
+/// The session whose socket a request arrived on (`None` on the TCP listener).
+pub fn socket_channel(extensions: &Extensions) -> Option<&str> {
+    extensions.get::<SocketSession>().map(|s| s.0.as_str())
+}
+
+/// What a request presents for itself: its socket's session and its caller tokens.
+pub fn presented<'a>(headers: &'a HeaderMap, extensions: &'a Extensions) -> Presented<'a> {
+    Presented {
+        channel: socket_channel(extensions),
+        tokens: presented_tokens(headers),
     }
+}
+
+/// The one HTTP status of each authentication failure, for the Skill API and the gateway
+/// alike: 401 when the caller is not known (no such session, no token), 403 when it is refused
+/// (wrong token, another session's channel), 409 between turns.
+pub fn auth_status(failure: AuthFailure) -> StatusCode {
+    match failure {
+        AuthFailure::SessionNotFound | AuthFailure::TokenMissing => StatusCode::UNAUTHORIZED,
+        AuthFailure::WrongChannel | AuthFailure::TokenMismatch => StatusCode::FORBIDDEN,
+        AuthFailure::NoTurnOpen => StatusCode::CONFLICT,
+    }
+}
+
+/// The caller tokens a request presents: `Authorization: Bearer X` and `x-api-key: X`,
+/// whichever it sent (model SDKs send either). `Err(TokenMismatch)` when a header is present
+/// but unusable (not text, another scheme, empty).
+pub fn presented_tokens(headers: &HeaderMap) -> Result<Vec<&[u8]>, AuthFailure> {
+    let mut tokens = Vec::new();
+    for value in headers.get_all(header::AUTHORIZATION) {
+        let text = value
+            .to_str()
+            .map_err(|_| AuthFailure::TokenMismatch)?
+            .trim();
+        let token = text
+            .split_once(' ')
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|token| !token.is_empty())
+            .ok_or(AuthFailure::TokenMismatch)?;
+        tokens.push(token.as_bytes());
+    }
+    for value in headers.get_all("x-api-key") {
+        let key = value.as_bytes().trim_ascii();
+        if key.is_empty() {
+            return Err(AuthFailure::TokenMismatch);
+        }
+        tokens.push(key);
+    }
+    Ok(tokens)
 }
 
 /// The wire body of a skill call.
@@ -135,35 +186,21 @@ impl FromRequest<SkillApiState> for AuthenticatedCall {
             session_id: None,
             body_bytes,
         })?;
-        // Before the lookup: on a session socket, a body naming another session learns nothing
-        // (not even whether that session exists). The audit names the session that sent it.
-        if let Err(error) = socket_session_matches(&parts.extensions, &parsed.session_id) {
-            let sender = parts.extensions.get::<SocketSession>().map(|s| s.0.clone());
-            return Err(CallRejection {
-                error,
-                session_id: sender,
-                body_bytes,
-            });
-        }
-        let reject = |error| CallRejection {
-            error,
-            session_id: Some(parsed.session_id.clone()),
+        // On a session socket, a body naming another session learns nothing (not even whether
+        // that session exists), and the audit names the session that sent it.
+        let session = authenticate(
+            state.sessions(),
+            &parsed.session_id,
+            &presented(&parts.headers, &parts.extensions),
+        )
+        .map_err(|failure| CallRejection {
+            error: failure.into(),
+            session_id: match failure {
+                AuthFailure::WrongChannel => socket_channel(&parts.extensions).map(str::to_owned),
+                _ => Some(parsed.session_id.clone()),
+            },
             body_bytes,
-        };
-
-        let Some(session) = state.sessions().lookup(&parsed.session_id) else {
-            return Err(reject(SkillError::SessionNotFound));
-        };
-        let Some(token) = bearer_token(&parts.headers) else {
-            return Err(reject(SkillError::AuthMissing));
-        };
-        if !session.token_matches(token.as_bytes()) {
-            return Err(reject(SkillError::AuthFailed));
-        }
-        if !session.turn_is_open() {
-            return Err(reject(SkillError::NoTurnOpen));
-        }
-        session.mark_active();
+        })?;
         Ok(Self {
             session,
             parameters: parsed.parameters.unwrap_or_default(),
@@ -206,43 +243,51 @@ fn is_json_mime(mime: &str) -> bool {
         || (has_prefix("application/") && has_suffix("+json"))
 }
 
-/// The token of an `Authorization: Bearer <token>` header; `None` when absent, empty or of
-/// another scheme.
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
     #[test]
-    fn bearer_tokens_are_parsed_strictly() {
+    fn tokens_are_parsed_strictly_from_both_headers() {
         let mut h = HeaderMap::new();
-        assert_eq!(bearer_token(&h), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer tok"),
-        );
-        assert_eq!(bearer_token(&h), Some("tok"));
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer  tok "),
-        );
-        assert_eq!(bearer_token(&h), Some("tok"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
-        assert_eq!(bearer_token(&h), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Basic dXNlcg=="),
-        );
-        assert_eq!(bearer_token(&h), None);
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("tok"));
-        assert_eq!(bearer_token(&h), None);
+        assert_eq!(presented_tokens(&h), Ok(vec![]));
+        for (value, token) in [("Bearer tok", "tok"), ("bearer  tok ", "tok")] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+            assert_eq!(presented_tokens(&h), Ok(vec![token.as_bytes()]));
+        }
+        h.insert("x-api-key", HeaderValue::from_static(" other "));
+        assert_eq!(presented_tokens(&h), Ok(vec![&b"tok"[..], &b"other"[..]]));
+        for unusable in ["Bearer ", "Basic dXNlcg==", "tok"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(unusable));
+            assert_eq!(
+                presented_tokens(&h),
+                Err(AuthFailure::TokenMismatch),
+                "{unusable}"
+            );
+        }
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", HeaderValue::from_static(""));
+        assert_eq!(presented_tokens(&h), Err(AuthFailure::TokenMismatch));
+    }
+
+    #[test]
+    fn one_status_per_failure() {
+        for (failure, status) in [
+            (AuthFailure::SessionNotFound, 401),
+            (AuthFailure::TokenMissing, 401),
+            (AuthFailure::TokenMismatch, 403),
+            (AuthFailure::WrongChannel, 403),
+            (AuthFailure::NoTurnOpen, 409),
+        ] {
+            assert_eq!(auth_status(failure).as_u16(), status, "{failure:?}");
+            let error = SkillError::from(failure);
+            assert_eq!(
+                (error.status(), error.code()),
+                (auth_status(failure), failure.code())
+            );
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::session::AuthFailure;
+
 /// One parameter problem reported with `INVALID_PARAMS` (the skills layer's type: the skill
 /// client reports the same shape).
 pub use crate::skills::ParamProblem;
@@ -28,19 +30,11 @@ pub enum SkillError {
         /// Every problem found, each with a JSON Pointer path.
         details: Vec<ParamProblem>,
     },
-    /// 401: unknown, ended or idle-expired session.
-    #[error("session not found")]
-    SessionNotFound,
-    /// 403: no `Authorization: Bearer` token was presented.
-    #[error("caller token missing")]
-    AuthMissing,
-    /// 403: the presented token does not belong to the session.
-    #[error("caller token mismatch")]
-    AuthFailed,
-    /// 403 `AUTH_FAILED`: the request arrived on another session's socket than the session its
-    /// body names (the per-session channel decides who is calling, not the body).
-    #[error("request arrived on another session's channel")]
-    WrongSessionChannel,
+    /// 401 / 403 / 409: the request may not act for the session it names
+    /// ([`crate::session::authenticate`]; statuses from [`super::auth::auth_status`], the same
+    /// as the model gateway's).
+    #[error("{0}")]
+    Auth(AuthFailure),
     /// 403: the skill is not allowed in this context (e.g. DM-only skill in a guild).
     #[error("forbidden in this context: {0}")]
     ForbiddenContext(String),
@@ -87,10 +81,6 @@ pub enum SkillError {
         /// Whether calling again may succeed.
         retryable: bool,
     },
-    /// 409: the session's agent is kept between turns and no turn is open: whatever calls now
-    /// (a process the agent left running) delivers nothing.
-    #[error("no turn is open for this session")]
-    NoTurnOpen,
     /// 503: the skill is disabled by configuration.
     #[error("skill {0:?} is disabled")]
     SkillDisabled(String),
@@ -132,9 +122,7 @@ impl SkillError {
         match self {
             Self::InvalidJson(_) => (StatusCode::BAD_REQUEST, "INVALID_JSON"),
             Self::InvalidParams { .. } => (StatusCode::BAD_REQUEST, "INVALID_PARAMS"),
-            Self::SessionNotFound => (StatusCode::UNAUTHORIZED, "SESSION_NOT_FOUND"),
-            Self::AuthMissing => (StatusCode::FORBIDDEN, "AUTH_MISSING"),
-            Self::AuthFailed | Self::WrongSessionChannel => (StatusCode::FORBIDDEN, "AUTH_FAILED"),
+            Self::Auth(failure) => (super::auth::auth_status(*failure), failure.code()),
             Self::ForbiddenContext(_) => (StatusCode::FORBIDDEN, "FORBIDDEN_CONTEXT"),
             Self::UnknownSkill { .. } => (StatusCode::NOT_FOUND, "UNKNOWN_SKILL"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "NOT_FOUND"),
@@ -143,7 +131,6 @@ impl SkillError {
             Self::QuotaExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "QUOTA_EXCEEDED"),
             Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED"),
             Self::PlatformError { .. } => (StatusCode::BAD_GATEWAY, "PLATFORM_ERROR"),
-            Self::NoTurnOpen => (StatusCode::CONFLICT, "NO_TURN_OPEN"),
             Self::SkillDisabled(_) => (StatusCode::SERVICE_UNAVAILABLE, "SKILL_DISABLED"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
         }
@@ -217,23 +204,7 @@ impl SkillError {
                     paths.join(", ")
                 )
             }
-            Self::SessionNotFound => "This session is unknown, has already ended or expired \
-             after inactivity. Do not retry: the conversation turn is over and no further \
-             skill calls can be made from it."
-                .to_owned(),
-            Self::AuthMissing => "The request carried no caller token. Skill scripts send \
-             `Authorization: Bearer $SKILL_API_TOKEN` automatically: run the skill through \
-             its script with the environment you were started with."
-                .to_owned(),
-            Self::AuthFailed => "The caller token does not match this session. Use the \
-             SESSION_ID and SKILL_API_TOKEN of your own environment unchanged; do not copy \
-             them from messages, files or other sessions."
-                .to_owned(),
-            Self::WrongSessionChannel => "This request came on another session's channel: the \
-             connection it arrived on belongs to a different session than the sessionId in \
-             the body. Use the SESSION_ID of your own environment unchanged; a session can \
-             only act for itself."
-                .to_owned(),
+            Self::Auth(failure) => auth_message(*failure).to_owned(),
             Self::ForbiddenContext(why) => format!(
                 "This skill is not allowed in the current conversation: {why}. Do not retry it \
              here; answer the user another way (for example with send-reply)."
@@ -282,10 +253,6 @@ impl SkillError {
                     )
                 }
             }
-            Self::NoTurnOpen => "No turn is open for this session: the message it answered is \
-                 done, and nothing was delivered or saved. Work that runs on after a turn \
-                 (a background process) cannot act; finish within the turn."
-                .to_owned(),
             Self::SkillDisabled(name) => format!(
                 "The skill \"{name}\" is disabled by the operator's configuration. Do not retry \
              it; answer the user without it."
@@ -332,6 +299,42 @@ impl ErrorResponse {
 impl IntoResponse for SkillError {
     fn into_response(self) -> Response {
         self.to_http().into_response()
+    }
+}
+
+/// What an agent is told when its call may not act for the session it names.
+fn auth_message(failure: AuthFailure) -> &'static str {
+    match failure {
+        AuthFailure::SessionNotFound => {
+            "This session is unknown, has already ended or expired after inactivity. Do not \
+             retry: the conversation turn is over and no further skill calls can be made from it."
+        }
+        AuthFailure::TokenMissing => {
+            "The request carried no caller token. Skill scripts send `Authorization: Bearer \
+             $SKILL_API_TOKEN` automatically: run the skill through its script with the \
+             environment you were started with."
+        }
+        AuthFailure::TokenMismatch => {
+            "The caller token does not match this session. Use the SESSION_ID and \
+             SKILL_API_TOKEN of your own environment unchanged; do not copy them from messages, \
+             files or other sessions."
+        }
+        AuthFailure::WrongChannel => {
+            "This request came on another session's channel: the connection it arrived on \
+             belongs to a different session than the sessionId in the body. Use the SESSION_ID \
+             of your own environment unchanged; a session can only act for itself."
+        }
+        AuthFailure::NoTurnOpen => {
+            "No turn is open for this session: the message it answered is done, and nothing was \
+             delivered or saved. Work that runs on after a turn (a background process) cannot \
+             act; finish within the turn."
+        }
+    }
+}
+
+impl From<AuthFailure> for SkillError {
+    fn from(failure: AuthFailure) -> Self {
+        SkillError::Auth(failure)
     }
 }
 
@@ -398,10 +401,11 @@ mod tests {
         let all = [
             SkillError::InvalidJson("x".into()),
             SkillError::InvalidParams { details: vec![] },
-            SkillError::SessionNotFound,
-            SkillError::AuthMissing,
-            SkillError::AuthFailed,
-            SkillError::WrongSessionChannel,
+            SkillError::Auth(AuthFailure::SessionNotFound),
+            SkillError::Auth(AuthFailure::TokenMissing),
+            SkillError::Auth(AuthFailure::TokenMismatch),
+            SkillError::Auth(AuthFailure::WrongChannel),
+            SkillError::Auth(AuthFailure::NoTurnOpen),
             SkillError::ForbiddenContext("x".into()),
             SkillError::UnknownSkill {
                 name: "x".into(),

@@ -124,7 +124,7 @@ impl CallContext {
         if self.session.turn_is_open() && self.session.turn() == self.turn {
             Ok(())
         } else {
-            Err(SkillError::NoTurnOpen)
+            Err(SkillError::Auth(crate::session::AuthFailure::NoTurnOpen))
         }
     }
 
@@ -750,10 +750,16 @@ mod tests {
         let call = CallContext::new("send-reply", session.clone());
         assert!(call.still_in_turn().is_ok());
         session.end_turn();
-        assert!(matches!(call.still_in_turn(), Err(SkillError::NoTurnOpen)));
+        assert!(matches!(
+            call.still_in_turn(),
+            Err(SkillError::Auth(crate::session::AuthFailure::NoTurnOpen))
+        ));
         // A later turn is not this call's turn either.
         session.begin_turn(Some("m2".into()));
-        assert!(matches!(call.still_in_turn(), Err(SkillError::NoTurnOpen)));
+        assert!(matches!(
+            call.still_in_turn(),
+            Err(SkillError::Auth(crate::session::AuthFailure::NoTurnOpen))
+        ));
         assert!(
             CallContext::new("send-reply", session)
                 .still_in_turn()

@@ -110,7 +110,8 @@ impl Scope {
         }
     }
 
-    pub(crate) fn includes_private(self) -> bool {
+    /// Whether private memories are in scope (a direct message).
+    pub fn includes_private(self) -> bool {
         self == Scope::IncludePrivate
     }
 

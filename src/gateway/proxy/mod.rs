@@ -1,14 +1,14 @@
 //! `ANY /llm/{session_id}/{provider}/{*rest}`: the gateway route.
 //!
 //! Checks, in this order (the first failure answers; see [`GatewayError`] for the statuses):
-//! 1. on a session socket, the socket's session must be `{session_id}` (403) — before the
-//!    lookup, so a hijacked agent learns nothing about other sessions, not even whether one
-//!    exists;
-//! 2. `{session_id}` is a live session (401);
-//! 3. the key the client presented — `Authorization: Bearer X` and/or `x-api-key: X` — is
-//!    that session's caller token, compared in constant time (401 when absent, 403 when wrong),
-//!    and a turn is open: between the turns of a kept agent the session is closed (409
-//!    `NO_TURN_OPEN`), so a process the agent left running spends nothing;
+//! 1.–3. [`crate::session::authenticate`], as for the Skill API and with its statuses
+//!    ([`crate::skill_api::auth::auth_status`]): on a session socket the socket's session must
+//!    be `{session_id}` (403), before the lookup, so a hijacked agent learns nothing about
+//!    other sessions; `{session_id}` is a live session (401); the key the client presented —
+//!    `Authorization: Bearer X` and/or `x-api-key: X` — is that session's caller token,
+//!    compared in constant time (401 when absent, 403 when wrong); and a turn is open: between
+//!    the turns of a kept agent the session is closed (409 `NO_TURN_OPEN`), so a process the
+//!    agent left running spends nothing;
 //! 4. `{provider}` is configured (404 `UNKNOWN_PROVIDER`) and served — the provider of a model
 //!    the operator chose, or one of `agent.extraProviders` (404 `PROVIDER_NOT_SERVED`);
 //! 5. `{rest}` stays under its `baseUrl` (400: no dot segments or encoded slashes), and the
@@ -40,8 +40,8 @@ mod upstream;
 
 use axum::Json;
 use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use reqwest::Url;
 use serde_json::json;
@@ -55,7 +55,8 @@ use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
 use super::observer::{ProblemKind, ProviderFailure};
 use super::providers::Provider;
 use super::request_body::{self, Outgoing, SentBytes};
-use crate::skill_api::auth::socket_session_matches;
+use crate::session::{AuthFailure, authenticate};
+use crate::skill_api::auth::{auth_status, presented};
 use crate::store::WorkspaceKey;
 
 /// Why the gateway itself answered instead of the upstream. Each variant maps to exactly one
@@ -66,22 +67,10 @@ pub enum GatewayError {
     /// The path is not `/llm/<session>/<provider>/<path>`.
     #[error("the path must be /llm/<session>/<provider>/<path>")]
     BadRoute,
-    /// The request arrived on another session's socket.
-    #[error("this channel belongs to another session")]
-    WrongSessionChannel,
-    /// No live session has this id.
-    #[error("no such session")]
-    SessionNotFound,
-    /// Neither `Authorization: Bearer` nor `x-api-key` was presented.
-    #[error("no API key presented")]
-    KeyMissing,
-    /// A presented key is not the session's caller token.
-    #[error("the API key is not valid for this session")]
-    KeyMismatch,
-    /// The session's agent is kept between turns and no turn is open: a process it left
-    /// running spends nothing.
-    #[error("no turn is open for this session")]
-    NoTurnOpen,
+    /// The request may not act for the session it names (another session's channel, no such
+    /// session, a missing or wrong key, no turn open).
+    #[error("{0}")]
+    Auth(AuthFailure),
     /// `{provider}` is not configured.
     #[error("no such provider")]
     UnknownProvider,
@@ -143,8 +132,7 @@ impl GatewayError {
             GatewayError::BadRoute | GatewayError::BadPath | GatewayError::BadRequestBody => {
                 StatusCode::BAD_REQUEST
             }
-            GatewayError::SessionNotFound | GatewayError::KeyMissing => StatusCode::UNAUTHORIZED,
-            GatewayError::WrongSessionChannel | GatewayError::KeyMismatch => StatusCode::FORBIDDEN,
+            GatewayError::Auth(failure) => auth_status(*failure),
             GatewayError::UnknownProvider
             | GatewayError::ProviderNotServed
             | GatewayError::EndpointNotAllowed => StatusCode::NOT_FOUND,
@@ -155,7 +143,6 @@ impl GatewayError {
                 StatusCode::BAD_GATEWAY
             }
             GatewayError::TimedOut { .. } => StatusCode::GATEWAY_TIMEOUT,
-            GatewayError::NoTurnOpen => StatusCode::CONFLICT,
             GatewayError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -164,10 +151,7 @@ impl GatewayError {
     pub fn code(&self) -> &'static str {
         match self {
             GatewayError::BadRoute => "BAD_ROUTE",
-            GatewayError::WrongSessionChannel | GatewayError::KeyMismatch => "AUTH_FAILED",
-            GatewayError::SessionNotFound => "SESSION_NOT_FOUND",
-            GatewayError::KeyMissing => "AUTH_MISSING",
-            GatewayError::NoTurnOpen => "NO_TURN_OPEN",
+            GatewayError::Auth(failure) => failure.code(),
             GatewayError::UnknownProvider => "UNKNOWN_PROVIDER",
             GatewayError::ProviderNotServed => "PROVIDER_NOT_SERVED",
             GatewayError::BadPath => "BAD_PATH",
@@ -193,11 +177,7 @@ impl GatewayError {
                 Outcome::UpstreamError
             }
             GatewayError::BadRoute
-            | GatewayError::WrongSessionChannel
-            | GatewayError::SessionNotFound
-            | GatewayError::KeyMissing
-            | GatewayError::KeyMismatch
-            | GatewayError::NoTurnOpen
+            | GatewayError::Auth(_)
             | GatewayError::UnknownProvider
             | GatewayError::ProviderNotServed
             | GatewayError::BadPath
@@ -342,33 +322,6 @@ fn split_route(path: &str) -> Option<(&str, &str, &str)> {
     Some((session_id, provider, rest))
 }
 
-/// The keys the client presented: its bearer token and its `x-api-key`, whichever it sent.
-/// `Err` when a header is present but unusable (not text, another scheme, empty).
-fn presented_keys(headers: &HeaderMap) -> Result<Vec<&[u8]>, GatewayError> {
-    let mut keys = Vec::new();
-    for value in headers.get_all(header::AUTHORIZATION) {
-        let text = value
-            .to_str()
-            .map_err(|_| GatewayError::KeyMismatch)?
-            .trim();
-        let token = text
-            .split_once(' ')
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .filter(|token| !token.is_empty())
-            .ok_or(GatewayError::KeyMismatch)?;
-        keys.push(token.as_bytes());
-    }
-    for value in headers.get_all("x-api-key") {
-        let key = value.as_bytes().trim_ascii();
-        if key.is_empty() {
-            return Err(GatewayError::KeyMismatch);
-        }
-        keys.push(key);
-    }
-    Ok(keys)
-}
-
 /// The checks in order (see the module's header), then the request upstream and its answer
 /// back: relayed with the key scrubbed on an error status, else streamed through the meter.
 async fn forward(
@@ -388,17 +341,12 @@ async fn forward(
         provider: label.map(str::to_owned),
     };
 
-    socket_session_matches(&parts.extensions, session_id)
-        .map_err(|_| refuse(GatewayError::WrongSessionChannel))?;
-    let session = inner
-        .sessions
-        .lookup(session_id)
-        .ok_or_else(|| refuse(GatewayError::SessionNotFound))?;
-    check_keys(&parts.headers, |key| session.token_matches(key)).map_err(refuse)?;
-    if !session.turn_is_open() {
-        return Err(refuse(GatewayError::NoTurnOpen));
-    }
-    session.mark_active();
+    let session = authenticate(
+        &inner.sessions,
+        session_id,
+        &presented(&parts.headers, &parts.extensions),
+    )
+    .map_err(|failure| refuse(GatewayError::Auth(failure)))?;
 
     let (provider, endpoint, url) = target(gateway, &parts, provider_id, rest).map_err(refuse)?;
     let context = session.context();
@@ -473,20 +421,6 @@ fn target<'g>(
     Ok((provider, endpoint, url))
 }
 
-/// Every key the client presented must be the session's caller token (`matches`), all of
-/// them compared (no short-circuit on the first); at least one must be presented.
-fn check_keys(headers: &HeaderMap, matches: impl Fn(&[u8]) -> bool) -> Result<(), GatewayError> {
-    let keys = presented_keys(headers)?;
-    if keys.is_empty() {
-        return Err(GatewayError::KeyMissing);
-    }
-    let matched = keys.iter().fold(true, |all, key| matches(key) & all);
-    if !matched {
-        return Err(GatewayError::KeyMismatch);
-    }
-    Ok(())
-}
-
 /// The daily budgets of the session's user (when it has a workspace) and the global one.
 async fn check_budget(
     gateway: &Gateway,
@@ -507,8 +441,6 @@ async fn check_budget(
 
 #[cfg(test)]
 mod tests {
-    use axum::http::HeaderValue;
-
     use super::*;
 
     #[test]
@@ -527,38 +459,15 @@ mod tests {
     }
 
     #[test]
-    fn both_key_headers_are_collected_and_malformed_ones_refused() {
-        let mut h = HeaderMap::new();
-        assert!(presented_keys(&h).unwrap().is_empty());
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer tok"),
-        );
-        h.insert("x-api-key", HeaderValue::from_static(" other "));
-        assert_eq!(
-            presented_keys(&h).unwrap(),
-            vec![&b"tok"[..], &b"other"[..]]
-        );
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Basic dXNlcg=="),
-        );
-        assert!(presented_keys(&h).is_err());
-        let mut h = HeaderMap::new();
-        h.insert("x-api-key", HeaderValue::from_static(""));
-        assert!(presented_keys(&h).is_err());
-    }
-
-    #[test]
     fn every_error_maps_to_its_status() {
         let cases = [
-            (GatewayError::SessionNotFound, 401),
-            (GatewayError::KeyMissing, 401),
-            (GatewayError::KeyMismatch, 403),
-            (GatewayError::WrongSessionChannel, 403),
+            (GatewayError::Auth(AuthFailure::SessionNotFound), 401),
+            (GatewayError::Auth(AuthFailure::TokenMissing), 401),
+            (GatewayError::Auth(AuthFailure::TokenMismatch), 403),
+            (GatewayError::Auth(AuthFailure::WrongChannel), 403),
             (GatewayError::UnknownProvider, 404),
             (GatewayError::ProviderNotServed, 404),
-            (GatewayError::NoTurnOpen, 409),
+            (GatewayError::Auth(AuthFailure::NoTurnOpen), 409),
             (GatewayError::EndpointNotAllowed, 404),
             (GatewayError::BadPath, 400),
             (GatewayError::BadRequestBody, 400),
