@@ -18,7 +18,7 @@
 //!   reaches only listed hosts at public addresses.
 //! * [`gateway`] — the model gateway: the provider's API proxied with the real key, metered,
 //!   budgeted.
-//! * [`handlers`] — the 14 built-in skill handlers, their registry, user commands for humans.
+//! * [`handlers`] — the built-in skill handlers, their registry, user commands for humans.
 //! * [`maintenance`] — memory consolidation: agent runs in quiet hours that merge old memories
 //!   into summaries (memory skills only, nothing sent to anyone).
 //! * [`names`] — the name rules used in several layers (skill names, Discord ids, flag

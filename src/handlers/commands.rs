@@ -91,9 +91,6 @@ impl UserCommandRunner {
                 name: name.to_owned(),
                 available: self.commands.iter().cloned().collect(),
             })?;
-        if !registered.spec().enabled {
-            return Err(SkillError::SkillDisabled(name.to_owned()));
-        }
         let context = SessionContext {
             origin: invocation.origin.clone(),
             purpose: SessionPurpose::Conversation,

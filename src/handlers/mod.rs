@@ -1,4 +1,4 @@
-//! The 14 built-in skill handlers and the registry that builds them from the loaded
+//! The built-in skill handlers and the registry that builds them from the loaded
 //! skill manifests.
 //!
 //! * [`HandlerDeps`] — what the handlers act on: the [`Store`], the [`PlatformRegistry`], the
@@ -52,23 +52,10 @@ use crate::store::Store;
 
 pub use commands::UserCommandRunner;
 
-/// Names of the 14 built-in skills, each of which has a handler here.
-pub const BUILTIN_SKILLS: [&str; 14] = [
-    "cancel-reminder",
-    "edit-reply",
-    "fetch-context",
-    "get-message",
-    "list-reminders",
-    "memory-export",
-    "memory-patch",
-    "memory-save",
-    "memory-search",
-    "memory-stats",
-    "react-message",
-    "send-file",
-    "send-reply",
-    "set-reminder",
-];
+/// Names of the built-in skills, each of which has a handler here (the table is
+/// [`crate::skills::builtin::BUILTIN_MANIFESTS`]; `tests/handlers_misc.rs` checks that the
+/// registry serves exactly these).
+pub use crate::skills::builtin::BUILTIN_SKILLS;
 
 /// The reminder skills: disabled unless `reminders.enabled`.
 const REMINDER_SKILLS: [&str; 3] = ["set-reminder", "cancel-reminder", "list-reminders"];

@@ -2,8 +2,11 @@
 //! over HTTP (`server`, which adds authentication, de-duplication, the audit event and the
 //! termination guard around it) and the user commands humans run (`handlers::commands`).
 //!
-//! In this order: the doom-loop count of a counted skill (so an attempt the rate limit, the
-//! schema or the quota refuses still counts), the per-(skill, user) rate limit, parameter
+//! In this order: whether the skill may run at all — enabled by the configuration (503
+//! `SKILL_DISABLED`), and allowed for the session's purpose (a maintenance run reaches the
+//! memory skills only, 403 `FORBIDDEN_CONTEXT`) — checked here only, for every caller; the
+//! doom-loop count of a counted skill (so an attempt the rate limit, the schema or the quota
+//! refuses still counts), the per-(skill, user) rate limit, parameter
 //! preparation (schema defaults filled, validation, control characters refused), the handler
 //! under the handler time-out. An internal failure is logged here, once.
 
@@ -12,6 +15,7 @@ use serde_json::{Map, Value};
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
 use super::state::SkillApiState;
+use crate::session::MAINTENANCE_SKILLS;
 
 /// Runs `skill` for the session of `ctx` with the caller's raw `params`.
 pub async fn invoke(
@@ -38,6 +42,18 @@ async fn run(
     ctx: &CallContext,
     params: Map<String, Value>,
 ) -> Result<Value, SkillError> {
+    if !skill.spec().enabled {
+        return Err(SkillError::SkillDisabled(skill.name().to_owned()));
+    }
+    let purpose = &ctx.session().purpose;
+    if !purpose.allows_skill(skill.name()) {
+        return Err(SkillError::ForbiddenContext(format!(
+            "{} is not available in a {} session: only {} are",
+            skill.name(),
+            purpose.as_str(),
+            MAINTENANCE_SKILLS.join(", ")
+        )));
+    }
     if let Some(limit) = skill.handler().stops_agent_at() {
         ctx.count_attempt(limit);
     }

@@ -1,12 +1,13 @@
 //! The HTTP server: routes, the request pipeline, audit events and metrics.
 //!
-//! `POST /api/skill/{name}` runs, in this order: parse + on a session socket the channel check
-//! (403) + session lookup (401) + constant-time token check (403) + touch (all in the
-//! [`AuthenticatedCall`] extractor) → resolve the skill
-//! (404 `UNKNOWN_SKILL`, 503 `SKILL_DISABLED`; after authentication so unauthenticated callers
-//! learn nothing about skills) → the session's purpose (403 `FORBIDDEN_CONTEXT` for a skill a
-//! maintenance session may not call) → de-duplication → per-(skill, user) rate limit → schema
-//! validation → handler (per-session quotas live in handlers) → audit event. Calls of a
+//! `POST /api/skill/{name}` runs, in this order: parse + [`crate::session::authenticate`] (the
+//! channel (403), the session (401), the caller token (401 missing, 403 wrong), an open turn
+//! (409)) + touch (all in the [`AuthenticatedCall`] extractor) → resolve the skill
+//! (404 `UNKNOWN_SKILL`; after authentication so unauthenticated callers learn nothing about
+//! skills) → de-duplication → the one call pipeline ([`super::invoke`]: enabled (503
+//! `SKILL_DISABLED`) and allowed for the session's purpose (403 `FORBIDDEN_CONTEXT`), the
+//! doom-loop count, per-(skill, user) rate limit, schema validation, the handler (per-session
+//! quotas live in handlers)) → audit event. Calls of a
 //! skill with a doom-loop limit (`SkillHandler::stops_agent_at`) are counted right before the rate limit, so a
 //! refused attempt still counts and a terminating one answers with `sessionTerminated`. For a
 //! call that changes something, everything from the rate limit on runs in a task tracked by
@@ -45,7 +46,7 @@ use super::invoke::invoke;
 use super::listener::{ConnectionPolicy, run_listener};
 use super::metrics::UNKNOWN_SKILL_LABEL;
 use super::state::SkillApiState;
-use crate::session::{MAINTENANCE_SKILLS, SessionContext, SessionHandle};
+use crate::session::{SessionContext, SessionHandle};
 
 /// Longest skill name echoed into logs (names are caller-controlled until resolved).
 const MAX_LOGGED_NAME: usize = 64;
@@ -289,19 +290,6 @@ async fn skill_call(
         };
         return audit.finish_error(&error);
     };
-    if !skill.spec().enabled {
-        return audit.finish_error(&SkillError::SkillDisabled(skill.name().to_owned()));
-    }
-    // A maintenance session (no user, no message) reaches memories and nothing else.
-    if !context.purpose.allows_skill(skill.name()) {
-        return audit.finish_error(&SkillError::ForbiddenContext(format!(
-            "{} is not available in a {} session: only {} are",
-            skill.name(),
-            context.purpose.as_str(),
-            MAINTENANCE_SKILLS.join(", ")
-        )));
-    }
-
     let (outcome, termination, dedup) = dispatch(&state, skill, call, &context).await;
     audit.dedup = dedup;
     audit.terminate = termination.is_some();

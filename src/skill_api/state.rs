@@ -27,6 +27,7 @@ use super::handler::SkillRegistry;
 use super::metrics::SkillApiMetrics;
 use super::ratelimit::RateLimiter;
 use super::socket::{SessionSocket, SocketError};
+use crate::config::SkillApiConfig;
 use crate::observability::LiveSecrets;
 use crate::session::{SessionId, SessionRegistry};
 
@@ -74,17 +75,20 @@ pub struct SkillApiSettings {
 }
 
 impl Default for SkillApiSettings {
+    /// The configuration's defaults for what `skillApi` sets (written once, in
+    /// [`SkillApiConfig`]), and the daemon's own for the rest.
     fn default() -> Self {
+        let config = SkillApiConfig::default();
         Self {
-            session_timeout: Duration::from_secs(30 * 60),
+            session_timeout: config.session_timeout(),
             dedup_window: Duration::from_secs(1),
             body_limit: 1024 * 1024,
             dedup_max_entries: DEFAULT_MAX_ENTRIES,
             maintenance_interval: Duration::from_secs(30),
             handler_timeout: Duration::from_secs(120),
-            header_read_timeout: Duration::from_secs(10),
+            header_read_timeout: config.header_read_timeout(),
             body_read_timeout: Duration::from_secs(10),
-            max_connections: 512,
+            max_connections: config.max_connections as usize,
             socket_dir: PathBuf::from("./data/run"),
             socket_max_connections: 32,
             socket_close_grace: Duration::from_secs(2),

@@ -1,4 +1,5 @@
-//! The 14 built-in skills' manifests, embedded in the binary with `include_str!`: the client's
+//! The built-in skills' manifests — the one table of built-in skills ([`BUILTIN_MANIFESTS`],
+//! whose names are [`BUILTIN_SKILLS`]; the handler registry and the tests are checked against it), embedded in the binary with `include_str!`: the client's
 //! fallback when no skills directory is found, and the reference schemas of
 //! `skills validate --builtin` (check 5) until the daemon's handler registry provides them.
 
@@ -9,8 +10,8 @@ use serde_json::Value;
 
 use super::manifest::Manifest;
 
-/// `(name, manifest.json text)` of every built-in skill.
-pub const BUILTIN_MANIFESTS: [(&str, &str); 14] = [
+/// `(name, manifest.json text)` of every built-in skill, by name.
+pub const BUILTIN_MANIFESTS: &[(&str, &str)] = &[
     (
         "cancel-reminder",
         include_str!("../../skills/cancel-reminder/manifest.json"),
@@ -68,6 +69,18 @@ pub const BUILTIN_MANIFESTS: [(&str, &str); 14] = [
         include_str!("../../skills/set-reminder/manifest.json"),
     ),
 ];
+
+/// Names of the built-in skills, in [`BUILTIN_MANIFESTS`]' order (each has a handler in the
+/// daemon).
+pub const BUILTIN_SKILLS: [&str; BUILTIN_MANIFESTS.len()] = {
+    let mut names = [""; BUILTIN_MANIFESTS.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = BUILTIN_MANIFESTS[i].0;
+        i += 1;
+    }
+    names
+};
 
 /// Names of the built-in skills.
 pub fn builtin_names() -> impl Iterator<Item = &'static str> {
@@ -181,7 +194,7 @@ mod tests {
         for (name, text) in BUILTIN_MANIFESTS {
             Manifest::parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        assert_eq!(embedded_schemas().len(), 14);
+        assert_eq!(embedded_schemas().len(), BUILTIN_MANIFESTS.len());
     }
 
     #[test]

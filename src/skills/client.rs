@@ -8,7 +8,7 @@
 //!
 //! * **Manifest lookup:** `$AIR_FRIENDS_SKILLS_DIR/<name>/manifest.json` if that variable is set
 //!   and the file exists, else `./skills/<name>/manifest.json` relative to the cwd, else the
-//!   manifest embedded in the binary for the 14 built-in skills.
+//!   manifest embedded in the binary for the built-in skills.
 //! * **Identity:** `SESSION_ID`, `SKILL_API_TOKEN`, `SKILL_API_URL` (missing →
 //!   `SKILL_SESSION_UNRESOLVED`); the URL must be `http(s)` to a loopback host (`127.0.0.1`,
 //!   `::1`, `localhost`), anything else → `SKILL_API_UNREACHABLE` without connecting.

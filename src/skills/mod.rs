@@ -7,7 +7,8 @@
 //! * [`docs`] — `--flag` mentions in SKILL.md bodies (docs-versus-contract drift).
 //! * [`validate`] — the validator's check chain.
 //! * [`report`] — findings, check chains and their text/JSON rendering.
-//! * [`builtin`] — the 14 built-in manifests embedded in the binary; schema comparison.
+//! * [`builtin`] — the table of built-in skills: their manifests embedded in the binary;
+//!   schema comparison.
 //! * [`args`] — the client's flag grammar.
 //! * [`payload`] — the payload-file contract.
 //! * [`client`] — client mode: identity, HTTP call, output and exit codes.
