@@ -1,5 +1,9 @@
-//! Conversation metrics: messages received by decision, sessions by outcome, session duration,
-//! active sessions.
+//! Conversation metrics: messages received by decision, turns by outcome (`turns_total`: one
+//! per message an agent worked on, warm or cold), their duration, those running now.
+//!
+//! `sessions_total` is the old name of `turns_total` — it counted turns since agents are kept
+//! warm — and is exported beside it, with the same values, for one release (see README,
+//! Operations), so dashboards can move.
 //!
 //! The platforms are known at start-up and the decisions and outcomes are fixed sets
 //! ([`DECISIONS`], [`SESSION_OUTCOMES`]), so every `(platform, decision)` and
@@ -24,7 +28,7 @@ pub const DECISIONS: [&str; 6] = [
     "draining",
 ];
 
-/// Every `outcome` label of `sessions_total`: the agent's outcomes (`agent::Outcome::label`),
+/// Every `outcome` label of `turns_total`: the agent's outcomes (`agent::Outcome::label`),
 /// the interaction's own (`over_budget`, `workspace_full`, `failed`) and `aborted` for a session
 /// dropped before it recorded one.
 pub const SESSION_OUTCOMES: [&str; 11] = [
@@ -88,8 +92,14 @@ impl ConversationMetrics {
                 m.messages.clone(),
             );
             r.register(
+                "turns",
+                "Turns finished (a message an agent worked on), by outcome",
+                m.sessions.clone(),
+            );
+            r.register(
                 "sessions",
-                "Agent sessions finished, by outcome",
+                "Deprecated: the old name of turns_total, with the same values; removed in the \
+                 next release",
                 m.sessions.clone(),
             );
             r.register(
@@ -239,11 +249,28 @@ mod tests {
                 assert!(text.contains(&line), "{line} missing in\n{text}");
             }
             for outcome in SESSION_OUTCOMES {
-                let line = format!(
-                    r#"air_friends_sessions_total{{platform="{platform}",outcome="{outcome}"}} 0"#
-                );
-                assert!(text.contains(&line), "{line} missing in\n{text}");
+                for name in ["turns", "sessions"] {
+                    let line = format!(
+                        r#"air_friends_{name}_total{{platform="{platform}",outcome="{outcome}"}} 0"#
+                    );
+                    assert!(text.contains(&line), "{line} missing in\n{text}");
+                }
             }
+        }
+    }
+
+    #[test]
+    fn the_old_sessions_total_counts_exactly_what_turns_total_counts() {
+        let metrics = Metrics::new();
+        let m = ConversationMetrics::new(&metrics, &[PlatformKind::Discord]);
+        let mut timer = m.session_started("discord");
+        timer.outcome("replied");
+        drop(timer);
+        let text = metrics.encode(Format::PrometheusText).unwrap();
+        for name in ["turns", "sessions"] {
+            let line =
+                format!(r#"air_friends_{name}_total{{platform="discord",outcome="replied"}} 1"#);
+            assert!(text.contains(&line), "{line} missing in\n{text}");
         }
     }
 }
