@@ -28,13 +28,12 @@ const PROXY_VARS: &[&str] = &[
     "all_proxy",
 ];
 
-/// Never passed to the agent, whatever the configuration says: daemon secrets and systemd's
-/// channels, and the variables that make a shell or the dynamic linker run code the permission
+/// Never passed to the agent, whatever the configuration says — besides every platform's
+/// secret variables ([`crate::config::platform_secret_vars`]): the daemon's configuration path
+/// and systemd's channels, and the variables that make a shell or the dynamic linker run code the permission
 /// gate never saw (`BASH_ENV`/`ENV` are sourced by every `bash -c`/`sh -c`, `BASH_FUNC_*`
 /// imports functions that can shadow a program, `LD_PRELOAD` injects a library).
 pub const FORBIDDEN_VARS: &[&str] = &[
-    "DISCORD_TOKEN",
-    "MISSKEY_TOKEN",
     "AIR_FRIENDS_CONFIG",
     "NOTIFY_SOCKET",
     "WATCHDOG_USEC",
@@ -190,10 +189,11 @@ fn set_session_vars(env: &mut BTreeMap<String, String>, inputs: &EnvInputs<'_>) 
     );
 }
 
-/// Drops [`FORBIDDEN_VARS`] and exported shell functions, with a warning for each.
+/// Drops every platform's secret variables, [`FORBIDDEN_VARS`] and exported shell functions,
+/// with a warning for each.
 fn remove_forbidden(env: &mut BTreeMap<String, String>) {
-    for name in FORBIDDEN_VARS {
-        if env.remove(*name).is_some() {
+    for name in crate::config::platform_secret_vars().chain(FORBIDDEN_VARS.iter().copied()) {
+        if env.remove(name).is_some() {
             tracing::warn!(var = name, "refused to pass this variable to the agent");
         }
     }
@@ -393,6 +393,41 @@ mod tests {
         }
         for v in env.values() {
             assert!(!v.contains("discord-secret-value") && !v.contains("misskey-secret-value"));
+        }
+    }
+
+    /// Whatever platform is added: its secret variables never reach an agent, even when the
+    /// operator lists them as allowed or sets them in `agent.env`.
+    #[test]
+    fn no_platforms_secret_reaches_the_agent() {
+        let vars: Vec<&str> = crate::config::platform_secret_vars().collect();
+        assert!(!vars.is_empty());
+        let lookup = |n: &str| vars.contains(&n).then(|| format!("secret-of-{n}"));
+        let mut agent = AgentConfig::default();
+        agent.sandbox.allowed_env_vars = vars.iter().map(|v| (*v).to_owned()).collect();
+        for var in &vars {
+            agent.env.insert((*var).to_owned(), "set-by-config".into());
+        }
+        let identity = SessionIdentity {
+            session_id: "s".into(),
+            token: "t".into(),
+            api_url: "http://127.0.0.1:3001".into(),
+        };
+        let env = build_agent_env(
+            &EnvInputs {
+                agent: &agent,
+                identity: &identity,
+                workspace: Path::new("/ws/discord/42"),
+                air_friends_bin: Path::new("/usr/local/bin/air-friends"),
+                skills_dir: Path::new("/opt/af/skills"),
+                skill_credentials: &[],
+                secret_values: &[],
+                gateway: None,
+            },
+            &lookup,
+        );
+        for var in vars {
+            assert!(!env.contains_key(var), "{var} reached the agent");
         }
     }
 

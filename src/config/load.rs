@@ -48,11 +48,9 @@ pub enum EnvKind {
     List,
 }
 
-/// Environment variables that override file values: (variable, key path, kind).
+/// Environment variables that override file values, besides each platform's
+/// ([`PLATFORMS`](crate::config::PLATFORMS)): (variable, key path, kind).
 pub const ENV_OVERRIDES: &[(&str, &str, EnvKind)] = &[
-    ("DISCORD_TOKEN", "platforms.discord.token", EnvKind::Text),
-    ("MISSKEY_HOST", "platforms.misskey.host", EnvKind::Text),
-    ("MISSKEY_TOKEN", "platforms.misskey.token", EnvKind::Text),
     ("LOG_LEVEL", "logging.level", EnvKind::Text),
     ("LOG_FORMAT", "logging.format", EnvKind::Text),
     ("AGENT_MODEL", "agent.model", EnvKind::Text),
@@ -420,8 +418,17 @@ pub(crate) fn expand(s: &str, env: &impl EnvSource) -> Result<String, String> {
     Ok(out)
 }
 
+/// Every override: each platform's, then [`ENV_OVERRIDES`].
+fn all_env_overrides() -> impl Iterator<Item = (&'static str, &'static str, EnvKind)> {
+    crate::config::PLATFORMS
+        .iter()
+        .flat_map(|p| p.env.iter())
+        .map(|e| (e.var, e.key, e.kind))
+        .chain(ENV_OVERRIDES.iter().copied())
+}
+
 fn apply_env_overrides(root: &mut Value, env: &impl EnvSource, issues: &mut Vec<ConfigIssue>) {
-    for (var, key_path, kind) in ENV_OVERRIDES {
+    for (var, key_path, kind) in all_env_overrides() {
         let Some(raw) = env.var(var).filter(|v| !v.trim().is_empty()) else {
             continue;
         };
@@ -431,7 +438,7 @@ fn apply_env_overrides(root: &mut Value, env: &impl EnvSource, issues: &mut Vec<
                 Ok(n) => Value::Number(n.into()),
                 Err(_) => {
                     issues.push(ConfigIssue::new(
-                        *key_path,
+                        key_path,
                         format!("from {var}: expected a whole number, got {raw:?}"),
                     ));
                     continue;

@@ -112,8 +112,9 @@ impl Config {
 
     /// Every configured secret value, for log redaction.
     pub fn secret_values(&self) -> Vec<String> {
-        [&self.platforms.discord.token, &self.platforms.misskey.token]
-            .into_iter()
+        PLATFORMS
+            .iter()
+            .flat_map(|p| (p.secrets)(&self.platforms))
             .filter(|s| !s.is_empty())
             .map(|s| s.expose().to_owned())
             .collect()

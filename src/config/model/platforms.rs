@@ -5,7 +5,79 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Secret;
+use crate::config::{EnvKind, Secret};
+
+/// One environment variable that sets a configuration key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvOverride {
+    /// The variable.
+    pub var: &'static str,
+    /// The key it sets (`platforms.discord.token`).
+    pub key: &'static str,
+    /// How its text becomes a value.
+    pub kind: EnvKind,
+    /// Whether it carries a secret: then it never reaches an agent's environment
+    /// (`agent::env`), and its value is masked in every log line and in `check-config`.
+    pub secret: bool,
+}
+
+/// What the daemon must know about one chat platform outside its own folder, in one place:
+/// its configuration key, its secrets and the environment variables that set its keys. The
+/// configuration loader, the log redactor's secret set (`Config::secret_values`) and the
+/// agent's environment filter iterate [`PLATFORMS`]; a platform section without an entry fails
+/// `every_platform_section_has_its_facts` (below), and a secret that reaches the agent or a log
+/// fails `agent::env` `no_platforms_secret_reaches_the_agent` or
+/// `every_platforms_secrets_are_masked` (below).
+#[derive(Debug)]
+pub struct PlatformFacts {
+    /// The key under `platforms` (also the platform's name in logs and metric labels).
+    pub key: &'static str,
+    /// The environment variables that set its keys.
+    pub env: &'static [EnvOverride],
+    /// Its secret fields in a configuration.
+    pub secrets: fn(&PlatformsConfig) -> Vec<&Secret>,
+}
+
+/// Every chat platform the daemon speaks.
+pub const PLATFORMS: &[PlatformFacts] = &[
+    PlatformFacts {
+        key: "discord",
+        env: &[EnvOverride {
+            var: "DISCORD_TOKEN",
+            key: "platforms.discord.token",
+            kind: EnvKind::Text,
+            secret: true,
+        }],
+        secrets: |p| vec![&p.discord.token],
+    },
+    PlatformFacts {
+        key: "misskey",
+        env: &[
+            EnvOverride {
+                var: "MISSKEY_HOST",
+                key: "platforms.misskey.host",
+                kind: EnvKind::Text,
+                secret: false,
+            },
+            EnvOverride {
+                var: "MISSKEY_TOKEN",
+                key: "platforms.misskey.token",
+                kind: EnvKind::Text,
+                secret: true,
+            },
+        ],
+        secrets: |p| vec![&p.misskey.token],
+    },
+];
+
+/// The environment variables that carry a platform's secret (never passed to an agent).
+pub fn platform_secret_vars() -> impl Iterator<Item = &'static str> {
+    PLATFORMS
+        .iter()
+        .flat_map(|p| p.env.iter())
+        .filter(|e| e.secret)
+        .map(|e| e.var)
+}
 
 /// Chat platforms.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -145,5 +217,59 @@ impl RateLimitConfig {
     /// `cooldownMs`: the silence after the limit is hit.
     pub fn cooldown(&self) -> Duration {
         Duration::from_millis(self.cooldown_ms)
+    }
+}
+
+#[cfg(test)]
+mod facts_tests {
+    use super::*;
+    use crate::config::{Config, known_secret_values, load_str};
+
+    /// A platform section added to the configuration without its facts fails here.
+    #[test]
+    fn every_platform_section_has_its_facts() {
+        let tree = serde_yaml::to_value(Config::default()).unwrap();
+        let mut sections: Vec<String> = tree["platforms"]
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect();
+        sections.sort();
+        let mut known: Vec<String> = PLATFORMS.iter().map(|p| p.key.to_owned()).collect();
+        known.sort();
+        assert_eq!(sections, known);
+        for platform in PLATFORMS {
+            for e in platform.env {
+                assert!(
+                    e.key.starts_with(&format!("platforms.{}.", platform.key)),
+                    "{} sets {}, outside its platform",
+                    e.var,
+                    e.key
+                );
+            }
+        }
+    }
+
+    /// Every platform's secrets, set through the file or their variables, are in the set the
+    /// log redactor and `check-config` mask.
+    #[test]
+    fn every_platforms_secrets_are_masked() {
+        for platform in PLATFORMS {
+            for e in platform.env.iter().filter(|e| e.secret) {
+                let value = format!("value-of-{}", e.var);
+                let var = e.var;
+                let env = |name: &str| (name == var).then(|| value.clone());
+                let config = load_str("", &env).unwrap();
+                assert!(
+                    known_secret_values(&config, &env).contains(&value),
+                    "{var} is not masked"
+                );
+            }
+            let config = Config::default();
+            assert_eq!((platform.secrets)(&config.platforms).len(), {
+                platform.env.iter().filter(|e| e.secret).count()
+            });
+        }
     }
 }
