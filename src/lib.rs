@@ -7,6 +7,8 @@
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
 //! * [`backoff`] — the exponential back-off schedule every retry uses.
 //! * [`cli`] — command-line definitions (clap).
+//! * [`command_path`] — where a command is found (a path, or the first match on `PATH`), the
+//!   one lookup for setup, the sandbox and the agent command.
 //! * [`app`] — composition root: builds every component, runs, shuts down.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
@@ -44,7 +46,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `shutdown`, `systemd` |
+//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store`, `skills` |
 //! | 2 | `observability`, `embeddings` |
 //! | 3 | `ops`, `platform` |
@@ -63,6 +65,7 @@ pub mod app;
 pub mod attachments;
 pub mod backoff;
 pub mod cli;
+pub mod command_path;
 pub mod config;
 pub mod confine;
 pub mod conversation;

@@ -16,8 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use crate::command_path::resolve_command;
 use crate::config::{DEFAULT_AGENT_USER, EnvSource, ProcessEnv};
-use crate::ops::checks::resolve_command;
 
 /// The OpenCode release air-friends is tested with (tests/opencode_e2e.rs; `.ci/run` reads it
 /// from `air-friends setup --print-opencode-version`).

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("confine", 0),
     ("egress", 0),
     ("cli", 0),
+    ("command_path", 0),
     ("shutdown", 0),
     ("systemd", 0),
     ("config", 1),
