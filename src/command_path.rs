@@ -1,7 +1,7 @@
 //! Where a command is found, the way a shell finds it: a name containing `/` is the path
 //! itself, a bare name the first executable of that name in a `PATH`-style list. One rule for
 //! every layer that looks for a program: `air-friends setup` (what is installed already), the
-//! sandbox (bubblewrap) and the agent command's lookup (`ops::checks::AgentLookup`, asked by
+//! sandbox (bubblewrap) and the agent command's lookup (`setup::agent_lookup`, asked by
 //! `check-config`, `/readyz` and the daemon).
 
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! start is one command (tests/setup.rs runs it in a scratch HOME).
 //!
 //! * OpenCode, pinned to [`OPENCODE_VERSION`] (the version the tests and `.ci/run` use), with
-//!   npm into a folder the daemon owns ([`opencode_dir`]); [`crate::ops::checks::AgentLookup`]
+//!   npm into a folder the daemon owns ([`opencode_dir`]); [`agent_lookup::AgentLookup`]
 //!   finds it there when `agent.command` is the bare default `opencode` and not on `PATH`.
 //! * The system packages, with `apt-get` (through `sudo` unless running as root): ripgrep
 //!   (OpenCode's file tools), bubblewrap (the agent sandbox), npm when OpenCode must be
@@ -12,6 +12,8 @@
 //! Idempotent: what is already there is kept and named. The machine is probed first
 //! ([`Machine::probe`]), the [`Plan`] derived from it alone ([`Plan::for_machine`], unit
 //! tested), then printed (`--dry-run`) or run step by step, each command echoed before it runs.
+
+pub mod agent_lookup;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};

@@ -43,10 +43,8 @@ const LAYERS: &[(&str, u8)] = &[
 const EXCEPTIONS: &[(&str, &str)] = &[
     // `config/check.rs` is `check-config`'s deeper checks (the agent lookup, the skills): an
     // app-level command living beside the configuration.
-    ("config", "ops"),
+    ("config", "setup"),
     ("config", "skills"),
-    // `ops/checks.rs` reads what `setup` installs to say what is missing.
-    ("ops", "setup"),
     // The chat console shows the agent's activity and the gateway's diagnostics.
     ("platform", "agent"),
     ("platform", "gateway"),

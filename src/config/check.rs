@@ -22,7 +22,7 @@ use std::path::Path;
 
 use super::load::{Loaded, closest, load_lenient, read_file};
 use super::{AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, is_skill_name};
-use crate::ops::checks::AgentLookup;
+use crate::setup::agent_lookup::AgentLookup;
 use crate::skills::load_skills;
 
 /// A configuration that passed every check, and what deserves a warning.
