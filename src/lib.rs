@@ -9,7 +9,8 @@
 //! * [`cli`] — command-line definitions (clap).
 //! * [`command_path`] — where a command is found (a path, or the first match on `PATH`), the
 //!   one lookup for setup, the sandbox and the agent command.
-//! * [`app`] — composition root: builds every component, runs, shuts down.
+//! * [`app`] — composition root: builds every component, runs, shuts down; the commands, with
+//!   `air-friends chat`'s console.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,

@@ -40,11 +40,7 @@ const LAYERS: &[(&str, u8)] = &[
 
 /// Imports that run against the layers today, each with where and why. Remove an entry when
 /// its import goes; never add one to let a new import through.
-const EXCEPTIONS: &[(&str, &str)] = &[
-    // The chat console shows the agent's activity and the gateway's diagnostics.
-    ("platform", "agent"),
-    ("platform", "gateway"),
-];
+const EXCEPTIONS: &[(&str, &str)] = &[];
 
 fn layer(module: &str) -> Option<u8> {
     LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
