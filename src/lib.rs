@@ -42,8 +42,8 @@
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 //!
-//! Layers (a module uses only modules of lower layers; `tests/layering.rs` holds it, with the
-//! few known exceptions it lists):
+//! Layers (a module uses only modules of lower layers; `tests/layering.rs` reads this table and
+//! holds it, with no exceptions):
 //!
 //! | layer | modules |
 //! |---|---|
