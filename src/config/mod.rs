@@ -1,7 +1,8 @@
 //! Configuration: typed sections of `config.yaml`, loading with `${VAR}` interpolation and
 //! environment overrides, and validation that names the exact key of every problem. The strict
 //! check that adds the machine's side (paths, skills, the agent command), shared by
-//! `check-config` and `serve`, builds on [`Loaded`] and lives with the commands (`app::check`).
+//! `check-config` and `serve`, builds on the lenient load (`Loaded`) and lives with the commands
+//! (`app::check`).
 
 mod load;
 mod model;
