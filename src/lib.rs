@@ -7,7 +7,10 @@
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
 //! * [`backoff`] — the exponential back-off schedule every retry uses.
 //! * [`cli`] — command-line definitions (clap).
-//! * [`app`] — composition root: builds every component, runs, shuts down.
+//! * [`command_path`] — where a command is found (a path, or the first match on `PATH`), the
+//!   one lookup for setup, the sandbox and the agent command.
+//! * [`app`] — composition root: builds every component, runs, shuts down; the commands, with
+//!   `air-friends chat`'s console.
 //! * [`conversation`] — routing (triggers, access, dedup, rate limit, per-channel FIFO), prompts.
 //! * [`config`] — `config.yaml` types, defaults, loading, validation.
 //! * [`confine`] — the one containment rule for agent-named paths (workspace, hidden `private/`,
@@ -39,12 +42,12 @@
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 //!
-//! Layers (a module uses only modules of lower layers; `tests/layering.rs` holds it, with the
-//! few known exceptions it lists):
+//! Layers (a module uses only modules of lower layers; `tests/layering.rs` reads this table and
+//! holds it, with no exceptions):
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `shutdown`, `systemd` |
+//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store`, `skills` |
 //! | 2 | `observability`, `embeddings` |
 //! | 3 | `ops`, `platform` |
@@ -63,6 +66,7 @@ pub mod app;
 pub mod attachments;
 pub mod backoff;
 pub mod cli;
+pub mod command_path;
 pub mod config;
 pub mod confine;
 pub mod conversation;

@@ -2,7 +2,7 @@
 //! start is one command (tests/setup.rs runs it in a scratch HOME).
 //!
 //! * OpenCode, pinned to [`OPENCODE_VERSION`] (the version the tests and `.ci/run` use), with
-//!   npm into a folder the daemon owns ([`opencode_dir`]); [`crate::ops::checks::AgentLookup`]
+//!   npm into a folder the daemon owns ([`opencode_dir`]); [`agent_lookup::AgentLookup`]
 //!   finds it there when `agent.command` is the bare default `opencode` and not on `PATH`.
 //! * The system packages, with `apt-get` (through `sudo` unless running as root): ripgrep
 //!   (OpenCode's file tools), bubblewrap (the agent sandbox), npm when OpenCode must be
@@ -13,11 +13,13 @@
 //! ([`Machine::probe`]), the [`Plan`] derived from it alone ([`Plan::for_machine`], unit
 //! tested), then printed (`--dry-run`) or run step by step, each command echoed before it runs.
 
+pub mod agent_lookup;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use crate::command_path::resolve_command;
 use crate::config::{DEFAULT_AGENT_USER, EnvSource, ProcessEnv};
-use crate::ops::checks::resolve_command;
 
 /// The OpenCode release air-friends is tested with (tests/opencode_e2e.rs; `.ci/run` reads it
 /// from `air-friends setup --print-opencode-version`).

@@ -1,58 +1,35 @@
-//! The crate's layering (written in `src/lib.rs`): a module may use only modules of lower
-//! layers. This reads every source file under `src/` (comments and `#[cfg(test)]` code left
-//! out) and fails on any `crate::<module>` path that runs upward or sideways, unless the pair
-//! is one of the few known exceptions listed here (which may only shrink).
+//! The crate's layering (the Layers table in `src/lib.rs`, read from there): a module may use
+//! only modules of lower layers. This reads every source file under `src/` (comments and
+//! `#[cfg(test)]` code left out) and fails on any `crate::<module>` path that runs upward or
+//! sideways. There are no exceptions: code that needs a higher layer belongs in that layer.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Every top-level module and its layer (lowest first).
-const LAYERS: &[(&str, u8)] = &[
-    ("backoff", 0),
-    ("names", 0),
-    ("sync", 0),
-    ("text", 0),
-    ("confine", 0),
-    ("egress", 0),
-    ("cli", 0),
-    ("shutdown", 0),
-    ("systemd", 0),
-    ("config", 1),
-    ("store", 1),
-    ("skills", 1),
-    ("observability", 2),
-    ("embeddings", 2),
-    ("ops", 3),
-    ("platform", 3),
-    ("setup", 4),
-    ("attachments", 4),
-    ("agent", 4),
-    ("session", 4),
-    ("reminders", 4),
-    ("skill_api", 5),
-    ("gateway", 6),
-    ("conversation", 7),
-    ("handlers", 8),
-    ("maintenance", 8),
-    ("app", 9),
-];
+/// Every top-level module and its layer, read from the Layers table in the crate doc of
+/// `src/lib.rs` (a row: the layer's number, then its modules, each in backticks), so the rule
+/// is written in one place.
+fn layers() -> Vec<(String, u8)> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
+    let text = std::fs::read_to_string(lib).unwrap();
+    let mut out = Vec::new();
+    for row in text.lines().filter_map(|l| l.strip_prefix("//! |")) {
+        let mut cells = row.split('|');
+        let (Some(layer), Some(modules)) = (cells.next(), cells.next()) else {
+            continue;
+        };
+        let Ok(layer) = layer.trim().parse::<u8>() else {
+            continue;
+        };
+        let names = modules.split('`').skip(1).step_by(2);
+        out.extend(names.map(|name| (name.to_owned(), layer)));
+    }
+    assert!(!out.is_empty(), "no Layers table found in src/lib.rs");
+    out
+}
 
-/// Imports that run against the layers today, each with where and why. Remove an entry when
-/// its import goes; never add one to let a new import through.
-const EXCEPTIONS: &[(&str, &str)] = &[
-    // `config/check.rs` is `check-config`'s deeper checks (the agent lookup, the skills): an
-    // app-level command living beside the configuration.
-    ("config", "ops"),
-    ("config", "skills"),
-    // `ops/checks.rs` reads what `setup` installs to say what is missing.
-    ("ops", "setup"),
-    // The chat console shows the agent's activity and the gateway's diagnostics.
-    ("platform", "agent"),
-    ("platform", "gateway"),
-];
-
-fn layer(module: &str) -> Option<u8> {
-    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+fn layer(layers: &[(String, u8)], module: &str) -> Option<u8> {
+    layers.iter().find(|(m, _)| m == module).map(|(_, l)| *l)
 }
 
 /// The code of a file without comments and without what follows its first `#[cfg(test)]`.
@@ -98,8 +75,8 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
     files(&src, &mut all);
+    let layers = layers();
     let mut wrong = Vec::new();
-    let mut seen_exceptions = BTreeSet::new();
     for path in all {
         let rel = path.strip_prefix(&src).unwrap();
         let first = rel
@@ -112,19 +89,17 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
         if module == "lib" || module == "main" {
             continue;
         }
-        let own = layer(&module).unwrap_or_else(|| {
-            panic!("src/{module} has no layer: add it to LAYERS here and to the map in src/lib.rs")
+        let own = layer(&layers, &module).unwrap_or_else(|| {
+            panic!(
+                "src/{module} has no layer: add it to the Layers table and the map in src/lib.rs"
+            )
         });
         let text = std::fs::read_to_string(&path).unwrap();
         for used in used_modules(&code(&text)) {
-            let Some(theirs) = layer(&used) else {
+            let Some(theirs) = layer(&layers, &used) else {
                 continue;
             };
             if used == module || theirs < own {
-                continue;
-            }
-            if EXCEPTIONS.contains(&(module.as_str(), used.as_str())) {
-                seen_exceptions.insert((module.clone(), used.clone()));
                 continue;
             }
             wrong.push(format!(
@@ -138,13 +113,27 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
         "imports against the layering:\n{}",
         wrong.join("\n")
     );
-    let stale: Vec<_> = EXCEPTIONS
-        .iter()
-        .filter(|(a, b)| !seen_exceptions.contains(&((*a).to_owned(), (*b).to_owned())))
+}
+
+#[test]
+fn the_layers_table_names_each_module_of_the_crate_once() {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs");
+    let declared: BTreeSet<String> = std::fs::read_to_string(lib)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ")?.strip_suffix(';'))
+        .map(str::to_owned)
         .collect();
-    assert!(
-        stale.is_empty(),
-        "exceptions no longer needed, remove them: {stale:?}"
+    let layers = layers();
+    let listed: BTreeSet<String> = layers.iter().map(|(m, _)| m.clone()).collect();
+    assert_eq!(
+        listed.len(),
+        layers.len(),
+        "a module listed twice: {layers:?}"
+    );
+    assert_eq!(
+        listed, declared,
+        "the Layers table and the `pub mod` list differ"
     );
 }
 

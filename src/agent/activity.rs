@@ -1,5 +1,5 @@
 //! What a running agent is doing, as the runner reads it from the ACP stream, for a caller
-//! that shows progress: the chat console's status line (`platform::console`, tested in
+//! that shows progress: the chat console's status line (`app::chat::console`, tested in
 //! `tests/chat_console.rs`). The runner reports through an explicit [`ActivityObserver`]
 //! given to it at construction ([`AgentRunner::with_activity_observer`]); without one,
 //! nothing is reported. Agent text is never passed on, only what kind of work is under way.

@@ -11,6 +11,8 @@
 //!   `session/cancel` and stops the agent) and the process exits within [`EXIT_WITHIN`];
 //! * a second one: exits at once (status 130).
 
+mod console;
+
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
@@ -19,12 +21,13 @@ use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use console::{ConsoleAdapter, Diagnostics, stdin_lines};
+
 use super::daemon::Observers;
 use crate::config::{self, Config, ReplyTo};
 use crate::observability::{LiveSecrets, LogTarget, Metrics};
 use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
-use crate::platform::console::{ConsoleAdapter, Diagnostics, stdin_lines};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
 

@@ -4,6 +4,7 @@
 
 mod backup;
 mod chat;
+mod check;
 mod daemon;
 mod generate;
 mod serve;
@@ -105,7 +106,7 @@ fn skill_client(help: bool, name: Option<&str>, args: &[String]) -> ExitCode {
     ExitCode::from(out.exit_code)
 }
 
-/// `air-friends check-config`: every error and warning of [`config::check_file`] (the same
+/// `air-friends check-config`: every error and warning of [`check::check_file`] (the same
 /// check `serve` runs), each on its own line on stderr; the effective configuration, secrets
 /// masked, on stdout. Exit 1 on any error; warnings alone do not fail.
 fn check_config(path: &Path) -> ExitCode {
@@ -114,7 +115,7 @@ fn check_config(path: &Path) -> ExitCode {
             eprintln!("  warning: {}", indent_continuation(&w.to_string()));
         }
     };
-    match config::check_file(path, &ProcessEnv) {
+    match check::check_file(path, &ProcessEnv) {
         Ok(checked) => match config::masked_yaml(&checked.config, &ProcessEnv) {
             Ok(yaml) => {
                 eprintln!("{}: configuration is valid", path.display());
@@ -216,7 +217,7 @@ enum ConfigCheck {
     /// The file alone ([`config::load_file`]), as `import jsonl` loads it: it needs the
     /// database path, not an agent, prompts or skills.
     File,
-    /// Everything `check-config` checks ([`config::check_file`]), so the same errors stop
+    /// Everything `check-config` checks ([`check::check_file`]), so the same errors stop
     /// the command; its warnings come back to be logged once logging is up.
     Strict,
 }
@@ -230,7 +231,7 @@ fn load_config(
 ) -> Result<(Config, Vec<config::ConfigIssue>), ExitCode> {
     let loaded = match check {
         ConfigCheck::File => config::load_file(path, &ProcessEnv).map(|c| (c, Vec::new())),
-        ConfigCheck::Strict => config::check_file(path, &ProcessEnv)
+        ConfigCheck::Strict => check::check_file(path, &ProcessEnv)
             .map(|c| (c.config, c.warnings))
             .map_err(|rejected| rejected.error),
     };

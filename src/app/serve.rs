@@ -15,6 +15,7 @@ use crate::config::{self, Config};
 use crate::observability::Metrics;
 use crate::observability::{LiveSecrets, LogTarget};
 use crate::ops::{self, OpsState, Readiness, checks};
+use crate::setup::agent_lookup::{self, AgentLookup};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
 
@@ -145,9 +146,9 @@ fn register_builtin_checks(readiness: &Readiness, config: &Config) {
         checks::database_writable(db_path.clone())
     });
     let command = config.agent.command.clone();
-    let lookup = checks::AgentLookup::from_env(&config::ProcessEnv);
+    let lookup = AgentLookup::from_env(&config::ProcessEnv);
     readiness.register("agent_command", move || {
-        checks::command_resolves(command.clone(), lookup.clone())
+        agent_lookup::command_resolves(command.clone(), lookup.clone())
     });
 }
 

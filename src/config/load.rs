@@ -86,7 +86,7 @@ pub(crate) fn read_file(path: &Path) -> Result<String, ConfigError> {
 
 /// Parses configuration text (the contents of a `config.yaml`), applies interpolation and
 /// environment overrides, and validates the result. The file-system checks `check-config` and
-/// `serve` add on top are in [`super::check_str`].
+/// `serve` add on top are in `app::check`.
 pub fn load_str(text: &str, env: &impl EnvSource) -> Result<Config, ConfigError> {
     let loaded = load_lenient(text, env)?;
     if loaded.issues.is_empty() {
@@ -309,7 +309,7 @@ fn unknown_key_issue(segments: &[String], known: &Value) -> ConfigIssue {
 }
 
 /// The candidate closest to `key`, if any is close enough to be a plausible typo.
-pub(super) fn closest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(key: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '-'], "");
     let key_n = norm(key);
     candidates

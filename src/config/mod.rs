@@ -1,9 +1,9 @@
 //! Configuration: typed sections of `config.yaml`, loading with `${VAR}` interpolation and
-//! environment overrides, validation that names the exact key of every problem, and the strict
-//! check (`check`) that adds the machine's side (paths, skills, the agent command) and is shared
-//! by `check-config` and `serve`.
+//! environment overrides, and validation that names the exact key of every problem. The strict
+//! check that adds the machine's side (paths, skills, the agent command), shared by
+//! `check-config` and `serve`, builds on the lenient load (`Loaded`) and lives with the commands
+//! (`app::check`).
 
-mod check;
 mod load;
 mod model;
 mod quiet_hours;
@@ -13,8 +13,8 @@ mod validate;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use check::{Checked, Rejected, check_file, check_str};
 pub use load::{ENV_OVERRIDES, EnvKind, EnvSource, ProcessEnv, default_path, load_file, load_str};
+pub(crate) use load::{Loaded, closest, load_lenient, read_file};
 pub use model::*;
 pub use quiet_hours::QuietHours;
 pub use secret::{MASK, Secret, known_secret_values, masked_yaml};
@@ -97,7 +97,5 @@ impl ConfigError {
     }
 }
 
-#[cfg(test)]
-mod check_tests;
 #[cfg(test)]
 mod tests;

@@ -547,3 +547,83 @@ fn embeddings_need_an_endpoint_a_model_and_a_length() {
     let e = ok.memory.embeddings.unwrap();
     assert_eq!((e.timeout_ms, e.batch_size), (3_000, 32));
 }
+
+#[test]
+fn type_errors_and_unknown_keys_are_reported_together() {
+    let got = issues(
+        "agent:\n  maxTurnMs: soon\n  maxConcurentSessions: 3\n  args: acp\n\
+         skillApi:\n  port: high\nlogging:\n  levle: debug\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(
+        has("agent.maxConcurentSessions: unknown key; did you mean `maxConcurrentSessions`?"),
+        "{got:?}"
+    );
+    assert!(
+        has("logging.levle: unknown key; did you mean `level`?"),
+        "{got:?}"
+    );
+    assert!(has("agent.maxTurnMs: invalid type"), "{got:?}");
+    assert!(has("agent.args: invalid type"), "{got:?}");
+    assert!(has("skillApi.port: invalid type"), "{got:?}");
+    assert_eq!(got.len(), 5, "{got:?}");
+}
+
+#[test]
+fn a_key_with_a_type_error_is_not_judged_again_through_its_default() {
+    // maxTurnMs falls back to its default (900000), shorter than this idleTimeoutMs: that
+    // cross-field complaint would be about a value the operator never wrote.
+    let got = issues("agent:\n  idleTimeoutMs: 1000000\n  maxTurnMs: soon\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("agent.maxTurnMs: invalid type"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn an_unset_variable_does_not_hide_the_other_problems() {
+    let got = issues(
+        "platforms:\n  discord:\n    token: \"${NOPE_TOKEN}\"\nagent:\n  maxConcurentSessions: 1\n  tokenLimit: lots\n",
+    );
+    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
+    assert!(
+        has("platforms.discord.token: environment variable NOPE_TOKEN is not set"),
+        "{got:?}"
+    );
+    assert!(has("agent.maxConcurentSessions: unknown key"), "{got:?}");
+    assert!(has("agent.tokenLimit: invalid type"), "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+}
+
+#[test]
+fn log_level_must_be_a_level_or_filter_directives() {
+    for good in [
+        "info",
+        "WARN",
+        "off",
+        "info,air_friends=debug",
+        "air_friends=trace",
+    ] {
+        let text = format!("logging:\n  level: \"{good}\"\n");
+        assert!(
+            load_str(&text, &env(&[])).is_ok(),
+            "{good} should be accepted"
+        );
+    }
+    let got = issues("logging:\n  level: loud\n");
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].starts_with("logging.level: \"loud\""), "{got:?}");
+    assert!(
+        got[0].contains("off, error, warn, info, debug, trace"),
+        "names the accepted values: {got:?}"
+    );
+    for bad in ["info,loud", "air_friends=loud", ""] {
+        let text = format!("logging:\n  level: \"{bad}\"\n");
+        let got = issues(&text);
+        assert!(got[0].starts_with("logging.level: "), "{bad}: {got:?}");
+    }
+    // LOG_LEVEL overrides the file and is held to the same rule.
+    let err = load_str("", &env(&[("LOG_LEVEL", "loud")])).unwrap_err();
+    assert!(err.issues()[0].starts_with("logging.level: \"loud\""));
+}

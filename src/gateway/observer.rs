@@ -1,6 +1,6 @@
 //! Model provider failures as the gateway classifies them, for a caller that can tell its
 //! user what to fix: the chat console prints one line naming the cause and the fix
-//! (`platform::console`, `tests/opencode_e2e.rs`
+//! (`app::chat::console`, `tests/opencode_e2e.rs`
 //! `chat_says_in_one_line_why_the_model_provider_failed`). The daemon only logs them (one
 //! warn record per failed request, in [`proxy`](super::proxy)); Discord and Misskey users get
 //! the generic error reply. The observer is explicit: set once by the composition root

@@ -1,10 +1,7 @@
-//! Built-in readiness checks: the database location is writable, the agent command exists;
-//! and [`AgentLookup`], the one place that says where the agent command is found (the daemon,
-//! `check-config`, `/readyz` and the real-OpenCode tests all ask it).
+//! Built-in readiness checks: the database location is writable. (Whether the agent command
+//! exists is asked of `setup::agent_lookup`, which knows where `air-friends setup` puts it.)
 
 use std::path::{Path, PathBuf};
-
-use crate::config::EnvSource;
 
 /// Ok when the database file (or, before it exists, its folder) can be written.
 /// Blocking file-system work runs on the blocking pool.
@@ -34,144 +31,9 @@ fn check_writable(db_path: &Path) -> Result<(), String> {
         .map_err(|e| format!("folder {} is not writable: {e}", dir.display()))
 }
 
-/// Where the agent command (`agent.command`) is found: a path containing `/` as given; a bare
-/// name on `PATH`; and the bare default `opencode`, when it is not on `PATH`, in the folder
-/// `air-friends setup` installs OpenCode into ([`crate::setup::opencode_executable`]). Built
-/// once from the environment, so every caller sees the same answer.
-#[derive(Debug, Clone, Default)]
-pub struct AgentLookup {
-    /// `PATH` as the daemon sees it.
-    path_var: Option<String>,
-    /// The OpenCode executable `air-friends setup` installs (None without `HOME`).
-    setup_executable: Option<PathBuf>,
-}
-
-impl AgentLookup {
-    /// The lookup for `env`'s `PATH`, `XDG_DATA_HOME` and `HOME`.
-    pub fn from_env(env: &impl EnvSource) -> Self {
-        AgentLookup {
-            path_var: env.var("PATH"),
-            setup_executable: crate::setup::opencode_executable(env),
-        }
-    }
-
-    /// The executable `command` runs, if any.
-    pub fn resolve(&self, command: &str) -> Option<PathBuf> {
-        resolve_command(command, self.path_var.as_deref()).or_else(|| {
-            let exe = self.setup_executable.as_ref()?;
-            (command == crate::setup::OPENCODE_COMMAND && is_executable(exe)).then(|| exe.clone())
-        })
-    }
-
-    /// Why `command` was not found, for an error message: where it was looked for and, for
-    /// OpenCode, the command that installs it.
-    pub fn not_found(&self, command: &str) -> String {
-        if command.contains('/') {
-            return format!("{command:?} is not an executable file");
-        }
-        match &self.setup_executable {
-            Some(exe) if command == crate::setup::OPENCODE_COMMAND => format!(
-                "{command:?} was not found on PATH or at {}; run `air-friends setup` or give the \
-                 executable's full path",
-                exe.display()
-            ),
-            _ => format!(
-                "{command:?} was not found on PATH; install it or give the executable's full path"
-            ),
-        }
-    }
-}
-
-/// Ok when `command` resolves through `lookup` (the `agent_command` readiness check).
-pub async fn command_resolves(command: String, lookup: AgentLookup) -> Result<(), String> {
-    tokio::task::spawn_blocking(move || {
-        lookup
-            .resolve(&command)
-            .map(drop)
-            .ok_or_else(|| format!("agent command {}", lookup.not_found(&command)))
-    })
-    .await
-    .map_err(|e| format!("check failed: {e}"))?
-}
-
-/// Where `command` would be found: the path itself when it contains `/`, else the first
-/// executable match in `path_var` (a `PATH`-style list).
-pub fn resolve_command(command: &str, path_var: Option<&str>) -> Option<PathBuf> {
-    if command.contains('/') {
-        let p = PathBuf::from(command);
-        return is_executable(&p).then_some(p);
-    }
-    std::env::split_paths(path_var?)
-        .map(|dir| dir.join(command))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn resolves_on_path_and_by_path() {
-        assert!(resolve_command("sh", Some("/usr/bin:/bin")).is_some());
-        assert!(resolve_command("/bin/sh", None).is_some());
-        assert!(resolve_command("surely-not-a-command-xyz", Some("/usr/bin:/bin")).is_none());
-        assert!(resolve_command("sh", None).is_none());
-    }
-
-    #[test]
-    fn a_plain_file_is_not_executable() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("tool");
-        std::fs::write(&f, "x").unwrap();
-        assert!(resolve_command(f.to_str().unwrap(), None).is_none());
-    }
-
-    fn lookup_with_setup_folder(home: &Path, path_var: &str) -> AgentLookup {
-        let home = home.display().to_string();
-        let path_var = path_var.to_owned();
-        AgentLookup::from_env(&move |name: &str| match name {
-            "HOME" => Some(home.clone()),
-            "PATH" => Some(path_var.clone()),
-            _ => None,
-        })
-    }
-
-    #[test]
-    fn the_default_opencode_is_found_in_the_setup_folder_after_path() {
-        let home = tempfile::tempdir().unwrap();
-        let bin = tempfile::tempdir().unwrap();
-        let path_var = bin.path().display().to_string();
-        let lookup = lookup_with_setup_folder(home.path(), &path_var);
-        let installed = crate::setup::opencode_executable(&|name: &str| {
-            (name == "HOME").then(|| home.path().display().to_string())
-        })
-        .unwrap();
-        assert!(lookup.resolve("opencode").is_none());
-        assert!(
-            lookup
-                .not_found("opencode")
-                .contains("run `air-friends setup`"),
-            "{}",
-            lookup.not_found("opencode")
-        );
-
-        std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink("/bin/sh", &installed).unwrap();
-        assert_eq!(lookup.resolve("opencode"), Some(installed));
-        // Only the bare default name is looked for there.
-        assert!(lookup.resolve("other-agent").is_none());
-        // PATH comes first.
-        let on_path = bin.path().join("opencode");
-        std::os::unix::fs::symlink("/bin/sh", &on_path).unwrap();
-        assert_eq!(lookup.resolve("opencode"), Some(on_path));
-    }
 
     #[tokio::test]
     async fn database_checks() {

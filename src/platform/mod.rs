@@ -3,9 +3,10 @@
 //! without ever seeing serenity or Misskey types.
 //!
 //! * [`PlatformAdapter`]: send / edit / delete / read messages, react, send files, DM a user, list
-//!   custom emojis, show typing. One implementation per platform (`discord`, `misskey`,
-//!   `console`) plus `fake::FakePlatform` for tests (feature `test-util`, enabled by the crate's
-//!   own dev-dependency: never in the installed binary).
+//!   custom emojis, show typing. One implementation per platform (`discord`, `misskey`; the
+//!   console is `air-friends chat`'s own, in `app::chat::console`) plus `fake::FakePlatform` for
+//!   tests (feature `test-util`, enabled by the crate's own dev-dependency: never in the
+//!   installed binary).
 //! * Platform-neutral data types (`types.rs`): [`IncomingMessage`] (what adapters hand to the
 //!   router), [`ChatMessage`], [`UserInfo`], [`CustomEmoji`], [`ReactionEmoji`],
 //!   [`OutgoingFile`], [`SentMessage`], [`FileDelivery`]; length limits are
@@ -26,7 +27,6 @@
 //! Adapters handle their own transport-level retries (e.g. Discord 429 back-off when serenity's
 //! ratelimiter is off) and surface what remains as [`PlatformError`].
 
-pub mod console;
 pub mod discord;
 pub mod error;
 pub mod events;

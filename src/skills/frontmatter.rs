@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value as Yaml;
 
-use super::validate::Finding;
+use super::report::Finding;
 
 /// The top-level frontmatter keys the Agent Skills specification allows.
 pub const ALLOWED_KEYS: [&str; 6] = [

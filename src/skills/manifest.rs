@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::validate::Finding;
+use super::report::Finding;
 
 pub use flags::check_flags;
 

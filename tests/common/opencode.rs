@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use air_friends::config::ProcessEnv;
-use air_friends::ops::checks::AgentLookup;
+use air_friends::setup::agent_lookup::AgentLookup;
 use air_friends::setup::{OPENCODE_COMMAND, OPENCODE_VERSION, opencode_executable};
 
 /// The OpenCode executable, or why there is none and how to install it.

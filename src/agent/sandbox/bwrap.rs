@@ -67,7 +67,7 @@ impl Bwrap {
     /// protected path.
     pub(super) fn build(setup: &SandboxSetup<'_>) -> Result<Self, SandboxError> {
         let config = setup.config;
-        let program = crate::ops::checks::resolve_command(
+        let program = crate::command_path::resolve_command(
             &config.bwrap_path.display().to_string(),
             setup.path_var,
         )

@@ -10,7 +10,7 @@ use crate::agent::{
 };
 use crate::config::{Config, ProcessEnv};
 use crate::conversation::launch::AgentEnvTemplate;
-use crate::ops::checks;
+use crate::setup::agent_lookup::AgentLookup;
 use crate::skills::LoadedSkills;
 
 /// The agent runner: the configured command and timeouts, the permission gate, the sandbox,
@@ -52,11 +52,11 @@ fn runner_settings(config: &Config) -> RunnerSettings {
     }
 }
 
-/// The program the runner starts: `agent.command` as [`checks::AgentLookup`] resolves it (so
+/// The program the runner starts: `agent.command` as [`AgentLookup`] resolves it (so
 /// the default `opencode` also runs from the folder `air-friends setup` installs it to), else
 /// as configured (the spawn then reports it missing).
 fn agent_command(config: &Config) -> String {
-    checks::AgentLookup::from_env(&ProcessEnv)
+    AgentLookup::from_env(&ProcessEnv)
         .resolve(&config.agent.command)
         .and_then(|p| p.to_str().map(str::to_owned))
         .unwrap_or_else(|| config.agent.command.clone())

@@ -11,7 +11,8 @@ use super::skills::SkillPackages;
 use super::{absolute, workspaces_root};
 use crate::agent::{Sandbox, SandboxSetup};
 use crate::config::{Config, ProcessEnv};
-use crate::ops::{Readiness, checks};
+use crate::ops::Readiness;
+use crate::setup::agent_lookup::AgentLookup;
 use crate::sync::Recover;
 
 /// How long `/readyz` trusts its last sandbox probe.
@@ -50,7 +51,7 @@ async fn agent_sandbox(
     workspaces_root: &Path,
 ) -> anyhow::Result<Sandbox> {
     let path_var = std::env::var("PATH").ok();
-    let agent_program = checks::AgentLookup::from_env(&ProcessEnv).resolve(&config.agent.command);
+    let agent_program = AgentLookup::from_env(&ProcessEnv).resolve(&config.agent.command);
     let db = config.database_path();
     let protected: Vec<PathBuf> = ["", "-wal", "-shm", "-journal"]
         .iter()

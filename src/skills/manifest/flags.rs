@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::{FlagSpec, LEGACY_FREE_TEXT_FLAGS, Manifest, ParamType, SINGLE_FILE_FLAG, is_kebab};
-use crate::skills::validate::Finding;
+use crate::skills::report::Finding;
 
 /// Rules on `flags` and `order`: kebab-case names, no reserved names, every flag maps to a
 /// declared property of a compatible type, payload flags end in `-file` and set strings.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use chrono::DateTime;
 use serde_json::{Map, Value};
 
-use super::parse::{FileKind, IgnoredFields, Loc, ParsedWorkspace, PatchLine, ReminderPatchLine};
+use super::records::{FileKind, IgnoredFields, Loc, ParsedWorkspace, PatchLine, ReminderPatchLine};
 use crate::store::memories::{self, MemoryInsert};
 use crate::store::reminders::ReminderInsert;
 use crate::store::types::{

@@ -44,6 +44,7 @@
 
 mod line;
 mod parse;
+mod records;
 mod write;
 
 use std::fmt;
@@ -51,7 +52,8 @@ use std::path::{Path, PathBuf};
 
 use super::types::WorkspaceKey;
 use super::{Store, StoreError};
-use parse::{IgnoredFields, list_tree, parse_workspace};
+use parse::{list_tree, parse_workspace};
+use records::IgnoredFields;
 use write::{count_only, write_workspace};
 
 /// The folder inside the AIr-Friends data root that holds the per-user workspaces.

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use super::parse::{Loc, MemoryLine, ParsedWorkspace, PatchLine, ReminderLine};
+use super::records::{Loc, MemoryLine, ParsedWorkspace, PatchLine, ReminderLine};
 use super::{Counts, ImportWarning, WorkspaceSummary};
 use crate::store::StoreError;
 use crate::store::{memories, reminders};

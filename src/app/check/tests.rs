@@ -1,5 +1,5 @@
-//! Tests of the strict check shared by `check-config` and `serve` (`check.rs`), and of the
-//! load rules it relies on: every problem in one run, log level syntax. One test per rule.
+//! Tests of the strict check shared by `check-config` and `serve` (`check.rs`): the machine's
+//! side, and file and machine problems in one run. One test per rule.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,13 +12,6 @@ fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     move |name: &str| map.get(name).cloned()
-}
-
-fn load_issues(text: &str) -> Vec<String> {
-    match load_str(text, &env(&[])) {
-        Ok(_) => panic!("expected errors for:\n{text}"),
-        Err(e) => e.issues(),
-    }
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -78,86 +71,6 @@ impl Machine {
             Err(r) => panic!("unexpected errors: {:?}", r.error.issues()),
         }
     }
-}
-
-#[test]
-fn type_errors_and_unknown_keys_are_reported_together() {
-    let got = load_issues(
-        "agent:\n  maxTurnMs: soon\n  maxConcurentSessions: 3\n  args: acp\n\
-         skillApi:\n  port: high\nlogging:\n  levle: debug\n",
-    );
-    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
-    assert!(
-        has("agent.maxConcurentSessions: unknown key; did you mean `maxConcurrentSessions`?"),
-        "{got:?}"
-    );
-    assert!(
-        has("logging.levle: unknown key; did you mean `level`?"),
-        "{got:?}"
-    );
-    assert!(has("agent.maxTurnMs: invalid type"), "{got:?}");
-    assert!(has("agent.args: invalid type"), "{got:?}");
-    assert!(has("skillApi.port: invalid type"), "{got:?}");
-    assert_eq!(got.len(), 5, "{got:?}");
-}
-
-#[test]
-fn a_key_with_a_type_error_is_not_judged_again_through_its_default() {
-    // maxTurnMs falls back to its default (900000), shorter than this idleTimeoutMs: that
-    // cross-field complaint would be about a value the operator never wrote.
-    let got = load_issues("agent:\n  idleTimeoutMs: 1000000\n  maxTurnMs: soon\n");
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert!(
-        got[0].starts_with("agent.maxTurnMs: invalid type"),
-        "{got:?}"
-    );
-}
-
-#[test]
-fn an_unset_variable_does_not_hide_the_other_problems() {
-    let got = load_issues(
-        "platforms:\n  discord:\n    token: \"${NOPE_TOKEN}\"\nagent:\n  maxConcurentSessions: 1\n  tokenLimit: lots\n",
-    );
-    let has = |prefix: &str| got.iter().any(|g| g.starts_with(prefix));
-    assert!(
-        has("platforms.discord.token: environment variable NOPE_TOKEN is not set"),
-        "{got:?}"
-    );
-    assert!(has("agent.maxConcurentSessions: unknown key"), "{got:?}");
-    assert!(has("agent.tokenLimit: invalid type"), "{got:?}");
-    assert_eq!(got.len(), 3, "{got:?}");
-}
-
-#[test]
-fn log_level_must_be_a_level_or_filter_directives() {
-    for good in [
-        "info",
-        "WARN",
-        "off",
-        "info,air_friends=debug",
-        "air_friends=trace",
-    ] {
-        let text = format!("logging:\n  level: \"{good}\"\n");
-        assert!(
-            load_str(&text, &env(&[])).is_ok(),
-            "{good} should be accepted"
-        );
-    }
-    let got = load_issues("logging:\n  level: loud\n");
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert!(got[0].starts_with("logging.level: \"loud\""), "{got:?}");
-    assert!(
-        got[0].contains("off, error, warn, info, debug, trace"),
-        "names the accepted values: {got:?}"
-    );
-    for bad in ["info,loud", "air_friends=loud", ""] {
-        let text = format!("logging:\n  level: \"{bad}\"\n");
-        let got = load_issues(&text);
-        assert!(got[0].starts_with("logging.level: "), "{bad}: {got:?}");
-    }
-    // LOG_LEVEL overrides the file and is held to the same rule.
-    let err = load_str("", &env(&[("LOG_LEVEL", "loud")])).unwrap_err();
-    assert!(err.issues()[0].starts_with("logging.level: \"loud\""));
 }
 
 #[test]

@@ -1,8 +1,9 @@
 //! The strict check behind both `check-config` and `serve`, so the two always agree: `serve`
 //! refuses to start on exactly the errors `check-config` prints.
 //!
-//! On top of loading and [`Config::validate`] (the file alone), it looks at the machine the
-//! daemon will run on. Relative paths are taken from the current folder, as the daemon takes
+//! On top of loading and [`Config::validate`] (the file alone, in `config`), it looks at the
+//! machine the daemon will run on, with the skill loader and the agent command's lookup: that
+//! is why it sits here with the commands rather than in `config`, below both. Relative paths are taken from the current folder, as the daemon takes
 //! them. Errors:
 //! * `prompts.dir` is a folder holding `system.md`;
 //! * `agent.skillsDir` is a folder whose packages pass the skill loader;
@@ -20,9 +21,11 @@
 
 use std::path::Path;
 
-use super::load::{Loaded, closest, load_lenient, read_file};
-use super::{AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, is_skill_name};
-use crate::ops::checks::AgentLookup;
+use crate::config::{
+    AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, Loaded, closest, is_skill_name,
+    load_lenient, read_file,
+};
+use crate::setup::agent_lookup::AgentLookup;
 use crate::skills::load_skills;
 
 /// A configuration that passed every check, and what deserves a warning.
@@ -205,3 +208,6 @@ fn check_skills(config: &Config, errors: &mut Vec<ConfigIssue>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,13 +1,15 @@
-//! The console platform (`air-friends chat`): a local terminal conversation that runs the full
-//! pipeline as a DM from one local user, for trying a persona and agent set-up without any
-//! platform account.
+//! The console platform, `air-friends chat`'s front end: a local terminal conversation that
+//! runs the full pipeline as a DM from one local user, for trying a persona and agent set-up
+//! without any platform account. It lives with the command rather than beside the other
+//! adapters in `platform` because it also shows what the agent runner and the model gateway
+//! report, two layers above the platforms.
 //!
 //! Each input line is a message from the local user; everything the bot does (replies, edits,
 //! reactions, files) is printed as a line. Files the bot sends are saved into a downloads
 //! folder and their paths printed. The conversation history lives in memory for
 //! `recent_messages` / `search_messages`.
 //!
-//! The adapter also observes the agent runner and the model gateway (the composition root,
+//! The adapter also observes the agent runner and the model gateway (the command, its parent
 //! `app::chat`, subscribes it to both): [`status`] shows what the agent is doing while a turn
 //! runs and prints one actionable line when the model provider fails.
 //!
@@ -34,7 +36,7 @@ use status::Screen;
 use crate::agent::{Activity, ActivityObserver};
 use crate::gateway::{ProviderFailure, ProviderObserver};
 
-use super::{
+use crate::platform::{
     ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, OutgoingFile,
     PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, SentMessage,
     TextLimits, UserInfo,
