@@ -272,4 +272,22 @@ mod facts_tests {
             });
         }
     }
+
+    /// Whitelist entries name the platforms of [`PLATFORMS`] (and the console), no other.
+    #[test]
+    fn whitelist_entries_accept_exactly_the_known_platforms() {
+        let no_env = |_: &str| None;
+        for key in PLATFORMS.iter().map(|p| p.key).chain(["console"]) {
+            let text = format!("accessControl:\n  whitelist: [\"{key}/account/1\"]\n");
+            assert!(load_str(&text, &no_env).is_ok(), "{key}");
+        }
+        let text = "accessControl:\n  whitelist: [\"slack/account/1\"]\n";
+        let issues = load_str(text, &no_env).unwrap_err().issues();
+        assert_eq!(
+            issues,
+            [
+                "accessControl.whitelist.0: \"slack/account/1\": platform must be discord, misskey or console"
+            ]
+        );
+    }
 }

@@ -93,9 +93,17 @@ pub(super) fn check_whitelist_entry(entry: &str) -> Result<(), String> {
             "{entry:?} must look like `platform/account/ID` or `platform/channel/ID`"
         ));
     };
-    if !matches!(*platform, "discord" | "misskey" | "console") {
+    // Every configured platform (`PLATFORMS`), and the local console of `air-friends chat`.
+    let known: Vec<&str> = crate::config::PLATFORMS
+        .iter()
+        .map(|p| p.key)
+        .chain(["console"])
+        .collect();
+    if !known.contains(platform) {
+        let (last, rest) = known.split_last().unwrap_or((&"console", &[]));
         return Err(format!(
-            "{entry:?}: platform must be discord, misskey or console"
+            "{entry:?}: platform must be {} or {last}",
+            rest.join(", ")
         ));
     }
     if !matches!(*kind, "account" | "channel") {
