@@ -1,7 +1,7 @@
 //! Whether to answer a message at all: trigger rules per platform and access
 //! control. Pure functions over the configuration, so every rule is unit-tested.
 
-use crate::config::{AccessControlConfig, PlatformsConfig, ReplyTo};
+use crate::config::{AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyTo, TriggerRules};
 use crate::platform::{IncomingMessage, PlatformKind};
 
 /// Why a message is not answered.
@@ -22,57 +22,51 @@ pub enum Ignore {
 }
 
 /// The trigger rules of one platform.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Triggers {
-    /// Answer DMs.
-    pub allow_dm: bool,
-    /// Answer mentions.
-    pub respond_to_mention: bool,
-    /// Answer messages with this prefix (empty = off).
-    pub command_prefix: String,
-}
+pub type Triggers = TriggerRules;
 
 /// Trigger rules for every platform plus access control.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    discord: Triggers,
-    misskey: Triggers,
-    console: Triggers,
+    /// Each platform's rules, from its facts ([`PLATFORMS`]); the console's are fixed.
+    triggers: Vec<(PlatformKind, Triggers)>,
+    /// For a platform without rules: answer nothing.
+    silent: Triggers,
     access: AccessControlConfig,
 }
 
 impl Policy {
-    /// From the configuration.
+    /// From the configuration: each platform's trigger rules as its facts read them.
     pub fn new(platforms: &PlatformsConfig, access: &AccessControlConfig) -> Self {
-        let d = &platforms.discord;
-        let m = &platforms.misskey;
-        Self {
-            discord: Triggers {
-                allow_dm: d.allow_dm,
-                respond_to_mention: d.respond_to_mention,
-                command_prefix: d.command_prefix.clone(),
-            },
-            misskey: Triggers {
-                allow_dm: m.allow_dm,
-                respond_to_mention: m.respond_to_mention,
-                command_prefix: m.command_prefix.clone(),
-            },
-            // The console is a DM from its local user.
-            console: Triggers {
+        let mut triggers: Vec<(PlatformKind, Triggers)> = PLATFORMS
+            .iter()
+            .filter_map(|facts| {
+                let kind = PlatformKind::ALL
+                    .into_iter()
+                    .find(|k| k.as_str() == facts.key)?;
+                Some((kind, (facts.triggers)(platforms)))
+            })
+            .collect();
+        // The console is a DM from its local user.
+        triggers.push((
+            PlatformKind::Console,
+            Triggers {
                 allow_dm: true,
                 respond_to_mention: true,
                 command_prefix: String::new(),
             },
+        ));
+        Self {
+            triggers,
+            silent: Triggers::none(),
             access: access.clone(),
         }
     }
 
     fn triggers(&self, kind: PlatformKind) -> &Triggers {
-        match kind {
-            PlatformKind::Discord => &self.discord,
-            PlatformKind::Misskey => &self.misskey,
-            PlatformKind::Console => &self.console,
-        }
+        self.triggers
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(&self.silent, |(_, t)| t)
     }
 
     /// True when `platform/account/user` or `platform/channel/channel` is whitelisted.
@@ -199,6 +193,27 @@ mod tests {
         bot.is_bot = true;
         assert_eq!(p.decide(&bot, Some("bot")), Err(Ignore::Bot));
         assert_eq!(p.decide(&dm("   "), Some("bot")), Err(Ignore::Empty));
+    }
+
+    /// Each platform answers by its own section's rules (read through its facts), never by
+    /// another's.
+    #[test]
+    fn each_platform_answers_by_its_own_rules() {
+        let p = policy(|p, _| p.misskey.allow_dm = false);
+        let misskey_dm = FakePlatform::misskey().push_incoming_dm("u1", "hello");
+        assert_eq!(p.decide(&misskey_dm, Some("bot")), Err(Ignore::DmDisabled));
+        assert!(
+            p.decide(&dm("hello"), Some("bot")).is_ok(),
+            "Discord DMs stay on"
+        );
+        let console = FakePlatform::new(PlatformKind::Console).push_incoming_dm("u1", "hi");
+        assert!(p.decide(&console, Some("bot")).is_ok());
+        assert_eq!(
+            Policy::new(&PlatformsConfig::default(), &AccessControlConfig::default())
+                .triggers
+                .len(),
+            PLATFORMS.len() + 1
+        );
     }
 
     #[test]

@@ -21,10 +21,34 @@ pub struct EnvOverride {
     pub secret: bool,
 }
 
+/// When a platform's messages are answered: its `allowDm`, `respondToMention` and
+/// `commandPrefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TriggerRules {
+    /// Answer direct messages.
+    pub allow_dm: bool,
+    /// Answer messages that mention the bot.
+    pub respond_to_mention: bool,
+    /// Answer messages starting with this prefix (empty = off).
+    pub command_prefix: String,
+}
+
+impl TriggerRules {
+    /// Answers nothing: for a platform the daemon has no rules for (fail closed).
+    pub fn none() -> Self {
+        Self {
+            allow_dm: false,
+            respond_to_mention: false,
+            command_prefix: String::new(),
+        }
+    }
+}
+
 /// What the daemon must know about one chat platform outside its own folder, in one place:
-/// its configuration key, its secrets and the environment variables that set its keys. The
-/// configuration loader, the log redactor's secret set (`Config::secret_values`) and the
-/// agent's environment filter iterate [`PLATFORMS`]; a platform section without an entry fails
+/// its configuration key, its secrets, the environment variables that set its keys and its
+/// trigger rules. The configuration loader, the log redactor's secret set
+/// (`Config::secret_values`), the agent's environment filter and the answer policy
+/// (`conversation::policy`) iterate [`PLATFORMS`]; a platform section without an entry fails
 /// `every_platform_section_has_its_facts` (below), and a secret that reaches the agent or a log
 /// fails `agent::env` `no_platforms_secret_reaches_the_agent` or
 /// `every_platforms_secrets_are_masked` (below).
@@ -36,6 +60,8 @@ pub struct PlatformFacts {
     pub env: &'static [EnvOverride],
     /// Its secret fields in a configuration.
     pub secrets: fn(&PlatformsConfig) -> Vec<&Secret>,
+    /// When its messages are answered, from its configuration section.
+    pub triggers: fn(&PlatformsConfig) -> TriggerRules,
 }
 
 /// Every chat platform the daemon speaks.
@@ -49,6 +75,11 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             secret: true,
         }],
         secrets: |p| vec![&p.discord.token],
+        triggers: |p| TriggerRules {
+            allow_dm: p.discord.allow_dm,
+            respond_to_mention: p.discord.respond_to_mention,
+            command_prefix: p.discord.command_prefix.clone(),
+        },
     },
     PlatformFacts {
         key: "misskey",
@@ -67,6 +98,11 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             },
         ],
         secrets: |p| vec![&p.misskey.token],
+        triggers: |p| TriggerRules {
+            allow_dm: p.misskey.allow_dm,
+            respond_to_mention: p.misskey.respond_to_mention,
+            command_prefix: p.misskey.command_prefix.clone(),
+        },
     },
 ];
 
