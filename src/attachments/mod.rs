@@ -222,20 +222,15 @@ impl Attachments {
             .iter()
             .filter_map(|h| crate::egress::parse_allow_entry(h).ok())
             .collect();
+        // Each enabled platform's file sources, from its facts.
         let mut origins = HashMap::new();
-        let d = &config.platforms.discord;
-        if d.enabled {
-            origins.insert(
-                PlatformKind::Discord,
-                Origins::discord(d.api_base_url.as_deref(), &extra),
-            );
-        }
-        let m = &config.platforms.misskey;
-        if m.enabled {
-            origins.insert(
-                PlatformKind::Misskey,
-                Origins::misskey(&m.host, m.secure, &extra),
-            );
+        for facts in crate::config::PLATFORMS {
+            if let Ok(kind) = facts.key.parse::<PlatformKind>()
+                && (facts.enabled)(&config.platforms)
+            {
+                let sources = (facts.files)(&config.platforms);
+                origins.insert(kind, Origins::of_sources(&sources, &extra));
+            }
         }
         Self::new(a.into(), origins, Arc::new(SystemLookup), metrics).map(Some)
     }

@@ -21,19 +21,8 @@ use std::sync::Arc;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+use crate::config::{FileSources, discord_file_sources, misskey_file_sources};
 use crate::egress::{AllowedHost, is_public};
-
-/// Discord's attachment CDN, its media proxy, and the proxy that serves the pictures of
-/// embeds made from external links (`proxy_url` of an embed image).
-pub const DISCORD_CDN_HOSTS: [&str; 4] = [
-    "cdn.discordapp.com",
-    "media.discordapp.net",
-    "images-ext-1.discordapp.net",
-    "images-ext-2.discordapp.net",
-];
-
-/// Discord's REST host when `platforms.discord.apiBaseUrl` is unset.
-pub const DISCORD_API: &str = "https://discord.com/api";
 
 /// One origin: scheme, lowercase host, port.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,10 +61,11 @@ pub struct Origins {
 }
 
 impl Origins {
-    /// Discord: the API host (`apiBaseUrl`, Discord's own when unset) and the CDN hosts, plus
-    /// `extra`.
-    pub fn discord(api_base_url: Option<&str>, extra: &[AllowedHost]) -> Self {
-        let mut public: Vec<AllowedHost> = DISCORD_CDN_HOSTS
+    /// A platform's [`FileSources`] (its facts, `config::PLATFORMS`), plus `extra` public hosts
+    /// (`attachments.allowHosts`).
+    pub fn of_sources(sources: &FileSources, extra: &[AllowedHost]) -> Self {
+        let mut public: Vec<AllowedHost> = sources
+            .public_hosts
             .iter()
             .map(|h| AllowedHost {
                 host: (*h).to_owned(),
@@ -84,7 +74,7 @@ impl Origins {
             .collect();
         public.extend_from_slice(extra);
         Origins {
-            trusted: Url::parse(api_base_url.unwrap_or(DISCORD_API))
+            trusted: Url::parse(&sources.trusted)
                 .ok()
                 .as_ref()
                 .and_then(Origin::of)
@@ -94,19 +84,16 @@ impl Origins {
         }
     }
 
-    /// Misskey: the instance (`host[:port]`, `https` when `secure`), plus `extra` (object
+    /// Discord's: the API host (`apiBaseUrl`, Discord's own when unset) and the CDN hosts, plus
+    /// `extra`.
+    pub fn discord(api_base_url: Option<&str>, extra: &[AllowedHost]) -> Self {
+        Self::of_sources(&discord_file_sources(api_base_url), extra)
+    }
+
+    /// Misskey's: the instance (`host[:port]`, `https` when `secure`), plus `extra` (object
     /// storage, an external media proxy).
     pub fn misskey(host: &str, secure: bool, extra: &[AllowedHost]) -> Self {
-        let scheme = if secure { "https" } else { "http" };
-        Origins {
-            trusted: Url::parse(&format!("{scheme}://{host}/"))
-                .ok()
-                .as_ref()
-                .and_then(Origin::of)
-                .into_iter()
-                .collect(),
-            public: extra.to_vec(),
-        }
+        Self::of_sources(&misskey_file_sources(host, secure), extra)
     }
 
     /// Whether `url` may be fetched (the resolved addresses of a public host are checked

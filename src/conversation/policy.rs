@@ -40,9 +40,7 @@ impl Policy {
         let mut triggers: Vec<(PlatformKind, Triggers)> = PLATFORMS
             .iter()
             .filter_map(|facts| {
-                let kind = PlatformKind::ALL
-                    .into_iter()
-                    .find(|k| k.as_str() == facts.key)?;
+                let kind = facts.key.parse::<PlatformKind>().ok()?;
                 Some((kind, (facts.triggers)(platforms)))
             })
             .collect();

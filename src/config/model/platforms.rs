@@ -44,11 +44,50 @@ impl TriggerRules {
     }
 }
 
+/// Where a platform's attachment files may be fetched from (enforced by `attachments::origin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSources {
+    /// Its own server, trusted wherever it points (scheme, host and port of this URL exactly).
+    pub trusted: String,
+    /// Public hosts it serves files from: `https` on port 443, public addresses only.
+    pub public_hosts: &'static [&'static str],
+}
+
+/// Discord's attachment CDN, its media proxy, and the proxy that serves the pictures of
+/// embeds made from external links (`proxy_url` of an embed image).
+pub const DISCORD_CDN_HOSTS: &[&str] = &[
+    "cdn.discordapp.com",
+    "media.discordapp.net",
+    "images-ext-1.discordapp.net",
+    "images-ext-2.discordapp.net",
+];
+
+/// Discord's REST host when `platforms.discord.apiBaseUrl` is unset.
+pub const DISCORD_API: &str = "https://discord.com/api";
+
+/// Discord's file sources: its API host (`apiBaseUrl`, Discord's own when unset) and the CDN.
+pub fn discord_file_sources(api_base_url: Option<&str>) -> FileSources {
+    FileSources {
+        trusted: api_base_url.unwrap_or(DISCORD_API).to_owned(),
+        public_hosts: DISCORD_CDN_HOSTS,
+    }
+}
+
+/// Misskey's file sources: the instance (`host[:port]`, `https` when `secure`); object storage
+/// or a media proxy elsewhere come from `attachments.allowHosts`.
+pub fn misskey_file_sources(host: &str, secure: bool) -> FileSources {
+    let scheme = if secure { "https" } else { "http" };
+    FileSources {
+        trusted: format!("{scheme}://{host}/"),
+        public_hosts: &[],
+    }
+}
+
 /// What the daemon must know about one chat platform outside its own folder, in one place:
 /// its configuration key, its secrets, the environment variables that set its keys and its
-/// trigger rules. The configuration loader, the log redactor's secret set
-/// (`Config::secret_values`), the agent's environment filter and the answer policy
-/// (`conversation::policy`) iterate [`PLATFORMS`]; a platform section without an entry fails
+/// trigger rules, and where its files come from. The configuration loader, the log redactor's
+/// secret set (`Config::secret_values`), the agent's environment filter, the answer policy
+/// (`conversation::policy`) and the attachment fetcher's origins iterate [`PLATFORMS`]; a platform section without an entry fails
 /// `every_platform_section_has_its_facts` (below), and a secret that reaches the agent or a log
 /// fails `agent::env` `no_platforms_secret_reaches_the_agent` or
 /// `every_platforms_secrets_are_masked` (below).
@@ -62,6 +101,10 @@ pub struct PlatformFacts {
     pub secrets: fn(&PlatformsConfig) -> Vec<&Secret>,
     /// When its messages are answered, from its configuration section.
     pub triggers: fn(&PlatformsConfig) -> TriggerRules,
+    /// Whether the configuration connects it.
+    pub enabled: fn(&PlatformsConfig) -> bool,
+    /// Where its attachment files may be fetched from.
+    pub files: fn(&PlatformsConfig) -> FileSources,
 }
 
 /// Every chat platform the daemon speaks.
@@ -80,6 +123,8 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             respond_to_mention: p.discord.respond_to_mention,
             command_prefix: p.discord.command_prefix.clone(),
         },
+        enabled: |p| p.discord.enabled,
+        files: |p| discord_file_sources(p.discord.api_base_url.as_deref()),
     },
     PlatformFacts {
         key: "misskey",
@@ -103,6 +148,8 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             respond_to_mention: p.misskey.respond_to_mention,
             command_prefix: p.misskey.command_prefix.clone(),
         },
+        enabled: |p| p.misskey.enabled,
+        files: |p| misskey_file_sources(&p.misskey.host, p.misskey.secure),
     },
 ];
 
