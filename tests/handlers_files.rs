@@ -7,6 +7,7 @@ mod handlers_support;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
+use air_friends::handlers::{FileSlot, ReplySlot};
 use air_friends::platform::fake::{Call, Op};
 use air_friends::platform::{FileSource, PlatformError};
 use handlers_support::{App, Options, Session, app, app_with};
@@ -58,11 +59,13 @@ async fn a_file_is_threaded_to_the_trigger_and_the_reply_threads_under_the_file(
     };
     assert!(matches!(&files[0].source, FileSource::Bytes(b) if b.len() == 1000));
     // A file counts as a response but leaves the reply quota alone.
-    let state = s.registered.handle.state();
-    assert!(state.responded());
-    assert_eq!(state.reply_successes, 0);
+    let handle = &s.registered.handle;
+    assert!(handle.responded());
+    assert_eq!(handle.with_slot(|r: &mut ReplySlot| r.successes), 0);
     assert_eq!(
-        state.last_file_message_id.as_deref(),
+        handle
+            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .as_deref(),
         Some(delivery.message_ids[0].as_str())
     );
     // The reply anchor is now the file message.
@@ -74,9 +77,16 @@ async fn a_file_is_threaded_to_the_trigger_and_the_reply_threads_under_the_file(
         reply.reply_to.as_deref(),
         Some(delivery.message_ids[0].as_str())
     );
-    assert!(s.registered.handle.state().last_sent_message_id.is_some());
+    assert!(
+        s.registered
+            .handle
+            .with_slot(|r: &mut ReplySlot| r.last_sent_message_id.is_some())
+    );
     assert_eq!(
-        s.registered.handle.state().last_file_message_id.as_deref(),
+        s.registered
+            .handle
+            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .as_deref(),
         Some(delivery.message_ids[0].as_str()),
         "send-reply never moves lastFileMessageId"
     );
@@ -211,7 +221,10 @@ async fn misskey_chat_partial_delivery_reports_the_delivered_ids() {
     assert_eq!(data["messageIds"], json!(delivered[0].message_ids));
     assert!(s.registered.handle.responded());
     assert_eq!(
-        s.registered.handle.state().last_file_message_id.as_ref(),
+        s.registered
+            .handle
+            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .as_ref(),
         delivered[0].message_ids.last()
     );
 }

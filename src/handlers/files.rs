@@ -5,7 +5,8 @@
 //! checks every path and limit before any byte is read (all or nothing). A delivery does not use
 //! up the reply quota but counts as a response, and it becomes the reply anchor
 //! (`lastFileMessageId`), so a following send-reply threads under the file. Misskey chats deliver
-//! one message per file; a partial delivery is reported with the delivered ids.
+//! one message per file; a partial delivery is reported with the delivered ids. What a turn's
+//! send-file did is kept in the handler's own per-turn slot, [`FileSlot`].
 
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -13,6 +14,8 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, outgoing_text, params, platform_error};
 use super::preflight::{self, FileLimits, PreflightError};
+use super::reply::ReplySlot;
+use crate::session::{SessionContext, TurnSlot};
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
 
@@ -20,6 +23,35 @@ use crate::text::split_message;
 pub const MAX_FILE_SENDS_PER_SESSION: u32 = 1;
 /// `send-file`: the call (counting every call) that also stops the agent.
 pub const MAX_FILE_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
+
+/// What this turn's send-file calls did (a slot of the session's turn).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileSlot {
+    /// Successful `send-file` calls (the handler's quota; a call in flight holds one).
+    pub successes: u32,
+    /// Last message delivered by `send-file`: the reply anchor from then on.
+    pub last_message_id: Option<String>,
+}
+
+impl FileSlot {
+    /// Where a new reply threads to: `lastFileMessageId ?? triggerMessageId` (`files` is
+    /// `None` while the turn has not used send-file).
+    pub fn reply_anchor<'a>(
+        files: Option<&'a FileSlot>,
+        context: &'a SessionContext,
+    ) -> Option<&'a str> {
+        files
+            .and_then(|files| files.last_message_id.as_deref())
+            .or(context.trigger_message_id.as_deref())
+    }
+}
+
+impl TurnSlot for FileSlot {
+    /// A delivered file counts as an answer.
+    fn answered(&self) -> bool {
+        self.successes > 0
+    }
+}
 
 /// The `send-file` skill: workspace files to the conversation, threaded to the trigger.
 pub(crate) struct SendFile(pub Deps);
@@ -48,11 +80,11 @@ impl SkillHandler for SendFile {
         // Counted by the Skill API before its rate limit; the 4th attempt also asks for
         // termination there.
         let attempt = ctx.count_attempt(MAX_FILE_ATTEMPTS_BEFORE_TERMINATE);
-        let free = ctx.with_state(|state| {
-            let free = state.file_successes < MAX_FILE_SENDS_PER_SESSION;
+        let free = ctx.with_slot(|files: &mut FileSlot| {
+            let free = files.successes < MAX_FILE_SENDS_PER_SESSION;
             if free && has_trigger {
                 // Reserve the slot so two concurrent calls cannot both deliver.
-                state.file_successes += 1;
+                files.successes += 1;
             }
             free
         });
@@ -74,8 +106,8 @@ impl SkillHandler for SendFile {
         }
         let result = self.send(ctx, raw).await;
         if result.is_err() {
-            ctx.with_state(|state| {
-                state.file_successes = state.file_successes.saturating_sub(1);
+            ctx.with_slot(|files: &mut FileSlot| {
+                files.successes = files.successes.saturating_sub(1);
             });
         }
         result
@@ -103,7 +135,9 @@ impl SendFile {
                 crate::platform::FileSource::Path(_) => 0,
             })
             .sum();
-        let anchor = ctx.with_state(|state| state.reply_anchor(session).map(str::to_owned));
+        let anchor = ctx.with_slots(|slots| {
+            FileSlot::reply_anchor(slots.get::<FileSlot>(), session).map(str::to_owned)
+        });
         let requested = files.len();
         let caption = caption_parts.first().map(String::as_str);
         ctx.still_in_turn()?;
@@ -117,9 +151,11 @@ impl SendFile {
             )));
         };
         let mut ids = delivery.message_ids();
-        let reply_sent = ctx.with_state(|state| {
-            state.last_file_message_id = Some(last.clone());
-            state.reply_successes > 0
+        let reply_sent = ctx.with_slots(|slots| {
+            slots.get_mut::<FileSlot>().last_message_id = Some(last.clone());
+            slots
+                .get::<ReplySlot>()
+                .is_some_and(|replies| replies.successes > 0)
         });
         // Caption text beyond the platform limit follows as plain messages under the file.
         for part in caption_parts.iter().skip(1) {
@@ -216,4 +252,20 @@ fn preflight_error(error: &PreflightError, requested: &[String]) -> SkillError {
         &path,
         format!("{error}. Nothing was sent; fix this and call send-file again."),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::registry::tests::context;
+
+    #[test]
+    fn reply_anchor_prefers_the_file_message() {
+        let ctx = context();
+        let mut files = FileSlot::default();
+        assert_eq!(FileSlot::reply_anchor(None, &ctx), Some("m1"));
+        assert_eq!(FileSlot::reply_anchor(Some(&files), &ctx), Some("m1"));
+        files.last_message_id = Some("f1".into());
+        assert_eq!(FileSlot::reply_anchor(Some(&files), &ctx), Some("f1"));
+    }
 }

@@ -16,9 +16,10 @@
 //! * [`commands`] (+ `render`) — the user-command entry point for humans: the same
 //!   handlers, run without an agent, answered as short readable text.
 //!
-//! Per-session quotas live in the handlers, each beside the handler that enforces it, and use
-//! the session's [`SessionState`](crate::session::SessionState) under its lock; every platform or
-//! store call happens outside that lock. A handler with a doom-loop limit declares it
+//! Per-turn state lives in the handlers, each in a slot owned by the handler that needs it
+//! ([`ReplySlot`], [`FileSlot`], [`ReactionSlot`], [`ReminderSlot`]: a
+//! [`TurnSlot`](crate::session::TurnSlot) kept by the session and reset at each turn), used
+//! under the session's lock; every platform or store call happens outside that lock. A handler with a doom-loop limit declares it
 //! ([`crate::skill_api::SkillHandler::stops_agent_at`]); the call
 //! pipeline counts attempts before its rate limit, and the handler reads the count.
 //!
@@ -38,6 +39,11 @@ mod reminder;
 mod render;
 mod reply;
 mod upkeep;
+
+pub use files::FileSlot;
+pub use reaction::{Reaction, ReactionSlot};
+pub use reminder::ReminderSlot;
+pub use reply::ReplySlot;
 
 use std::fmt;
 use std::sync::Arc;

@@ -5,7 +5,8 @@
 //! `reminders.maxDaysAhead` days ahead; at most `reminders.maxRemindersPerUser` pending (checked
 //! atomically by the store, reported as 429 `QUOTA_EXCEEDED`). The message goes through the
 //! outgoing-text pipeline now; the scheduler splits it at delivery. Creating the row is enough:
-//! the store wakes the scheduler.
+//! the store wakes the scheduler. Whether the turn set one is the handler's own per-turn slot,
+//! [`ReminderSlot`].
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -14,8 +15,18 @@ use serde_json::{Value, json};
 
 use super::common::{Deps, invalid, outgoing_text, params, require_dm, store_error, workspace_key};
 use crate::config::RemindersConfig;
+use crate::session::TurnSlot;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::NewReminder;
+
+/// Whether this turn's set-reminder already succeeded (a slot of the session's turn).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReminderSlot {
+    /// Set by a successful call (or one in flight): one reminder per turn.
+    pub set: bool,
+}
+
+impl TurnSlot for ReminderSlot {}
 
 /// The `set-reminder` skill: one reminder per turn, delivered by DM when due.
 pub(crate) struct SetReminder(pub Deps);
@@ -35,7 +46,8 @@ impl SkillHandler for SetReminder {
 
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
         require_dm(ctx, "set-reminder")?;
-        let reserved = ctx.with_state(|state| !std::mem::replace(&mut state.reminder_set, true));
+        let reserved =
+            ctx.with_slot(|slot: &mut ReminderSlot| !std::mem::replace(&mut slot.set, true));
         if !reserved {
             return Err(SkillError::QuotaExceeded {
                 message: "A reminder was already set in this conversation turn; only one can be \
@@ -47,7 +59,7 @@ impl SkillHandler for SetReminder {
         }
         let result = self.set(ctx, raw).await;
         if result.is_err() {
-            ctx.with_state(|state| state.reminder_set = false);
+            ctx.with_slot(|slot: &mut ReminderSlot| slot.set = false);
         }
         result
     }

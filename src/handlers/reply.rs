@@ -9,13 +9,19 @@
 //! * edit-reply: only messages this session sent; the 3rd call terminates instead of editing.
 //!   Misskey re-creates the message threaded to the anchor the reply was created with.
 //! * get-message: one message of the conversation; default the last reply, then the last file.
+//!
+//! What a turn's replies did is kept in the handlers' own per-turn slot, [`ReplySlot`].
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use std::collections::HashSet;
+
 use super::common::{Deps, outgoing_text, params, platform_error, platform_lookup_error};
+use super::files::FileSlot;
 use crate::platform::{PlatformAdapter, SendTextError, send_text};
+use crate::session::TurnSlot;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
 
@@ -27,6 +33,38 @@ pub const MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE: u32 = 4;
 /// possible).
 pub const MAX_EDIT_CALLS_BEFORE_TERMINATE: u32 = 3;
 
+/// What this turn's send-reply and edit-reply calls did (a slot of the session's turn).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplySlot {
+    /// Successful `send-reply` calls (the handler's quota; a call in flight holds one).
+    pub successes: u32,
+    /// Last message sent by `send-reply`/`edit-reply`.
+    pub last_sent_message_id: Option<String>,
+    /// The anchor the reply was threaded to when created; keeps `edit-reply` on that parent.
+    pub anchor_message_id: Option<String>,
+    /// Every message id this turn's replies sent; `edit-reply` may only edit these.
+    pub sent_message_ids: HashSet<String>,
+}
+
+impl ReplySlot {
+    /// Records a message this session sent (so `edit-reply` may edit it later).
+    pub fn record_sent_message(&mut self, message_id: impl Into<String>) {
+        self.sent_message_ids.insert(message_id.into());
+    }
+
+    /// Whether this session sent the message.
+    pub fn sent_message(&self, message_id: &str) -> bool {
+        self.sent_message_ids.contains(message_id)
+    }
+}
+
+impl TurnSlot for ReplySlot {
+    /// A reply counts as an answer.
+    fn answered(&self) -> bool {
+        self.successes > 0
+    }
+}
+
 /// The `send-reply` skill: the one reply of a turn, threaded to the reply anchor.
 pub(crate) struct SendReply(pub Deps);
 
@@ -36,7 +74,7 @@ struct MessageParams {
 }
 
 /// What the quota check decided for one send-reply call.
-enum ReplySlot {
+enum Reservation {
     /// The reply slot is reserved for this call (undone if nothing gets delivered).
     Reserved { anchor: Option<String> },
     /// The reply was already sent.
@@ -58,21 +96,21 @@ impl SkillHandler for SendReply {
         // Already counted by the Skill API before its rate limit; the 4th attempt also asks
         // for termination there.
         let attempt = ctx.count_attempt(MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE);
-        let slot = ctx.with_state(|state| {
-            if state.reply_successes >= MAX_REPLIES_PER_SESSION {
-                ReplySlot::Used {
-                    previous: state.last_sent_message_id.clone(),
-                }
-            } else {
-                // Reserve the slot now so two concurrent calls cannot both reply.
-                state.reply_successes += 1;
-                ReplySlot::Reserved {
-                    anchor: state.reply_anchor(session).map(str::to_owned),
-                }
+        let reservation = ctx.with_slots(|slots| {
+            let replies = slots.get_mut::<ReplySlot>();
+            if replies.successes >= MAX_REPLIES_PER_SESSION {
+                return Reservation::Used {
+                    previous: replies.last_sent_message_id.clone(),
+                };
+            }
+            // Reserve the slot now so two concurrent calls cannot both reply.
+            replies.successes += 1;
+            Reservation::Reserved {
+                anchor: FileSlot::reply_anchor(slots.get::<FileSlot>(), session).map(str::to_owned),
             }
         });
-        let anchor = match slot {
-            ReplySlot::Used { previous } => {
+        let anchor = match reservation {
+            Reservation::Used { previous } => {
                 let how = match previous {
                     Some(id) => format!(
                         "To change what you said, call edit-reply --message-id {id} \
@@ -90,12 +128,12 @@ impl SkillHandler for SendReply {
                     terminate: attempt.terminates(),
                 });
             }
-            ReplySlot::Reserved { anchor } => anchor,
+            Reservation::Reserved { anchor } => anchor,
         };
         let result = self.send(ctx, raw, anchor.as_deref()).await;
         if result.is_err() {
-            ctx.with_state(|state| {
-                state.reply_successes = state.reply_successes.saturating_sub(1);
+            ctx.with_slot(|replies: &mut ReplySlot| {
+                replies.successes = replies.successes.saturating_sub(1);
             });
         }
         result
@@ -123,11 +161,11 @@ impl SendReply {
             };
         let ids: Vec<String> = sent.iter().map(|m| m.message_id.clone()).collect();
         let first = &sent[0];
-        ctx.with_state(|state| {
-            state.last_sent_message_id = Some(first.message_id.clone());
-            state.last_reply_anchor_message_id = anchor.map(str::to_owned);
+        ctx.with_slot(|replies: &mut ReplySlot| {
+            replies.last_sent_message_id = Some(first.message_id.clone());
+            replies.anchor_message_id = anchor.map(str::to_owned);
             for id in &ids {
-                state.record_sent_message(id.clone());
+                replies.record_sent_message(id.clone());
             }
         });
         tracing::info!(
@@ -191,10 +229,10 @@ impl SkillHandler for EditReply {
         }
         let p: EditParams = params(raw)?;
         let session = ctx.session();
-        let (own, anchor) = ctx.with_state(|state| {
+        let (own, anchor) = ctx.with_slot(|replies: &mut ReplySlot| {
             (
-                state.sent_message(&p.message_id),
-                state.last_reply_anchor_message_id.clone(),
+                replies.sent_message(&p.message_id),
+                replies.anchor_message_id.clone(),
             )
         });
         if !own {
@@ -220,13 +258,13 @@ impl SkillHandler for EditReply {
             )
             .await
             .map_err(|e| platform_lookup_error(e, &format!("message {}", p.message_id)))?;
-        ctx.with_state(|state| {
+        ctx.with_slot(|replies: &mut ReplySlot| {
             if edited.message_id != p.message_id {
-                state.sent_message_ids.remove(&p.message_id);
+                replies.sent_message_ids.remove(&p.message_id);
             }
-            state.record_sent_message(edited.message_id.clone());
-            if state.last_sent_message_id.as_deref() == Some(p.message_id.as_str()) {
-                state.last_sent_message_id = Some(edited.message_id.clone());
+            replies.record_sent_message(edited.message_id.clone());
+            if replies.last_sent_message_id.as_deref() == Some(p.message_id.as_str()) {
+                replies.last_sent_message_id = Some(edited.message_id.clone());
             }
         });
         let extra = send_rest(ctx, adapter.as_ref(), &session.origin.channel_id, rest).await?;
@@ -261,7 +299,9 @@ async fn send_rest(
             .send_message(channel_id, part, None)
             .await
             .map_err(platform_error)?;
-        ctx.with_state(|state| state.record_sent_message(sent.message_id.clone()));
+        ctx.with_slot(|replies: &mut ReplySlot| {
+            replies.record_sent_message(sent.message_id.clone())
+        });
         ids.push(sent.message_id);
     }
     Ok(ids)
@@ -292,11 +332,15 @@ impl SkillHandler for GetMessage {
         let id = match p.message_id {
             Some(id) => id,
             None => ctx
-                .with_state(|state| {
-                    state
-                        .last_sent_message_id
-                        .clone()
-                        .or_else(|| state.last_file_message_id.clone())
+                .with_slots(|slots| {
+                    slots
+                        .get::<ReplySlot>()
+                        .and_then(|replies| replies.last_sent_message_id.clone())
+                        .or_else(|| {
+                            slots
+                                .get::<FileSlot>()
+                                .and_then(|files| files.last_message_id.clone())
+                        })
                 })
                 .ok_or_else(|| {
                     SkillError::NotFound(

@@ -9,14 +9,17 @@
 //!
 //! This module sits below both the Skill API (which authenticates calls against the registry)
 //! and the conversation layer (which registers sessions and starts agents): it knows nothing of
-//! HTTP or of any skill. Each quota lives with the handler that enforces it (`handlers/`); a
-//! session only counts calls ([`SessionState::record_attempt`]) and records what was sent.
+//! HTTP or of any skill. Each quota lives with the handler that enforces it (`handlers/`), in
+//! that handler's own per-turn slot ([`TurnSlot`], kept in the session's [`TurnSlots`]); a
+//! session only counts calls ([`SessionState::record_attempt`]), memory changes and tokens, and
+//! asks the slots whether the user was answered.
 //!
 //! * [`auth`] — [`authenticate`]: who may act for a session (channel, token, open turn), the
 //!   one check of the Skill API and the model gateway.
 //! * [`ids`] — [`SessionId`], [`CallerToken`], the constant-time token check.
 //! * [`context`] — [`SessionContext`] (who and where) and [`SessionPurpose`].
-//! * [`state`] — [`SessionState`]: what this turn has done so far.
+//! * [`state`] — [`SessionState`]: what this turn has done that the session's users read.
+//! * [`slots`] — [`TurnSlots`]: the handlers' per-turn state, one [`TurnSlot`] per type.
 //! * [`termination`] — [`TerminationSignal`].
 //! * [`registry`] — [`SessionRegistry`], [`SessionHandle`], idle expiry and the reaper.
 
@@ -24,6 +27,7 @@ pub mod auth;
 pub mod context;
 pub mod ids;
 pub mod registry;
+pub mod slots;
 pub mod state;
 pub mod termination;
 
@@ -31,5 +35,6 @@ pub use auth::{AuthFailure, Presented, authenticate};
 pub use context::{MAINTENANCE_SKILLS, MaintenancePolicy, SessionContext, SessionPurpose};
 pub use ids::{CallerToken, SessionError, SessionId, constant_time_eq};
 pub use registry::{RegisteredSession, SessionHandle, SessionRegistry};
-pub use state::{Attempt, Reaction, SessionState};
+pub use slots::{TurnSlot, TurnSlots};
+pub use state::{Attempt, SessionState};
 pub use termination::TerminationSignal;

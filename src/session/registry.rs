@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::ids::{CALLER_TOKEN_BYTES, SESSION_ID_BYTES, hex, random_bytes};
 use super::{
     CallerToken, SessionContext, SessionError, SessionId, SessionState, TerminationSignal,
+    TurnSlot, TurnSlots,
 };
 use crate::observability::LiveSecrets;
 use crate::sync::lock;
@@ -25,7 +26,7 @@ pub struct RegisteredSession {
     pub session_id: SessionId,
     /// Goes into the agent's `SKILL_API_TOKEN`.
     pub caller_token: CallerToken,
-    /// Read the session's state (e.g. [`SessionState::responded`]) when the run ends.
+    /// Read the session's state (e.g. [`SessionHandle::responded`]) when the run ends.
     pub handle: SessionHandle,
     /// Await it alongside the agent; when it fires, stop the agent.
     pub termination: TerminationSignal,
@@ -37,13 +38,22 @@ struct SessionEntry {
     /// What changes from turn to turn: the context (its trigger message), the state, the
     /// termination signal and the turn number, replaced together by
     /// [`SessionHandle::begin_turn`].
-    turn: Mutex<TurnSlot>,
-    state: Mutex<SessionState>,
+    turn: Mutex<CurrentTurn>,
+    /// The turn's state and the handlers' slots, under one lock (a handler may read another's
+    /// slot in the same step) and reset together by [`SessionHandle::begin_turn`].
+    state: Mutex<TurnState>,
     last_activity: Mutex<Instant>,
 }
 
+/// What the current turn has done: the session-level state and the handlers' slots.
+#[derive(Default)]
+struct TurnState {
+    state: SessionState,
+    slots: TurnSlots,
+}
+
 /// A session's current turn.
-struct TurnSlot {
+struct CurrentTurn {
     number: u64,
     context: Arc<SessionContext>,
     termination: TerminationSignal,
@@ -77,13 +87,13 @@ impl SessionHandle {
             entry: Arc::new(SessionEntry {
                 id: SessionId(label.to_owned()),
                 token: CallerToken(String::new()),
-                turn: Mutex::new(TurnSlot {
+                turn: Mutex::new(CurrentTurn {
                     number: 1,
                     context: Arc::new(context),
                     termination: TerminationSignal::default(),
                     open: true,
                 }),
-                state: Mutex::new(SessionState::default()),
+                state: Mutex::new(TurnState::default()),
                 last_activity: Mutex::new(Instant::now()),
             }),
         }
@@ -107,10 +117,11 @@ impl SessionHandle {
     }
 
     /// Starts the next turn of a session whose agent is kept across turns: the trigger
-    /// message becomes `trigger_message_id`, the state (quotas, doom-loop counters, the
-    /// reaction, what was sent) starts afresh, and a new termination signal replaces the
-    /// previous one, which is returned for the runner to await. Counts as activity (the
-    /// session does not expire between turns while its agent is kept).
+    /// message becomes `trigger_message_id`, the state (doom-loop counters, tokens) and every
+    /// handler's slot (quotas, the reaction, what was sent) start afresh, and a new
+    /// termination signal replaces the previous one, which is returned for the runner to
+    /// await. Counts as activity (the session does not expire between turns while its agent is
+    /// kept).
     pub fn begin_turn(&self, trigger_message_id: Option<String>) -> TerminationSignal {
         let termination = TerminationSignal::default();
         {
@@ -122,7 +133,7 @@ impl SessionHandle {
             turn.termination = termination.clone();
             turn.open = true;
         }
-        *lock(&self.entry.state) = SessionState::default();
+        *lock(&self.entry.state) = TurnState::default();
         self.mark_active();
         termination
     }
@@ -147,17 +158,30 @@ impl SessionHandle {
     /// Runs `f` with the session state locked. Keep `f` short and synchronous: the lock is a
     /// `std::sync::Mutex` and must never be held across an `.await`.
     pub fn with_state<R>(&self, f: impl FnOnce(&mut SessionState) -> R) -> R {
-        f(&mut lock(&self.entry.state))
+        f(&mut lock(&self.entry.state).state)
+    }
+
+    /// Runs `f` with this turn's slot of type `T` locked (created from its `Default` on first
+    /// use in a turn). Same rules as [`with_state`](Self::with_state).
+    pub fn with_slot<T: TurnSlot, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(lock(&self.entry.state).slots.get_mut::<T>())
+    }
+
+    /// Runs `f` with all of this turn's slots locked, for a step that reads or updates several
+    /// handlers' slots at once. Same rules as [`with_state`](Self::with_state).
+    pub fn with_slots<R>(&self, f: impl FnOnce(&mut TurnSlots) -> R) -> R {
+        f(&mut lock(&self.entry.state).slots)
     }
 
     /// A copy of the current state.
     pub fn state(&self) -> SessionState {
-        lock(&self.entry.state).clone()
+        lock(&self.entry.state).state.clone()
     }
 
-    /// Whether the user has received a reply, reaction or file in this session.
+    /// Whether the user has received a reply, reaction or file in this turn: whether any
+    /// handler's slot [answered](TurnSlot::answered).
     pub fn responded(&self) -> bool {
-        lock(&self.entry.state).responded()
+        lock(&self.entry.state).slots.answered()
     }
 
     /// This session's termination signal (of the current turn).
@@ -263,13 +287,13 @@ impl SessionRegistry {
             entry: Arc::new(SessionEntry {
                 id: session_id.clone(),
                 token: caller_token.clone(),
-                turn: Mutex::new(TurnSlot {
+                turn: Mutex::new(CurrentTurn {
                     number: 1,
                     context: Arc::new(context),
                     termination: termination.clone(),
                     open: true,
                 }),
-                state: Mutex::new(SessionState::default()),
+                state: Mutex::new(TurnState::default()),
                 last_activity: Mutex::new(Instant::now()),
             }),
         };
@@ -402,6 +426,16 @@ pub(crate) mod tests {
     use std::collections::HashSet;
     use std::path::PathBuf;
 
+    /// A handler's slot that answered the user (as a successful reply would).
+    #[derive(Default)]
+    struct Answered(bool);
+
+    impl TurnSlot for Answered {
+        fn answered(&self) -> bool {
+            self.0
+        }
+    }
+
     /// A guild conversation's context (also for the other session tests).
     pub(crate) fn context() -> SessionContext {
         SessionContext {
@@ -423,8 +457,8 @@ pub(crate) mod tests {
     fn a_new_turn_resets_quotas_and_the_trigger_and_arms_a_new_termination() {
         let registry = SessionRegistry::new(Duration::from_secs(60));
         let r = registry.register(context()).unwrap();
+        r.handle.with_slot(|a: &mut Answered| a.0 = true);
         r.handle.with_state(|s| {
-            s.reply_successes = 1;
             s.record_attempt("send-reply");
         });
         assert!(r.handle.request_termination("quota"));
@@ -433,6 +467,10 @@ pub(crate) mod tests {
         assert_eq!(r.handle.turn(), 2);
         assert_eq!(r.handle.context().trigger_message_id.as_deref(), Some("m2"));
         assert_eq!(r.handle.state(), SessionState::default(), "quotas reset");
+        assert!(
+            !r.handle.with_slot(|a: &mut Answered| a.0),
+            "handler slots reset"
+        );
         assert!(!next.is_requested(), "the new turn is not terminated");
         assert!(registry.request_termination(r.session_id.as_str(), "again"));
         assert!(
@@ -568,7 +606,7 @@ pub(crate) mod tests {
     fn unregistered_sessions_are_gone_but_handles_still_read_state() {
         let registry = SessionRegistry::new(Duration::from_secs(60));
         let s = registry.register(context()).expect("register");
-        s.handle.with_state(|st| st.reply_successes = 1);
+        s.handle.with_slot(|a: &mut Answered| a.0 = true);
         assert!(registry.unregister(&s.session_id).is_some());
         assert!(registry.lookup(s.session_id.as_str()).is_none());
         assert!(s.handle.responded());

@@ -29,7 +29,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::error::{ParamProblem, SkillError};
-use crate::session::{Attempt, SessionContext, SessionHandle, SessionId, SessionState};
+use crate::session::{
+    Attempt, SessionContext, SessionHandle, SessionId, SessionState, TurnSlot, TurnSlots,
+};
 use crate::skills::SkillPackage;
 pub use crate::skills::manifest::RateLimit;
 
@@ -63,8 +65,8 @@ pub trait SkillHandler: Send + Sync + 'static {
 
     /// Runs the skill. `params` has been validated against the spec's `input_schema`, with
     /// top-level schema defaults filled in. The returned value becomes `data` of the success
-    /// body. Per-session quotas are enforced here, through [`CallContext::with_state`], by
-    /// returning [`SkillError::QuotaExceeded`].
+    /// body. Per-session quotas are enforced here, on the handler's own per-turn slot
+    /// ([`CallContext::with_slot`]), by returning [`SkillError::QuotaExceeded`].
     async fn call(&self, ctx: &CallContext, params: Value) -> Result<Value, SkillError>;
 }
 
@@ -137,6 +139,18 @@ impl CallContext {
     /// and synchronous; do not call platform or store APIs inside it.
     pub fn with_state<R>(&self, f: impl FnOnce(&mut SessionState) -> R) -> R {
         self.session.with_state(f)
+    }
+
+    /// Reads or updates this turn's slot of type `T` (the handler's own per-turn state) under
+    /// the session's lock. Same rules as [`with_state`](Self::with_state).
+    pub fn with_slot<T: TurnSlot, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.session.with_slot(f)
+    }
+
+    /// Reads or updates several of this turn's slots in one step under the session's lock.
+    /// Same rules as [`with_state`](Self::with_state).
+    pub fn with_slots<R>(&self, f: impl FnOnce(&mut TurnSlots) -> R) -> R {
+        self.session.with_slots(f)
     }
 
     /// Asks for this session's agent to be stopped **after** the response of this call has been
