@@ -16,6 +16,8 @@
 //! * [`PlatformEvent`] (`events.rs`): what adapters deliver (messages, user commands) through an
 //!   [`EventSink`], and the [`ConnectionState`] that readiness reads.
 //! * [`PlatformRegistry`]: the adapters of the running daemon, by [`PlatformKind`].
+//! * [`CONNECTORS`] ([`connect`]): how each platform is built from the configuration and
+//!   connected.
 //! * [`send_text`] / [`send_dm_text`]: split a long text with
 //!   [`split_message`](crate::text::split_message) and send every part, reporting what was
 //!   delivered even when a later part fails.
@@ -27,6 +29,7 @@
 //! Adapters handle their own transport-level retries (e.g. Discord 429 back-off when serenity's
 //! ratelimiter is off) and surface what remains as [`PlatformError`].
 
+pub mod connect;
 pub mod discord;
 pub mod error;
 pub mod events;
@@ -51,6 +54,19 @@ pub use types::{
     InvalidEmoji, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
     UserInfo,
 };
+
+/// Every platform the daemon connects to (a new platform adds its entry here, with its
+/// module above).
+pub const CONNECTORS: &[connect::Connector] = &[
+    connect::Connector {
+        kind: PlatformKind::Discord,
+        build: discord::connect,
+    },
+    connect::Connector {
+        kind: PlatformKind::Misskey,
+        build: misskey::connect,
+    },
+];
 
 /// What the daemon can do on one chat platform.
 ///

@@ -8,10 +8,10 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 
 use super::Ctx;
+use crate::config::PLATFORMS;
 use crate::ops::Readiness;
-use crate::platform::discord::DiscordAdapter;
+use crate::platform::CONNECTORS;
 use crate::platform::metered::PlatformMetrics;
-use crate::platform::misskey::MisskeyAdapter;
 use crate::platform::{
     ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformKind, PlatformRegistry,
     UserCommandSpec,
@@ -38,24 +38,20 @@ pub(super) fn start(
     for adapter in extra {
         platforms.insert(metered.wrap(adapter));
     }
-    if config.platforms.discord.enabled {
-        let (adapter, runner) =
-            DiscordAdapter::new(&config.platforms.discord, http.clone(), commands.to_vec())
-                .context("Discord set-up")?;
+    for connector in CONNECTORS {
+        let enabled = PLATFORMS
+            .iter()
+            .find(|facts| facts.key == connector.kind.as_str())
+            .is_some_and(|facts| (facts.enabled)(&config.platforms));
+        if !enabled {
+            continue;
+        }
+        let (adapter, receive) =
+            (connector.build)(&config.platforms, http.clone(), commands.to_vec())?;
         platforms.insert(metered.wrap(adapter));
-        let state = connection_check(ctx.readiness, &metered, PlatformKind::Discord);
+        let state = connection_check(ctx.readiness, &metered, connector.kind);
         let (sink, draining) = (sink.clone(), shutdown.draining());
-        shutdown.spawn("discord", runner.run(sink, state, draining));
-    }
-    if config.platforms.misskey.enabled {
-        let adapter = Arc::new(
-            MisskeyAdapter::new(&config.platforms.misskey, http.clone(), commands.to_vec())
-                .context("Misskey set-up")?,
-        );
-        platforms.insert(metered.wrap(adapter.clone()));
-        let state = connection_check(ctx.readiness, &metered, PlatformKind::Misskey);
-        let (sink, draining) = (sink.clone(), shutdown.draining());
-        shutdown.spawn("misskey", adapter.run(sink, state, draining));
+        shutdown.spawn(connector.kind.as_str(), receive(sink, state, draining));
     }
     Ok((platforms, sink, events))
 }

@@ -94,6 +94,25 @@ impl std::fmt::Debug for DiscordAdapter {
     }
 }
 
+/// Discord's [`Connector`](crate::platform::connect::Connector) build: the adapter and the
+/// gateway runner as its receive loop.
+pub(crate) fn connect(
+    config: &crate::config::PlatformsConfig,
+    http: reqwest::Client,
+    commands: Vec<UserCommandSpec>,
+) -> anyhow::Result<(
+    Arc<dyn PlatformAdapter>,
+    crate::platform::connect::ReceiveLoop,
+)> {
+    use anyhow::Context as _;
+    let (adapter, runner) =
+        DiscordAdapter::new(&config.discord, http, commands).context("Discord set-up")?;
+    Ok((
+        adapter,
+        Box::new(move |sink, state, draining| Box::pin(runner.run(sink, state, draining))),
+    ))
+}
+
 impl DiscordAdapter {
     /// Builds the adapter and its gateway runner from `config`, sharing `http` (reqwest 0.12) with
     /// serenity. `commands` are the user-command skills to register as slash commands; specs that

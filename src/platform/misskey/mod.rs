@@ -128,6 +128,26 @@ impl std::fmt::Debug for MisskeyAdapter {
     }
 }
 
+/// Misskey's [`Connector`](crate::platform::connect::Connector) build: the adapter, whose own
+/// streaming loop is the receive loop.
+pub(crate) fn connect(
+    config: &crate::config::PlatformsConfig,
+    http: reqwest::Client,
+    commands: Vec<UserCommandSpec>,
+) -> anyhow::Result<(
+    Arc<dyn PlatformAdapter>,
+    crate::platform::connect::ReceiveLoop,
+)> {
+    use anyhow::Context as _;
+    let adapter =
+        Arc::new(MisskeyAdapter::new(&config.misskey, http, commands).context("Misskey set-up")?);
+    let runner = Arc::clone(&adapter);
+    Ok((
+        adapter,
+        Box::new(move |sink, state, draining| Box::pin(runner.run(sink, state, draining))),
+    ))
+}
+
 impl MisskeyAdapter {
     /// An adapter for the instance in `config`, sending with `http` (shared with the rest of the
     /// daemon), offering `commands` as text commands.
