@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
-    SessionRun,
+    AgentRun, AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox,
+    SandboxSetup,
 };
 use air_friends::config::SandboxConfig;
 use fake_llm::{FakeLlm, Step};
@@ -281,8 +281,8 @@ fn session(
     workspace: &Path,
     env: BTreeMap<String, String>,
     terminate: CancellationToken,
-) -> SessionRun {
-    SessionRun {
+) -> AgentRun {
+    AgentRun {
         session_id: id.to_owned(),
         workspace: workspace.to_path_buf(),
         dm: true,
@@ -678,7 +678,7 @@ async fn interleaved(
     label: &str,
     runs: usize,
     sides: &[(&str, &AgentRunner)],
-    mut session_for: impl FnMut(&str, usize) -> SessionRun,
+    mut session_for: impl FnMut(&str, usize) -> AgentRun,
 ) {
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); sides.len()];
     for i in 0..runs {
@@ -757,7 +757,7 @@ fn forward_socket(sockets: &Path, upstream: std::net::SocketAddr) {
 }
 
 /// `run` with a Skill API socket folder: no network in the sandbox, the agent under the relay.
-fn relayed(mut run: SessionRun, sockets: &Path) -> SessionRun {
+fn relayed(mut run: AgentRun, sockets: &Path) -> AgentRun {
     run.api_socket_dir = Some(sockets.to_path_buf());
     run
 }

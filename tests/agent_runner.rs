@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use air_friends::agent::rpc::MAX_LINE_BYTES;
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, SessionRun,
+    AgentRun, AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -99,7 +99,7 @@ impl Fixture {
         )
     }
 
-    fn run(&self, script: Value) -> SessionRun {
+    fn run(&self, script: Value) -> AgentRun {
         let mut script = script;
         script["log"] = json!(self.log.display().to_string());
         let script_file = self.dir.path().join("script.json");
@@ -113,7 +113,7 @@ impl Fixture {
             ("SESSION_ID".to_owned(), "sess-test".to_owned()),
         ]);
         let marker = self.marker.clone();
-        SessionRun {
+        AgentRun {
             session_id: "sess-test".into(),
             workspace: self.workspace.clone(),
             dm: true,

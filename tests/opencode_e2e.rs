@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use air_friends::agent::env::AGENT_POLICY_ENV;
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, PromptImage, RunnerSettings, Sandbox,
-    SandboxSetup, SessionRun,
+    AgentRun, AgentRunner, ApprovalRules, Outcome, PermissionGate, PromptImage, RunnerSettings,
+    Sandbox, SandboxSetup,
 };
 use air_friends::attachments::{
     AttachmentMetrics, AttachmentSettings, Attachments, Origins, SystemLookup,
@@ -167,9 +167,9 @@ async fn runner(bin: &Path, w: &World) -> AgentRunner {
     .with_sandbox(sandbox(bin, w).await)
 }
 
-fn session(w: &World, env: BTreeMap<String, String>) -> SessionRun {
+fn session(w: &World, env: BTreeMap<String, String>) -> AgentRun {
     let marker = w.marker.clone();
-    SessionRun {
+    AgentRun {
         session_id: "sess-e2e".into(),
         workspace: w.workspace.clone(),
         dm: true,

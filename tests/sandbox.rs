@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use air_friends::agent::sandbox::{SANDBOX_API_PORT, SANDBOX_PROXY_PORT, sandbox_api_url};
 use air_friends::agent::{
-    AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox, SandboxSetup,
-    SessionRun,
+    AgentRun, AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox,
+    SandboxSetup,
 };
 use air_friends::config::SandboxConfig;
 use air_friends::egress::{EgressProxy, Resolve};
@@ -110,13 +110,7 @@ impl World {
 
     /// A session in `user`'s workspace running `steps` once; its script and log live in the
     /// workspace.
-    fn session(
-        &self,
-        user: &str,
-        dm: bool,
-        steps: Value,
-        extra_env: &[(&str, &str)],
-    ) -> SessionRun {
+    fn session(&self, user: &str, dm: bool, steps: Value, extra_env: &[(&str, &str)]) -> AgentRun {
         let ws = self.workspace(user);
         let id = format!("sess-{user}-{dm}");
         let log = ws.join(format!("{id}.log.jsonl"));
@@ -135,7 +129,7 @@ impl World {
         for (k, v) in extra_env {
             env.insert((*k).to_owned(), (*v).to_owned());
         }
-        SessionRun {
+        AgentRun {
             api_socket_dir: Some(self.socket_dir(&id)),
             session_id: id,
             workspace: ws,

@@ -34,6 +34,6 @@ pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};
 pub use sandbox::{Sandbox, SandboxError, SandboxSetup};
 pub use session::{
-    AgentRunner, AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe, RunnerSettings,
-    SessionRun, TurnSpec,
+    AgentRun, AgentRunner, AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe,
+    RunnerSettings, TurnSpec,
 };

@@ -28,7 +28,7 @@ pub(super) struct Connection {
     pub(super) workspace: PathBuf,
     /// A direct-message session (`private/` visible).
     pub(super) dm: bool,
-    /// The session's staging folder (see [`super::SessionRun::staging_dir`]).
+    /// The session's staging folder (see [`super::AgentRun::staging_dir`]).
     pub(super) staging: Option<PathBuf>,
     pub(super) activity: ActivityReporter,
     /// fs/* requests being served off the turn loop (see [`Connection::spawn_fs`]); dropping

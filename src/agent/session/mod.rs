@@ -67,8 +67,10 @@ impl<F: Fn() -> bool + Send + Sync> ResponseProbe for F {
     }
 }
 
-/// One session to run.
-pub struct SessionRun {
+/// One run of the agent for a message: start it (or reuse a kept one), send the prompt,
+/// serve it until the turn ends. Not a "session": the Skill API session the run acts through is
+/// named by `session_id`.
+pub struct AgentRun {
     /// Our session id (log correlation only).
     pub session_id: String,
     /// The user workspace: the agent's cwd and the fs/* boundary.
@@ -95,7 +97,7 @@ pub struct SessionRun {
     pub probe: Arc<dyn ResponseProbe>,
 }
 
-impl SessionRun {
+impl AgentRun {
     /// The session's staging folder, `$TMPDIR/$SESSION_ID` of its environment (the payload
     /// files the skills read), when that lies inside the workspace.
     pub fn staging_dir(&self) -> Option<PathBuf> {
@@ -125,7 +127,7 @@ impl SessionRun {
     }
 }
 
-/// What an agent process is started with and keeps for its life (see [`SessionRun`] for the
+/// What an agent process is started with and keeps for its life (see [`AgentRun`] for the
 /// fields).
 #[derive(Clone)]
 pub struct AgentSpec {
@@ -211,9 +213,9 @@ fn staging_of(env: &BTreeMap<String, String>, workspace: &Path) -> Option<PathBu
     (plain && tmp.is_absolute() && tmp.starts_with(workspace)).then(|| tmp.join(id))
 }
 
-impl std::fmt::Debug for SessionRun {
+impl std::fmt::Debug for AgentRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionRun")
+        f.debug_struct("AgentRun")
             .field("session_id", &self.session_id)
             .field("workspace", &self.workspace)
             .finish_non_exhaustive()

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::connection::Connection;
 use super::live::LiveAgent;
-use super::{AgentSpec, Outcome, PROTOCOL_VERSION, RunnerSettings, SessionRun, staging_of};
+use super::{AgentRun, AgentSpec, Outcome, PROTOCOL_VERSION, RunnerSettings, staging_of};
 use crate::agent::activity::{Activity, ActivityObserver, ActivityReporter};
 use crate::agent::gate::PermissionGate;
 use crate::agent::process::{AgentProcess, Launch};
@@ -59,7 +59,7 @@ impl AgentRunner {
     }
 
     /// Runs one session to its end and stops the agent process.
-    pub async fn run(&self, run: SessionRun) -> Outcome {
+    pub async fn run(&self, run: AgentRun) -> Outcome {
         let (spec, turn) = run.split();
         let mut agent = match self.start(spec, &turn.terminate, &turn.shutdown).await {
             Ok(agent) => agent,
