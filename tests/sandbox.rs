@@ -1234,23 +1234,30 @@ fn agent_groups_left(tag: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The default sandbox with the agent's cgroup required and its memory bounded at `mib`. Fails
+/// the test where no cgroup can bound memory (run it as root, or under a systemd unit with
+/// `Delegate=yes`).
+fn memory_bounded_at(mib: u64) -> SandboxConfig {
+    use air_friends::config::{CgroupMode, SandboxLimits};
+    SandboxConfig {
+        limits: SandboxLimits {
+            max_memory_mb: mib,
+            ..SandboxLimits::default()
+        },
+        cgroup: CgroupMode::Required,
+        ..SandboxConfig::default()
+    }
+}
+
 /// Finding 4's memory half: 512 MiB touched by a process, and 400 MB written into the
 /// sandbox's own tmpfs (pages that count against no process), are both stopped at the agent's
 /// cgroup limit — the kernel kills inside that sandbox only, the turn ends as `MemoryLimit`
 /// when the agent itself was hit, the group is removed, and the next session runs normally.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_and_tmpfs_pages_are_bounded_by_the_agents_cgroup() {
-    use air_friends::config::{CgroupMode, SandboxLimits};
     let config = SandboxConfig {
         tmp_size_mb: 1024,
-        limits: SandboxLimits {
-            max_memory_mb: 96,
-            ..SandboxLimits::default()
-        },
-        // Fails the test where no cgroup can bound memory (run it as root, or under a systemd
-        // unit with Delegate=yes).
-        cgroup: CgroupMode::Required,
-        ..SandboxConfig::default()
+        ..memory_bounded_at(96)
     };
     let w = World::with_config(&config).await;
     let own_rss = || {
@@ -1316,4 +1323,38 @@ async fn memory_and_tmpfs_pages_are_bounded_by_the_agents_cgroup() {
     w.runner.run(run).await;
     let r = results(&w.workspace("cgnext"), &id);
     assert_eq!(stdout_of(&r[0]).trim(), "fine", "{r:?}");
+}
+
+/// A hostile agent cannot leave its cgroup to escape the memory limit: it sees no host cgroup
+/// path (its own cgroup namespace), no cgroup file system, cannot mount one, and after every
+/// try to move itself out, 512 MiB touched still stops at the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_leave_its_cgroup() {
+    let config = memory_bounded_at(96);
+    let w = World::with_config(&config).await;
+    let escape = "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/*/cgroup.procs \
+                  /sys/fs/cgroup/*/tasks; do (echo $$ > \"$f\") 2>/dev/null && echo \"moved via $f\"; \
+                  done; mkdir -p /tmp/cg; mount -t cgroup -o memory none /tmp/cg 2>/dev/null \
+                  && echo mounted; mount -t cgroup2 none /tmp/cg 2>/dev/null && echo mounted2; \
+                  echo tried";
+    let alloc = r#"perl -e '$x = "a" x (512 << 20); print length($x), "\n"'; echo "exit $?""#;
+    let steps = json!([
+        {"run": "cat /proc/self/cgroup"},
+        {"run": escape},
+        {"run": alloc}
+    ]);
+    let run = w.session("cgesc", false, steps, &[]);
+    let id = run.session_id.clone();
+    let outcome = w.runner.run(run).await;
+    let r = results(&w.workspace("cgesc"), &id);
+    assert!(
+        !stdout_of(&r[0]).contains("air-friends-agent")
+            && !stdout_of(&r[0]).contains("process_api"),
+        "the agent sees its host cgroup path: {r:?}"
+    );
+    assert_eq!(stdout_of(&r[1]).trim(), "tried", "an escape worked: {r:?}");
+    assert!(
+        outcome == Outcome::MemoryLimit || stdout_of(&r[2]).trim().ends_with("exit 137"),
+        "512 MiB passed a 96 MiB limit after the escape attempts: {outcome:?} {r:?}"
+    );
 }

@@ -312,6 +312,34 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
+    /// The environment of session `sess1` (caller token `tok`) in `/ws/discord/42`, without the
+    /// gateway, built from `agent` with `daemon` as the daemon's environment.
+    fn session_env(
+        agent: &AgentConfig,
+        daemon: &impl EnvSource,
+        skill_credentials: &[String],
+        secret_values: &[String],
+    ) -> BTreeMap<String, String> {
+        let identity = SessionIdentity {
+            session_id: "sess1".into(),
+            token: "tok".into(),
+            api_url: "http://127.0.0.1:3001".into(),
+        };
+        build_agent_env(
+            &EnvInputs {
+                agent,
+                identity: &identity,
+                workspace: Path::new("/ws/discord/42"),
+                air_friends_bin: Path::new("/usr/local/bin/air-friends"),
+                skills_dir: Path::new("/opt/af/skills"),
+                skill_credentials,
+                secret_values,
+                gateway: None,
+            },
+            daemon,
+        )
+    }
+
     #[test]
     fn builds_from_scratch_and_never_passes_daemon_secrets() {
         let daemon: HashMap<&str, &str> = HashMap::from([
@@ -342,29 +370,12 @@ mod tests {
         agent
             .env
             .insert("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into());
-        let identity = SessionIdentity {
-            session_id: "sess1".into(),
-            token: "tok".into(),
-            api_url: "http://127.0.0.1:3001".into(),
-        };
         let creds = vec!["WEATHER_API_KEY".to_owned()];
         let secrets = vec![
             "discord-secret-value".to_owned(),
             "misskey-secret-value".to_owned(),
         ];
-        let env = build_agent_env(
-            &EnvInputs {
-                agent: &agent,
-                identity: &identity,
-                workspace: Path::new("/ws/discord/42"),
-                air_friends_bin: Path::new("/usr/local/bin/air-friends"),
-                skills_dir: Path::new("/opt/af/skills"),
-                skill_credentials: &creds,
-                secret_values: &secrets,
-                gateway: None,
-            },
-            &lookup,
-        );
+        let env = session_env(&agent, &lookup, &creds, &secrets);
         assert_eq!(env["PATH"], "/usr/bin:/bin");
         assert_eq!(env["OPENROUTER_API_KEY"], "or-key");
         assert_eq!(env["WEATHER_API_KEY"], "weather");
@@ -408,24 +419,7 @@ mod tests {
         for var in &vars {
             agent.env.insert((*var).to_owned(), "set-by-config".into());
         }
-        let identity = SessionIdentity {
-            session_id: "s".into(),
-            token: "t".into(),
-            api_url: "http://127.0.0.1:3001".into(),
-        };
-        let env = build_agent_env(
-            &EnvInputs {
-                agent: &agent,
-                identity: &identity,
-                workspace: Path::new("/ws/discord/42"),
-                air_friends_bin: Path::new("/usr/local/bin/air-friends"),
-                skills_dir: Path::new("/opt/af/skills"),
-                skill_credentials: &[],
-                secret_values: &[],
-                gateway: None,
-            },
-            &lookup,
-        );
+        let env = session_env(&agent, &lookup, &[], &[]);
         for var in vars {
             assert!(!env.contains_key(var), "{var} reached the agent");
         }

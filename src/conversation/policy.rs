@@ -21,23 +21,20 @@ pub enum Ignore {
     Empty,
 }
 
-/// The trigger rules of one platform.
-pub type Triggers = TriggerRules;
-
 /// Trigger rules for every platform plus access control.
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// Each platform's rules, from its facts ([`PLATFORMS`]); the console's are fixed.
-    triggers: Vec<(PlatformKind, Triggers)>,
+    triggers: Vec<(PlatformKind, TriggerRules)>,
     /// For a platform without rules: answer nothing.
-    silent: Triggers,
+    silent: TriggerRules,
     access: AccessControlConfig,
 }
 
 impl Policy {
     /// From the configuration: each platform's trigger rules as its facts read them.
     pub fn new(platforms: &PlatformsConfig, access: &AccessControlConfig) -> Self {
-        let mut triggers: Vec<(PlatformKind, Triggers)> = PLATFORMS
+        let mut triggers: Vec<(PlatformKind, TriggerRules)> = PLATFORMS
             .iter()
             .filter_map(|facts| {
                 let kind = facts.key.parse::<PlatformKind>().ok()?;
@@ -47,7 +44,7 @@ impl Policy {
         // The console is a DM from its local user.
         triggers.push((
             PlatformKind::Console,
-            Triggers {
+            TriggerRules {
                 allow_dm: true,
                 respond_to_mention: true,
                 command_prefix: String::new(),
@@ -55,12 +52,12 @@ impl Policy {
         ));
         Self {
             triggers,
-            silent: Triggers::none(),
+            silent: TriggerRules::none(),
             access: access.clone(),
         }
     }
 
-    fn triggers(&self, kind: PlatformKind) -> &Triggers {
+    fn triggers(&self, kind: PlatformKind) -> &TriggerRules {
         self.triggers
             .iter()
             .find(|(k, _)| *k == kind)
