@@ -23,6 +23,8 @@ use air_friends::attachments::{
     AttachmentMetrics, AttachmentSettings, Attachments, Origins, SystemLookup,
 };
 use air_friends::config::SandboxConfig;
+use air_friends::conversation::failure_texts::FailureTexts;
+use air_friends::gateway::ProblemKind;
 use air_friends::platform::{Attachment, PlatformKind};
 use common::fake_llm::{FakeLlm, Step};
 use serde_json::json;
@@ -402,11 +404,21 @@ async fn files_an_agent_left_in_its_workspace_cannot_instruct_or_reconfigure_ope
     );
 }
 
+/// What `air-friends chat` showed when its model provider failed.
+struct ProviderFailureSeen {
+    /// The actionable line the console printed (stderr).
+    actionable: String,
+    /// How long after the message it came.
+    actionable_after: Duration,
+    /// All of stderr (read on after a SIGTERM until the exit).
+    stderr: String,
+    /// The bot's answer to the user (stdout), and how long after the message it came.
+    reply: (String, Duration),
+}
+
 /// `air-friends chat` with the real OpenCode whose model provider (`fake`, key in
-/// `FAKE_LLM_KEY`) is at `base_url`; one message is typed and stdin kept open. Returns the
-/// actionable line the console printed, how long after the message it came, and all of
-/// stderr (read on after a SIGTERM until the exit).
-async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, String) {
+/// `FAKE_LLM_KEY`) is at `base_url`; one message is typed and stdin kept open.
+async fn provider_failure(bin: &Path, base_url: &str) -> ProviderFailureSeen {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
@@ -452,6 +464,7 @@ async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, Stri
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut seen = String::new();
     // Ready once the console greets; the clock starts when the message is typed.
     while let Some(line) = tokio::time::timeout(Duration::from_secs(60), stderr.next_line())
@@ -480,7 +493,18 @@ async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, Stri
             break line;
         }
     };
-    let took = typed.elapsed();
+    let actionable_after = typed.elapsed();
+    // The bot's answer: the first non-empty line on stdout.
+    let reply = loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no answer within 30 s; stderr:\n{seen}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("chat ended; stderr:\n{seen}"));
+        if !line.trim().is_empty() {
+            break (line, typed.elapsed());
+        }
+    };
     let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     while let Ok(Ok(Some(line))) =
@@ -495,47 +519,68 @@ async fn provider_failure(bin: &Path, base_url: &str) -> (String, Duration, Stri
         .unwrap();
     assert!(status.success(), "{status:?}; stderr:\n{seen}");
     drop(stdin);
-    (actionable, took, seen)
+    ProviderFailureSeen {
+        actionable,
+        actionable_after,
+        stderr: seen,
+        reply,
+    }
 }
 
 /// The first conversation says exactly why it cannot work: the provider rejecting the key
-/// (the fake LLM answers 401) and a provider where nothing listens each give one line naming
-/// the cause and the fix within 10 s of the message, and the log has the cause.
+/// (the fake LLM answers 401) and a provider where nothing listens each give the operator one
+/// line naming the cause and the fix within 10 s of the message, and the user an answer in
+/// plain words for that cause within 15 s (the turn is ended `agent.modelFailureGraceMs`, 10 s
+/// by default, after the first failed request instead of waiting for OpenCode's retries); the
+/// log has the cause.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_says_in_one_line_why_the_model_provider_failed() {
     let bin = common::opencode::opencode();
     let llm = FakeLlm::start_answering(401).await;
-    let (line, took, stderr) = provider_failure(&bin, &llm.base_url).await;
-    assert_eq!(
-        line,
-        "air-friends: the model provider \"fake\" rejected the key in FAKE_LLM_KEY; put a valid key in FAKE_LLM_KEY and start again"
-    );
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    let seen = provider_failure(&bin, &llm.base_url).await;
     assert!(!llm.request_headers().is_empty(), "the provider was asked");
-    assert_eq!(
-        stderr.matches("air-friends: the model provider").count(),
-        1,
-        "{stderr}"
-    );
-    assert!(stderr.contains("key rejected"), "no log record:\n{stderr}");
+    assert_told(
+        &seen,
+        "air-friends: the model provider \"fake\" rejected the key in FAKE_LLM_KEY; put a valid key in FAKE_LLM_KEY and start again",
+        ProblemKind::KeyRejected,
+        "key rejected",
+    )
+    .await;
 
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dead = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
-    let (line, took, stderr) = provider_failure(&bin, &dead).await;
-    assert_eq!(
-        line,
-        format!(
+    let seen = provider_failure(&bin, &dead).await;
+    assert_told(
+        &seen,
+        &format!(
             "air-friends: the model provider \"fake\" is unreachable at {dead}; check agent.providers.fake.baseUrl and the network"
-        )
-    );
-    assert!(took < Duration::from_secs(10), "{took:?}");
+        ),
+        ProblemKind::Unreachable,
+        "unreachable",
+    )
+    .await;
+}
+
+/// The operator got `actionable` once within 10 s and the log names `cause`; the user got the
+/// text of `kind` within 15 s.
+async fn assert_told(seen: &ProviderFailureSeen, actionable: &str, kind: ProblemKind, cause: &str) {
+    let stderr = &seen.stderr;
+    assert_eq!(seen.actionable, actionable);
+    let after = seen.actionable_after;
+    assert!(after < Duration::from_secs(10), "{after:?}");
     assert_eq!(
         stderr.matches("air-friends: the model provider").count(),
         1,
         "{stderr}"
     );
-    assert!(stderr.contains("unreachable"), "no log record:\n{stderr}");
+    assert!(stderr.contains(cause), "no log record:\n{stderr}");
+    let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
+    let expected = FailureTexts::new(&prompts).text(kind).await;
+    let (reply, after) = &seen.reply;
+    eprintln!("{cause}: the user was told after {after:?}");
+    assert!(reply.contains(&expected), "{reply:?}");
+    assert!(*after < Duration::from_secs(15), "told after {after:?}");
 }
 
 /// [`common::opencode::offline_env`] with the operator's own inline OpenCode configuration.

@@ -84,18 +84,38 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
     assert_eq!(status, 200);
     assert_eq!(body.trim(), "ok");
 
+    // No platform is enabled: serve runs (for maintenance and tests) but is not ready, says
+    // why, and never logs "ready".
     let (status, body) = http_get(&addr, "/readyz");
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(status, 503, "{body}");
     let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(ready["status"], "ready");
-    let names: Vec<&str> = ready["checks"]
+    assert_eq!(ready["status"], "not_ready");
+    let mut names: Vec<&str> = ready["checks"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["database", "agent_command", "sandbox"]);
-    let sandbox = &ready["checks"][2];
+    // The platforms and the sandbox register theirs concurrently.
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["agent_command", "database", "model", "platforms", "sandbox"]
+    );
+    let check = |name: &str| {
+        ready["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(check("platforms")["ok"], false);
+    assert_eq!(check("platforms")["detail"], "none enabled");
+    assert_eq!(check("model")["ok"], true, "no request has failed");
+    assert_eq!(check("model")["degrades"], true);
+    let sandbox = &check("sandbox");
     assert_eq!(sandbox["ok"], true, "{body}");
     // Which mechanisms confine the agents, ready or not.
     let info = sandbox["info"].as_str().unwrap_or_default();
@@ -133,6 +153,13 @@ fn serve_answers_ops_endpoints_and_stops_on_sigterm() {
     }
     let all = daemon.seen.join("\n");
     assert!(all.contains("\"message\":\"stopped\""), "{all}");
+    assert!(all.contains("no platform is enabled"), "{all}");
+    assert!(all.contains("not ready yet"), "{all}");
+    assert!(
+        all.contains("platforms: none enabled"),
+        "the not-ready record names the check: {all}"
+    );
+    assert!(!all.contains("air-friends ready"), "{all}");
     assert!(!all.contains(SECRET), "a secret reached the log:\n{all}");
     for line in &daemon.seen {
         let v: serde_json::Value = serde_json::from_str(line).expect("every log line is JSON");

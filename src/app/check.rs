@@ -22,8 +22,8 @@
 use std::path::Path;
 
 use crate::config::{
-    AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, Loaded, closest, is_skill_name,
-    load_lenient, read_file,
+    AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, Loaded, PLATFORMS, closest,
+    is_skill_name, load_lenient, read_file,
 };
 use crate::setup::agent_lookup::AgentLookup;
 use crate::skills::load_skills;
@@ -155,12 +155,21 @@ fn check_machine(
         ));
     }
 
-    let platforms = &config.platforms;
-    if !platforms.discord.enabled && !platforms.misskey.enabled {
+    if !PLATFORMS
+        .iter()
+        .any(|facts| (facts.enabled)(&config.platforms))
+    {
+        let switches: Vec<String> = PLATFORMS
+            .iter()
+            .map(|facts| format!("platforms.{}.enabled", facts.key))
+            .collect();
         warnings.push(ConfigIssue::new(
             "platforms",
-            "no platform is enabled: serve answers nobody (fine for `air-friends chat`); \
-             set platforms.discord.enabled or platforms.misskey.enabled",
+            format!(
+                "no platform is enabled: serve answers nobody (fine for `air-friends chat`); \
+                 set {}",
+                switches.join(" or ")
+            ),
         ));
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{self, Config};
 use crate::observability::Metrics;
 use crate::observability::{LiveSecrets, LogTarget};
-use crate::ops::{self, OpsState, Readiness, checks};
+use crate::ops::{self, OpsState, Readiness, Verdict, checks};
 use crate::setup::agent_lookup::{self, AgentLookup};
 use crate::shutdown::{self, Shutdown};
 use crate::systemd;
@@ -52,10 +52,12 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     )
     .await?;
 
-    let ops = OpsListener::start(&config, readiness, metrics, &shutdown).await?;
+    let ops = OpsListener::start(&config, readiness.clone(), metrics, &shutdown).await?;
 
+    // Started: systemd is told now (a platform that cannot connect must not fail the start);
+    // "ready" is logged when `/readyz` would say so.
     systemd::notify_ready();
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), "air-friends ready");
+    tokio::spawn(announce_ready(readiness, shutdown.draining()));
 
     let which = signal
         .await
@@ -75,6 +77,44 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     ops.stop().await;
     tracing::info!(clean, "stopped");
     Ok(())
+}
+
+/// How often the checks are run until the daemon is ready.
+const READY_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Logs "air-friends ready" once `/readyz` would answer 200 (every gating check passes: the
+/// platforms connected, the store, the sandbox); until then, one warn record naming what is
+/// not ready yet. Ends when the daemon drains.
+async fn announce_ready(readiness: Readiness, draining: CancellationToken) {
+    let mut told = false;
+    loop {
+        let reports = readiness.run().await;
+        let verdict = Verdict::of(&reports);
+        if verdict.serves() {
+            tracing::info!(
+                version = env!("CARGO_PKG_VERSION"),
+                status = verdict.as_str(),
+                "air-friends ready"
+            );
+            return;
+        }
+        if !told {
+            let waiting: Vec<String> = reports
+                .iter()
+                .filter(|r| !r.ok && !r.degrades)
+                .map(|r| format!("{}: {}", r.name, r.detail.as_deref().unwrap_or("failing")))
+                .collect();
+            tracing::warn!(
+                waiting_for = %waiting.join("; "),
+                "air-friends started but is not ready yet (see /readyz); the ready record follows when it is"
+            );
+            told = true;
+        }
+        tokio::select! {
+            () = draining.cancelled() => return,
+            () = tokio::time::sleep(READY_POLL) => {}
+        }
+    }
 }
 
 /// The ops listener (`/healthz`, `/readyz`, `/metrics`) and the systemd watchdog. The listener

@@ -14,15 +14,16 @@ use tracing::Instrument;
 
 pub use super::context::PromptSettings;
 use super::context::{PromptParts, Sources, assemble, assemble_followup, gather, shown_ids};
+use super::failure_texts::FailureTexts;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
-use crate::agent::{LiveAgent, Outcome, PromptImage, TurnSpec};
+use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
-use crate::gateway::Budget;
+use crate::gateway::{Budget, ModelTurn, ProblemKind};
 use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
 use crate::session::{SessionContext, SessionHandle, SessionPurpose, TerminationSignal};
 use crate::store::Store;
@@ -41,6 +42,10 @@ pub const WORKSPACE_FULL_TEXT: &str = "My notebook for you is full, so I can't w
 
 /// The answer when the agent was stopped at its sandbox's memory limit.
 pub const MEMORY_LIMIT_TEXT: &str = "That needed more memory than I'm allowed to use, so I had to stop. Could you ask for something smaller?";
+
+/// The `turns_total` outcome of a turn that ended without an answer because every model
+/// request of it failed (the user got the failure's text).
+pub const MODEL_FAILED: &str = "model_failed";
 
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
@@ -67,6 +72,8 @@ pub struct Interactions {
     pub warm: Option<WarmPool>,
     /// Fetches the current message's attachments (`attachments`); `None` when off.
     pub attachments: Option<Attachments>,
+    /// What a user is told when the model could not answer (`prompts/model-failures.md`).
+    pub failure_texts: FailureTexts,
 }
 
 impl std::fmt::Debug for Interactions {
@@ -289,7 +296,11 @@ impl Interactions {
         }
         .instrument(span)
         .await;
-        if matches!(outcome, Outcome::Failed { .. }) && !handle.responded() {
+        // A fresh agent would meet the same failing model: the user is told instead.
+        if matches!(outcome, Outcome::Failed { .. })
+            && !handle.responded()
+            && model_failure(&handle).is_none()
+        {
             tracing::warn!(session_id = %session_id, detail = ?outcome, "the warm agent failed before answering; starting a fresh one");
             pool.retire(agent, "failed");
             return None;
@@ -307,8 +318,9 @@ impl Interactions {
         )
     }
 
-    /// The end of a turn: the generic error reply when nothing reached the user (never after
-    /// the user cancelled it), and the log line.
+    /// The end of a turn: when nothing reached the user (and they did not cancel it), a reply
+    /// in words — why the model could not answer when every model request of the turn failed,
+    /// the memory limit, else the generic error — and the log line.
     async fn finish(
         &self,
         platform: &dyn PlatformAdapter,
@@ -318,15 +330,26 @@ impl Interactions {
         outcome: Option<&Outcome>,
     ) -> &'static str {
         let responded = handle.responded();
-        let label = outcome.map_or("failed", Outcome::label);
+        let mut label = outcome.map_or("failed", Outcome::label);
+        let model = model_failure(handle);
         if !responded && !cancelled_by_the_user(msg, outcome) {
-            let text = match outcome {
-                Some(Outcome::MemoryLimit) => MEMORY_LIMIT_TEXT,
-                _ => ERROR_TEXT,
+            let text = match (outcome, model) {
+                (Some(Outcome::MemoryLimit), _) => MEMORY_LIMIT_TEXT.to_owned(),
+                (_, Some(kind)) => {
+                    label = MODEL_FAILED;
+                    self.failure_texts.text(kind).await
+                }
+                _ => ERROR_TEXT.to_owned(),
             };
-            self.error_reply(platform, msg, text).await;
+            self.error_reply(platform, msg, &text).await;
         }
-        tracing::info!(session_id = %session_id, outcome = label, responded, "interaction finished");
+        tracing::info!(
+            session_id = %session_id,
+            outcome = label,
+            responded,
+            model_failure = model.map(ProblemKind::as_str),
+            "interaction finished"
+        );
         label
     }
 
@@ -415,7 +438,7 @@ impl Interactions {
             retry_prompt: self.retry_prompt.clone(),
             terminate: watch.terminate.clone(),
             shutdown: self.launcher.stop.clone(),
-            probe: Arc::new(move || handle.responded()),
+            probe: Arc::new(TurnProbe(handle)),
             first_sign_within,
         }
     }
@@ -517,6 +540,25 @@ fn picture_tokens(parts: &PromptParts) -> usize {
 /// session means the daemon stopped, and the user is told to try again.
 fn cancelled_by_the_user(msg: &IncomingMessage, outcome: Option<&Outcome>) -> bool {
     msg.platform == PlatformKind::Console && outcome == Some(&Outcome::Cancelled)
+}
+
+/// Why the turn's model requests failed, when every one of them did (`gateway::health`).
+fn model_failure(handle: &SessionHandle) -> Option<ProblemKind> {
+    handle.with_slot::<ModelTurn, _>(|turn| turn.failure())
+}
+
+/// What the agent runner asks about the turn: whether the user got an answer, and whether
+/// prompting again is pointless because every model request of the turn failed.
+struct TurnProbe(SessionHandle);
+
+impl ResponseProbe for TurnProbe {
+    fn responded(&self) -> bool {
+        self.0.responded()
+    }
+
+    fn cannot_answer(&self) -> bool {
+        model_failure(&self.0).is_some()
+    }
 }
 
 /// Whether a turn that ended this way leaves an agent worth keeping: it finished its turn

@@ -29,9 +29,9 @@ pub const DECISIONS: [&str; 6] = [
 ];
 
 /// Every `outcome` label of `turns_total`: the agent's outcomes (`agent::Outcome::label`),
-/// the interaction's own (`over_budget`, `workspace_full`, `failed`) and `aborted` for a session
-/// dropped before it recorded one.
-pub const SESSION_OUTCOMES: [&str; 11] = [
+/// the interaction's own (`over_budget`, `workspace_full`, `failed`, `model_failed`) and
+/// `aborted` for a session dropped before it recorded one.
+pub const SESSION_OUTCOMES: [&str; 12] = [
     "replied",
     "retried",
     "no_response",
@@ -42,6 +42,7 @@ pub const SESSION_OUTCOMES: [&str; 11] = [
     "cancelled",
     "over_budget",
     "workspace_full",
+    "model_failed",
     "aborted",
 ];
 

@@ -1,6 +1,7 @@
 //! Prometheus families of the model gateway: tokens by model (reported by the upstream, and
 //! estimated for answers that reported none), requests by provider and outcome, request
-//! duration by provider, budget refusals.
+//! duration by provider, budget refusals, failed model requests and the turns they ended by
+//! class.
 //!
 //! Registered once through [`Metrics::register`](crate::observability::Metrics::register) like
 //! every component's. Label values are bounded: providers are configured ids, outcomes and
@@ -23,6 +24,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::gateway::observer::ProblemKind;
 
 /// Distinct `model` label values kept before further models count as [`OTHER_MODEL_LABEL`].
 pub const MAX_MODEL_LABELS: usize = 64;
@@ -119,6 +122,11 @@ struct ProviderLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabels {
     limit: &'static str,
 }
@@ -133,6 +141,8 @@ pub struct GatewayMetrics {
     requests: Family<RequestLabels, Counter>,
     duration: HistogramFamily,
     budget_refusals: Family<LimitLabels, Counter>,
+    model_failures: Family<ClassLabels, Counter>,
+    model_turns_ended: Family<ClassLabels, Counter>,
     models: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -144,8 +154,9 @@ fn duration_histogram() -> Histogram {
 impl GatewayMetrics {
     /// Creates the families and registers them as `llm_tokens_total{model,kind}`,
     /// `llm_estimated_tokens_total{model,kind}`, `llm_requests_total{provider,outcome}`,
-    /// `llm_request_duration_seconds{provider}` and `llm_budget_refusals_total{limit}` (all
-    /// prefixed `air_friends_` by the shared registry).
+    /// `llm_request_duration_seconds{provider}`, `llm_budget_refusals_total{limit}`,
+    /// `model_failures_total{class}` and `model_turns_ended_total{class}` (all prefixed
+    /// `air_friends_` by the shared registry).
     pub fn new(registry: &mut Registry) -> Self {
         let tokens = Family::<TokenLabels, Counter>::default();
         let estimated_tokens = Family::<TokenLabels, Counter>::default();
@@ -154,6 +165,15 @@ impl GatewayMetrics {
         let budget_refusals = Family::<LimitLabels, Counter>::default();
         for limit in ["user", "total"] {
             drop(budget_refusals.get_or_create(&LimitLabels { limit }));
+        }
+        let model_failures = Family::<ClassLabels, Counter>::default();
+        let model_turns_ended = Family::<ClassLabels, Counter>::default();
+        for kind in ProblemKind::ALL {
+            let labels = ClassLabels {
+                class: kind.as_str(),
+            };
+            drop(model_failures.get_or_create(&labels));
+            drop(model_turns_ended.get_or_create(&labels));
         }
         drop(requests.get_or_create(&RequestLabels {
             provider: UNKNOWN_PROVIDER_LABEL.to_owned(),
@@ -184,12 +204,24 @@ impl GatewayMetrics {
             "Sessions and model requests refused over a daily token budget, by limit (user|total)",
             budget_refusals.clone(),
         );
+        registry.register(
+            "model_failures",
+            "Model requests that failed, by class (gateway::ProblemKind: unreachable, timed_out, key_rejected, ...)",
+            model_failures.clone(),
+        );
+        registry.register(
+            "model_turns_ended",
+            "Turns ended early because every model request of theirs failed for agent.modelFailureGraceMs, by class",
+            model_turns_ended.clone(),
+        );
         Self {
             tokens,
             estimated_tokens,
             requests,
             duration,
             budget_refusals,
+            model_failures,
+            model_turns_ended,
             models: Arc::default(),
         }
     }
@@ -254,6 +286,24 @@ impl GatewayMetrics {
     pub(crate) fn record_budget_refusal(&self, limit: &'static str) {
         self.budget_refusals
             .get_or_create(&LimitLabels { limit })
+            .inc();
+    }
+
+    /// Counts one model request that failed for `kind`.
+    pub(crate) fn record_model_failure(&self, kind: ProblemKind) {
+        self.model_failures
+            .get_or_create(&ClassLabels {
+                class: kind.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts one turn ended early because its model requests all failed for `kind`.
+    pub(crate) fn record_model_turn_ended(&self, kind: ProblemKind) {
+        self.model_turns_ended
+            .get_or_create(&ClassLabels {
+                class: kind.as_str(),
+            })
             .inc();
     }
 

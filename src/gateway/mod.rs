@@ -24,14 +24,18 @@
 //! * [`budget`] — daily token budgets ([`Budget::check`]), before a session and per request.
 //! * [`observer`] — classified provider failures for a caller that tells its user the fix
 //!   (the chat console).
+//! * [`health`] — the provider's health as the daemon sees it (one log record per class
+//!   change, `/readyz`'s `model` check) and the turn whose model requests all failed, ended
+//!   after a grace so its user is told in words.
 //! * [`metrics`] — `llm_tokens_total`, `llm_requests_total`, `llm_request_duration_seconds`,
-//!   `llm_budget_refusals_total`.
+//!   `llm_budget_refusals_total`, `model_failures_total`, `model_turns_ended_total`.
 //!
 //! Nothing here logs a key, a caller token or any request or response body.
 
 pub mod budget;
 pub mod endpoints;
 pub mod estimate;
+pub mod health;
 mod meter;
 pub mod metrics;
 pub mod observer;
@@ -49,6 +53,7 @@ use tokio_util::task::TaskTracker;
 
 pub use budget::{Budget, BudgetExceeded, BudgetLimit};
 pub use endpoints::Endpoint;
+pub use health::{ModelFailure, ModelHealth, ModelTurn};
 pub use metrics::{GatewayMetrics, Outcome};
 pub use observer::{ProblemKind, ProviderFailure, ProviderObserver};
 pub use providers::ProviderError;
@@ -76,6 +81,9 @@ pub struct GatewaySettings {
     /// Most bytes of an upstream error body relayed to the client (default 64 KiB). Error bodies
     /// are read whole so the key can be scrubbed from them before the agent sees them.
     pub max_error_body: usize,
+    /// A turn whose model requests all failed is ended this long after it began
+    /// (`agent.modelFailureGraceMs`, default 10 s; see [`health`]).
+    pub model_failure_grace: Duration,
 }
 
 impl Default for GatewaySettings {
@@ -85,6 +93,7 @@ impl Default for GatewaySettings {
             read_timeout: Duration::from_secs(300),
             max_request_body: 32 * 1024 * 1024,
             max_error_body: 64 * 1024,
+            model_failure_grace: Duration::from_secs(10),
         }
     }
 }
@@ -112,6 +121,8 @@ pub(crate) struct Inner {
     pub(crate) tasks: TaskTracker,
     /// Told of every classified provider failure; see [`Gateway::observe_failures`].
     pub(crate) observer: OnceLock<Arc<dyn ProviderObserver>>,
+    /// The provider's health and the per-turn grace rule.
+    pub(crate) health: ModelHealth,
 }
 
 /// The model gateway (axum state of its route). Cheap to clone (one `Arc`).
@@ -163,6 +174,7 @@ impl Gateway {
                 sessions,
                 store,
                 budget: Budget::new(&agent.budget, metrics.clone()),
+                health: ModelHealth::new(settings.model_failure_grace, metrics.clone()),
                 metrics,
                 settings,
                 tasks: TaskTracker::new(),
@@ -183,6 +195,11 @@ impl Gateway {
     /// gateway, set by the composition root: a second call is refused (returns false).
     pub fn observe_failures(&self, observer: Arc<dyn ProviderObserver>) -> bool {
         self.inner.observer.set(observer).is_ok()
+    }
+
+    /// The provider's health, for `/readyz`'s `model` check.
+    pub fn health(&self) -> &ModelHealth {
+        &self.inner.health
     }
 
     /// The budgets, for the check before an agent starts.

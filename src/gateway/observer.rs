@@ -1,9 +1,8 @@
 //! Model provider failures as the gateway classifies them, for a caller that can tell its
 //! user what to fix: the chat console prints one line naming the cause and the fix
 //! (`app::chat::console`, `tests/opencode_e2e.rs`
-//! `chat_says_in_one_line_why_the_model_provider_failed`). The daemon only logs them (one
-//! warn record per failed request, in [`proxy`](super::proxy)); Discord and Misskey users get
-//! the generic error reply. The observer is explicit: set once by the composition root
+//! `chat_says_in_one_line_why_the_model_provider_failed`). Every user, on every platform, is
+//! told in plain words by the turn (see [`health`](super::health)). The observer is explicit: set once by the composition root
 //! ([`Gateway::observe_failures`](super::Gateway::observe_failures)); without one, nothing is
 //! reported.
 
@@ -22,6 +21,83 @@ pub enum ProblemKind {
     Unreachable,
     /// The provider did not answer in time.
     TimedOut,
+    /// The provider answered with a server error (5xx).
+    ServerError,
+    /// A daily token budget (`agent.budget`) is used up: the gateway refused the request.
+    BudgetExhausted,
+}
+
+impl ProblemKind {
+    /// Every class, in declaration order.
+    pub const ALL: [ProblemKind; 8] = [
+        ProblemKind::KeyNotSet,
+        ProblemKind::KeyRejected,
+        ProblemKind::RateLimited,
+        ProblemKind::ModelNotFound,
+        ProblemKind::Unreachable,
+        ProblemKind::TimedOut,
+        ProblemKind::ServerError,
+        ProblemKind::BudgetExhausted,
+    ];
+
+    /// The class's name: the `class` label of the metrics and logs, and its section in
+    /// `prompts/model-failures.md`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemKind::KeyNotSet => "key_not_set",
+            ProblemKind::KeyRejected => "key_rejected",
+            ProblemKind::RateLimited => "rate_limited",
+            ProblemKind::ModelNotFound => "model_not_found",
+            ProblemKind::Unreachable => "unreachable",
+            ProblemKind::TimedOut => "timed_out",
+            ProblemKind::ServerError => "server_error",
+            ProblemKind::BudgetExhausted => "budget_exhausted",
+        }
+    }
+
+    /// The class named `name` ([`as_str`](Self::as_str)).
+    pub fn from_name(name: &str) -> Option<ProblemKind> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
+    /// What happened, for the operator (log records and `/readyz`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            ProblemKind::KeyNotSet => "the provider's key is not set",
+            ProblemKind::KeyRejected => "the provider rejected the key",
+            ProblemKind::RateLimited => "the provider is rate limiting",
+            ProblemKind::ModelNotFound => "the provider does not offer the model",
+            ProblemKind::Unreachable => "the provider is unreachable",
+            ProblemKind::TimedOut => "the provider did not answer in time",
+            ProblemKind::ServerError => "the provider answers with server errors",
+            ProblemKind::BudgetExhausted => "a daily token budget is used up",
+        }
+    }
+
+    /// What the operator can do about it.
+    pub fn operator_hint(self) -> &'static str {
+        match self {
+            ProblemKind::KeyNotSet => {
+                "set the provider's key variable (agent.providers.<id>.apiKeyEnv) in the daemon's environment and restart"
+            }
+            ProblemKind::KeyRejected => {
+                "put a valid key in the provider's key variable and restart"
+            }
+            ProblemKind::RateLimited => "wait, or raise the key's limits with the provider",
+            ProblemKind::ModelNotFound => "set agent.model to a model the provider offers",
+            ProblemKind::Unreachable => "check agent.providers.<id>.baseUrl and the network",
+            ProblemKind::TimedOut | ProblemKind::ServerError => {
+                "check the provider's status; it usually passes"
+            }
+            ProblemKind::BudgetExhausted => "raise agent.budget, or wait for the next day",
+        }
+    }
+
+    /// Whether the class says something about the provider (every class but a budget refusal,
+    /// which is the daemon's own rule).
+    pub fn is_about_the_provider(self) -> bool {
+        self != ProblemKind::BudgetExhausted
+    }
 }
 
 /// One failed request to a provider.

@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use readiness::{CheckFuture, CheckReport, Readiness};
+pub use readiness::{CheckFuture, CheckReport, Readiness, Verdict};
 
 use crate::observability::{Format, Metrics};
 
@@ -26,7 +26,8 @@ pub struct OpsState {
     pub readiness: Readiness,
     /// The metrics registry.
     pub metrics: Metrics,
-    /// Cancelled when the daemon starts draining: `/readyz` then answers 503.
+    /// Cancelled when the daemon starts draining: `/readyz` then answers 503 (as when a gating
+    /// check fails; a failing degrading check answers 200 with `status: degraded`).
     pub draining: CancellationToken,
 }
 
@@ -57,14 +58,14 @@ async fn healthz() -> impl IntoResponse {
 async fn readyz(State(state): State<OpsState>) -> Response {
     let checks = state.readiness.run().await;
     let draining = state.draining.is_cancelled();
-    let ready = !draining && checks.iter().all(|c| c.ok);
-    let status = if ready {
+    let verdict = Verdict::of(&checks);
+    let status = if !draining && verdict.serves() {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     let body = json!({
-        "status": if ready { "ready" } else if draining { "draining" } else { "not_ready" },
+        "status": if draining { "draining" } else { verdict.as_str() },
         "checks": checks,
     });
     (status, axum::Json(body)).into_response()
@@ -138,6 +139,21 @@ mod tests {
         let (status, body) = get(router(s), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("draining"));
+    }
+
+    #[tokio::test]
+    async fn readyz_is_200_and_degraded_when_only_a_degrading_check_fails() {
+        let s = state();
+        s.readiness.register("database", || async { Ok(()) });
+        s.readiness
+            .register_degrading("model", || async { Err("key rejected".to_owned()) });
+        let (status, body) = get(router(s), "/readyz").await;
+        assert_eq!(status, StatusCode::OK);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["status"], "degraded");
+        assert_eq!(v["checks"][1]["name"], "model");
+        assert_eq!(v["checks"][1]["degrades"], true);
+        assert_eq!(v["checks"][1]["detail"], "key rejected");
     }
 
     #[tokio::test]

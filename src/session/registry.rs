@@ -60,6 +60,8 @@ struct CurrentTurn {
     /// False between [`SessionHandle::end_turn`] and the next
     /// [`begin_turn`](SessionHandle::begin_turn): a warm agent's session is then closed.
     open: bool,
+    /// When the turn began (the session's registration for the first).
+    began: Instant,
 }
 
 /// A shared handle to one registered session. Stays usable after the session is unregistered
@@ -92,6 +94,7 @@ impl SessionHandle {
                     context: Arc::new(context),
                     termination: TerminationSignal::default(),
                     open: true,
+                    began: Instant::now(),
                 }),
                 state: Mutex::new(TurnState::default()),
                 last_activity: Mutex::new(Instant::now()),
@@ -116,6 +119,12 @@ impl SessionHandle {
         lock(&self.entry.turn).number
     }
 
+    /// When the current turn began: the session's registration for the first turn, else its
+    /// [`begin_turn`](Self::begin_turn).
+    pub fn turn_began(&self) -> Instant {
+        lock(&self.entry.turn).began
+    }
+
     /// Starts the next turn of a session whose agent is kept across turns: the trigger
     /// message becomes `trigger_message_id`, the state (doom-loop counters, tokens) and every
     /// handler's slot (quotas, the reaction, what was sent) start afresh, and a new
@@ -132,6 +141,7 @@ impl SessionHandle {
             turn.context = Arc::new(context);
             turn.termination = termination.clone();
             turn.open = true;
+            turn.began = Instant::now();
         }
         *lock(&self.entry.state) = TurnState::default();
         self.mark_active();
@@ -292,6 +302,7 @@ impl SessionRegistry {
                     context: Arc::new(context),
                     termination: termination.clone(),
                     open: true,
+                    began: Instant::now(),
                 }),
                 state: Mutex::new(TurnState::default()),
                 last_activity: Mutex::new(Instant::now()),

@@ -72,6 +72,8 @@ pub struct DiscordSetup {
     /// An AIr-Friends data folder imported (`air-friends import jsonl`) into the daemon's
     /// database before it starts.
     pub import: Option<PathBuf>,
+    /// Extra keys of `agent:` (each line indented by two spaces), e.g. model providers.
+    pub agent_extra: String,
     /// Lines of `agent.sandbox` (each indented by four spaces) that run the agent in the real
     /// bubblewrap sandbox instead of none. The script is then made readable to the agent (its
     /// folder is a read-only path) and the agent's log lives in the user's workspace, the only
@@ -116,7 +118,10 @@ impl DiscordServe {
              {extra}",
             api = fake.api_base_url(),
             gateway = fake.gateway_url(),
-            agent = agent.yaml_with_sandbox("  idleTimeoutMs: 30000\n", &sandbox),
+            agent = agent.yaml_with_sandbox(
+                &format!("  idleTimeoutMs: 30000\n{}", setup.agent_extra),
+                &sandbox
+            ),
             extra = setup.extra_yaml,
         );
         let config = TestConfig::new(&yaml);

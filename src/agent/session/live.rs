@@ -144,7 +144,7 @@ impl LiveAgent {
                         tracing::warn!(session_id = %self.conn.session_id, stop_reason = %reason, "turn ended without an answer");
                     }
                     match (&run.retry_prompt, retried, reason.as_str()) {
-                        (Some(retry), false, "end_turn") => {
+                        (Some(retry), false, "end_turn") if !run.probe.cannot_answer() => {
                             tracing::info!(session_id = %self.conn.session_id, "no reply yet; sending the retry prompt");
                             retried = true;
                             prompt = retry.clone();

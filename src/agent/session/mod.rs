@@ -59,6 +59,12 @@ pub struct RunnerSettings {
 pub trait ResponseProbe: Send + Sync {
     /// True once the session replied, reacted or sent a file.
     fn responded(&self) -> bool;
+
+    /// True when prompting again cannot bring an answer (every model request of the turn
+    /// failed): the turn ends without the retry prompt.
+    fn cannot_answer(&self) -> bool {
+        false
+    }
 }
 
 impl<F: Fn() -> bool + Send + Sync> ResponseProbe for F {

@@ -40,7 +40,8 @@ pub struct Started {
 
 /// Who is told what the running agents are doing and why a model provider failed: the chat
 /// console subscribes both (to show a status line and the actionable line); `serve` none (the
-/// daemon logs, its platforms' users get the generic error reply).
+/// daemon logs a failing provider once per cause, and every user is told in words by their
+/// turn, `gateway::health`).
 #[derive(Clone, Default)]
 pub struct Observers {
     /// Every session's activity (see `agent::activity`).

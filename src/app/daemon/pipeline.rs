@@ -16,6 +16,7 @@ use super::{Ctx, agent, workspaces_root};
 use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::config::Config;
+use crate::conversation::failure_texts::FailureTexts;
 use crate::conversation::interaction::{Interactions, PromptSettings};
 use crate::conversation::launch::Launcher;
 use crate::conversation::prompts::PromptLibrary;
@@ -90,6 +91,7 @@ pub(super) fn start(
         retry_prompt: retry_prompt(&skills.loaded),
         metrics: conversation_metrics.clone(),
         warm,
+        failure_texts: FailureTexts::new(&config.prompts.dir),
     };
     let router = router(ctx, platforms, interactions, conversation_metrics);
     let events_done = spawn_event_loop(ctx.shutdown, router, served.user_commands.clone(), events);

@@ -1,5 +1,6 @@
 //! The platforms stage: the registry of adapters (each behind the metering decorator), the
-//! event channel their receive loops feed, and a `/readyz` connection check per platform.
+//! event channel their receive loops feed, and a `/readyz` connection check per platform (or
+//! one `platforms` check that fails when none is enabled).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +53,11 @@ pub(super) fn start(
         let state = connection_check(ctx.readiness, &metered, connector.kind);
         let (sink, draining) = (sink.clone(), shutdown.draining());
         shutdown.spawn(connector.kind.as_str(), receive(sink, state, draining));
+    }
+    // The configuration's warning said so at start; `/readyz` keeps saying it.
+    if platforms.is_empty() {
+        ctx.readiness
+            .register("platforms", || async { Err("none enabled".to_owned()) });
     }
     Ok((platforms, sink, events))
 }

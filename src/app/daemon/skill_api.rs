@@ -151,12 +151,18 @@ fn model_gateway(
         api.sessions().clone(),
         ctx.store.clone(),
         gateway_metrics.context("model gateway metrics were not registered")?,
-        GatewaySettings::default(),
+        GatewaySettings {
+            model_failure_grace: config.agent.model_failure_grace(),
+            ..GatewaySettings::default()
+        },
     )
     .context("cannot build the model gateway (agent.providers)")?;
     if let Some(observer) = provider {
         gateway.observe_failures(observer);
     }
+    let health = gateway.health().clone();
+    ctx.readiness
+        .register_degrading("model", move || std::future::ready(health.check()));
     Ok(gateway)
 }
 

@@ -29,6 +29,10 @@ pub struct AgentConfig {
     pub max_turn_ms: u64,
     /// Time between SIGTERM and SIGKILL when stopping an agent.
     pub kill_grace_ms: u64,
+    /// A turn whose model requests all failed is ended this long after it began (and at least a
+    /// quarter of it after its first failure), and the user told in words, instead of waiting
+    /// for the agent's own retries.
+    pub model_failure_grace_ms: u64,
     /// Prompt token budget (estimated).
     pub token_limit: u32,
     /// Approve every permission request. Dangerous; logged loudly.
@@ -104,6 +108,7 @@ impl Default for AgentConfig {
             idle_timeout_ms: 300_000,
             max_turn_ms: 900_000,
             kill_grace_ms: 3_000,
+            model_failure_grace_ms: 10_000,
             token_limit: 16_000,
             yolo: false,
             auto_approve_skills: Vec::new(),
@@ -149,6 +154,11 @@ impl AgentConfig {
     /// `killGraceMs`: time between SIGTERM and SIGKILL when stopping an agent.
     pub fn kill_grace(&self) -> Duration {
         Duration::from_millis(self.kill_grace_ms)
+    }
+
+    /// `modelFailureGraceMs`: how long a turn whose model requests all failed may go on.
+    pub fn model_failure_grace(&self) -> Duration {
+        Duration::from_millis(self.model_failure_grace_ms)
     }
 
     /// [`KEYLESS_DEFAULT_MODEL`] when nothing else chooses a model: `model` is unset, the

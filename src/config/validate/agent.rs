@@ -32,6 +32,7 @@ impl Config {
             ("agent.connectTimeoutMs", a.connect_timeout_ms),
             ("agent.idleTimeoutMs", a.idle_timeout_ms),
             ("agent.maxTurnMs", a.max_turn_ms),
+            ("agent.modelFailureGraceMs", a.model_failure_grace_ms),
         ] {
             if ms == 0 {
                 v.add(key, "must be greater than 0");

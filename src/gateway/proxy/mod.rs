@@ -28,12 +28,12 @@
 //! bodies stream up and the response streams down chunk by chunk, never buffered; status,
 //! `content-type` and the other end-to-end response headers are preserved.
 //!
-//! Upstream failures are mapped for the operator in one warn line (provider, status, cause:
-//! `key rejected` for 401/403, `rate limited` for 429, `unreachable`, `timed out`) and in
-//! `llm_requests_total{outcome}`, and those the user can act on (key unset or rejected, rate
-//! limited, model unknown, unreachable, timed out) are reported to the gateway's observer
-//! ([`super::observer`]); the client gets the upstream's status (502 when unreachable,
-//! 504 on a timeout). An upstream error body is read (bounded) and the key scrubbed from it
+//! Upstream failures are counted in `llm_requests_total{outcome}`, and the classified ones (key
+//! unset or rejected, rate limited, model unknown, unreachable, timed out, a server error, a
+//! budget used up) go to the provider's health — one warn record when the class changes, the
+//! turn ended after a grace when all its requests fail ([`super::health`]) — and to the
+//! gateway's observer ([`super::observer`]); each request is a debug record. The client gets
+//! the upstream's status (502 when unreachable, 504 on a timeout). An upstream error body is read (bounded) and the key scrubbed from it
 //! before it is relayed, in case a provider echoes the key back.
 
 mod upstream;
@@ -50,12 +50,13 @@ use tokio::time::Instant;
 use super::Gateway;
 use super::budget::BudgetExceeded;
 use super::endpoints::Endpoint;
+use super::health::ModelFailure;
 use super::meter::Recording;
 use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
 use super::observer::{ProblemKind, ProviderFailure};
 use super::providers::Provider;
 use super::request_body::{self, Outgoing, SentBytes};
-use crate::session::{AuthFailure, authenticate};
+use crate::session::{AuthFailure, SessionHandle, authenticate};
 use crate::skill_api::auth::{auth_status, presented};
 use crate::store::WorkspaceKey;
 
@@ -205,6 +206,8 @@ struct Refusal {
     error: GatewayError,
     session_id: Option<String>,
     provider: Option<String>,
+    /// The session, once authenticated (its turn is told of a model failure).
+    session: Option<SessionHandle>,
 }
 
 impl From<GatewayError> for Refusal {
@@ -213,6 +216,7 @@ impl From<GatewayError> for Refusal {
             error,
             session_id: None,
             provider: None,
+            session: None,
         }
     }
 }
@@ -237,10 +241,18 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
                 GatewayError::ProviderKeyNotSet { .. } => Some(ProblemKind::KeyNotSet),
                 GatewayError::Unreachable { .. } => Some(ProblemKind::Unreachable),
                 GatewayError::TimedOut { .. } => Some(ProblemKind::TimedOut),
+                GatewayError::UpstreamFailed { .. } => Some(ProblemKind::ServerError),
+                GatewayError::OverBudget(_) => Some(ProblemKind::BudgetExhausted),
                 _ => None,
             };
             if let Some(kind) = kind {
-                report(&gateway, session_id, provider, kind, None);
+                failed(
+                    &gateway,
+                    refusal.session.as_ref(),
+                    provider,
+                    kind,
+                    (None, error.status().as_u16()),
+                );
             }
             match error {
                 // Logged (with the limit) by the budget check itself.
@@ -257,7 +269,9 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
                     code = error.code(),
                     "model gateway request refused: the provider is not served; name its model in agent.model or the provider in agent.extraProviders"
                 ),
-                GatewayError::ProviderKeyNotSet { env } => tracing::warn!(
+                // The provider's health logs a class once when it starts (gateway::health);
+                // each request is a debug record.
+                GatewayError::ProviderKeyNotSet { env } => tracing::debug!(
                     provider,
                     session_id,
                     env = %env,
@@ -265,15 +279,10 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
                 ),
                 GatewayError::Unreachable { detail }
                 | GatewayError::TimedOut { detail }
-                | GatewayError::UpstreamFailed { detail } => tracing::warn!(
+                | GatewayError::UpstreamFailed { detail } => tracing::debug!(
                     provider,
                     session_id,
                     status = error.status().as_u16(),
-                    cause = match error {
-                        GatewayError::Unreachable { .. } => "unreachable",
-                        GatewayError::TimedOut { .. } => "timed out",
-                        _ => "request failed",
-                    },
                     detail = %detail,
                     "model provider request failed"
                 ),
@@ -290,27 +299,38 @@ pub(crate) async fn proxy(State(gateway): State<Gateway>, request: Request) -> R
     }
 }
 
-/// Tells the gateway's observer, if any, of a classified failure of a configured provider.
-fn report(
+/// A model request failed for `kind`: the gateway's observer (if any) is told when the
+/// provider is configured, and the provider's health and the session's turn note it (see
+/// [`super::health`]). `status` is the upstream's status when it answered, and the status the
+/// agent got.
+fn failed(
     gateway: &Gateway,
-    session_id: &str,
+    session: Option<&SessionHandle>,
     provider_id: &str,
     kind: ProblemKind,
-    status: Option<u16>,
+    (upstream_status, status): (Option<u16>, u16),
 ) {
     let inner = &gateway.inner;
+    inner.health.failed(
+        session,
+        ModelFailure {
+            kind,
+            provider: provider_id.to_owned(),
+            status: Some(status),
+        },
+    );
     let (Some(observer), Some(provider)) = (inner.observer.get(), inner.providers.get(provider_id))
     else {
         return;
     };
     observer.provider_failed(&ProviderFailure {
-        session_id: session_id.to_owned(),
+        session_id: session.map_or_else(String::new, |s| s.id().as_str().to_owned()),
         provider: provider.id.clone(),
         key_env: provider.key_env.clone(),
         anonymous: provider.anonymous,
         base_url: provider.base_url.to_string(),
         kind,
-        status,
+        status: upstream_status,
     });
 }
 
@@ -335,10 +355,11 @@ async fn forward(
     let (session_id, provider_id, rest) = split_route(path).ok_or(GatewayError::BadRoute)?;
     // A configured provider's id is a safe label; anything else is `unknown`.
     let label = inner.providers.get(provider_id).map(|p| p.id.as_str());
-    let refuse = |error: GatewayError| Refusal {
+    let refuse_as = |error: GatewayError, session: Option<&SessionHandle>| Refusal {
         error,
         session_id: Some(session_id.to_owned()),
         provider: label.map(str::to_owned),
+        session: session.cloned(),
     };
 
     let session = authenticate(
@@ -346,7 +367,8 @@ async fn forward(
         session_id,
         &presented(&parts.headers, &parts.extensions),
     )
-    .map_err(|failure| refuse(GatewayError::Auth(failure)))?;
+    .map_err(|failure| refuse_as(GatewayError::Auth(failure), None))?;
+    let refuse = |error: GatewayError| refuse_as(error, Some(&session));
 
     let (provider, endpoint, url) = target(gateway, &parts, provider_id, rest).map_err(refuse)?;
     let context = session.context();
@@ -379,8 +401,9 @@ async fn forward(
     .await
     .map_err(refuse)?;
     if upstream.status().as_u16() >= 400 {
-        return Ok(upstream::relay_error(gateway, upstream, provider, session_id, started).await);
+        return Ok(upstream::relay_error(gateway, upstream, provider, &session, started).await);
     }
+    inner.health.succeeded(&session);
     let recording = Recording {
         gateway: gateway.clone(),
         provider: provider.id.clone(),

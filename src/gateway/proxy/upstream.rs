@@ -14,7 +14,7 @@ use axum::response::Response;
 use reqwest::Url;
 use tokio::time::Instant;
 
-use super::{GatewayError, report};
+use super::{GatewayError, failed};
 use crate::gateway::meter::{Metered, Recording};
 use crate::gateway::metrics::Outcome;
 use crate::gateway::observer::{self, ProblemKind};
@@ -22,6 +22,7 @@ use crate::gateway::providers::{KeyHeader, Provider};
 use crate::gateway::request_body::{Outgoing, SentBytes, limited};
 use crate::gateway::usage::{BodyKind, UsageParser};
 use crate::gateway::{Gateway, Inner};
+use crate::session::SessionHandle;
 
 /// Sends the request to `url`: `method`, the allowed client `headers` with the real key, and
 /// `body` — a body read whole with its own length, or the client's streamed (when it declared
@@ -68,36 +69,24 @@ pub(super) async fn send(
     })
 }
 
-/// An upstream error status, relayed: one warn line with the cause, the request counted, the
-/// failures the user can act on reported to the observer, and the body scrubbed of the key.
+/// An upstream error status, relayed: the request counted, a classified failure noted
+/// ([`failed`]: the provider's health, the turn, the observer), any other 4xx one warn line
+/// (the agent's own request was refused), and the body scrubbed of the key.
 pub(super) async fn relay_error(
     gateway: &Gateway,
     upstream: reqwest::Response,
     provider: &Provider,
-    session_id: &str,
+    session: &SessionHandle,
     started: Instant,
 ) -> Response {
     let inner = &gateway.inner;
     let status = upstream.status();
     let response_headers = downstream_headers(upstream.headers());
-    let cause = match status.as_u16() {
-        401 | 403 => "key rejected",
-        429 => "rate limited",
-        400..=499 => "request rejected",
-        _ => "server error",
-    };
     let outcome = match status.as_u16() {
         401 | 403 => Outcome::KeyRejected,
         429 => Outcome::RateLimited,
         _ => Outcome::UpstreamError,
     };
-    tracing::warn!(
-        provider = %provider.id,
-        session_id,
-        status = status.as_u16(),
-        cause,
-        "model provider answered with an error"
-    );
     let body = error_body(upstream, provider, inner.settings.max_error_body).await;
     inner
         .metrics
@@ -106,16 +95,30 @@ pub(super) async fn relay_error(
         401 | 403 => Some(ProblemKind::KeyRejected),
         429 => Some(ProblemKind::RateLimited),
         code if observer::is_model_not_found(code, &body) => Some(ProblemKind::ModelNotFound),
+        500..=599 => Some(ProblemKind::ServerError),
         _ => None,
     };
-    if let Some(kind) = kind {
-        report(
-            gateway,
-            session_id,
-            &provider.id,
-            kind,
-            Some(status.as_u16()),
-        );
+    match kind {
+        // Logged once per class change by the provider's health.
+        Some(kind) => {
+            tracing::debug!(provider = %provider.id, session_id = %session.id(), status = status.as_u16(), class = kind.as_str(), "model provider answered with an error");
+            failed(
+                gateway,
+                Some(session),
+                &provider.id,
+                kind,
+                (Some(status.as_u16()), status.as_u16()),
+            );
+        }
+        // The agent's request was refused (too long, malformed): its own doing, not the
+        // provider's health.
+        None => tracing::warn!(
+            provider = %provider.id,
+            session_id = %session.id(),
+            status = status.as_u16(),
+            cause = "request rejected",
+            "model provider answered with an error"
+        ),
     }
     build_response(status, response_headers, Body::from(body))
 }

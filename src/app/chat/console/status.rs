@@ -252,6 +252,13 @@ fn failure_line(f: &ProviderFailure, model: Option<&str>) -> String {
         ProblemKind::TimedOut => format!(
             "air-friends: the model provider \"{p}\" did not answer in time at {url}; check the network or try again later"
         ),
+        ProblemKind::ServerError => format!(
+            "air-friends: the model provider \"{p}\" answers with server errors{}; try again later or check the provider's status",
+            f.status.map_or_else(String::new, |s| format!(" (HTTP {s})"))
+        ),
+        ProblemKind::BudgetExhausted => {
+            "air-friends: the daily token budget (agent.budget) is used up; raise it or wait until tomorrow".to_owned()
+        }
     }
 }
 
