@@ -385,7 +385,7 @@ fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
         .register(SessionContext {
             origin: Origin {
                 platform: PlatformKind::Discord,
-                channel_id: format!("dm:{USER}"),
+                channel_id: format!("dm:{USER}").into(),
                 guild_id: None,
                 user_id: USER.into(),
                 username: USER.into(),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::config::RemindersConfig;
 use crate::observability::Metrics;
-use crate::platform::{PlatformKind, PlatformRegistry, send_dm_text};
+use crate::platform::{PlatformKind, PlatformRegistry, UserId, send_dm_text};
 use crate::store::{Reminder, Store};
 use crate::text::process_outgoing;
 
@@ -198,7 +198,7 @@ impl ReminderScheduler {
             .get(kind)
             .ok_or_else(|| format!("platform {kind} is not connected"))?;
         let text = process_outgoing(&format!("⏰ Reminder: {}", r.message));
-        send_dm_text(platform.as_ref(), &r.user_id, &text)
+        send_dm_text(platform.as_ref(), &UserId::new(r.user_id.clone()), &text)
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use air_friends::config::{DiscordConfig, Secret};
 use air_friends::platform::discord::DiscordAdapter;
 use air_friends::platform::{
-    CommandReply, ConnectionState, OutgoingFile, PlatformAdapter, PlatformError, PlatformEvent,
-    ReactionEmoji, UserCommandSpec, send_text,
+    CommandReply, ConnectionState, MessageId, OutgoingFile, PlatformAdapter, PlatformError,
+    PlatformEvent, ReactionEmoji, UserCommandSpec, send_text,
 };
 use common::fake_discord::*;
 use common::poll::eventually;
@@ -121,7 +121,10 @@ fn stats_command() -> UserCommandSpec {
 #[tokio::test]
 async fn gateway_messages_reach_the_router_with_the_mention_stripped() {
     let mut h = connected(Vec::new()).await;
-    assert_eq!(h.adapter.bot_user_id().as_deref(), Some(BOT_ID));
+    assert_eq!(
+        h.adapter.bot_user_id().as_ref().map(|id| id.as_str()),
+        Some(BOT_ID)
+    );
     let own = message_create(
         &h.fake.next_id(),
         CHANNEL_ID,
@@ -196,9 +199,11 @@ async fn gateway_messages_reach_the_router_with_the_mention_stripped() {
 #[tokio::test]
 async fn a_threaded_reply_references_the_anchor_without_pinging() {
     let (fake, adapter) = rest_only().await;
-    let anchor = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "hello bot");
+    let anchor: MessageId = fake
+        .seed_message(CHANNEL_ID, USER_ID, "alice", false, "hello bot")
+        .into();
     let sent = adapter
-        .send_message(CHANNEL_ID, "hello human", Some(&anchor))
+        .send_message(&CHANNEL_ID.into(), "hello human", Some(&anchor))
         .await
         .expect("sent");
     let posts = fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/messages"));
@@ -219,14 +224,16 @@ async fn a_threaded_reply_references_the_anchor_without_pinging() {
     );
     assert_eq!(
         fake.messages(CHANNEL_ID).last().map(|m| m.id.to_string()),
-        Some(sent.message_id)
+        Some(sent.message_id.to_string())
     );
 }
 
 #[tokio::test]
 async fn a_long_text_arrives_as_three_ordered_messages() {
     let (fake, adapter) = rest_only().await;
-    let anchor = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "tell me a story");
+    let anchor: MessageId = fake
+        .seed_message(CHANNEL_ID, USER_ID, "alice", false, "tell me a story")
+        .into();
     let mut text = String::new();
     let mut n = 0;
     while text.chars().count() < 4500 {
@@ -235,7 +242,7 @@ async fn a_long_text_arrives_as_three_ordered_messages() {
         ));
         n += 1;
     }
-    let sent = send_text(adapter.as_ref(), CHANNEL_ID, &text, Some(&anchor))
+    let sent = send_text(adapter.as_ref(), &CHANNEL_ID.into(), &text, Some(&anchor))
         .await
         .expect("sent");
     assert_eq!(sent.len(), 3);
@@ -244,7 +251,7 @@ async fn a_long_text_arrives_as_three_ordered_messages() {
     assert_eq!(
         stored.iter().map(|m| m.id.to_string()).collect::<Vec<_>>(),
         sent.iter()
-            .map(|s| s.message_id.clone())
+            .map(|s| s.message_id.to_string())
             .collect::<Vec<_>>()
     );
     assert!(stored[0].content.starts_with("Sentence number 0 "));
@@ -264,7 +271,7 @@ async fn a_long_text_arrives_as_three_ordered_messages() {
             .is_some_and(|b| b.get("message_reference").is_none())
     }));
     // Adapters never truncate: a too-long text is refused with nothing sent.
-    let err = adapter.send_message(CHANNEL_ID, &text, None).await;
+    let err = adapter.send_message(&CHANNEL_ID.into(), &text, None).await;
     assert!(
         matches!(err, Err(PlatformError::InvalidInput(_))),
         "{err:?}"
@@ -275,28 +282,32 @@ async fn a_long_text_arrives_as_three_ordered_messages() {
 #[tokio::test]
 async fn reactions_and_edits_reach_discord() {
     let (fake, adapter) = rest_only().await;
-    let target = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "nice");
+    let target: MessageId = fake
+        .seed_message(CHANNEL_ID, USER_ID, "alice", false, "nice")
+        .into();
     let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
     adapter
-        .add_reaction(CHANNEL_ID, &target, &thumbs)
+        .add_reaction(&CHANNEL_ID.into(), &target, &thumbs)
         .await
         .expect("unicode");
     let by_name: ReactionEmoji = ":blobcat:".parse().expect("emoji");
     adapter
-        .add_reaction(CHANNEL_ID, &target, &by_name)
+        .add_reaction(&CHANNEL_ID.into(), &target, &by_name)
         .await
         .expect("custom by name");
     let by_id: ReactionEmoji = "wave:6001".parse().expect("emoji");
     adapter
-        .add_reaction(CHANNEL_ID, &target, &by_id)
+        .add_reaction(&CHANNEL_ID.into(), &target, &by_id)
         .await
         .expect("custom by id");
     adapter
-        .remove_reaction(CHANNEL_ID, &target, &thumbs)
+        .remove_reaction(&CHANNEL_ID.into(), &target, &thumbs)
         .await
         .expect("removed");
     let unknown: ReactionEmoji = ":nope:".parse().expect("emoji");
-    let err = adapter.add_reaction(CHANNEL_ID, &target, &unknown).await;
+    let err = adapter
+        .add_reaction(&CHANNEL_ID.into(), &target, &unknown)
+        .await;
     assert!(matches!(err, Err(PlatformError::NotFound(_))), "{err:?}");
     let prefix = format!("/channels/{CHANNEL_ID}/messages/{target}/reactions/");
     let puts: Vec<String> = fake
@@ -315,11 +326,16 @@ async fn reactions_and_edits_reach_discord() {
     assert_eq!(fake.requests_to("DELETE", &prefix).len(), 1);
 
     let mine = adapter
-        .send_message(CHANNEL_ID, "first draft", None)
+        .send_message(&CHANNEL_ID.into(), "first draft", None)
         .await
         .expect("sent");
     let edited = adapter
-        .edit_message(CHANNEL_ID, &mine.message_id, "final text", Some(&target))
+        .edit_message(
+            &CHANNEL_ID.into(),
+            &mine.message_id,
+            "final text",
+            Some(&target),
+        )
         .await
         .expect("edited");
     assert_eq!(edited.message_id, mine.message_id, "Discord edits in place");
@@ -329,14 +345,16 @@ async fn reactions_and_edits_reach_discord() {
         Some("final text")
     );
     let err = adapter
-        .edit_message(CHANNEL_ID, &target, "hijack", None)
+        .edit_message(&CHANNEL_ID.into(), &target, "hijack", None)
         .await;
     assert!(matches!(err, Err(PlatformError::Forbidden(_))), "{err:?}");
     adapter
-        .delete_message(CHANNEL_ID, &mine.message_id)
+        .delete_message(&CHANNEL_ID.into(), &mine.message_id)
         .await
         .expect("deleted");
-    let err = adapter.get_message(CHANNEL_ID, &mine.message_id).await;
+    let err = adapter
+        .get_message(&CHANNEL_ID.into(), &mine.message_id)
+        .await;
     assert!(matches!(err, Err(PlatformError::NotFound(_))), "{err:?}");
 }
 
@@ -351,7 +369,7 @@ async fn files_go_out_as_one_message_and_typing_is_posted() {
         OutgoingFile::from_path("notes.txt", &path),
     ];
     let delivery = adapter
-        .send_files(CHANNEL_ID, files, Some("here you go"), None)
+        .send_files(&CHANNEL_ID.into(), files, Some("here you go"), None)
         .await
         .expect("delivered");
     assert_eq!(delivery.messages.len(), 1);
@@ -365,7 +383,10 @@ async fn files_go_out_as_one_message_and_typing_is_posted() {
     assert_eq!(payload["attachments"].as_array().map(Vec::len), Some(2));
     assert_eq!(fake.messages(CHANNEL_ID)[0].attachments.len(), 2);
 
-    adapter.start_typing(CHANNEL_ID).await.expect("typing");
+    adapter
+        .start_typing(&CHANNEL_ID.into())
+        .await
+        .expect("typing");
     assert_eq!(
         fake.requests_to("POST", &format!("/channels/{CHANNEL_ID}/typing"))
             .len(),
@@ -385,7 +406,7 @@ async fn history_search_users_emojis_and_dms() {
         fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, &content);
     }
     let recent = adapter
-        .recent_messages(CHANNEL_ID, 5)
+        .recent_messages(&CHANNEL_ID.into(), 5)
         .await
         .expect("recent");
     let contents: Vec<&str> = recent.iter().map(|m| m.content.as_str()).collect();
@@ -394,7 +415,7 @@ async fn history_search_users_emojis_and_dms() {
         vec!["chat 125", "chat 126", "chat 127", "chat 128", "chat 129"]
     );
     let found = adapter
-        .search_messages(CHANNEL_ID, "PIZZA tacos", 10)
+        .search_messages(&CHANNEL_ID.into(), "PIZZA tacos", 10)
         .await
         .expect("search");
     let contents: Vec<&str> = found.iter().map(|m| m.content.as_str()).collect();
@@ -417,34 +438,43 @@ async fn history_search_users_emojis_and_dms() {
         "the search pages through history"
     );
     let one = adapter
-        .get_message(CHANNEL_ID, &recent[0].message_id)
+        .get_message(&CHANNEL_ID.into(), &recent[0].message_id)
         .await
         .expect("get");
     assert_eq!(one.content, "chat 125");
     assert!(!one.is_bot);
 
     let info = adapter
-        .user_info(CHANNEL_ID, USER_ID)
+        .user_info(&CHANNEL_ID.into(), &USER_ID.into())
         .await
         .expect("member");
     assert_eq!(
         (info.username.as_str(), info.display_name.as_str()),
         ("alice", "Ali")
     );
-    let emojis = adapter.custom_emojis(CHANNEL_ID).await.expect("emojis");
+    let emojis = adapter
+        .custom_emojis(&CHANNEL_ID.into())
+        .await
+        .expect("emojis");
     assert_eq!(emojis.len(), 1);
     assert_eq!(emojis[0].name, "blobcat");
     assert_eq!(emojis[0].id.as_deref(), Some(EMOJI_ID));
     assert!(
         adapter
-            .custom_emojis(DM_CHANNEL_ID)
+            .custom_emojis(&DM_CHANNEL_ID.into())
             .await
             .expect("none in DMs")
             .is_empty()
     );
 
-    adapter.send_dm(USER_ID, "your reminder").await.expect("dm");
-    adapter.send_dm(USER_ID, "another one").await.expect("dm");
+    adapter
+        .send_dm(&USER_ID.into(), "your reminder")
+        .await
+        .expect("dm");
+    adapter
+        .send_dm(&USER_ID.into(), "another one")
+        .await
+        .expect("dm");
     assert_eq!(
         fake.requests_to("POST", "/users/@me/channels").len(),
         1,
@@ -458,7 +488,7 @@ async fn history_search_users_emojis_and_dms() {
     assert_eq!(dm, vec!["your reminder", "another one"]);
     let delivery = adapter
         .send_dm_files(
-            USER_ID,
+            &USER_ID.into(),
             vec![OutgoingFile::from_bytes("memories.md", b"# m".to_vec())],
             None,
         )
@@ -472,20 +502,32 @@ async fn malformed_ids_are_invalid_without_a_request() {
     let (fake, adapter) = rest_only().await;
     let thumbs = ReactionEmoji::Unicode("👍".into());
     let results = vec![
-        adapter.send_message("general", "hi", None).await.err(),
         adapter
-            .send_message(CHANNEL_ID, "hi", Some("msg-1"))
+            .send_message(&"general".into(), "hi", None)
             .await
             .err(),
         adapter
-            .edit_message(CHANNEL_ID, "12x", "hi", None)
+            .send_message(&CHANNEL_ID.into(), "hi", Some(&"msg-1".into()))
             .await
             .err(),
-        adapter.get_message("0", "1").await.err(),
-        adapter.add_reaction(CHANNEL_ID, "", &thumbs).await.err(),
-        adapter.user_info(CHANNEL_ID, "@alice").await.err(),
-        adapter.send_dm("99999999999999999999999", "hi").await.err(),
-        adapter.start_typing("-1").await.err(),
+        adapter
+            .edit_message(&CHANNEL_ID.into(), &"12x".into(), "hi", None)
+            .await
+            .err(),
+        adapter.get_message(&"0".into(), &"1".into()).await.err(),
+        adapter
+            .add_reaction(&CHANNEL_ID.into(), &"".into(), &thumbs)
+            .await
+            .err(),
+        adapter
+            .user_info(&CHANNEL_ID.into(), &"@alice".into())
+            .await
+            .err(),
+        adapter
+            .send_dm(&"99999999999999999999999".into(), "hi")
+            .await
+            .err(),
+        adapter.start_typing(&"-1".into()).await.err(),
     ];
     for result in results {
         assert!(
@@ -502,7 +544,7 @@ async fn rate_limits_are_waited_out_then_surfaced() {
     fake.rate_limit("/typing", 2, 0.2);
     let started = Instant::now();
     adapter
-        .start_typing(CHANNEL_ID)
+        .start_typing(&CHANNEL_ID.into())
         .await
         .expect("succeeds after two 429s");
     assert!(
@@ -516,7 +558,7 @@ async fn rate_limits_are_waited_out_then_surfaced() {
     );
 
     fake.rate_limit("/messages", 10, 0.05);
-    let err = adapter.send_message(CHANNEL_ID, "hi", None).await;
+    let err = adapter.send_message(&CHANNEL_ID.into(), "hi", None).await;
     assert_eq!(
         err,
         Err(PlatformError::RateLimited {
@@ -531,7 +573,7 @@ async fn rate_limits_are_waited_out_then_surfaced() {
 
     fake.rate_limit("/emojis", 1, 30.0);
     let started = Instant::now();
-    let err = adapter.custom_emojis(CHANNEL_ID).await;
+    let err = adapter.custom_emojis(&CHANNEL_ID.into()).await;
     assert_eq!(
         err,
         Err(PlatformError::RateLimited {
@@ -771,23 +813,28 @@ async fn the_token_never_appears_in_logs_or_errors() {
     h.fake.rate_limit("/typing", 10, 0.01);
     errors.push(
         h.adapter
-            .start_typing(CHANNEL_ID)
+            .start_typing(&CHANNEL_ID.into())
             .await
             .expect_err("rate limited"),
     );
     errors.push(
         h.adapter
-            .get_message(CHANNEL_ID, "123")
+            .get_message(&CHANNEL_ID.into(), &"123".into())
             .await
             .expect_err("not found"),
     );
     errors.push(
         h.adapter
-            .user_info(CHANNEL_ID, "777")
+            .user_info(&CHANNEL_ID.into(), &"777".into())
             .await
             .expect_err("unknown user"),
     );
-    errors.push(h.adapter.send_dm("777", "hi").await.expect_err("cannot DM"));
+    errors.push(
+        h.adapter
+            .send_dm(&"777".into(), "hi")
+            .await
+            .expect_err("cannot DM"),
+    );
     let id = h.fake.next_id();
     h.fake.push_message(message_create(
         &id,

@@ -64,7 +64,7 @@ async fn a_file_is_threaded_to_the_trigger_and_the_reply_threads_under_the_file(
     assert_eq!(handle.with_slot(|r: &mut ReplySlot| r.successes), 0);
     assert_eq!(
         handle
-            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .with_slot(|f: &mut FileSlot| f.last_message_id.as_ref().map(ToString::to_string))
             .as_deref(),
         Some(delivery.message_ids[0].as_str())
     );
@@ -85,7 +85,7 @@ async fn a_file_is_threaded_to_the_trigger_and_the_reply_threads_under_the_file(
     assert_eq!(
         s.registered
             .handle
-            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .with_slot(|f: &mut FileSlot| f.last_message_id.as_ref().map(ToString::to_string))
             .as_deref(),
         Some(delivery.message_ids[0].as_str()),
         "send-reply never moves lastFileMessageId"
@@ -223,7 +223,7 @@ async fn misskey_chat_partial_delivery_reports_the_delivered_ids() {
     assert_eq!(
         s.registered
             .handle
-            .with_slot(|f: &mut FileSlot| f.last_message_id.clone())
+            .with_slot(|f: &mut FileSlot| f.last_message_id.as_ref().map(ToString::to_string))
             .as_ref(),
         delivered[0].message_ids.last()
     );

@@ -531,7 +531,7 @@ mod maintenance {
             created_before,
         });
         context.origin.is_dm = visibility == Visibility::Private;
-        context.origin.channel_id = String::new();
+        context.origin.channel_id = String::new().into();
         context.trigger_message_id = None;
         app.register(context)
     }

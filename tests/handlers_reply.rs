@@ -235,7 +235,7 @@ async fn misskey_edit_recreates_the_note_under_the_original_anchor() {
             channel_id: "note:n1".into(),
             message_id: old.clone(),
             text: "second".into(),
-            reply_to: Some(incoming.message_id.clone()),
+            reply_to: Some(incoming.message_id.to_string()),
         }]
     );
     // The new id is this session's now: it can be read by default and edited again.

@@ -8,7 +8,7 @@
 
 mod common;
 
-use air_friends::platform::{PlatformAdapter, PlatformError};
+use air_friends::platform::{ChannelId, PlatformAdapter, PlatformError};
 use common::fake_misskey::{BOT_ID, FakeMisskey, NoteOpts};
 use common::serve::skill_step;
 use common::serve_misskey::{MisskeyServe, MisskeySetup, reply_steps, script};
@@ -21,8 +21,8 @@ fn id(value: &Value) -> String {
     value["id"].as_str().expect("id").to_owned()
 }
 
-fn note_channel(note: &Value) -> String {
-    format!("note:{}", id(note))
+fn note_channel(note: &Value) -> ChannelId {
+    format!("note:{}", id(note)).into()
 }
 
 /// `user`'s direct message `text` to the bot (a `specified` note only the bot may see) and the
@@ -66,13 +66,13 @@ async fn a_public_thread_cannot_read_another_users_direct_note_to_the_bot() {
     let channel = note_channel(&trigger);
 
     let missing = adapter
-        .get_message(&channel, MISSING)
+        .get_message(&channel, &MISSING.into())
         .await
         .expect_err("missing");
     assert!(matches!(missing, PlatformError::NotFound(_)), "{missing}");
     for dm in [&secret, &answer] {
         let err = adapter
-            .get_message(&channel, &id(dm))
+            .get_message(&channel, &id(dm).into())
             .await
             .expect_err("another user's direct note is not readable");
         assert_eq!(err, missing, "not found exactly like a missing id");
@@ -110,9 +110,9 @@ async fn a_public_thread_reads_its_notes_but_not_a_direct_reply_in_it_or_another
     let elsewhere = fake.create_note("u2", "an unrelated public note", NoteOpts::default());
 
     for (note, content) in [
-        (id(&trigger), "@airfriends and a coffee?"),
-        (id(&root), "what is a good tea?"),
-        (id(&earlier), "Try a sencha."),
+        (id(&trigger).into(), "@airfriends and a coffee?"),
+        (id(&root).into(), "what is a good tea?"),
+        (id(&earlier).into(), "Try a sencha."),
         (reply.message_id.clone(), "A flat white."),
     ] {
         let read = adapter
@@ -122,12 +122,12 @@ async fn a_public_thread_reads_its_notes_but_not_a_direct_reply_in_it_or_another
         assert_eq!(read.content, content);
     }
     let missing = adapter
-        .get_message(&channel, MISSING)
+        .get_message(&channel, &MISSING.into())
         .await
         .expect_err("missing");
     for outside in [&private, &elsewhere] {
         let err = adapter
-            .get_message(&channel, &id(outside))
+            .get_message(&channel, &id(outside).into())
             .await
             .expect_err("not in this conversation");
         assert_eq!(err, missing, "{}", outside["text"]);
@@ -169,18 +169,23 @@ async fn a_direct_note_session_reads_its_own_specified_notes() {
         .send_message(&channel, "The cat.", None)
         .await
         .expect("sent");
-    for note in [id(&trigger), id(&first), id(&answer), reply.message_id] {
+    for note in [
+        id(&trigger).into(),
+        id(&first).into(),
+        id(&answer).into(),
+        reply.message_id,
+    ] {
         adapter
             .get_message(&channel, &note)
             .await
             .unwrap_or_else(|e| panic!("{note}: {e}"));
     }
     let missing = adapter
-        .get_message(&channel, MISSING)
+        .get_message(&channel, &MISSING.into())
         .await
         .expect_err("missing");
     let err = adapter
-        .get_message(&channel, &id(&bob_secret))
+        .get_message(&channel, &id(&bob_secret).into())
         .await
         .expect_err("Bob's direct note is not in Alice's conversation");
     assert_eq!(err, missing);
@@ -192,29 +197,29 @@ async fn a_chat_reads_only_messages_between_the_bot_and_its_partner() {
     let adapter = fake.adapter(vec![]).await;
     let own = fake.create_chat("u1", BOT_ID, "hello from alice");
     let answer = adapter
-        .send_message("chat:u1", "hello alice", None)
+        .send_message(&"chat:u1".into(), "hello alice", None)
         .await
         .expect("sent");
     let bobs = fake.create_chat("u2", BOT_ID, "bob's secret");
     let to_bob = adapter
-        .send_message("chat:u2", "bob's answer", None)
+        .send_message(&"chat:u2".into(), "bob's answer", None)
         .await
         .expect("sent");
 
-    for message in [id(&own), answer.message_id] {
+    for message in [id(&own).into(), answer.message_id] {
         adapter
-            .get_message("chat:u1", &message)
+            .get_message(&"chat:u1".into(), &message)
             .await
             .unwrap_or_else(|e| panic!("{message}: {e}"));
     }
     let missing = adapter
-        .get_message("chat:u1", MISSING)
+        .get_message(&"chat:u1".into(), &MISSING.into())
         .await
         .expect_err("missing");
     assert!(matches!(missing, PlatformError::NotFound(_)), "{missing}");
-    for other in [id(&bobs), to_bob.message_id] {
+    for other in [id(&bobs).into(), to_bob.message_id] {
         let err = adapter
-            .get_message("chat:u1", &other)
+            .get_message(&"chat:u1".into(), &other)
             .await
             .expect_err("another chat's message");
         assert_eq!(err, missing);

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use air_friends::config::Secret;
 use air_friends::platform::misskey::MisskeyAdapter;
-use air_friends::platform::{OutgoingFile, PlatformAdapter, PlatformError, ReactionEmoji};
+use air_friends::platform::{
+    ChannelId, OutgoingFile, PlatformAdapter, PlatformError, ReactionEmoji,
+};
 use common::fake_misskey::{BOT_ID, FakeError, FakeMisskey, NoteOpts, TOKEN, fast_options};
 use serde_json::json;
 
@@ -19,10 +21,13 @@ fn id(value: &serde_json::Value) -> String {
 async fn a_reply_to_a_public_note_stays_public_and_threads_to_it() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
-    assert_eq!(adapter.bot_user_id().as_deref(), Some(BOT_ID));
+    assert_eq!(
+        adapter.bot_user_id().as_ref().map(|id| id.as_str()),
+        Some(BOT_ID)
+    );
     let note = fake.create_note("u1", "@airfriends hi", NoteOpts::default());
     let sent = adapter
-        .send_message(&format!("note:{}", id(&note)), "hello alice", None)
+        .send_message(&format!("note:{}", id(&note)).into(), "hello alice", None)
         .await
         .expect("sent");
     let create = fake.calls_to("notes/create");
@@ -30,7 +35,7 @@ async fn a_reply_to_a_public_note_stays_public_and_threads_to_it() {
         create,
         vec![json!({"text": "hello alice", "replyId": id(&note), "visibility": "public"})]
     );
-    let stored = fake.note(&sent.message_id).expect("stored");
+    let stored = fake.note(sent.message_id.as_str()).expect("stored");
     assert_eq!(stored["replyId"], id(&note));
     assert_eq!(stored["userId"], BOT_ID);
 }
@@ -45,10 +50,10 @@ async fn a_reply_to_a_specified_note_is_specified_to_its_author() {
         NoteOpts::visibility("specified").visible_to(&[BOT_ID, "u2"]),
     );
     let sent = adapter
-        .send_message(&format!("note:{}", id(&note)), "psst", None)
+        .send_message(&format!("note:{}", id(&note)).into(), "psst", None)
         .await
         .expect("sent");
-    let stored = fake.note(&sent.message_id).expect("stored");
+    let stored = fake.note(sent.message_id.as_str()).expect("stored");
     assert_eq!(stored["visibility"], "specified");
     assert_eq!(stored["visibleUserIds"], json!(["u1", "u2"]));
 }
@@ -60,11 +65,11 @@ async fn home_and_followers_replies_keep_their_visibility() {
     for visibility in ["home", "followers"] {
         let note = fake.create_note("u1", "hey", NoteOpts::visibility(visibility));
         let sent = adapter
-            .send_message(&format!("note:{}", id(&note)), "hello", None)
+            .send_message(&format!("note:{}", id(&note)).into(), "hello", None)
             .await
             .expect("sent");
         assert_eq!(
-            fake.note(&sent.message_id).expect("stored")["visibility"],
+            fake.note(sent.message_id.as_str()).expect("stored")["visibility"],
             visibility
         );
     }
@@ -78,14 +83,14 @@ async fn an_explicit_anchor_overrides_the_thread_note() {
     let second = fake.create_note("u1", "two", NoteOpts::default().reply_to(&id(&first)));
     let sent = adapter
         .send_message(
-            &format!("note:{}", id(&first)),
+            &format!("note:{}", id(&first)).into(),
             "answer",
-            Some(&id(&second)),
+            Some(&id(&second).into()),
         )
         .await
         .expect("sent");
     assert_eq!(
-        fake.note(&sent.message_id).expect("stored")["replyId"],
+        fake.note(sent.message_id.as_str()).expect("stored")["replyId"],
         id(&second)
     );
 }
@@ -95,10 +100,13 @@ async fn chat_messages_and_dms_go_to_create_to_user() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let sent = adapter
-        .send_message("chat:u1", "hi there", None)
+        .send_message(&"chat:u1".into(), "hi there", None)
         .await
         .expect("sent");
-    adapter.send_dm("u2", "reminder!").await.expect("dm");
+    adapter
+        .send_dm(&"u2".into(), "reminder!")
+        .await
+        .expect("dm");
     assert_eq!(
         fake.calls_to("chat/messages/create-to-user"),
         vec![
@@ -115,9 +123,9 @@ async fn editing_a_note_re_creates_it_threaded_to_the_anchor() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let trigger = fake.create_note("u1", "question", NoteOpts::visibility("home"));
-    let channel = format!("note:{}", id(&trigger));
+    let channel: ChannelId = format!("note:{}", id(&trigger)).into();
     let original = adapter
-        .send_message(&channel, "first draft", Some(&id(&trigger)))
+        .send_message(&channel, "first draft", Some(&id(&trigger).into()))
         .await
         .expect("sent");
     let edited = adapter
@@ -125,16 +133,16 @@ async fn editing_a_note_re_creates_it_threaded_to_the_anchor() {
             &channel,
             &original.message_id,
             "final answer",
-            Some(&id(&trigger)),
+            Some(&id(&trigger).into()),
         )
         .await
         .expect("edited");
     assert_ne!(edited.message_id, original.message_id);
     assert!(
-        fake.note(&original.message_id).is_none(),
+        fake.note(original.message_id.as_str()).is_none(),
         "original deleted"
     );
-    let stored = fake.note(&edited.message_id).expect("re-created");
+    let stored = fake.note(edited.message_id.as_str()).expect("re-created");
     assert_eq!(stored["text"], "final answer");
     assert_eq!(stored["replyId"], id(&trigger));
     assert_eq!(stored["visibility"], "home");
@@ -153,11 +161,11 @@ async fn editing_a_chat_message_re_creates_it() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let original = adapter
-        .send_message("chat:u1", "draft", None)
+        .send_message(&"chat:u1".into(), "draft", None)
         .await
         .expect("sent");
     let edited = adapter
-        .edit_message("chat:u1", &original.message_id, "better", None)
+        .edit_message(&"chat:u1".into(), &original.message_id, "better", None)
         .await
         .expect("edited");
     assert_ne!(edited.message_id, original.message_id);
@@ -174,14 +182,14 @@ async fn other_users_messages_cannot_be_edited_or_deleted() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let note = fake.create_note("u1", "mine", NoteOpts::default());
-    let channel = format!("note:{}", id(&note));
+    let channel: ChannelId = format!("note:{}", id(&note)).into();
     let err = adapter
-        .edit_message(&channel, &id(&note), "hacked", None)
+        .edit_message(&channel, &id(&note).into(), "hacked", None)
         .await
         .expect_err("forbidden");
     assert!(matches!(err, PlatformError::Forbidden(_)), "{err}");
     let err = adapter
-        .delete_message(&channel, &id(&note))
+        .delete_message(&channel, &id(&note).into())
         .await
         .expect_err("forbidden");
     assert!(matches!(err, PlatformError::Forbidden(_)), "{err}");
@@ -195,13 +203,13 @@ async fn deleting_and_reading_messages() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let note = fake.create_note("u1", "hello", NoteOpts::default());
-    let channel = format!("note:{}", id(&note));
+    let channel: ChannelId = format!("note:{}", id(&note)).into();
     let sent = adapter
         .send_message(&channel, "bye", None)
         .await
         .expect("sent");
     let read = adapter
-        .get_message(&channel, &id(&note))
+        .get_message(&channel, &id(&note).into())
         .await
         .expect("read");
     assert_eq!(read.content, "hello");
@@ -224,7 +232,7 @@ async fn deleting_and_reading_messages() {
 
     let chat = fake.create_chat("u1", BOT_ID, "chat hello");
     let read = adapter
-        .get_message("chat:u1", &id(&chat))
+        .get_message(&"chat:u1".into(), &id(&chat).into())
         .await
         .expect("chat");
     assert_eq!(
@@ -232,11 +240,11 @@ async fn deleting_and_reading_messages() {
         ("alice", "chat hello")
     );
     let mine = adapter
-        .send_message("chat:u1", "chat bye", None)
+        .send_message(&"chat:u1".into(), "chat bye", None)
         .await
         .expect("sent");
     adapter
-        .delete_message("chat:u1", &mine.message_id)
+        .delete_message(&"chat:u1".into(), &mine.message_id)
         .await
         .expect("deleted");
     assert_eq!(fake.chat_messages().len(), 1);
@@ -264,7 +272,7 @@ async fn thread_history_is_ancestors_the_note_and_children_oldest_first() {
     );
     let _unrelated = fake.create_note("u2", "elsewhere", NoteOpts::default());
     let history = adapter
-        .recent_messages(&format!("note:{}", id(&follow_up)), 20)
+        .recent_messages(&format!("note:{}", id(&follow_up)).into(), 20)
         .await
         .expect("history");
     let contents: Vec<&str> = history.iter().map(|m| m.content.as_str()).collect();
@@ -275,14 +283,14 @@ async fn thread_history_is_ancestors_the_note_and_children_oldest_first() {
     assert!(history[1].is_bot);
     assert_eq!(history[3].message_id, id(&child));
     let latest = adapter
-        .recent_messages(&format!("note:{}", id(&follow_up)), 2)
+        .recent_messages(&format!("note:{}", id(&follow_up)).into(), 2)
         .await
         .expect("history");
     assert_eq!(latest.len(), 2);
     assert_eq!(latest[1].content, "bob chimes in");
 
     let found = adapter
-        .search_messages(&format!("note:{}", id(&follow_up)), "BOB root", 10)
+        .search_messages(&format!("note:{}", id(&follow_up)).into(), "BOB root", 10)
         .await
         .expect("search");
     let contents: Vec<&str> = found.iter().map(|m| m.content.as_str()).collect();
@@ -295,13 +303,13 @@ async fn chat_history_and_search_are_oldest_first_with_names() {
     let adapter = fake.adapter(vec![]).await;
     fake.create_chat("u1", BOT_ID, "I like coffee");
     adapter
-        .send_message("chat:u1", "Coffee is great", None)
+        .send_message(&"chat:u1".into(), "Coffee is great", None)
         .await
         .expect("sent");
     fake.create_chat("u1", BOT_ID, "and tea");
     fake.create_chat("u2", BOT_ID, "bob's coffee");
     let history = adapter
-        .recent_messages("chat:u1", 10)
+        .recent_messages(&"chat:u1".into(), 10)
         .await
         .expect("history");
     let lines: Vec<(String, String, bool)> = history
@@ -317,7 +325,7 @@ async fn chat_history_and_search_are_oldest_first_with_names() {
         ]
     );
     let found = adapter
-        .search_messages("chat:u1", "coffee TEA", 10)
+        .search_messages(&"chat:u1".into(), "coffee TEA", 10)
         .await
         .expect("search");
     assert_eq!(found.len(), 3);
@@ -331,54 +339,63 @@ async fn chat_history_and_search_are_oldest_first_with_names() {
 async fn users_emojis_and_reactions() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
-    let info = adapter.user_info("chat:u1", "u1").await.expect("user");
+    let info = adapter
+        .user_info(&"chat:u1".into(), &"u1".into())
+        .await
+        .expect("user");
     assert_eq!(
         (info.username.as_str(), info.display_name.as_str()),
         ("alice", "Alice")
     );
-    let bob = adapter.user_info("chat:u2", "u2").await.expect("user");
+    let bob = adapter
+        .user_info(&"chat:u2".into(), &"u2".into())
+        .await
+        .expect("user");
     assert_eq!(bob.display_name, "bob");
     let err = adapter
-        .user_info("chat:u1", "nobody")
+        .user_info(&"chat:u1".into(), &"nobody".into())
         .await
         .expect_err("missing");
     assert!(matches!(err, PlatformError::NotFound(_)), "{err}");
 
-    let emojis = adapter.custom_emojis("note:abc").await.expect("emojis");
+    let emojis = adapter
+        .custom_emojis(&"note:abc".into())
+        .await
+        .expect("emojis");
     let names: Vec<&str> = emojis.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, vec!["blobcat", "party"]);
 
     let note = fake.create_note("u1", "react to me", NoteOpts::default());
-    let channel = format!("note:{}", id(&note));
+    let channel: ChannelId = format!("note:{}", id(&note)).into();
     let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
     let blob: ReactionEmoji = ":blobcat:".parse().expect("emoji");
     adapter
-        .add_reaction(&channel, &id(&note), &blob)
+        .add_reaction(&channel, &id(&note).into(), &blob)
         .await
         .expect("react");
     adapter
-        .add_reaction(&channel, &id(&note), &blob)
+        .add_reaction(&channel, &id(&note).into(), &blob)
         .await
         .expect("idempotent");
     assert_eq!(fake.note_reaction(&id(&note)).as_deref(), Some(":blobcat:"));
     adapter
-        .remove_reaction(&channel, &id(&note), &blob)
+        .remove_reaction(&channel, &id(&note).into(), &blob)
         .await
         .expect("unreact");
     adapter
-        .remove_reaction(&channel, &id(&note), &blob)
+        .remove_reaction(&channel, &id(&note).into(), &blob)
         .await
         .expect("idempotent");
     assert_eq!(fake.note_reaction(&id(&note)), None);
 
     let chat = fake.create_chat("u1", BOT_ID, "hi");
     adapter
-        .add_reaction("chat:u1", &id(&chat), &thumbs)
+        .add_reaction(&"chat:u1".into(), &id(&chat).into(), &thumbs)
         .await
         .expect("react");
     assert_eq!(fake.chat_reactions(&id(&chat)), vec!["👍"]);
     adapter
-        .remove_reaction("chat:u1", &id(&chat), &thumbs)
+        .remove_reaction(&"chat:u1".into(), &id(&chat).into(), &thumbs)
         .await
         .expect("unreact");
     assert!(fake.chat_reactions(&id(&chat)).is_empty());
@@ -399,7 +416,7 @@ async fn files_in_a_note_thread_go_out_as_one_note() {
     ];
     let delivery = adapter
         .send_files(
-            &format!("note:{}", id(&trigger)),
+            &format!("note:{}", id(&trigger)).into(),
             files,
             Some("here you go"),
             None,
@@ -413,7 +430,9 @@ async fn files_in_a_note_thread_go_out_as_one_note() {
     assert_eq!(uploads[0]["file"]["filename"], "a.txt");
     assert_eq!(uploads[0]["file"]["size"], 5);
     assert_eq!(uploads[1]["file"]["type"], "image/png");
-    let note = fake.note(&delivery.messages[0].message_id).expect("note");
+    let note = fake
+        .note(delivery.messages[0].message_id.as_str())
+        .expect("note");
     assert_eq!(note["text"], "here you go");
     assert_eq!(note["files"].as_array().map(Vec::len), Some(2));
     assert_eq!(note["visibility"], "specified");
@@ -438,7 +457,7 @@ async fn chat_files_go_one_per_message_and_a_failure_is_a_partial_delivery() {
         OutgoingFile::from_bytes("three.txt", b"333".to_vec()),
     ];
     let delivery = adapter
-        .send_files("chat:u1", files, Some("your files"), None)
+        .send_files(&"chat:u1".into(), files, Some("your files"), None)
         .await
         .expect("partially delivered");
     assert_eq!(delivery.messages.len(), 2);
@@ -476,7 +495,7 @@ async fn chat_files_that_all_fail_are_an_error_and_leave_no_uploads() {
         OutgoingFile::from_bytes("two.txt", b"2".to_vec()),
     ];
     let err = adapter
-        .send_dm_files("u1", files, None)
+        .send_dm_files(&"u1".into(), files, None)
         .await
         .expect_err("blocked");
     assert!(matches!(err, PlatformError::Forbidden(_)), "{err}");
@@ -495,7 +514,7 @@ async fn a_rate_limit_is_retried_after_back_off() {
     fake.rate_limit("chat/messages/create-to-user", 2);
     let started = std::time::Instant::now();
     adapter
-        .send_dm("u1", "eventually")
+        .send_dm(&"u1".into(), "eventually")
         .await
         .expect("sent after retries");
     assert_eq!(fake.calls_to("chat/messages/create-to-user").len(), 3);
@@ -510,7 +529,7 @@ async fn a_persistent_rate_limit_surfaces_as_rate_limited() {
     let adapter = fake.adapter(vec![]).await;
     fake.rate_limit("chat/messages/create-to-user", 10);
     let err = adapter
-        .send_dm("u1", "never")
+        .send_dm(&"u1".into(), "never")
         .await
         .expect_err("rate limited");
     assert!(matches!(err, PlatformError::RateLimited { .. }), "{err}");
@@ -527,7 +546,7 @@ async fn bad_input_fails_before_any_request() {
     let calls_before = fake.calls().len();
     for channel in ["", "note:", "dm:u1", "note:a/b", "chat:u1?x"] {
         let err = adapter
-            .send_message(channel, "hi", None)
+            .send_message(&channel.into(), "hi", None)
             .await
             .expect_err("invalid");
         assert!(
@@ -536,23 +555,23 @@ async fn bad_input_fails_before_any_request() {
         );
     }
     let err = adapter
-        .send_message("note:n1", "hi", Some("../x"))
+        .send_message(&"note:n1".into(), "hi", Some(&"../x".into()))
         .await
         .expect_err("anchor");
     assert!(matches!(err, PlatformError::InvalidId(_)), "{err}");
     let err = adapter
-        .send_message("chat:u1", "  ", None)
+        .send_message(&"chat:u1".into(), "  ", None)
         .await
         .expect_err("empty");
     assert!(matches!(err, PlatformError::InvalidInput(_)), "{err}");
     let long = "x".repeat(2001);
     let err = adapter
-        .send_message("chat:u1", &long, None)
+        .send_message(&"chat:u1".into(), &long, None)
         .await
         .expect_err("too long");
     assert!(matches!(err, PlatformError::InvalidInput(_)), "{err}");
     let err = adapter
-        .send_files("chat:u1", vec![], None, None)
+        .send_files(&"chat:u1".into(), vec![], None, None)
         .await
         .expect_err("no files");
     assert!(matches!(err, PlatformError::InvalidInput(_)), "{err}");
@@ -560,7 +579,7 @@ async fn bad_input_fails_before_any_request() {
     // A 2001-character text is fine in a note thread (limit 3000).
     let note = fake.create_note("u1", "long please", NoteOpts::default());
     adapter
-        .send_message(&format!("note:{}", id(&note)), &long, None)
+        .send_message(&format!("note:{}", id(&note)).into(), &long, None)
         .await
         .expect("fits a note");
 }
@@ -570,12 +589,12 @@ async fn missing_notes_are_not_found() {
     let fake = FakeMisskey::start().await;
     let adapter = fake.adapter(vec![]).await;
     let err = adapter
-        .send_message("note:nothere", "hi", None)
+        .send_message(&"note:nothere".into(), "hi", None)
         .await
         .expect_err("missing");
     assert!(matches!(err, PlatformError::NotFound(_)), "{err}");
     let err = adapter
-        .recent_messages("note:nothere", 5)
+        .recent_messages(&"note:nothere".into(), 5)
         .await
         .expect_err("missing");
     assert!(matches!(err, PlatformError::NotFound(_)), "{err}");
@@ -606,7 +625,7 @@ async fn transport_errors_are_transport_and_token_free() {
         .expect("adapter")
         .with_options(fast_options());
     let err = adapter
-        .send_dm("u1", "hello")
+        .send_dm(&"u1".into(), "hello")
         .await
         .expect_err("unreachable");
     assert!(matches!(err, PlatformError::Transport(_)), "{err}");

@@ -124,7 +124,7 @@ async fn a_mention_becomes_an_incoming_message() {
     assert_eq!(message.content, "what's the weather?");
     assert!(message.mentions_bot);
     assert!(message.replied_to_bot);
-    assert_eq!(message.reply_to_message_id, Some(id(&parent)));
+    assert_eq!(message.reply_to_message_id, Some(id(&parent).into()));
     assert!(!message.is_dm && !message.is_bot);
     assert_eq!(message.guild_id, None);
 
@@ -290,7 +290,7 @@ async fn a_text_command_is_invoked_and_answered_by_chat() {
     assert_eq!(command.origin.username, "alice");
     assert_eq!(command.origin.channel_id, "chat:u1");
     assert!(command.origin.is_dm);
-    assert_eq!(command.message_id, Some(id(&message)));
+    assert_eq!(command.message_id, Some(id(&message).into()));
     command
         .reply
         .send(CommandReply {
@@ -433,13 +433,13 @@ async fn the_token_never_appears_in_logs_or_errors() {
     fake.rate_limit("chat/messages/create-to-user", 10);
     let err = running
         .adapter
-        .send_dm("u1", "x")
+        .send_dm(&"u1".into(), "x")
         .await
         .expect_err("rate limited");
     assert!(!err.to_string().contains(TOKEN));
     let err = running
         .adapter
-        .send_message("note:missing", "x", None)
+        .send_message(&"note:missing".into(), "x", None)
         .await
         .expect_err("404");
     assert!(!format!("{err:?}").contains(TOKEN));

@@ -69,12 +69,16 @@ async fn misskey_edit_returns_a_new_id_threaded_to_the_original_anchor() {
     let adapter = registry.require(PlatformKind::Misskey).expect("configured");
 
     let first = adapter
-        .send_message("note:abc", "first answer", Some(&trigger.message_id))
+        .send_message(
+            &"note:abc".into(),
+            "first answer",
+            Some(&trigger.message_id),
+        )
         .await
         .expect("sent");
     let edited = adapter
         .edit_message(
-            "note:abc",
+            &"note:abc".into(),
             &first.message_id,
             "better answer",
             Some(&trigger.message_id),
@@ -83,7 +87,7 @@ async fn misskey_edit_returns_a_new_id_threaded_to_the_original_anchor() {
         .expect("edited");
     assert_ne!(edited.message_id, first.message_id);
     let fetched = adapter
-        .get_message("note:abc", &edited.message_id)
+        .get_message(&"note:abc".into(), &edited.message_id)
         .await
         .expect("fetched");
     assert_eq!(fetched.content, "better answer");
@@ -99,24 +103,27 @@ async fn react_and_export_by_dm_through_the_trait() {
 
     let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
     adapter
-        .add_reaction("chan", &trigger.message_id, &thumbs)
+        .add_reaction(&"chan".into(), &trigger.message_id, &thumbs)
         .await
         .expect("reacted");
     let export = OutgoingFile::from_bytes("memories.md", b"# Memories\n".to_vec())
         .with_mime("text/markdown");
     let delivery = adapter
-        .send_dm_files("u1", vec![export], Some("Here is your export."))
+        .send_dm_files(&"u1".into(), vec![export], Some("Here is your export."))
         .await
         .expect("delivered");
     assert_eq!(delivery.message_ids().len(), 1);
-    assert_eq!(fake.reactions("chan", &trigger.message_id), vec![thumbs]);
+    assert_eq!(
+        fake.reactions("chan", trigger.message_id.as_str()),
+        vec![thumbs]
+    );
     let files = fake.file_deliveries();
     assert_eq!(files[0].channel_id, fake.dm_channel_id("u1"));
     assert_eq!(files[0].filenames, vec!["memories.md"]);
 
     fake.rate_limit_next(Op::SendDm, std::time::Duration::from_millis(1200));
     let err = adapter
-        .send_dm("u1", "later")
+        .send_dm(&"u1".into(), "later")
         .await
         .expect_err("rate limited");
     assert!(err.is_retryable());

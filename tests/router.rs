@@ -51,7 +51,7 @@ impl MessageHandler for Recorder {
         self.handled
             .lock()
             .unwrap()
-            .push((msg.channel_id.clone(), msg.content.clone()));
+            .push((msg.channel_id.to_string(), msg.content.clone()));
         self.running.fetch_sub(1, Ordering::SeqCst);
     }
 }

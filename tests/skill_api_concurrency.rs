@@ -377,7 +377,8 @@ async fn two_hundred_parallel_sessions_stay_isolated_and_keep_their_quotas() {
             .find(|r| r.message_id == message_id)
             .unwrap_or_else(|| panic!("session {index}: reply {message_id} not on the platform"));
         assert_eq!(
-            record.channel_id, o.session.context.origin.channel_id,
+            record.channel_id,
+            o.session.context.origin.channel_id.as_str(),
             "session {index}: reply went to another channel"
         );
         assert_eq!(

@@ -81,7 +81,7 @@ impl World {
             .register(SessionContext {
                 origin: Origin {
                     platform: PlatformKind::Console,
-                    channel_id: format!("dm-{user}"),
+                    channel_id: format!("dm-{user}").into(),
                     guild_id: None,
                     user_id: user.into(),
                     username: user.into(),
@@ -95,7 +95,7 @@ impl World {
         let session_id = registered.session_id.as_str().to_owned();
         let dirs = self
             .workspaces
-            .prepare(PlatformKind::Console, user, &session_id)
+            .prepare(PlatformKind::Console, user, &registered.session_id)
             .await
             .unwrap();
         let env = BTreeMap::from([

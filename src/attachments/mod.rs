@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{AttachmentsConfig, Config};
-use crate::platform::{Attachment, PlatformKind};
+use crate::platform::{Attachment, MessageId, PlatformKind};
 
 pub use download::{DownloadError, Downloader};
 pub use kind::{ImageType, Kind};
@@ -269,10 +269,10 @@ impl Attachments {
         &self,
         platform: PlatformKind,
         current: &[Attachment],
-        history: &[(String, Vec<Attachment>)],
+        history: &[(MessageId, Vec<Attachment>)],
         staging: &Path,
         workspace: &Path,
-    ) -> (Received, HashMap<String, Received>) {
+    ) -> (Received, HashMap<MessageId, Received>) {
         let started = std::time::Instant::now();
         let mut used = 0u64;
         let now = self

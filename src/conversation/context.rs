@@ -14,7 +14,10 @@ use chrono::{DateTime, Utc};
 
 use crate::attachments::Received;
 use crate::attachments::listing::unfetched;
-use crate::platform::{ChatMessage, CustomEmoji, IncomingMessage, PlatformAdapter};
+use crate::platform::{
+    ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformAdapter, UserId,
+};
+use crate::session::SessionId;
 use crate::store::{Memory, Scope, Store, WorkspaceKey};
 use crate::text::estimate_tokens;
 
@@ -60,7 +63,7 @@ pub struct PromptParts {
     /// The message to answer.
     pub current: Option<IncomingMessage>,
     /// Bot's own id, to label its messages.
-    pub bot_user_id: Option<String>,
+    pub bot_user_id: Option<UserId>,
     /// The current message's attachments as fetched (`None`: not fetched, `attachments` off;
     /// they are then only named in the current message).
     pub files: Option<Received>,
@@ -68,7 +71,7 @@ pub struct PromptParts {
     pub vision: bool,
     /// Files of earlier messages (recent or related), fetched for the agent, by message id.
     /// A message with attachments and no entry names them as not downloaded.
-    pub history_files: HashMap<String, Received>,
+    pub history_files: HashMap<MessageId, Received>,
 }
 
 /// Drops everything up to and including the last message starting with `/clear`.
@@ -86,7 +89,11 @@ fn fmt_time(t: &DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-fn message_line(m: &ChatMessage, bot: Option<&str>, files: &HashMap<String, Received>) -> String {
+fn message_line(
+    m: &ChatMessage,
+    bot: Option<&str>,
+    files: &HashMap<MessageId, Received>,
+) -> String {
     let who = if bot == Some(m.user_id.as_str()) {
         "you (the bot)".to_owned()
     } else if m.is_bot {
@@ -221,7 +228,7 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
     let files = files_section(p, &mut left);
     let tail = [current, files, INSTRUCTIONS.to_owned()];
 
-    let bot = p.bot_user_id.as_deref();
+    let bot = p.bot_user_id.as_ref().map(UserId::as_str);
     // Conversation: newest first into the budget, then restored to oldest-first.
     let mut conv = Vec::new();
     for m in p.recent.iter().rev() {
@@ -291,7 +298,7 @@ pub fn assemble_followup(
     shown: &std::collections::HashSet<String>,
     budget: usize,
 ) -> String {
-    let bot = p.bot_user_id.as_deref();
+    let bot = p.bot_user_id.as_ref().map(UserId::as_str);
     let current = current_section(p);
     let mut left = budget.saturating_sub(estimate_tokens(&current) + estimate_tokens(FOLLOWUP) + 2);
     let files = files_section(p, &mut left);
@@ -317,7 +324,7 @@ pub fn assemble_followup(
     );
     let new_messages = |list: &[ChatMessage]| -> Vec<String> {
         list.iter()
-            .filter(|m| !shown.contains(&m.message_id) && bot != Some(m.user_id.as_str()))
+            .filter(|m| !shown.contains(m.message_id.as_str()) && bot != Some(m.user_id.as_str()))
             .map(|m| message_line(m, bot, &p.history_files))
             .collect()
     };
@@ -361,8 +368,8 @@ pub fn shown_ids(p: &PromptParts) -> impl Iterator<Item = String> + '_ {
     p.recent
         .iter()
         .chain(&p.related)
-        .map(|m| m.message_id.clone())
-        .chain(p.current.iter().map(|m| m.message_id.clone()))
+        .map(|m| m.message_id.to_string())
+        .chain(p.current.iter().map(|m| m.message_id.to_string()))
         .chain(p.memories.iter().map(|m| memory_key(&m.id)))
 }
 
@@ -398,7 +405,7 @@ async fn important_within(
     ws: &WorkspaceKey,
     scope: Scope,
     budget: usize,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> (Vec<Memory>, u64) {
     let found = match store
         .prompt_memories(ws, scope, candidates_for(budget))
@@ -406,7 +413,7 @@ async fn important_within(
     {
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(session_id, error = %e, "could not load important memories");
+            tracing::warn!(session_id = %session_id, error = %e, "could not load important memories");
             return (Vec::new(), 0);
         }
     };
@@ -445,7 +452,7 @@ pub async fn gather(
     from: Sources<'_>,
     msg: &IncomingMessage,
     system: String,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> PromptParts {
     let (memories, memories_not_shown) = prompt_memories(from, msg, session_id).await;
     let recent = recent_before(from, msg, session_id).await;
@@ -455,13 +462,13 @@ pub async fn gather(
         .custom_emojis(&msg.channel_id)
         .await
         .unwrap_or_else(|e| {
-            tracing::debug!(session_id, error = %e, "could not list custom emojis");
+            tracing::debug!(session_id = %session_id, error = %e, "could not list custom emojis");
             Vec::new()
         });
     PromptParts {
         system,
         memories_not_shown,
-        session_id: session_id.to_owned(),
+        session_id: session_id.to_string(),
         skills_dir: from.skills_dir.display().to_string(),
         platform: msg.platform.as_str().to_owned(),
         is_dm: msg.is_dm,
@@ -482,10 +489,10 @@ pub async fn gather(
 async fn prompt_memories(
     from: Sources<'_>,
     msg: &IncomingMessage,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> (Vec<Memory>, u64) {
     let scope = Scope::for_dm(msg.is_dm);
-    match WorkspaceKey::new(msg.platform.as_str(), &msg.user_id) {
+    match WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str()) {
         Ok(ws) => {
             let budget = from.sizes.important_memories_budget;
             let chosen = important_within(from.store, &ws, scope, budget, session_id).await;
@@ -494,7 +501,7 @@ async fn prompt_memories(
             chosen
         }
         Err(e) => {
-            tracing::warn!(session_id, error = %e, "invalid workspace key");
+            tracing::warn!(session_id = %session_id, error = %e, "invalid workspace key");
             (Vec::new(), 0)
         }
     }
@@ -504,7 +511,7 @@ async fn prompt_memories(
 async fn recent_before(
     from: Sources<'_>,
     msg: &IncomingMessage,
-    session_id: &str,
+    session_id: &SessionId,
 ) -> Vec<ChatMessage> {
     let limit = from.sizes.recent_limit;
     if limit == 0 {
@@ -523,7 +530,7 @@ async fn recent_before(
                 .collect(),
         ),
         Err(e) => {
-            tracing::warn!(session_id, error = %e, "could not fetch recent messages");
+            tracing::warn!(session_id = %session_id, error = %e, "could not fetch recent messages");
             Vec::new()
         }
     }
@@ -534,7 +541,7 @@ async fn related_to(
     from: Sources<'_>,
     msg: &IncomingMessage,
     recent: &[ChatMessage],
-    session_id: &str,
+    session_id: &SessionId,
 ) -> Vec<ChatMessage> {
     let limit = from.sizes.related_limit;
     if msg.guild_id.is_none() || limit == 0 {
@@ -558,7 +565,7 @@ async fn related_to(
             .take(limit)
             .collect(),
         Err(e) => {
-            tracing::debug!(session_id, error = %e, "related-message search failed");
+            tracing::debug!(session_id = %session_id, error = %e, "related-message search failed");
             Vec::new()
         }
     }
@@ -618,7 +625,7 @@ mod tests {
         ];
         let kept: Vec<String> = after_last_clear(msgs)
             .into_iter()
-            .map(|m| m.message_id)
+            .map(|m| m.message_id.into_string())
             .collect();
         assert_eq!(kept, ["5"]);
     }
@@ -718,7 +725,7 @@ mod tests {
             sources(&fake, &store, skills, &sizes),
             &msg,
             String::new(),
-            "s1",
+            &SessionId::for_test("s1"),
         )
         .await;
         let section = memories_section(&parts);
@@ -753,7 +760,7 @@ mod tests {
             sources(&fake, &store, skills, &sizes),
             &msg,
             String::new(),
-            "s1",
+            &SessionId::for_test("s1"),
         )
         .await;
         let section = memories_section(&again);
@@ -804,7 +811,7 @@ mod tests {
                 sources(&fake, &store, skills, &sizes),
                 &msg,
                 String::new(),
-                "s1",
+                &SessionId::for_test("s1"),
             )
             .await;
             let prompt = assemble(&parts, 10_000);

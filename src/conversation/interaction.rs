@@ -24,8 +24,10 @@ use super::workspace::SessionDirs;
 use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::{Budget, ModelTurn, ProblemKind};
-use crate::platform::{IncomingMessage, PlatformAdapter, PlatformKind, PlatformRegistry};
-use crate::session::{SessionContext, SessionHandle, SessionPurpose, TerminationSignal};
+use crate::platform::{
+    IncomingMessage, MessageId, PlatformAdapter, PlatformKind, PlatformRegistry,
+};
+use crate::session::{SessionContext, SessionHandle, SessionId, SessionPurpose, TerminationSignal};
 use crate::store::Store;
 use crate::store::WorkspaceKey;
 use crate::text::estimate_tokens;
@@ -101,7 +103,7 @@ impl Interactions {
         let workspace = match self
             .launcher
             .workspaces
-            .path_for(msg.platform, &msg.user_id)
+            .path_for(msg.platform, msg.user_id.as_str())
         {
             Ok(w) => w,
             Err(e) => {
@@ -111,7 +113,7 @@ impl Interactions {
             }
         };
         if !self.budget.is_unlimited()
-            && let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), &msg.user_id)
+            && let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str())
             && self.budget.check(&self.store, &key).await.is_err()
         {
             // The budget check logged and counted the refusal; no agent is started.
@@ -186,7 +188,7 @@ impl Interactions {
                 return "failed";
             }
         };
-        let session_id = resources.registered.session_id.as_str().to_owned();
+        let session_id = resources.registered.session_id.clone();
         let handle = resources.registered.handle.clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
 
@@ -263,7 +265,7 @@ impl Interactions {
             return None;
         }
         let termination = handle.begin_turn(Some(msg.message_id.clone()));
-        let session_id = handle.id().as_str().to_owned();
+        let session_id = handle.id().clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
         let outcome = async {
             let mut parts = gather(self.sources(platform), msg, String::new(), &session_id).await;
@@ -325,7 +327,7 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
-        session_id: &str,
+        session_id: &SessionId,
         handle: &SessionHandle,
         outcome: Option<&Outcome>,
     ) -> &'static str {
@@ -388,7 +390,7 @@ impl Interactions {
         parts: &PromptParts,
         shown: Option<&HashSet<String>>,
         dirs: &SessionDirs,
-    ) -> (Option<Received>, HashMap<String, Received>) {
+    ) -> (Option<Received>, HashMap<MessageId, Received>) {
         let Some(fetcher) = self.attachments.as_ref() else {
             return (None, HashMap::new());
         };
@@ -514,14 +516,14 @@ const HISTORY_FILE_MESSAGES: usize = 5;
 fn history_with_files(
     parts: &PromptParts,
     shown: Option<&HashSet<String>>,
-) -> Vec<(String, Vec<crate::platform::Attachment>)> {
+) -> Vec<(MessageId, Vec<crate::platform::Attachment>)> {
     parts
         .recent
         .iter()
         .rev()
         .chain(&parts.related)
         .filter(|m| !m.attachments.is_empty())
-        .filter(|m| shown.is_none_or(|s| !s.contains(&m.message_id)))
+        .filter(|m| shown.is_none_or(|s| !s.contains(m.message_id.as_str())))
         .take(HISTORY_FILE_MESSAGES)
         .map(|m| (m.message_id.clone(), m.attachments.clone()))
         .collect()

@@ -90,14 +90,14 @@ impl Launcher {
         let (platform, user_id) = (context.origin.platform, context.origin.user_id.clone());
         let needs_no_files = context.purpose.maintenance().is_some();
         let registered = self.sessions.register(context)?;
-        let session_id = registered.session_id.as_str().to_owned();
+        let session_id = registered.session_id.clone();
         // A maintenance run works on memories only: it gets an empty folder, never the user's
         // workspace (whose `private/` a private run would otherwise see and copy out).
         let dirs = if needs_no_files {
             self.workspaces.prepare_scratch(&session_id).await
         } else {
             self.workspaces
-                .prepare(platform, &user_id, &session_id)
+                .prepare(platform, user_id.as_str(), &session_id)
                 .await
         };
         let dirs = match dirs {

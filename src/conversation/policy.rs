@@ -80,7 +80,7 @@ impl Policy {
         msg: &IncomingMessage,
         bot_user_id: Option<&str>,
     ) -> Result<String, Ignore> {
-        if bot_user_id.is_some_and(|id| id == msg.user_id) {
+        if bot_user_id.is_some_and(|id| msg.user_id == id) {
             return Err(Ignore::OwnMessage);
         }
         if msg.is_bot {

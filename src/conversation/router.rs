@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use super::metrics::ConversationMetrics;
 use super::policy::{Ignore, Policy};
 use super::ratelimit::{RateDecision, UserRateLimiter};
-use crate::platform::{IncomingMessage, PlatformRegistry};
+use crate::platform::{IncomingMessage, PlatformRegistry, UserId};
 
 /// Said when a conversation's queue is full.
 pub const BUSY_TEXT: &str =
@@ -186,7 +186,10 @@ impl Router {
             .platforms
             .get(msg.platform)
             .and_then(|p| p.bot_user_id());
-        match inner.policy.decide(msg, bot_id.as_deref()) {
+        match inner
+            .policy
+            .decide(msg, bot_id.as_ref().map(UserId::as_str))
+        {
             Ok(content) => msg.content = content,
             Err(why) => return Dispatch::Ignored(why),
         }

@@ -32,7 +32,7 @@ use crate::agent::LiveAgent;
 use crate::config::WarmConfig;
 use crate::egress::EgressSession;
 use crate::observability::Metrics;
-use crate::platform::{IncomingMessage, PlatformKind};
+use crate::platform::{ChannelId, IncomingMessage, PlatformKind, UserId};
 use crate::session::{RegisteredSession, SessionRegistry};
 use crate::skill_api::socket::SessionSocket;
 use crate::sync::lock;
@@ -109,8 +109,8 @@ fn mem_total_bytes(meminfo: &str) -> Option<u64> {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConversationKey {
     platform: PlatformKind,
-    channel_id: String,
-    user_id: String,
+    channel_id: ChannelId,
+    user_id: UserId,
 }
 
 impl ConversationKey {
@@ -118,8 +118,8 @@ impl ConversationKey {
     pub fn new(platform: PlatformKind, channel_id: &str, user_id: &str) -> Self {
         Self {
             platform,
-            channel_id: channel_id.to_owned(),
-            user_id: user_id.to_owned(),
+            channel_id: channel_id.into(),
+            user_id: user_id.into(),
         }
     }
 

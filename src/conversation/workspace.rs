@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::platform::PlatformKind;
+use crate::session::SessionId;
 
 /// Why a workspace could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -131,8 +132,9 @@ impl Workspaces {
         &self,
         platform: PlatformKind,
         user_id: &str,
-        session_id: &str,
+        session_id: &SessionId,
     ) -> Result<SessionDirs, WorkspaceError> {
+        let session_id = session_id.as_str();
         safe_part("session id", session_id)?;
         let workspace = self.path_for(platform, user_id)?;
         let staging = workspace.join("tmp").join(session_id);
@@ -148,7 +150,11 @@ impl Workspaces {
     /// need no file of the user's (memory maintenance), so a hijacked one can neither read
     /// `private/` nor leave a file a later session of the user would read. Removed whole by
     /// [`cleanup`](Self::cleanup).
-    pub async fn prepare_scratch(&self, session_id: &str) -> Result<SessionDirs, WorkspaceError> {
+    pub async fn prepare_scratch(
+        &self,
+        session_id: &SessionId,
+    ) -> Result<SessionDirs, WorkspaceError> {
+        let session_id = session_id.as_str();
         safe_part("session id", session_id)?;
         let workspace = self.root.join(SCRATCH_DIR).join(session_id);
         let staging = workspace.join("tmp").join(session_id);
@@ -287,7 +293,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = Workspaces::new(&dir.path().join("workspaces"));
         let d = w
-            .prepare(PlatformKind::Discord, "42", "sess1")
+            .prepare(PlatformKind::Discord, "42", &SessionId::for_test("sess1"))
             .await
             .unwrap();
         assert!(d.staging.is_dir());
@@ -297,7 +303,7 @@ mod tests {
         assert!(!d.staging.exists());
         assert!(d.workspace.is_dir());
         assert!(
-            w.prepare(PlatformKind::Discord, "../etc", "s")
+            w.prepare(PlatformKind::Discord, "../etc", &SessionId::for_test("s"))
                 .await
                 .is_err()
         );

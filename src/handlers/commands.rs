@@ -99,7 +99,10 @@ impl UserCommandRunner {
             // is refused like everywhere else.
             workspace: self
                 .workspaces
-                .path_for(invocation.origin.platform, &invocation.origin.user_id)
+                .path_for(
+                    invocation.origin.platform,
+                    invocation.origin.user_id.as_str(),
+                )
                 .map_err(SkillError::internal)?,
         };
         // A session in no registry: nothing can reach it through the Skill API.

@@ -77,8 +77,11 @@ pub(crate) fn invalid(path: &str, problem: impl Into<String>) -> SkillError {
 
 /// The memory/reminder owner of the session: `platform/userId`.
 pub(crate) fn workspace_key(session: &SessionContext) -> Result<WorkspaceKey, SkillError> {
-    WorkspaceKey::new(session.origin.platform.as_str(), &session.origin.user_id)
-        .map_err(SkillError::internal)
+    WorkspaceKey::new(
+        session.origin.platform.as_str(),
+        session.origin.user_id.as_str(),
+    )
+    .map_err(SkillError::internal)
 }
 
 /// Which memories the session may see: private ones only in a DM.

@@ -43,7 +43,7 @@ impl SkillHandler for FetchContext {
         let p: ContextParams = params(raw)?;
         let session = ctx.session();
         let adapter = self.0.adapter(session)?;
-        let channel = session.origin.channel_id.as_str();
+        let channel = &session.origin.channel_id;
         let mut messages = match p.kind {
             Kind::UserInfo => {
                 let user = adapter

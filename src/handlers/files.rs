@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::common::{Deps, invalid, outgoing_text, params, platform_error};
 use super::preflight::{self, FileLimits, PreflightError};
 use super::reply::ReplySlot;
+use crate::platform::MessageId;
 use crate::session::{SessionContext, TurnSlot};
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
@@ -30,7 +31,7 @@ pub struct FileSlot {
     /// Successful `send-file` calls (the handler's quota; a call in flight holds one).
     pub successes: u32,
     /// Last message delivered by `send-file`: the reply anchor from then on.
-    pub last_message_id: Option<String>,
+    pub last_message_id: Option<MessageId>,
 }
 
 impl FileSlot {
@@ -39,10 +40,10 @@ impl FileSlot {
     pub fn reply_anchor<'a>(
         files: Option<&'a FileSlot>,
         context: &'a SessionContext,
-    ) -> Option<&'a str> {
+    ) -> Option<&'a MessageId> {
         files
-            .and_then(|files| files.last_message_id.as_deref())
-            .or(context.trigger_message_id.as_deref())
+            .and_then(|files| files.last_message_id.as_ref())
+            .or(context.trigger_message_id.as_ref())
     }
 }
 
@@ -135,14 +136,13 @@ impl SendFile {
                 crate::platform::FileSource::Path(_) => 0,
             })
             .sum();
-        let anchor = ctx.with_slots(|slots| {
-            FileSlot::reply_anchor(slots.get::<FileSlot>(), session).map(str::to_owned)
-        });
+        let anchor = ctx
+            .with_slots(|slots| FileSlot::reply_anchor(slots.get::<FileSlot>(), session).cloned());
         let requested = files.len();
         let caption = caption_parts.first().map(String::as_str);
         ctx.still_in_turn()?;
         let delivery = adapter
-            .send_files(channel, files, caption, anchor.as_deref())
+            .send_files(channel, files, caption, anchor.as_ref())
             .await
             .map_err(platform_error)?;
         let Some(last) = delivery.last_message().map(|m| m.message_id.clone()) else {
@@ -205,8 +205,8 @@ impl SendFile {
 fn answer(
     delivery: &crate::platform::FileDelivery,
     requested: usize,
-    ids: Vec<String>,
-    last: &str,
+    ids: Vec<MessageId>,
+    last: &MessageId,
     reply_sent: bool,
 ) -> Value {
     let delivered = requested - delivery.failed.len();
@@ -263,9 +263,18 @@ mod tests {
     fn reply_anchor_prefers_the_file_message() {
         let ctx = context();
         let mut files = FileSlot::default();
-        assert_eq!(FileSlot::reply_anchor(None, &ctx), Some("m1"));
-        assert_eq!(FileSlot::reply_anchor(Some(&files), &ctx), Some("m1"));
+        assert_eq!(
+            FileSlot::reply_anchor(None, &ctx).map(MessageId::as_str),
+            Some("m1")
+        );
+        assert_eq!(
+            FileSlot::reply_anchor(Some(&files), &ctx).map(MessageId::as_str),
+            Some("m1")
+        );
         files.last_message_id = Some("f1".into());
-        assert_eq!(FileSlot::reply_anchor(Some(&files), &ctx), Some("f1"));
+        assert_eq!(
+            FileSlot::reply_anchor(Some(&files), &ctx).map(MessageId::as_str),
+            Some("f1")
+        );
     }
 }

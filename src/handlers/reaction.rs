@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::common::{Deps, invalid, params, platform_error};
 use super::files::FileSlot;
 use super::reply::ReplySlot;
-use crate::platform::ReactionEmoji;
+use crate::platform::{MessageId, ReactionEmoji};
 use crate::session::TurnSlot;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 
@@ -21,7 +21,7 @@ pub struct Reaction {
     /// Unicode emoji or custom emoji reference as sent to the platform.
     pub emoji: String,
     /// The message the reaction is on.
-    pub message_id: String,
+    pub message_id: MessageId,
 }
 
 /// This turn's reaction (a slot of the session's turn).
@@ -72,7 +72,7 @@ impl SkillHandler for ReactMessage {
                 .is_some_and(|replies| replies.sent_message(&trigger))
                 || slots
                     .get::<FileSlot>()
-                    .is_some_and(|files| files.last_message_id.as_deref() == Some(&trigger))
+                    .is_some_and(|files| files.last_message_id.as_ref() == Some(&trigger))
         });
         if bots_own {
             return Err(SkillError::ForbiddenContext(
@@ -87,7 +87,7 @@ impl SkillHandler for ReactMessage {
             return Ok(json!({"emoji": emoji.to_string(), "messageId": trigger}));
         }
         let adapter = self.0.adapter(session)?;
-        let channel = session.origin.channel_id.as_str();
+        let channel = &session.origin.channel_id;
         ctx.still_in_turn()?;
         if let (Some(old), Some(old_emoji)) = (&previous, &previous_emoji) {
             adapter

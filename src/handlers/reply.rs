@@ -20,7 +20,7 @@ use std::collections::HashSet;
 
 use super::common::{Deps, outgoing_text, params, platform_error, platform_lookup_error};
 use super::files::FileSlot;
-use crate::platform::{PlatformAdapter, SendTextError, send_text};
+use crate::platform::{ChannelId, MessageId, PlatformAdapter, SendTextError, send_text};
 use crate::session::TurnSlot;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::text::split_message;
@@ -39,21 +39,21 @@ pub struct ReplySlot {
     /// Successful `send-reply` calls (the handler's quota; a call in flight holds one).
     pub successes: u32,
     /// Last message sent by `send-reply`/`edit-reply`.
-    pub last_sent_message_id: Option<String>,
+    pub last_sent_message_id: Option<MessageId>,
     /// The anchor the reply was threaded to when created; keeps `edit-reply` on that parent.
-    pub anchor_message_id: Option<String>,
+    pub anchor_message_id: Option<MessageId>,
     /// Every message id this turn's replies sent; `edit-reply` may only edit these.
-    pub sent_message_ids: HashSet<String>,
+    pub sent_message_ids: HashSet<MessageId>,
 }
 
 impl ReplySlot {
     /// Records a message this session sent (so `edit-reply` may edit it later).
-    pub fn record_sent_message(&mut self, message_id: impl Into<String>) {
+    pub fn record_sent_message(&mut self, message_id: impl Into<MessageId>) {
         self.sent_message_ids.insert(message_id.into());
     }
 
     /// Whether this session sent the message.
-    pub fn sent_message(&self, message_id: &str) -> bool {
+    pub fn sent_message(&self, message_id: &MessageId) -> bool {
         self.sent_message_ids.contains(message_id)
     }
 }
@@ -76,9 +76,9 @@ struct MessageParams {
 /// What the quota check decided for one send-reply call.
 enum Reservation {
     /// The reply slot is reserved for this call (undone if nothing gets delivered).
-    Reserved { anchor: Option<String> },
+    Reserved { anchor: Option<MessageId> },
     /// The reply was already sent.
-    Used { previous: Option<String> },
+    Used { previous: Option<MessageId> },
 }
 
 #[async_trait]
@@ -106,7 +106,7 @@ impl SkillHandler for SendReply {
             // Reserve the slot now so two concurrent calls cannot both reply.
             replies.successes += 1;
             Reservation::Reserved {
-                anchor: FileSlot::reply_anchor(slots.get::<FileSlot>(), session).map(str::to_owned),
+                anchor: FileSlot::reply_anchor(slots.get::<FileSlot>(), session).cloned(),
             }
         });
         let anchor = match reservation {
@@ -130,7 +130,7 @@ impl SkillHandler for SendReply {
             }
             Reservation::Reserved { anchor } => anchor,
         };
-        let result = self.send(ctx, raw, anchor.as_deref()).await;
+        let result = self.send(ctx, raw, anchor.as_ref()).await;
         if result.is_err() {
             ctx.with_slot(|replies: &mut ReplySlot| {
                 replies.successes = replies.successes.saturating_sub(1);
@@ -146,7 +146,7 @@ impl SendReply {
         &self,
         ctx: &CallContext,
         raw: Value,
-        anchor: Option<&str>,
+        anchor: Option<&MessageId>,
     ) -> Result<Value, SkillError> {
         let session = ctx.session();
         let p: MessageParams = params(raw)?;
@@ -159,11 +159,11 @@ impl SendReply {
                 Err(SendTextError { sent, error }) if !sent.is_empty() => (sent, Some(error)),
                 Err(SendTextError { error, .. }) => return Err(platform_error(error)),
             };
-        let ids: Vec<String> = sent.iter().map(|m| m.message_id.clone()).collect();
+        let ids: Vec<MessageId> = sent.iter().map(|m| m.message_id.clone()).collect();
         let first = &sent[0];
         ctx.with_slot(|replies: &mut ReplySlot| {
             replies.last_sent_message_id = Some(first.message_id.clone());
-            replies.anchor_message_id = anchor.map(str::to_owned);
+            replies.anchor_message_id = anchor.cloned();
             for id in &ids {
                 replies.record_sent_message(id.clone());
             }
@@ -200,7 +200,7 @@ pub(crate) struct EditReply(pub Deps);
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct EditParams {
-    message_id: String,
+    message_id: MessageId,
     message: String,
 }
 
@@ -254,7 +254,7 @@ impl SkillHandler for EditReply {
                 &session.origin.channel_id,
                 &p.message_id,
                 head,
-                anchor.as_deref(),
+                anchor.as_ref(),
             )
             .await
             .map_err(|e| platform_lookup_error(e, &format!("message {}", p.message_id)))?;
@@ -263,7 +263,7 @@ impl SkillHandler for EditReply {
                 replies.sent_message_ids.remove(&p.message_id);
             }
             replies.record_sent_message(edited.message_id.clone());
-            if replies.last_sent_message_id.as_deref() == Some(p.message_id.as_str()) {
+            if replies.last_sent_message_id.as_ref() == Some(&p.message_id) {
                 replies.last_sent_message_id = Some(edited.message_id.clone());
             }
         });
@@ -289,9 +289,9 @@ impl SkillHandler for EditReply {
 async fn send_rest(
     ctx: &CallContext,
     adapter: &dyn PlatformAdapter,
-    channel_id: &str,
+    channel_id: &ChannelId,
     rest: &[String],
-) -> Result<Vec<String>, SkillError> {
+) -> Result<Vec<MessageId>, SkillError> {
     let mut ids = Vec::with_capacity(rest.len());
     for part in rest {
         ctx.still_in_turn()?;
@@ -314,7 +314,7 @@ pub(crate) struct GetMessage(pub Deps);
 #[serde(rename_all = "camelCase")]
 struct GetParams {
     #[serde(default)]
-    message_id: Option<String>,
+    message_id: Option<MessageId>,
 }
 
 #[async_trait]

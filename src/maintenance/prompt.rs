@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::session::SessionId;
 use crate::store::{Memory, Visibility};
 
 /// The shipped `prompts/maintenance.md`, used when the configured folder has no such file (a
@@ -20,7 +21,7 @@ const MAX_SHOWN_CHARS: usize = 1_000;
 /// does not expand `$TMPDIR/$SESSION_ID`), then the memories section.
 pub fn build(
     template: &str,
-    session_id: &str,
+    session_id: &SessionId,
     skills_dir: &Path,
     visibility: Visibility,
     memories: &[Memory],
@@ -117,7 +118,7 @@ mod tests {
         ];
         let prompt = build(
             "# Template\n",
-            "abc123",
+            &SessionId::for_test("abc123"),
             Path::new("/opt/skills"),
             Visibility::Public,
             &memories,

@@ -71,7 +71,7 @@ impl Maintenance {
         };
         run.read = memories.len() as u64;
         let handle = resources.registered.handle.clone();
-        let session_id = handle.id().as_str().to_owned();
+        let session_id = handle.id().clone();
         let spec = self.launcher.agent_spec(&resources);
         let terminate = stop.child_token();
         tracing::info!(
@@ -184,9 +184,9 @@ impl Maintenance {
             }),
             origin: Origin {
                 platform,
-                channel_id: String::new(),
+                channel_id: String::new().into(),
                 guild_id: None,
-                user_id: ws.user_id().to_owned(),
+                user_id: ws.user_id().into(),
                 username: String::new(),
                 is_dm,
             },

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{IncomingMessage, Origin};
+use super::{IncomingMessage, MessageId, Origin};
 
 /// Where adapters send what they receive.
 pub type EventSink = mpsc::Sender<PlatformEvent>;
@@ -36,7 +36,7 @@ pub struct CommandInvocation {
     /// Parameters by their `input_schema` names (camelCase), already typed.
     pub parameters: Map<String, Value>,
     /// The message that carried a text command (Misskey), if any.
-    pub message_id: Option<String>,
+    pub message_id: Option<MessageId>,
     /// Where the answer goes; the adapter delivers it (ephemeral on Discord, by DM on Misskey).
     pub reply: oneshot::Sender<CommandReply>,
 }

@@ -19,8 +19,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{
-    ChatMessage, ConnectionState, CustomEmoji, FileDelivery, OutgoingFile, PlatformAdapter,
-    PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserInfo,
+    ChannelId, ChatMessage, ConnectionState, CustomEmoji, FileDelivery, MessageId, OutgoingFile,
+    PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserId,
+    UserInfo,
 };
 use crate::observability::Metrics;
 
@@ -181,11 +182,11 @@ impl PlatformAdapter for Metered {
         self.inner.kind()
     }
 
-    fn bot_user_id(&self) -> Option<String> {
+    fn bot_user_id(&self) -> Option<UserId> {
         self.inner.bot_user_id()
     }
 
-    fn text_limit(&self, channel_id: &str) -> TextLimits {
+    fn text_limit(&self, channel_id: &ChannelId) -> TextLimits {
         self.inner.text_limit(channel_id)
     }
 
@@ -195,9 +196,9 @@ impl PlatformAdapter for Metered {
 
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         self.note(
             "send_message",
@@ -207,10 +208,10 @@ impl PlatformAdapter for Metered {
 
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         self.note(
             "edit_message",
@@ -222,8 +223,8 @@ impl PlatformAdapter for Metered {
 
     async fn delete_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<(), PlatformError> {
         self.note(
             "delete_message",
@@ -233,8 +234,8 @@ impl PlatformAdapter for Metered {
 
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
         self.note(
             "get_message",
@@ -244,7 +245,7 @@ impl PlatformAdapter for Metered {
 
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         self.note(
@@ -255,7 +256,7 @@ impl PlatformAdapter for Metered {
 
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
@@ -265,14 +266,18 @@ impl PlatformAdapter for Metered {
         )
     }
 
-    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
+    async fn user_info(
+        &self,
+        channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError> {
         self.note("user_info", self.inner.user_info(channel_id, user_id).await)
     }
 
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         self.note(
@@ -283,8 +288,8 @@ impl PlatformAdapter for Metered {
 
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         self.note(
@@ -297,10 +302,10 @@ impl PlatformAdapter for Metered {
 
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
         self.note(
             "send_files",
@@ -310,13 +315,13 @@ impl PlatformAdapter for Metered {
         )
     }
 
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
         self.note("send_dm", self.inner.send_dm(user_id, text).await)
     }
 
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError> {
@@ -326,11 +331,14 @@ impl PlatformAdapter for Metered {
         )
     }
 
-    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
+    async fn custom_emojis(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError> {
         self.note("custom_emojis", self.inner.custom_emojis(channel_id).await)
     }
 
-    async fn start_typing(&self, channel_id: &str) -> Result<(), PlatformError> {
+    async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
         self.note("start_typing", self.inner.start_typing(channel_id).await)
     }
 }
@@ -349,13 +357,13 @@ mod tests {
         fake.fail_next(Op::SendMessage, PlatformError::Transport("reset".into()));
         assert!(
             metered
-                .send_message("c1", "x", Some(&msg.message_id))
+                .send_message(&"c1".into(), "x", Some(&msg.message_id))
                 .await
                 .is_err()
         );
         assert!(
             metered
-                .send_message("c1", "y", Some(&msg.message_id))
+                .send_message(&"c1".into(), "y", Some(&msg.message_id))
                 .await
                 .is_ok()
         );

@@ -7,6 +7,8 @@
 //!   console is `air-friends chat`'s own, in `app::chat::console`) plus `fake::FakePlatform` for
 //!   tests (feature `test-util`, enabled by the crate's own dev-dependency: never in the
 //!   installed binary).
+//! * The ids that cross the seam (`ids.rs`): [`ChannelId`], [`MessageId`], [`UserId`], each the
+//!   platform's own id text in a type of its kind.
 //! * Platform-neutral data types (`types.rs`): [`IncomingMessage`] (what adapters hand to the
 //!   router), [`ChatMessage`], [`UserInfo`], [`CustomEmoji`], [`ReactionEmoji`],
 //!   [`OutgoingFile`], [`SentMessage`], [`FileDelivery`]; length limits are
@@ -35,6 +37,7 @@ pub mod error;
 pub mod events;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fake;
+pub mod ids;
 pub mod metered;
 pub mod misskey;
 pub mod types;
@@ -49,6 +52,7 @@ pub use error::PlatformError;
 pub use events::{
     CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent, UserCommandSpec,
 };
+pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
     InvalidEmoji, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
@@ -70,7 +74,7 @@ pub const CONNECTORS: &[connect::Connector] = &[
 
 /// What the daemon can do on one chat platform.
 ///
-/// Ids are the platform's own strings (see [`types`]); a malformed id is
+/// Ids are the platform's own text in a type of their kind (see [`ids`]); a malformed id is
 /// [`PlatformError::InvalidId`], an id that does not exist [`PlatformError::NotFound`].
 /// Implementations are shared (`Arc<dyn PlatformAdapter>`) across sessions and must be safe to
 /// call concurrently.
@@ -81,11 +85,11 @@ pub trait PlatformAdapter: Send + Sync {
 
     /// The bot's own user id, once known (after the gateway's READY / Misskey's `i`); used to
     /// ignore the bot's own messages and to check that a message is the bot's.
-    fn bot_user_id(&self) -> Option<String>;
+    fn bot_user_id(&self) -> Option<UserId>;
 
     /// The longest text one message in `channel_id` may carry (Discord 2000 UTF-16 units; Misskey
     /// `note:` 3000 characters, `chat:` 2000 characters).
-    fn text_limit(&self, channel_id: &str) -> TextLimits;
+    fn text_limit(&self, channel_id: &ChannelId) -> TextLimits;
 
     /// The longest text one direct message may carry (Discord 2000 UTF-16 units; Misskey chat
     /// 2000 characters).
@@ -99,9 +103,9 @@ pub trait PlatformAdapter: Send + Sync {
     /// `text` must be non-empty and fit [`text_limit`](Self::text_limit).
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError>;
 
     /// Replaces the text of the bot's message `message_id`. Discord edits in place and returns the
@@ -112,21 +116,24 @@ pub trait PlatformAdapter: Send + Sync {
     /// Editing another user's message is [`PlatformError::Forbidden`].
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError>;
 
     /// Deletes the bot's message `message_id`.
-    async fn delete_message(&self, channel_id: &str, message_id: &str)
-    -> Result<(), PlatformError>;
+    async fn delete_message(
+        &self,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
+    ) -> Result<(), PlatformError>;
 
     /// One message of `channel_id` (get-message).
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError>;
 
     /// The latest `limit` messages of `channel_id`, **oldest first** (for a Misskey `note:`
@@ -134,7 +141,7 @@ pub trait PlatformAdapter: Send + Sync {
     /// serves in one request (100).
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError>;
 
@@ -143,21 +150,25 @@ pub trait PlatformAdapter: Send + Sync {
     /// Misskey uses its note / chat search.
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError>;
 
     /// A user's names, as seen from `channel_id` (Discord shows the guild nickname as display
     /// name).
-    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError>;
+    async fn user_info(
+        &self,
+        channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError>;
 
     /// Adds the bot's reaction `emoji` to `message_id`. A custom emoji without an id is resolved
     /// by name (Discord: among the channel's guild emojis, else [`PlatformError::NotFound`]).
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError>;
 
@@ -165,8 +176,8 @@ pub trait PlatformAdapter: Send + Sync {
     /// reaction of the same session with this).
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError>;
 
@@ -180,33 +191,36 @@ pub trait PlatformAdapter: Send + Sync {
     /// [`text_limit`](Self::text_limit).
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError>;
 
     /// Sends a direct message to `user_id` (Discord DM channel, Misskey chat), opening the
     /// conversation if needed. `text` must fit [`dm_text_limit`](Self::dm_text_limit). Used by
     /// reminders and to answer user commands on Misskey.
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError>;
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError>;
 
     /// Sends files to `user_id` by direct message (memory-export), same delivery rules as
     /// [`send_files`](Self::send_files) in a DM.
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError>;
 
     /// Custom emojis usable in `channel_id` (Discord: the channel's guild emojis, none in DMs;
     /// Misskey: the instance's emojis), for the prompt's emoji list and react-message.
-    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError>;
+    async fn custom_emojis(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError>;
 
     /// Shows the typing indicator in `channel_id` once (Discord shows it for about 10 s; the
     /// caller repeats it every ~8 s while a session runs). Platforms without one do nothing.
-    async fn start_typing(&self, channel_id: &str) -> Result<(), PlatformError> {
+    async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
         let _ = channel_id;
         Ok(())
     }
@@ -283,9 +297,9 @@ pub struct SendTextError {
 /// parts already delivered, so send-reply can still count the reply as made.
 pub async fn send_text(
     adapter: &dyn PlatformAdapter,
-    channel_id: &str,
+    channel_id: &ChannelId,
     text: &str,
-    reply_to: Option<&str>,
+    reply_to: Option<&MessageId>,
 ) -> Result<Vec<SentMessage>, SendTextError> {
     let parts = split_or_reject(text, adapter.text_limit(channel_id))?;
     let mut sent = Vec::with_capacity(parts.len());
@@ -303,7 +317,7 @@ pub async fn send_text(
 /// [`dm_text_limit`](PlatformAdapter::dm_text_limit).
 pub async fn send_dm_text(
     adapter: &dyn PlatformAdapter,
-    user_id: &str,
+    user_id: &UserId,
     text: &str,
 ) -> Result<Vec<SentMessage>, SendTextError> {
     let parts = split_or_reject(text, adapter.dm_text_limit())?;
@@ -339,7 +353,7 @@ mod tests {
         fake.set_text_limit(TextLimits::new(20, LengthUnit::Utf16));
         let trigger = fake.push_user_message("c", "u1", "tell me");
         let text = "First sentence here. Second sentence here. Third one.";
-        let sent = send_text(&fake, "c", text, Some(&trigger))
+        let sent = send_text(&fake, &"c".into(), text, Some(&trigger))
             .await
             .expect("sent");
         let records = fake.sent();
@@ -355,7 +369,7 @@ mod tests {
         let fake = FakePlatform::discord();
         fake.set_text_limit(TextLimits::new(10, LengthUnit::Chars));
         fake.fail_after(Op::SendMessage, 1, PlatformError::Transport("reset".into()));
-        let err = send_text(&fake, "c", "one two three four five six", None)
+        let err = send_text(&fake, &"c".into(), "one two three four five six", None)
             .await
             .expect_err("second part fails");
         assert_eq!(err.sent.len(), 1);
@@ -368,7 +382,7 @@ mod tests {
     #[tokio::test]
     async fn empty_text_is_rejected_without_a_call() {
         let fake = FakePlatform::discord();
-        let err = send_text(&fake, "c", "  \n", None).await;
+        let err = send_text(&fake, &"c".into(), "  \n", None).await;
         assert!(matches!(
             err,
             Err(SendTextError {
@@ -384,7 +398,9 @@ mod tests {
         let fake = FakePlatform::misskey();
         fake.add_user("u1", "alice", "Alice");
         let text = "Reminder: ".to_owned() + &"drink water. ".repeat(200);
-        let sent = send_dm_text(&fake, "u1", &text).await.expect("sent");
+        let sent = send_dm_text(&fake, &"u1".into(), &text)
+            .await
+            .expect("sent");
         assert_eq!(sent.len(), 2);
         let texts = fake.dm_texts("u1");
         assert!(texts.iter().all(|t| TextLimits::MISSKEY_CHAT.fits(t)));

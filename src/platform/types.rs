@@ -2,9 +2,9 @@
 //! ([`IncomingMessage`], [`ChatMessage`], [`UserInfo`], [`CustomEmoji`]) and what callers hand it
 //! ([`OutgoingFile`], [`ReactionEmoji`]) or get back ([`SentMessage`], [`FileDelivery`]).
 //!
-//! Ids are plain strings in each platform's own format: Discord snowflakes (`"1234…"`), Misskey
-//! channel ids `note:{noteId}` (a note thread) and `chat:{userId}` (a chat / DM), Misskey note,
-//! chat-message and user ids as Misskey prints them. Only the adapter interprets them; everyone
+//! Ids ([`ChannelId`], [`MessageId`], [`UserId`]) are each platform's own text: Discord
+//! snowflakes (`"1234…"`), Misskey channel ids `note:{noteId}` (a note thread) and
+//! `chat:{userId}` (a chat / DM), Misskey note, chat-message and user ids as Misskey prints them. Only the adapter interprets them; everyone
 //! else compares and stores them.
 //!
 //! The serde forms use camelCase field names, matching the Skill API's JSON (`messageId`,
@@ -17,7 +17,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::PlatformError;
+use super::{ChannelId, MessageId, PlatformError, UserId};
 
 /// Which chat platform a message or adapter belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -96,11 +96,11 @@ pub struct Origin {
     /// Platform it came from.
     pub platform: PlatformKind,
     /// Channel to answer in (Discord channel or DM channel id; Misskey `note:{id}` / `chat:{id}`).
-    pub channel_id: String,
+    pub channel_id: ChannelId,
     /// Discord guild (server) id; `None` in DMs and on Misskey.
     pub guild_id: Option<String>,
     /// The user's id.
-    pub user_id: String,
+    pub user_id: UserId,
     /// The user's account name.
     pub username: String,
     /// A direct message (private memories, reminders and private data only there).
@@ -114,17 +114,17 @@ pub struct IncomingMessage {
     /// Platform it arrived on.
     pub platform: PlatformKind,
     /// Channel to answer in (Discord channel or DM channel id; Misskey `note:{id}` / `chat:{id}`).
-    pub channel_id: String,
+    pub channel_id: ChannelId,
     /// Discord guild (server) id; `None` in DMs and on Misskey.
     pub guild_id: Option<String>,
     /// Author's id.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Author's account name (Discord username, Misskey `username` or `username@host`).
     pub username: String,
     /// Author's display name (guild nickname or global name; falls back to the username).
     pub display_name: String,
     /// The message's id (what replies and reactions point at).
-    pub message_id: String,
+    pub message_id: MessageId,
     /// Direct message (Discord DM channel, Misskey chat or a `specified` note to the bot only).
     pub is_dm: bool,
     /// Text with the bot's own mention removed and surrounding whitespace trimmed.
@@ -134,7 +134,7 @@ pub struct IncomingMessage {
     /// When the message was created.
     pub timestamp: DateTime<Utc>,
     /// The message this one replies to, if any.
-    pub reply_to_message_id: Option<String>,
+    pub reply_to_message_id: Option<MessageId>,
     /// Whether the message it replies to was written by the bot.
     pub replied_to_bot: bool,
     /// Whether the author is a bot (the router ignores bots).
@@ -173,9 +173,9 @@ impl IncomingMessage {
 #[serde(rename_all = "camelCase")]
 pub struct ChatMessage {
     /// The message's id.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// Author's id.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Author's account name.
     pub username: String,
     /// Text (for the bot's own Misskey notes and Discord messages, as sent).
@@ -195,7 +195,7 @@ pub struct ChatMessage {
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
     /// The user's id.
-    pub user_id: String,
+    pub user_id: UserId,
     /// Account name.
     pub username: String,
     /// Display name (falls back to the username).
@@ -407,7 +407,7 @@ impl OutgoingFile {
 #[serde(rename_all = "camelCase")]
 pub struct SentMessage {
     /// Id of the created message.
-    pub message_id: String,
+    pub message_id: MessageId,
     /// When the platform created it.
     pub timestamp: DateTime<Utc>,
 }
@@ -438,7 +438,7 @@ pub struct FileDelivery {
 
 impl FileDelivery {
     /// Ids of the delivered messages, in order.
-    pub fn message_ids(&self) -> Vec<String> {
+    pub fn message_ids(&self) -> Vec<MessageId> {
         self.messages.iter().map(|m| m.message_id.clone()).collect()
     }
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::platform::Origin;
+use crate::platform::{MessageId, Origin};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionContext {
@@ -12,7 +12,7 @@ pub struct SessionContext {
     /// a DM (private memories, reminders). Selects the adapter the handlers act through.
     pub origin: Origin,
     /// The message that started the session; `None` for sessions without a trigger.
-    pub trigger_message_id: Option<String>,
+    pub trigger_message_id: Option<MessageId>,
     /// The user's workspace directory (`{repo}/{workspacesDir}/{platform}/{userId}`).
     pub workspace: PathBuf,
     /// What the session is for: answering a user, or maintaining their memories.

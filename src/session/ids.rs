@@ -34,6 +34,14 @@ impl SessionId {
     }
 }
 
+#[cfg(test)]
+impl SessionId {
+    /// A session id with the given text, for unit tests that need a known one.
+    pub(crate) fn for_test(id: &str) -> Self {
+        Self(id.to_owned())
+    }
+}
+
 impl std::borrow::Borrow<str> for SessionId {
     fn borrow(&self) -> &str {
         &self.0

@@ -17,6 +17,7 @@ use super::{
     TurnSlot, TurnSlots,
 };
 use crate::observability::LiveSecrets;
+use crate::platform::MessageId;
 use crate::sync::lock;
 
 /// What [`SessionRegistry::register`] returns to the agent runner.
@@ -131,7 +132,7 @@ impl SessionHandle {
     /// termination signal replaces the previous one, which is returned for the runner to
     /// await. Counts as activity (the session does not expire between turns while its agent is
     /// kept).
-    pub fn begin_turn(&self, trigger_message_id: Option<String>) -> TerminationSignal {
+    pub fn begin_turn(&self, trigger_message_id: Option<MessageId>) -> TerminationSignal {
         let termination = TerminationSignal::default();
         {
             let mut turn = lock(&self.entry.turn);
@@ -320,6 +321,7 @@ impl SessionRegistry {
     }
 
     /// The live session with this id. An idle-expired session is removed and reported absent.
+    /// Takes the id as presented (authentication looks the caller's text up here).
     pub fn lookup(&self, session_id: &str) -> Option<SessionHandle> {
         let now = Instant::now();
         let mut sessions = lock(&self.inner.sessions);
@@ -335,8 +337,8 @@ impl SessionRegistry {
     }
 
     /// Marks the session active now. Returns `false` for an unknown or expired session.
-    pub fn touch(&self, session_id: &str) -> bool {
-        match self.lookup(session_id) {
+    pub fn touch(&self, session_id: &SessionId) -> bool {
+        match self.lookup(session_id.as_str()) {
             Some(handle) => {
                 handle.mark_active();
                 true
@@ -357,14 +359,14 @@ impl SessionRegistry {
 
     /// Asks the runner to stop the session's agent. Returns `false` for an unknown session or
     /// when termination was already requested.
-    pub fn request_termination(&self, session_id: &str, reason: &str) -> bool {
-        self.lookup(session_id)
+    pub fn request_termination(&self, session_id: &SessionId, reason: &str) -> bool {
+        self.lookup(session_id.as_str())
             .is_some_and(|handle| handle.request_termination(reason))
     }
 
     /// The termination signal of a live session.
-    pub fn termination_signal(&self, session_id: &str) -> Option<TerminationSignal> {
-        self.lookup(session_id)
+    pub fn termination_signal(&self, session_id: &SessionId) -> Option<TerminationSignal> {
+        self.lookup(session_id.as_str())
             .map(|handle| handle.termination_signal())
     }
 
@@ -476,14 +478,14 @@ pub(crate) mod tests {
         assert!(r.termination.is_requested());
         let next = r.handle.begin_turn(Some("m2".into()));
         assert_eq!(r.handle.turn(), 2);
-        assert_eq!(r.handle.context().trigger_message_id.as_deref(), Some("m2"));
+        assert_eq!(r.handle.context().trigger_message_id, Some("m2".into()));
         assert_eq!(r.handle.state(), SessionState::default(), "quotas reset");
         assert!(
             !r.handle.with_slot(|a: &mut Answered| a.0),
             "handler slots reset"
         );
         assert!(!next.is_requested(), "the new turn is not terminated");
-        assert!(registry.request_termination(r.session_id.as_str(), "again"));
+        assert!(registry.request_termination(&r.session_id, "again"));
         assert!(
             next.is_requested(),
             "the registry fires the current turn's signal"
@@ -572,14 +574,14 @@ pub(crate) mod tests {
         let a = registry.register(context()).expect("register");
         let b = registry.register(context()).expect("register");
         tokio::time::advance(Duration::from_secs(6)).await;
-        assert!(registry.touch(a.session_id.as_str()));
+        assert!(registry.touch(&a.session_id));
         tokio::time::advance(Duration::from_secs(6)).await;
         assert!(registry.lookup(a.session_id.as_str()).is_some());
         assert!(
             registry.lookup(b.session_id.as_str()).is_none(),
             "b idle 12 s"
         );
-        assert!(!registry.touch(b.session_id.as_str()));
+        assert!(!registry.touch(&b.session_id));
     }
 
     #[tokio::test(start_paused = true)]
@@ -606,11 +608,11 @@ pub(crate) mod tests {
         let registry = SessionRegistry::new(Duration::from_secs(60));
         let s = registry.register(context()).expect("register");
         assert!(!s.termination.is_requested());
-        assert!(registry.request_termination(s.session_id.as_str(), "doom loop"));
-        assert!(!registry.request_termination(s.session_id.as_str(), "again"));
+        assert!(registry.request_termination(&s.session_id, "doom loop"));
+        assert!(!registry.request_termination(&s.session_id, "again"));
         assert!(s.termination.is_requested());
         assert_eq!(s.termination.reason().as_deref(), Some("doom loop"));
-        assert!(!registry.request_termination("nope", "x"));
+        assert!(!registry.request_termination(&SessionId::for_test("nope"), "x"));
     }
 
     #[test]

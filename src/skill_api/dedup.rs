@@ -19,6 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::error::SkillError;
+use crate::session::SessionId;
 use crate::sync::lock;
 
 /// The outcome of one executed call, shared between the leader, joiners and the cache.
@@ -128,7 +129,12 @@ impl DedupCache {
 
     /// The de-duplication key of a call: the same call in another turn of a session whose
     /// agent is kept across turns is a new call.
-    pub fn key(skill: &str, session_id: &str, turn: u64, params: &Map<String, Value>) -> String {
+    pub fn key(
+        skill: &str,
+        session_id: &SessionId,
+        turn: u64,
+        params: &Map<String, Value>,
+    ) -> String {
         let mut key = format!("{skill}\n{session_id}\n{turn}\n");
         write_object(params, &mut key);
         key
@@ -310,13 +316,14 @@ mod tests {
             canonical_json(&json!([2, 1]))
         );
         let empty = Map::new();
+        let (x, y) = (SessionId::for_test("x"), SessionId::for_test("y"));
         assert_ne!(
-            DedupCache::key("s", "x", 1, &empty),
-            DedupCache::key("s", "y", 1, &empty)
+            DedupCache::key("s", &x, 1, &empty),
+            DedupCache::key("s", &y, 1, &empty)
         );
         assert_ne!(
-            DedupCache::key("s", "x", 1, &empty),
-            DedupCache::key("s", "x", 2, &empty),
+            DedupCache::key("s", &x, 1, &empty),
+            DedupCache::key("s", &x, 2, &empty),
             "the same call in the next turn is a new call"
         );
     }

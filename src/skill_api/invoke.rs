@@ -64,7 +64,7 @@ async fn run(
             .check(
                 skill.name(),
                 session.origin.platform.as_str(),
-                &session.origin.user_id,
+                session.origin.user_id.as_str(),
                 limit,
             )
             .map_err(|retry_after| SkillError::RateLimited { retry_after })?;

@@ -338,7 +338,7 @@ async fn dispatch(
     }
     let key = DedupCache::key(
         skill.name(),
-        call.session.id().as_str(),
+        call.session.id(),
         call.session.turn(),
         &call.parameters,
     );

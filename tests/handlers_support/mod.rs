@@ -189,7 +189,11 @@ pub struct Session {
 
 impl Session {
     pub fn trigger(&self) -> String {
-        self.context.trigger_message_id.clone().expect("trigger")
+        self.context
+            .trigger_message_id
+            .as_ref()
+            .expect("trigger")
+            .to_string()
     }
 
     pub fn terminated(&self) -> bool {
@@ -203,7 +207,7 @@ impl App {
         let workspace = self
             .workspaces
             .join(incoming.platform.as_str())
-            .join(&incoming.user_id);
+            .join(incoming.user_id.as_str());
         std::fs::create_dir_all(&workspace).expect("workspace");
         let context = SessionContext {
             origin: Origin {
@@ -250,7 +254,7 @@ impl App {
         } else {
             self.discord.push_incoming("guild-chan", user, "x")
         };
-        incoming.message_id = String::new();
+        incoming.message_id = String::new().into();
         let mut context = self.session_for(&incoming).context;
         context.trigger_message_id = None;
         self.register(context)

@@ -372,8 +372,11 @@ async fn forward(
 
     let (provider, endpoint, url) = target(gateway, &parts, provider_id, rest).map_err(refuse)?;
     let context = session.context();
-    let workspace =
-        WorkspaceKey::new(context.origin.platform.as_str(), &context.origin.user_id).ok();
+    let workspace = WorkspaceKey::new(
+        context.origin.platform.as_str(),
+        context.origin.user_id.as_str(),
+    )
+    .ok();
     check_budget(gateway, workspace.as_ref())
         .await
         .map_err(refuse)?;

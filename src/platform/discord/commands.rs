@@ -388,9 +388,9 @@ pub(crate) async fn handle(ctx: &InteractionContext, interaction: CommandInterac
     let invocation = CommandInvocation {
         origin: Origin {
             platform: PlatformKind::Discord,
-            channel_id: interaction.channel_id.to_string(),
+            channel_id: interaction.channel_id.to_string().into(),
             guild_id: guild.map(|g| g.to_string()),
-            user_id: user.id.to_string(),
+            user_id: user.id.to_string().into(),
             username: user.name.clone(),
             is_dm: guild.is_none(),
         },

@@ -10,7 +10,7 @@ use serenity::model::channel::Message;
 
 use super::DiscordSetupError;
 use crate::platform::{
-    Attachment, ChatMessage, CustomEmoji, IncomingMessage, PlatformError, PlatformKind,
+    Attachment, ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformError, PlatformKind,
     ReactionEmoji, SentMessage, TextLimits, UserInfo,
 };
 
@@ -96,8 +96,8 @@ impl RestMessage {
     /// The message in fetch-context shape.
     pub fn into_chat(self) -> ChatMessage {
         ChatMessage {
-            message_id: self.id,
-            user_id: self.author.id,
+            message_id: self.id.into(),
+            user_id: self.author.id.into(),
             username: self.author.username,
             content: self.content,
             timestamp: self.timestamp,
@@ -119,7 +119,7 @@ impl RestMessage {
     /// The message as a send result.
     pub fn sent(&self) -> SentMessage {
         SentMessage {
-            message_id: self.id.clone(),
+            message_id: self.id.as_str().into(),
             timestamp: self.timestamp,
         }
     }
@@ -133,7 +133,7 @@ impl RestUser {
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| self.username.clone());
         UserInfo {
-            user_id: self.id,
+            user_id: self.id.into(),
             username: self.username,
             display_name,
         }
@@ -195,7 +195,7 @@ pub(crate) fn incoming(
         .as_ref()
         .and_then(|r| r.message_id)
         .or(referenced.map(|m| m.id))
-        .map(|id| id.to_string());
+        .map(|id| MessageId::new(id.to_string()));
     let replied_to_bot = bot_id != 0 && referenced.is_some_and(|m| m.author.id.get() == bot_id);
     let display_name = message
         .member
@@ -214,12 +214,12 @@ pub(crate) fn incoming(
         .unwrap_or_else(Utc::now);
     Ok(IncomingMessage {
         platform: PlatformKind::Discord,
-        channel_id: message.channel_id.to_string(),
+        channel_id: message.channel_id.to_string().into(),
         guild_id: message.guild_id.map(|g| g.to_string()),
-        user_id: message.author.id.to_string(),
+        user_id: message.author.id.to_string().into(),
         username: message.author.name.clone(),
         display_name,
-        message_id: message.id.to_string(),
+        message_id: message.id.to_string().into(),
         is_dm: message.guild_id.is_none(),
         content,
         attachments,
@@ -543,7 +543,13 @@ mod tests {
         let message = gateway_message(value.clone());
         let incoming_dm = incoming(&message, 42, &[100]).expect("DMs pass the guild filter");
         assert!(incoming_dm.is_dm && !incoming_dm.mentions_bot && incoming_dm.replied_to_bot);
-        assert_eq!(incoming_dm.reply_to_message_id.as_deref(), Some("400"));
+        assert_eq!(
+            incoming_dm
+                .reply_to_message_id
+                .as_ref()
+                .map(MessageId::as_str),
+            Some("400")
+        );
         assert_eq!(incoming_dm.display_name, "Alice");
 
         value["author"] = json!({"id": "42", "username": "bot", "bot": true});

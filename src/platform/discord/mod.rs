@@ -43,8 +43,9 @@ use self::convert::{
 use self::http::{Body, Rest, Route};
 use crate::config::DiscordConfig;
 use crate::platform::{
-    ChatMessage, CustomEmoji, FileDelivery, OutgoingFile, PlatformAdapter, PlatformError,
-    PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserCommandSpec, UserInfo,
+    ChannelId, ChatMessage, CustomEmoji, FileDelivery, MessageId, OutgoingFile, PlatformAdapter,
+    PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserCommandSpec, UserId,
+    UserInfo,
 };
 
 /// How many recent messages [`PlatformAdapter::search_messages`] scans.
@@ -213,12 +214,12 @@ impl DiscordAdapter {
         &self,
         name: &'static str,
         method: Method,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<Route, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        let message = snowflake(message_id.as_str(), "message id")?;
         let segment = reaction_segment(&self.resolve_emoji(channel, emoji).await?)?;
         Ok(Route::new(
             name,
@@ -350,14 +351,14 @@ impl PlatformAdapter for DiscordAdapter {
         PlatformKind::Discord
     }
 
-    fn bot_user_id(&self) -> Option<String> {
+    fn bot_user_id(&self) -> Option<UserId> {
         match self.shared.bot_user_id_raw() {
             0 => None,
-            id => Some(id.to_string()),
+            id => Some(UserId::new(id.to_string())),
         }
     }
 
-    fn text_limit(&self, _channel_id: &str) -> TextLimits {
+    fn text_limit(&self, _channel_id: &ChannelId) -> TextLimits {
         TextLimits::DISCORD
     }
 
@@ -367,23 +368,24 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        self.post_text(channel, text, reply_to).await
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        self.post_text(channel, text, reply_to.map(MessageId::as_str))
+            .await
     }
 
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        _reply_to: Option<&str>,
+        _reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        let message = snowflake(message_id.as_str(), "message id")?;
         check_text(text)?;
         let route = Route::new(
             "edit_message",
@@ -397,11 +399,11 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn delete_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<(), PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        let message = snowflake(message_id.as_str(), "message id")?;
         let route = Route::new(
             "delete_message",
             Method::DELETE,
@@ -412,11 +414,11 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let message = snowflake(message_id, "message id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        let message = snowflake(message_id.as_str(), "message id")?;
         let route = Route::new(
             "get_message",
             Method::GET,
@@ -428,10 +430,10 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
         let limit = limit.min(PAGE);
         if limit == 0 {
             return Ok(Vec::new());
@@ -448,11 +450,11 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
         let keywords: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
         if keywords.is_empty() {
             return Err(PlatformError::InvalidInput(
@@ -477,9 +479,13 @@ impl PlatformAdapter for DiscordAdapter {
         Ok(found)
     }
 
-    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        let user = snowflake(user_id, "user id")?;
+    async fn user_info(
+        &self,
+        channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError> {
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        let user = snowflake(user_id.as_str(), "user id")?;
         if let Some(guild) = self.guild_of(channel).await? {
             let route = Route::new(
                 "get_guild_member",
@@ -499,8 +505,8 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         let route = self
@@ -511,8 +517,8 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         let route = self
@@ -529,17 +535,18 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
-        self.post_files(channel, files, caption, reply_to).await
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
+        self.post_files(channel, files, caption, reply_to.map(MessageId::as_str))
+            .await
     }
 
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
-        let user = snowflake(user_id, "user id")?;
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
+        let user = snowflake(user_id.as_str(), "user id")?;
         check_text(text)?;
         let channel = self.dm_channel(user).await?;
         self.post_text(channel, text, None).await
@@ -547,11 +554,11 @@ impl PlatformAdapter for DiscordAdapter {
 
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError> {
-        let user = snowflake(user_id, "user id")?;
+        let user = snowflake(user_id.as_str(), "user id")?;
         if files.is_empty() {
             return Err(PlatformError::InvalidInput("no files to send".into()));
         }
@@ -559,13 +566,16 @@ impl PlatformAdapter for DiscordAdapter {
         self.post_files(channel, files, caption, None).await
     }
 
-    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
+    async fn custom_emojis(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError> {
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
         self.guild_emojis(channel).await
     }
 
-    async fn start_typing(&self, channel_id: &str) -> Result<(), PlatformError> {
-        let channel = snowflake(channel_id, "channel id")?;
+    async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
+        let channel = snowflake(channel_id.as_str(), "channel id")?;
         let route = Route::new(
             "typing",
             Method::POST,

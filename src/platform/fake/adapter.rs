@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::super::{
-    ChatMessage, CustomEmoji, FileDelivery, FileFailure, OutgoingFile, PlatformAdapter,
-    PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserInfo,
+    ChannelId, ChatMessage, CustomEmoji, FileDelivery, FileFailure, MessageId, OutgoingFile,
+    PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserId,
+    UserInfo,
 };
 use super::{Call, FakePlatform, FileMode, FileRecord, SentRecord, State};
 use crate::text::LengthUnit;
@@ -55,6 +56,12 @@ impl FakePlatform {
         }
     }
 
+    /// The text limit of `channel_id` (what [`PlatformAdapter::text_limit`] answers).
+    fn limit_of(&self, channel_id: &str) -> TextLimits {
+        let state = self.state();
+        self.limit_for(&state, channel_id)
+    }
+
     fn one_per_file(&self, state: &State, channel_id: &str) -> bool {
         match state.file_mode {
             FileMode::OneMessage => false,
@@ -80,7 +87,7 @@ impl FakePlatform {
         let sent = state.post_bot_message(channel_id, text);
         state.sent.push(SentRecord {
             channel_id: channel_id.into(),
-            message_id: sent.message_id.clone(),
+            message_id: sent.message_id.to_string(),
             text: text.into(),
             reply_to: reply_to.map(str::to_owned),
             dm,
@@ -152,7 +159,11 @@ impl FakePlatform {
             filenames: delivered_names,
             caption: caption.map(str::to_owned),
             reply_to: reply_to.map(str::to_owned),
-            message_ids: delivery.message_ids(),
+            message_ids: delivery
+                .message_ids()
+                .into_iter()
+                .map(MessageId::into_string)
+                .collect(),
         });
         Ok(delivery)
     }
@@ -200,8 +211,8 @@ impl State {
     fn post_bot_message(&mut self, channel_id: &str, text: &str) -> SentMessage {
         let (message_id, timestamp) = self.next_message("sent");
         let message = ChatMessage {
-            message_id: message_id.clone(),
-            user_id: self.bot_user_id.clone(),
+            message_id: message_id.as_str().into(),
+            user_id: self.bot_user_id.as_str().into(),
             username: self.bot_username.clone(),
             content: text.into(),
             timestamp,
@@ -213,7 +224,7 @@ impl State {
             .or_default()
             .push(message);
         SentMessage {
-            message_id,
+            message_id: message_id.into(),
             timestamp,
         }
     }
@@ -235,7 +246,7 @@ impl State {
             .channels
             .get(channel_id)
             .and_then(|history| history.get(index))
-            .is_some_and(|m| m.user_id == self.bot_user_id);
+            .is_some_and(|m| m.user_id.as_str() == self.bot_user_id);
         if own {
             Ok(index)
         } else {
@@ -258,13 +269,12 @@ impl PlatformAdapter for FakePlatform {
         self.kind
     }
 
-    fn bot_user_id(&self) -> Option<String> {
-        Some(self.state().bot_user_id.clone())
+    fn bot_user_id(&self) -> Option<UserId> {
+        Some(UserId::new(self.state().bot_user_id.clone()))
     }
 
-    fn text_limit(&self, channel_id: &str) -> TextLimits {
-        let state = self.state();
-        self.limit_for(&state, channel_id)
+    fn text_limit(&self, channel_id: &ChannelId) -> TextLimits {
+        self.limit_of(channel_id.as_str())
     }
 
     fn dm_text_limit(&self) -> TextLimits {
@@ -273,27 +283,32 @@ impl PlatformAdapter for FakePlatform {
 
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
+        let channel_id = channel_id.as_str();
+        let reply_to = reply_to.map(MessageId::as_str);
         self.begin(Call::SendMessage {
             channel_id: channel_id.into(),
             text: text.into(),
             reply_to: reply_to.map(str::to_owned),
         })
         .await?;
-        let limits = self.text_limit(channel_id);
+        let limits = self.limit_of(channel_id);
         self.deliver_text(channel_id, text, reply_to, limits, false)
     }
 
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
+        let channel_id = channel_id.as_str();
+        let message_id = message_id.as_str();
+        let reply_to = reply_to.map(MessageId::as_str);
         self.begin(Call::EditMessage {
             channel_id: channel_id.into(),
             message_id: message_id.into(),
@@ -301,7 +316,7 @@ impl PlatformAdapter for FakePlatform {
             reply_to: reply_to.map(str::to_owned),
         })
         .await?;
-        check_text(text, self.text_limit(channel_id))?;
+        check_text(text, self.limit_of(channel_id))?;
         let mut state = self.state();
         let index = state.find_own(channel_id, message_id)?;
         if state.edit_recreates {
@@ -328,9 +343,11 @@ impl PlatformAdapter for FakePlatform {
 
     async fn delete_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<(), PlatformError> {
+        let channel_id = channel_id.as_str();
+        let message_id = message_id.as_str();
         self.begin(Call::DeleteMessage {
             channel_id: channel_id.into(),
             message_id: message_id.into(),
@@ -346,9 +363,11 @@ impl PlatformAdapter for FakePlatform {
 
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
+        let channel_id = channel_id.as_str();
+        let message_id = message_id.as_str();
         self.begin(Call::GetMessage {
             channel_id: channel_id.into(),
             message_id: message_id.into(),
@@ -366,9 +385,10 @@ impl PlatformAdapter for FakePlatform {
 
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
+        let channel_id = channel_id.as_str();
         self.begin(Call::RecentMessages {
             channel_id: channel_id.into(),
             limit,
@@ -388,10 +408,11 @@ impl PlatformAdapter for FakePlatform {
     /// case-insensitively; returns the latest `limit` matches, oldest first.
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
+        let channel_id = channel_id.as_str();
         self.begin(Call::SearchMessages {
             channel_id: channel_id.into(),
             query: query.into(),
@@ -420,7 +441,13 @@ impl PlatformAdapter for FakePlatform {
         Ok(matches[matches.len().saturating_sub(limit)..].to_vec())
     }
 
-    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
+    async fn user_info(
+        &self,
+        channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError> {
+        let channel_id = channel_id.as_str();
+        let user_id = user_id.as_str();
         self.begin(Call::UserInfo {
             channel_id: channel_id.into(),
             user_id: user_id.into(),
@@ -435,10 +462,12 @@ impl PlatformAdapter for FakePlatform {
 
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
+        let channel_id = channel_id.as_str();
+        let message_id = message_id.as_str();
         self.begin(Call::AddReaction {
             channel_id: channel_id.into(),
             message_id: message_id.into(),
@@ -464,10 +493,12 @@ impl PlatformAdapter for FakePlatform {
 
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
+        let channel_id = channel_id.as_str();
+        let message_id = message_id.as_str();
         self.begin(Call::RemoveReaction {
             channel_id: channel_id.into(),
             message_id: message_id.into(),
@@ -487,11 +518,13 @@ impl PlatformAdapter for FakePlatform {
 
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
+        let channel_id = channel_id.as_str();
+        let reply_to = reply_to.map(MessageId::as_str);
         self.begin(Call::SendFiles {
             channel_id: channel_id.into(),
             files: files.clone(),
@@ -499,11 +532,12 @@ impl PlatformAdapter for FakePlatform {
             reply_to: reply_to.map(str::to_owned),
         })
         .await?;
-        let limits = self.text_limit(channel_id);
+        let limits = self.limit_of(channel_id);
         self.deliver_files(channel_id, &files, caption, reply_to, limits)
     }
 
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
+        let user_id = user_id.as_str();
         self.begin(Call::SendDm {
             user_id: user_id.into(),
             text: text.into(),
@@ -516,10 +550,11 @@ impl PlatformAdapter for FakePlatform {
 
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError> {
+        let user_id = user_id.as_str();
         self.begin(Call::SendDmFiles {
             user_id: user_id.into(),
             files: files.clone(),
@@ -531,7 +566,11 @@ impl PlatformAdapter for FakePlatform {
         self.deliver_files(&self.dm_channel_id(user_id), &files, caption, None, limits)
     }
 
-    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
+    async fn custom_emojis(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError> {
+        let channel_id = channel_id.as_str();
         self.begin(Call::CustomEmojis {
             channel_id: channel_id.into(),
         })
@@ -539,7 +578,8 @@ impl PlatformAdapter for FakePlatform {
         Ok(self.state().emojis_for(channel_id).to_vec())
     }
 
-    async fn start_typing(&self, channel_id: &str) -> Result<(), PlatformError> {
+    async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
+        let channel_id = channel_id.as_str();
         self.begin(Call::StartTyping {
             channel_id: channel_id.into(),
         })

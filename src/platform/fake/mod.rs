@@ -32,8 +32,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::{
-    ChatMessage, CustomEmoji, IncomingMessage, PlatformError, PlatformKind, ReactionEmoji,
-    TextLimits, UserInfo,
+    ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformError, PlatformKind,
+    ReactionEmoji, TextLimits, UserInfo,
 };
 use crate::text::LengthUnit;
 
@@ -223,7 +223,7 @@ impl FakePlatform {
     /// Appends a message written by `user_id` (registered as a user with that name if unknown)
     /// to a channel's history, with a generated id (`in-N`) and the fake clock's time; returns the
     /// id.
-    pub fn push_user_message(&self, channel_id: &str, user_id: &str, content: &str) -> String {
+    pub fn push_user_message(&self, channel_id: &str, user_id: &str, content: &str) -> MessageId {
         let mut state = self.state();
         let username = state
             .users
@@ -236,6 +236,7 @@ impl FakePlatform {
             .username
             .clone();
         let (message_id, timestamp) = state.next_message("in");
+        let message_id = MessageId::new(message_id);
         state
             .channels
             .entry(channel_id.into())
@@ -455,7 +456,7 @@ mod tests {
         let fake = FakePlatform::discord();
         let trigger = fake.push_user_message("c1", "u1", "hello bot");
         let sent = fake
-            .send_message("c1", "hi!", Some(&trigger))
+            .send_message(&"c1".into(), "hi!", Some(&trigger))
             .await
             .expect("sent");
         assert_eq!(sent.message_id, "sent-2");
@@ -464,11 +465,14 @@ mod tests {
             vec![Call::SendMessage {
                 channel_id: "c1".into(),
                 text: "hi!".into(),
-                reply_to: Some(trigger.clone()),
+                reply_to: Some(trigger.to_string()),
             }]
         );
         assert_eq!(fake.sent_texts(), vec!["hi!"]);
-        let history = fake.recent_messages("c1", 10).await.expect("history");
+        let history = fake
+            .recent_messages(&"c1".into(), 10)
+            .await
+            .expect("history");
         assert_eq!(history.len(), 2);
         assert_eq!(history[0].message_id, trigger);
         assert!(history[1].is_bot);
@@ -481,28 +485,29 @@ mod tests {
         let fake = FakePlatform::discord();
         fake.set_text_limit(TextLimits::new(5, LengthUnit::Utf16));
         assert!(matches!(
-            fake.send_message("c", "  ", None).await,
+            fake.send_message(&"c".into(), "  ", None).await,
             Err(PlatformError::InvalidInput(_))
         ));
         assert!(matches!(
-            fake.send_message("c", "123456", None).await,
+            fake.send_message(&"c".into(), "123456", None).await,
             Err(PlatformError::InvalidInput(_))
         ));
         assert!(matches!(
-            fake.send_message("c", "ok", Some("nope")).await,
+            fake.send_message(&"c".into(), "ok", Some(&"nope".into()))
+                .await,
             Err(PlatformError::NotFound(_))
         ));
         let theirs = fake.push_user_message("c", "u1", "mine");
         assert!(matches!(
-            fake.edit_message("c", &theirs, "x", None).await,
+            fake.edit_message(&"c".into(), &theirs, "x", None).await,
             Err(PlatformError::Forbidden(_))
         ));
         assert!(matches!(
-            fake.send_dm("stranger", "hi").await,
+            fake.send_dm(&"stranger".into(), "hi").await,
             Err(PlatformError::NotFound(_))
         ));
         assert!(matches!(
-            fake.add_reaction("c", &theirs, &":missing:".parse().expect("emoji"))
+            fake.add_reaction(&"c".into(), &theirs, &":missing:".parse().expect("emoji"))
                 .await,
             Err(PlatformError::NotFound(_))
         ));
@@ -516,7 +521,7 @@ mod tests {
         let fake = FakePlatform::discord();
         fake.rate_limit_next(Op::SendMessage, Duration::from_secs(2))
             .fail_next(Op::SendMessage, PlatformError::Transport("reset".into()));
-        let first = fake.send_message("c", "a", None).await;
+        let first = fake.send_message(&"c".into(), "a", None).await;
         assert_eq!(
             first,
             Err(PlatformError::RateLimited {
@@ -524,26 +529,29 @@ mod tests {
             })
         );
         assert!(matches!(
-            fake.send_message("c", "a", None).await,
+            fake.send_message(&"c".into(), "a", None).await,
             Err(PlatformError::Transport(_))
         ));
-        assert!(fake.send_message("c", "a", None).await.is_ok());
+        assert!(fake.send_message(&"c".into(), "a", None).await.is_ok());
         // Other operations are unaffected.
         fake.fail_next(Op::GetMessage, PlatformError::NotFound("x".into()));
-        assert!(fake.start_typing("c").await.is_ok());
+        assert!(fake.start_typing(&"c".into()).await.is_ok());
     }
 
     #[tokio::test]
     async fn discord_edits_in_place_and_misskey_recreates() {
         let discord = FakePlatform::discord();
-        let sent = discord.send_message("c", "v1", None).await.expect("sent");
+        let sent = discord
+            .send_message(&"c".into(), "v1", None)
+            .await
+            .expect("sent");
         let edited = discord
-            .edit_message("c", &sent.message_id, "v2", None)
+            .edit_message(&"c".into(), &sent.message_id, "v2", None)
             .await
             .expect("edited");
         assert_eq!(edited.message_id, sent.message_id);
         let message = discord
-            .get_message("c", &sent.message_id)
+            .get_message(&"c".into(), &sent.message_id)
             .await
             .expect("message");
         assert_eq!(message.content, "v2");
@@ -551,16 +559,18 @@ mod tests {
         let misskey = FakePlatform::misskey();
         let parent = misskey.push_user_message("note:n1", "u1", "@bot hi");
         let sent = misskey
-            .send_message("note:n1", "v1", Some(&parent))
+            .send_message(&"note:n1".into(), "v1", Some(&parent))
             .await
             .expect("sent");
         let edited = misskey
-            .edit_message("note:n1", &sent.message_id, "v2", Some(&parent))
+            .edit_message(&"note:n1".into(), &sent.message_id, "v2", Some(&parent))
             .await
             .expect("edited");
         assert_ne!(edited.message_id, sent.message_id);
         assert!(matches!(
-            misskey.get_message("note:n1", &sent.message_id).await,
+            misskey
+                .get_message(&"note:n1".into(), &sent.message_id)
+                .await,
             Err(PlatformError::NotFound(_))
         ));
         let history = misskey.history("note:n1");
@@ -571,12 +581,21 @@ mod tests {
     #[tokio::test]
     async fn misskey_limits_depend_on_the_channel() {
         let misskey = FakePlatform::misskey();
-        assert_eq!(misskey.text_limit("note:x"), TextLimits::MISSKEY_NOTE);
-        assert_eq!(misskey.text_limit("chat:u"), TextLimits::MISSKEY_CHAT);
+        assert_eq!(
+            misskey.text_limit(&"note:x".into()),
+            TextLimits::MISSKEY_NOTE
+        );
+        assert_eq!(
+            misskey.text_limit(&"chat:u".into()),
+            TextLimits::MISSKEY_CHAT
+        );
         assert_eq!(misskey.dm_text_limit(), TextLimits::MISSKEY_CHAT);
         misskey.set_channel_text_limit("note:x", TextLimits::new(10, LengthUnit::Chars));
-        assert_eq!(misskey.text_limit("note:x").max, 10);
-        assert_eq!(FakePlatform::discord().text_limit("1"), TextLimits::DISCORD);
+        assert_eq!(misskey.text_limit(&"note:x".into()).max, 10);
+        assert_eq!(
+            FakePlatform::discord().text_limit(&"1".into()),
+            TextLimits::DISCORD
+        );
     }
 
     #[tokio::test]
@@ -587,7 +606,7 @@ mod tests {
             OutgoingFile::from_bytes("b.png", vec![2]),
         ];
         let delivery = fake
-            .send_files("c", files.clone(), Some("look"), None)
+            .send_files(&"c".into(), files.clone(), Some("look"), None)
             .await
             .expect("delivered");
         assert_eq!(delivery.messages.len(), 1);
@@ -604,12 +623,12 @@ mod tests {
             },
         );
         assert!(matches!(
-            fake.send_files("c", files, None, None).await,
+            fake.send_files(&"c".into(), files, None, None).await,
             Err(PlatformError::Api { status: 413, .. })
         ));
         assert_eq!(fake.file_deliveries().len(), 1);
         assert!(matches!(
-            fake.send_files("c", Vec::new(), None, None).await,
+            fake.send_files(&"c".into(), Vec::new(), None, None).await,
             Err(PlatformError::InvalidInput(_))
         ));
     }
@@ -625,7 +644,7 @@ mod tests {
             OutgoingFile::from_bytes("c.txt", b"c".to_vec()),
         ];
         let delivery = fake
-            .send_dm_files("u1", files, Some("your export"))
+            .send_dm_files(&"u1".into(), files, Some("your export"))
             .await
             .expect("partial delivery is Ok");
         assert_eq!(delivery.messages.len(), 2);
@@ -645,7 +664,7 @@ mod tests {
             OutgoingFile::from_bytes("b.txt", b"b".to_vec()),
         ];
         assert!(matches!(
-            fake.send_dm_files("u1", only_failures, None).await,
+            fake.send_dm_files(&"u1".into(), only_failures, None).await,
             Err(PlatformError::Transport(_))
         ));
     }
@@ -657,29 +676,29 @@ mod tests {
         let trigger = fake.push_user_message("c", "u1", "hey");
         let blob: ReactionEmoji = ":blob:".parse().expect("emoji");
         let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
-        fake.add_reaction("c", &trigger, &thumbs)
+        fake.add_reaction(&"c".into(), &trigger, &thumbs)
             .await
             .expect("added");
-        fake.add_reaction("c", &trigger, &blob)
+        fake.add_reaction(&"c".into(), &trigger, &blob)
             .await
             .expect("added");
-        fake.add_reaction("c", &trigger, &blob)
+        fake.add_reaction(&"c".into(), &trigger, &blob)
             .await
             .expect("idempotent");
         assert_eq!(
-            fake.reactions("c", &trigger),
+            fake.reactions("c", trigger.as_str()),
             vec![thumbs.clone(), blob.clone()]
         );
-        fake.remove_reaction("c", &trigger, &thumbs)
+        fake.remove_reaction(&"c".into(), &trigger, &thumbs)
             .await
             .expect("removed");
-        assert_eq!(fake.reactions("c", &trigger), vec![blob]);
+        assert_eq!(fake.reactions("c", trigger.as_str()), vec![blob]);
 
         fake.set_channel_emojis("other", vec![emoji("wave")]);
-        let emojis = fake.custom_emojis("other").await.expect("emojis");
+        let emojis = fake.custom_emojis(&"other".into()).await.expect("emojis");
         assert_eq!(emojis[0].name, "wave");
         assert_eq!(
-            fake.custom_emojis("c").await.expect("emojis")[0].name,
+            fake.custom_emojis(&"c".into()).await.expect("emojis")[0].name,
             "blob"
         );
     }
@@ -692,19 +711,22 @@ mod tests {
         fake.push_user_message("c", "u1", "nothing here");
         fake.push_user_message("c", "u1", "ラーメンが好き");
         let found = fake
-            .search_messages("c", "rust cats", 10)
+            .search_messages(&"c".into(), "rust cats", 10)
             .await
             .expect("found");
         let contents: Vec<&str> = found.iter().map(|m| m.content.as_str()).collect();
         assert_eq!(contents, vec!["I like Rust", "Cats are nice"]);
         let found = fake
-            .search_messages("c", "ラーメン", 10)
+            .search_messages(&"c".into(), "ラーメン", 10)
             .await
             .expect("found");
         assert_eq!(found.len(), 1);
-        let latest = fake.search_messages("c", "e", 1).await.expect("found");
+        let latest = fake
+            .search_messages(&"c".into(), "e", 1)
+            .await
+            .expect("found");
         assert_eq!(latest[0].content, "nothing here");
-        assert!(fake.search_messages("c", " ", 10).await.is_err());
+        assert!(fake.search_messages(&"c".into(), " ", 10).await.is_err());
     }
 
     #[tokio::test]
@@ -722,11 +744,13 @@ mod tests {
         assert!(dm.is_dm);
         assert_eq!(dm.channel_id, "dm:u1");
         assert_eq!(dm.guild_id, None);
-        fake.send_dm("u1", "reminder!").await.expect("dm");
+        fake.send_dm(&"u1".into(), "reminder!").await.expect("dm");
         assert_eq!(fake.dm_texts("u1"), vec!["reminder!"]);
         assert!(fake.sent_texts().is_empty());
         assert_eq!(
-            fake.user_info("c1", "u1").await.map(|u| u.username),
+            fake.user_info(&"c1".into(), &"u1".into())
+                .await
+                .map(|u| u.username),
             Ok("alice".to_owned())
         );
 
@@ -740,20 +764,23 @@ mod tests {
         let fake = FakePlatform::discord();
         fake.set_latency(Duration::from_millis(30));
         let start = tokio::time::Instant::now();
-        fake.start_typing("c").await.expect("typing");
+        fake.start_typing(&"c".into()).await.expect("typing");
         assert!(start.elapsed() >= Duration::from_millis(30));
     }
 
     #[tokio::test]
     async fn delete_removes_own_messages_only() {
         let fake = FakePlatform::discord();
-        let mine = fake.send_message("c", "oops", None).await.expect("sent");
+        let mine = fake
+            .send_message(&"c".into(), "oops", None)
+            .await
+            .expect("sent");
         let theirs = fake.push_user_message("c", "u1", "keep");
         assert!(matches!(
-            fake.delete_message("c", &theirs).await,
+            fake.delete_message(&"c".into(), &theirs).await,
             Err(PlatformError::Forbidden(_))
         ));
-        fake.delete_message("c", &mine.message_id)
+        fake.delete_message(&"c".into(), &mine.message_id)
             .await
             .expect("deleted");
         assert_eq!(fake.history("c").len(), 1);

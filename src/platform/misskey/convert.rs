@@ -4,7 +4,7 @@
 
 use super::ids::Channel;
 use super::model::{self, DriveFile, Note, User, Visibility};
-use crate::platform::{Attachment, ChatMessage, IncomingMessage, PlatformKind};
+use crate::platform::{Attachment, ChatMessage, IncomingMessage, MessageId, PlatformKind};
 
 /// Who the bot is, for recognising its own messages and its mentions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,17 +67,17 @@ pub fn note_to_incoming(
             .is_some_and(|parent| parent.user_id == bot.user_id);
     Ok(IncomingMessage {
         platform: PlatformKind::Misskey,
-        channel_id: Channel::note(&note.id),
+        channel_id: Channel::note(&note.id).into(),
         guild_id: None,
-        user_id: note.user_id.clone(),
+        user_id: note.user_id.as_str().into(),
         username: note.user.acct(),
         display_name: note.user.display_name(),
-        message_id: note.id.clone(),
+        message_id: note.id.as_str().into(),
         is_dm: is_direct_note(note, bot),
         content,
         attachments: note.files.iter().map(attachment).collect(),
         timestamp: note.created_at,
-        reply_to_message_id: note.reply_id.clone(),
+        reply_to_message_id: note.reply_id.as_deref().map(MessageId::from),
         replied_to_bot,
         is_bot: note.user.is_bot,
         mentions_bot: mentioned_in_text || note.mentions.contains(&bot.user_id),
@@ -106,12 +106,12 @@ pub fn chat_to_incoming(
     let display_name = sender.map_or_else(|| username.clone(), User::display_name);
     Ok(IncomingMessage {
         platform: PlatformKind::Misskey,
-        channel_id: Channel::chat(&message.from_user_id),
+        channel_id: Channel::chat(&message.from_user_id).into(),
         guild_id: None,
-        user_id: message.from_user_id.clone(),
+        user_id: message.from_user_id.as_str().into(),
         username,
         display_name,
-        message_id: message.id.clone(),
+        message_id: message.id.as_str().into(),
         is_dm: true,
         content,
         attachments: message.file.iter().map(attachment).collect(),
@@ -126,8 +126,8 @@ pub fn chat_to_incoming(
 /// A note as one entry of a conversation history.
 pub fn note_to_history(note: &Note, bot_user_id: Option<&str>) -> ChatMessage {
     ChatMessage {
-        message_id: note.id.clone(),
-        user_id: note.user_id.clone(),
+        message_id: note.id.as_str().into(),
+        user_id: note.user_id.as_str().into(),
         username: note.user.acct(),
         content: note.content(),
         timestamp: note.created_at,
@@ -145,8 +145,8 @@ pub fn chat_to_history(
 ) -> ChatMessage {
     let sender = message.from_user.as_ref().or(sender);
     ChatMessage {
-        message_id: message.id.clone(),
-        user_id: message.from_user_id.clone(),
+        message_id: message.id.as_str().into(),
+        user_id: message.from_user_id.as_str().into(),
         username: sender.map_or_else(|| message.from_user_id.clone(), User::acct),
         content: message.text.clone().unwrap_or_default(),
         timestamp: message.created_at,
@@ -338,7 +338,10 @@ mod tests {
         assert!(incoming.mentions_bot);
         assert!(incoming.replied_to_bot);
         assert!(!incoming.is_dm);
-        assert_eq!(incoming.reply_to_message_id.as_deref(), Some("n1"));
+        assert_eq!(
+            incoming.reply_to_message_id.as_ref().map(MessageId::as_str),
+            Some("n1")
+        );
         assert_eq!(incoming.display_name, "Alice A.");
         assert_eq!(incoming.attachments[0].filename, "cat.png");
         assert_eq!(incoming.attachments[0].mime.as_deref(), Some("image/png"));

@@ -47,9 +47,9 @@ use self::api::Api;
 use self::model::User;
 use crate::config::{MisskeyConfig, Secret};
 use crate::platform::{
-    ChatMessage, ConnectionState, CustomEmoji, EventSink, FileDelivery, OutgoingFile,
-    PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits,
-    UserCommandSpec, UserInfo,
+    ChannelId, ChatMessage, ConnectionState, CustomEmoji, EventSink, FileDelivery, MessageId,
+    OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
+    TextLimits, UserCommandSpec, UserId, UserInfo,
 };
 
 /// Most users kept in the name cache (chat messages carry only user ids).
@@ -385,12 +385,12 @@ impl PlatformAdapter for MisskeyAdapter {
         PlatformKind::Misskey
     }
 
-    fn bot_user_id(&self) -> Option<String> {
-        self.bot_id()
+    fn bot_user_id(&self) -> Option<UserId> {
+        self.bot_id().map(UserId::from)
     }
 
-    fn text_limit(&self, channel_id: &str) -> TextLimits {
-        match Channel::parse(channel_id) {
+    fn text_limit(&self, channel_id: &ChannelId) -> TextLimits {
+        match Channel::parse(channel_id.as_str()) {
             Ok(Channel::Note(_)) => TextLimits::MISSKEY_NOTE,
             _ => TextLimits::MISSKEY_CHAT,
         }
@@ -402,64 +402,80 @@ impl PlatformAdapter for MisskeyAdapter {
 
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
-        self.send_text(&Channel::parse(channel_id)?, text, reply_to)
-            .await
+        self.send_text(
+            &Channel::parse(channel_id.as_str())?,
+            text,
+            reply_to.map(MessageId::as_str),
+        )
+        .await
     }
 
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
-        self.edit(&Channel::parse(channel_id)?, message_id, text, reply_to)
-            .await
+        self.edit(
+            &Channel::parse(channel_id.as_str())?,
+            message_id.as_str(),
+            text,
+            reply_to.map(MessageId::as_str),
+        )
+        .await
     }
 
     async fn delete_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<(), PlatformError> {
-        self.delete(&Channel::parse(channel_id)?, message_id).await
+        self.delete(&Channel::parse(channel_id.as_str())?, message_id.as_str())
+            .await
     }
 
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
-        self.get(&Channel::parse(channel_id)?, message_id).await
+        self.get(&Channel::parse(channel_id.as_str())?, message_id.as_str())
+            .await
     }
 
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
-        self.recent(&Channel::parse(channel_id)?, limit).await
+        self.recent(&Channel::parse(channel_id.as_str())?, limit)
+            .await
     }
 
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
-        self.search(&Channel::parse(channel_id)?, query, limit)
+        self.search(&Channel::parse(channel_id.as_str())?, query, limit)
             .await
     }
 
-    async fn user_info(&self, channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
-        Channel::parse(channel_id)?;
-        let user = self.fetch_user(user_id).await?;
+    async fn user_info(
+        &self,
+        channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError> {
+        Channel::parse(channel_id.as_str())?;
+        let user = self.fetch_user(user_id.as_str()).await?;
         Ok(UserInfo {
-            user_id: user.id.clone(),
+            user_id: user.id.clone().into(),
             username: user.acct(),
             display_name: user.display_name(),
         })
@@ -467,54 +483,75 @@ impl PlatformAdapter for MisskeyAdapter {
 
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
-        self.react(&Channel::parse(channel_id)?, message_id, emoji)
-            .await
+        self.react(
+            &Channel::parse(channel_id.as_str())?,
+            message_id.as_str(),
+            emoji,
+        )
+        .await
     }
 
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
-        self.unreact(&Channel::parse(channel_id)?, message_id, emoji)
-            .await
+        self.unreact(
+            &Channel::parse(channel_id.as_str())?,
+            message_id.as_str(),
+            emoji,
+        )
+        .await
     }
 
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        reply_to: Option<&str>,
+        reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
-        self.files(&Channel::parse(channel_id)?, files, caption, reply_to)
-            .await
+        self.files(
+            &Channel::parse(channel_id.as_str())?,
+            files,
+            caption,
+            reply_to.map(MessageId::as_str),
+        )
+        .await
     }
 
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
-        ids::validate_id(user_id, "user")?;
-        self.send_text(&Channel::Chat(user_id.to_owned()), text, None)
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
+        ids::validate_id(user_id.as_str(), "user")?;
+        self.send_text(&Channel::Chat(user_id.as_str().to_owned()), text, None)
             .await
     }
 
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError> {
-        ids::validate_id(user_id, "user")?;
-        self.files(&Channel::Chat(user_id.to_owned()), files, caption, None)
-            .await
+        ids::validate_id(user_id.as_str(), "user")?;
+        self.files(
+            &Channel::Chat(user_id.as_str().to_owned()),
+            files,
+            caption,
+            None,
+        )
+        .await
     }
 
-    async fn custom_emojis(&self, channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
-        Channel::parse(channel_id)?;
+    async fn custom_emojis(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError> {
+        Channel::parse(channel_id.as_str())?;
         self.emojis().await
     }
 }
@@ -586,8 +623,14 @@ mod tests {
     fn limits_follow_the_channel_kind() {
         let adapter = MisskeyAdapter::new(&config("h", "t"), reqwest::Client::new(), vec![])
             .expect("adapter");
-        assert_eq!(adapter.text_limit("note:abc"), TextLimits::MISSKEY_NOTE);
-        assert_eq!(adapter.text_limit("chat:abc"), TextLimits::MISSKEY_CHAT);
+        assert_eq!(
+            adapter.text_limit(&"note:abc".into()),
+            TextLimits::MISSKEY_NOTE
+        );
+        assert_eq!(
+            adapter.text_limit(&"chat:abc".into()),
+            TextLimits::MISSKEY_CHAT
+        );
         assert_eq!(adapter.dm_text_limit(), TextLimits::MISSKEY_CHAT);
         assert_eq!(adapter.bot_user_id(), None);
     }

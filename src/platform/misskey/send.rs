@@ -8,8 +8,8 @@ use super::MisskeyAdapter;
 use super::ids::{Channel, validate_id};
 use super::model::{self, CreatedNote, DriveFile, Note, Visibility};
 use crate::platform::{
-    FileDelivery, FileFailure, OutgoingFile, PlatformAdapter, PlatformError, ReactionEmoji,
-    SentMessage, TextLimits,
+    ChannelId, FileDelivery, FileFailure, OutgoingFile, PlatformAdapter, PlatformError,
+    ReactionEmoji, SentMessage, TextLimits,
 };
 
 /// Most drive files one note may carry.
@@ -23,7 +23,7 @@ impl MisskeyAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<SentMessage, PlatformError> {
-        check_text(text, self.text_limit(&channel.to_string()))?;
+        check_text(text, self.text_limit(&ChannelId::new(channel.to_string())))?;
         match channel {
             Channel::Note(thread) => {
                 let parent = validate_id(reply_to.unwrap_or(thread), "note")?;
@@ -43,7 +43,7 @@ impl MisskeyAdapter {
         text: &str,
         reply_to: Option<&str>,
     ) -> Result<SentMessage, PlatformError> {
-        check_text(text, self.text_limit(&channel.to_string()))?;
+        check_text(text, self.text_limit(&ChannelId::new(channel.to_string())))?;
         validate_id(message_id, "message")?;
         let (sent, endpoint, key) = match channel {
             Channel::Note(thread) => {
@@ -175,7 +175,10 @@ impl MisskeyAdapter {
         }
         let caption = caption.filter(|c| !c.trim().is_empty());
         if let Some(caption) = caption {
-            check_text(caption, self.text_limit(&channel.to_string()))?;
+            check_text(
+                caption,
+                self.text_limit(&ChannelId::new(channel.to_string())),
+            )?;
         }
         match channel {
             Channel::Note(thread) => {
@@ -322,7 +325,7 @@ impl MisskeyAdapter {
         }
         let created: CreatedNote = self.api.call("notes/create", Value::Object(params)).await?;
         Ok(SentMessage {
-            message_id: created.created_note.id,
+            message_id: created.created_note.id.into(),
             timestamp: created.created_note.created_at,
         })
     }
@@ -346,7 +349,7 @@ impl MisskeyAdapter {
             .call("chat/messages/create-to-user", Value::Object(params))
             .await?;
         Ok(SentMessage {
-            message_id: message.id,
+            message_id: message.id.into(),
             timestamp: message.created_at,
         })
     }

@@ -32,7 +32,7 @@ use super::convert::{BotIdentity, chat_to_incoming, note_to_incoming};
 use super::model::{self, ChannelEvent, Frame, Note};
 use crate::platform::{
     CommandInvocation, CommandReply, ConnectionState, EventSink, IncomingMessage, PlatformEvent,
-    send_dm_text,
+    UserId, send_dm_text,
 };
 
 /// Message ids remembered for de-duplication.
@@ -438,7 +438,7 @@ impl Streamer {
     }
 
     /// Answers a text command by chat to `user_id`, from a tracked task.
-    fn spawn_answer(&self, user_id: String, skill: String, answer: Answer) {
+    fn spawn_answer(&self, user_id: UserId, skill: String, answer: Answer) {
         let adapter = Arc::clone(&self.adapter);
         let cancel = self.tasks_cancel.clone();
         let timeout = adapter.options.command_timeout;

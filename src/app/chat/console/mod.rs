@@ -37,9 +37,9 @@ use crate::agent::{Activity, ActivityObserver};
 use crate::gateway::{ProviderFailure, ProviderObserver};
 
 use crate::platform::{
-    ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, OutgoingFile,
-    PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, SentMessage,
-    TextLimits, UserInfo,
+    ChannelId, ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, MessageId,
+    OutgoingFile, PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji,
+    SentMessage, TextLimits, UserId, UserInfo,
 };
 
 /// The local user's id.
@@ -128,8 +128,8 @@ impl ConsoleAdapter {
 
     fn record(&self, user_id: &str, username: &str, content: &str, is_bot: bool) -> ChatMessage {
         let m = ChatMessage {
-            message_id: self.id(),
-            user_id: user_id.to_owned(),
+            message_id: self.id().into(),
+            user_id: user_id.into(),
             username: username.to_owned(),
             content: content.to_owned(),
             timestamp: Utc::now(),
@@ -192,7 +192,7 @@ impl ConsoleAdapter {
         Ok(())
     }
 
-    fn check_channel(channel_id: &str) -> Result<(), PlatformError> {
+    fn check_channel(channel_id: &ChannelId) -> Result<(), PlatformError> {
         if channel_id == CHANNEL {
             Ok(())
         } else {
@@ -271,11 +271,11 @@ impl PlatformAdapter for ConsoleAdapter {
         PlatformKind::Console
     }
 
-    fn bot_user_id(&self) -> Option<String> {
+    fn bot_user_id(&self) -> Option<UserId> {
         Some(BOT_USER.into())
     }
 
-    fn text_limit(&self, _channel_id: &str) -> TextLimits {
+    fn text_limit(&self, _channel_id: &ChannelId) -> TextLimits {
         TextLimits::MISSKEY_NOTE
     }
 
@@ -285,9 +285,9 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn send_message(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         text: &str,
-        _reply_to: Option<&str>,
+        _reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         Self::check_channel(channel_id)?;
         Ok(self.say(text))
@@ -295,16 +295,16 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn edit_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         text: &str,
-        _reply_to: Option<&str>,
+        _reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         Self::check_channel(channel_id)?;
         let mut history = self.history.locked();
         let m = history
             .iter_mut()
-            .find(|m| m.message_id == message_id && m.is_bot)
+            .find(|m| m.message_id == *message_id && m.is_bot)
             .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))?;
         m.content = text.to_owned();
         let sent = SentMessage {
@@ -318,13 +318,13 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn delete_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<(), PlatformError> {
         Self::check_channel(channel_id)?;
         let mut history = self.history.locked();
         let before = history.len();
-        history.retain(|m| m.message_id != message_id);
+        history.retain(|m| m.message_id != *message_id);
         if history.len() == before {
             return Err(PlatformError::NotFound(format!("message {message_id}")));
         }
@@ -335,21 +335,21 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn get_message(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
         Self::check_channel(channel_id)?;
         self.history
             .locked()
             .iter()
-            .find(|m| m.message_id == message_id)
+            .find(|m| m.message_id == *message_id)
             .cloned()
             .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))
     }
 
     async fn recent_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         Self::check_channel(channel_id)?;
@@ -360,7 +360,7 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn search_messages(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         query: &str,
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
@@ -381,8 +381,12 @@ impl PlatformAdapter for ConsoleAdapter {
         Ok(hits)
     }
 
-    async fn user_info(&self, _channel_id: &str, user_id: &str) -> Result<UserInfo, PlatformError> {
-        match user_id {
+    async fn user_info(
+        &self,
+        _channel_id: &ChannelId,
+        user_id: &UserId,
+    ) -> Result<UserInfo, PlatformError> {
+        match user_id.as_str() {
             LOCAL_USER => Ok(UserInfo {
                 user_id: LOCAL_USER.into(),
                 username: self.username.clone(),
@@ -399,8 +403,8 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn add_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         self.get_message(channel_id, message_id).await?;
@@ -410,8 +414,8 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn remove_reaction(
         &self,
-        channel_id: &str,
-        message_id: &str,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
         emoji: &ReactionEmoji,
     ) -> Result<(), PlatformError> {
         self.get_message(channel_id, message_id).await?;
@@ -423,16 +427,16 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn send_files(
         &self,
-        channel_id: &str,
+        channel_id: &ChannelId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        _reply_to: Option<&str>,
+        _reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
         Self::check_channel(channel_id)?;
         self.save_files(files, caption).await
     }
 
-    async fn send_dm(&self, user_id: &str, text: &str) -> Result<SentMessage, PlatformError> {
+    async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
         if user_id != LOCAL_USER {
             return Err(PlatformError::NotFound(format!("user {user_id}")));
         }
@@ -441,7 +445,7 @@ impl PlatformAdapter for ConsoleAdapter {
 
     async fn send_dm_files(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
     ) -> Result<FileDelivery, PlatformError> {
@@ -451,7 +455,10 @@ impl PlatformAdapter for ConsoleAdapter {
         self.save_files(files, caption).await
     }
 
-    async fn custom_emojis(&self, _channel_id: &str) -> Result<Vec<CustomEmoji>, PlatformError> {
+    async fn custom_emojis(
+        &self,
+        _channel_id: &ChannelId,
+    ) -> Result<Vec<CustomEmoji>, PlatformError> {
         Ok(Vec::new())
     }
 }
@@ -487,20 +494,20 @@ mod tests {
         };
         assert_eq!(second.content, "second");
         let sent = console
-            .send_message(CHANNEL, "hi!", Some(&first.message_id))
+            .send_message(&CHANNEL.into(), "hi!", Some(&first.message_id))
             .await
             .unwrap();
         console
-            .edit_message(CHANNEL, &sent.message_id, "hi again!", None)
+            .edit_message(&CHANNEL.into(), &sent.message_id, "hi again!", None)
             .await
             .unwrap();
         console
-            .add_reaction(CHANNEL, &first.message_id, &"👍".parse().unwrap())
+            .add_reaction(&CHANNEL.into(), &first.message_id, &"👍".parse().unwrap())
             .await
             .unwrap();
         let d = console
             .send_files(
-                CHANNEL,
+                &CHANNEL.into(),
                 vec![OutgoingFile::from_bytes("../notes.txt", b"abc".to_vec())],
                 Some("here"),
                 None,
@@ -516,9 +523,12 @@ mod tests {
         assert!(out.contains("air-friends> hi!\n"));
         assert!(out.contains("air-friends> (edited) hi again!"));
         assert!(out.contains("reacted 👍"));
-        let recent = console.recent_messages(CHANNEL, 10).await.unwrap();
+        let recent = console.recent_messages(&CHANNEL.into(), 10).await.unwrap();
         assert_eq!(recent.first().unwrap().content, "hello there");
-        let found = console.search_messages(CHANNEL, "SECOND", 5).await.unwrap();
+        let found = console
+            .search_messages(&CHANNEL.into(), "SECOND", 5)
+            .await
+            .unwrap();
         assert_eq!(found.len(), 1);
     }
 }
