@@ -18,7 +18,7 @@
 //!   agent under `air-friends sandbox-init`'s relay (for OpenCode the relay's socket forwards to
 //!   the fake LLM, so its model calls cross the relay like the model gateway's will).
 //!
-//! "Prompt sent" is the runner's `prompt sent` debug event (`src/agent/session.rs`), captured by
+//! "Prompt sent" is the runner's `prompt sent` debug event (`src/agent/run/`), captured by
 //! a tracing layer in this program; "start session" is the call to `AgentRunner::run`.
 //!
 //! Run (the fake agent must be built in the same profile as the bench):
@@ -91,7 +91,7 @@ struct PromptSentLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for PromptSentLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let now = Instant::now();
-        if event.metadata().target() != "air_friends::agent::session" {
+        if event.metadata().target() != "air_friends::agent::run" {
             return;
         }
         let mut fields = Fields::default();

@@ -115,7 +115,7 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
         .arg(&config_path)
         .env("HOME", &home)
         .env("USER", "local")
-        .env("RUST_LOG", "warn,air_friends::agent::session=debug")
+        .env("RUST_LOG", "warn,air_friends::agent::run=debug")
         .env_remove("OPENROUTER_API_KEY")
         .env_remove("OPENCODE_API_KEY")
         .env_remove("AGENT_MODEL")

@@ -14,7 +14,8 @@
 //!   root, no capability, resource limits) and the probe's self-check.
 //! * [`shell`] — the whitelist shell lexer the gate reads commands with.
 //! * [`sys`] — the few system calls no safe wrapper covers (the only unsafe code).
-//! * [`session`] — the session flow, timeouts, retry prompt and outcome.
+//! * [`run`] — one agent run for a message: spawn, connect, the prompt turn with its timeouts
+//!   and retry prompt, the outcome (not a Skill API session: that is `crate::session`).
 
 pub mod activity;
 pub mod env;
@@ -24,16 +25,16 @@ pub mod lockdown;
 pub mod process;
 pub mod relay;
 pub mod rpc;
+pub mod run;
 pub mod sandbox;
 pub mod seccomp;
-pub mod session;
 pub mod shell;
 pub mod sys;
 
 pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};
-pub use sandbox::{Sandbox, SandboxError, SandboxSetup};
-pub use session::{
+pub use run::{
     AgentRun, AgentRunner, AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe,
     RunnerSettings, TurnSpec,
 };
+pub use sandbox::{Sandbox, SandboxError, SandboxSetup};

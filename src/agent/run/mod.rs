@@ -1,4 +1,4 @@
-//! One agent session, start to finish: spawn → `initialize` → `session/new` → model selection
+//! One agent run, start to finish: spawn → `initialize` → `session/new` → model selection
 //! → `session/prompt` (serving permission and fs requests meanwhile) → at most one retry prompt
 //! when the agent ended its turn without answering the user → stop the process.
 //!
@@ -30,7 +30,8 @@ use tokio_util::sync::CancellationToken;
 pub use live::LiveAgent;
 pub use runner::AgentRunner;
 
-/// The target of the session's "prompt sent" event, which the start-up bench listens for.
+/// The target of the run's "prompt sent" event (`air_friends::agent::run`), which the start-up
+/// bench listens for.
 const LOG_TARGET: &str = module_path!();
 
 /// ACP protocol version spoken.
