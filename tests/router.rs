@@ -1,6 +1,7 @@
 //! Router behaviour under load with a recording handler and the fake platform: ordering per
 //! conversation, parallelism across conversations up to the cap, duplicates, rate limit and
-//! cooldown, overflow, idle workers.
+//! cooldown, overflow, idle workers; with the inbox, a message answered at most once across a
+//! restart and one left unanswered at a stop answered after it.
 
 #[path = "common/poll.rs"]
 mod poll;
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use air_friends::config::{AccessControlConfig, PlatformsConfig, ReplyTo};
+use air_friends::conversation::inbox::{Inbox, InboxSettings};
 use air_friends::conversation::router::BUSY_TEXT;
 use air_friends::conversation::{
     ConversationMetrics, Dispatch, Ignore, MessageHandler, Policy, Router, RouterParts,
@@ -17,6 +19,7 @@ use air_friends::conversation::{
 };
 use air_friends::platform::fake::FakePlatform;
 use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use air_friends::store::Store;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +42,7 @@ struct Recorder {
 
 #[async_trait]
 impl MessageHandler for Recorder {
-    async fn handle(&self, msg: IncomingMessage) {
+    async fn handle(&self, msg: IncomingMessage) -> &'static str {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         if let Some(gate) = &self.gate {
@@ -53,6 +56,7 @@ impl MessageHandler for Recorder {
             .unwrap()
             .push((msg.channel_id.to_string(), msg.content.clone()));
         self.running.fetch_sub(1, Ordering::SeqCst);
+        "replied"
     }
 }
 
@@ -69,7 +73,26 @@ fn setup(
     access: AccessControlConfig,
     limiter: UserRateLimiter,
 ) -> Setup {
-    let fake = Arc::new(FakePlatform::discord());
+    setup_on(
+        Arc::new(FakePlatform::discord()),
+        recorder,
+        settings,
+        access,
+        limiter,
+        None,
+        CancellationToken::new(),
+    )
+}
+
+fn setup_on(
+    fake: Arc<FakePlatform>,
+    recorder: Recorder,
+    settings: RouterSettings,
+    access: AccessControlConfig,
+    limiter: UserRateLimiter,
+    inbox: Option<Inbox>,
+    draining: CancellationToken,
+) -> Setup {
     let recorder = Arc::new(recorder);
     let tasks = TaskTracker::new();
     let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
@@ -81,8 +104,9 @@ fn setup(
         platforms,
         metrics: ConversationMetrics::unregistered(),
         tasks: tasks.clone(),
-        draining: CancellationToken::new(),
+        draining,
         stop: CancellationToken::new(),
+        inbox,
     });
     Setup {
         router,
@@ -339,4 +363,120 @@ async fn idle_workers_exit_and_come_back() {
     })
     .await;
     s.tasks.close();
+}
+
+/// The inbox of a daemon's run on `store` (a restart is a new router and inbox on the same
+/// store) that answers messages left queued at a stop when younger than `max_age`.
+fn inbox(store: &Store, max_age: Duration) -> Inbox {
+    Inbox::new(
+        store.clone(),
+        InboxSettings {
+            max_age,
+            retention: Duration::from_secs(7 * 86_400),
+        },
+        ConversationMetrics::unregistered(),
+    )
+}
+
+/// A router over `store`'s inbox on `fake`, answering at once; draining when `draining`.
+fn with_inbox(fake: &Arc<FakePlatform>, store: &Store, draining: bool) -> Setup {
+    let token = CancellationToken::new();
+    if draining {
+        token.cancel();
+    }
+    setup_on(
+        fake.clone(),
+        Recorder::default(),
+        settings(2, 10),
+        AccessControlConfig::default(),
+        lenient(),
+        Some(inbox(store, Duration::from_secs(900))),
+        token,
+    )
+}
+
+/// The state and reason `store`'s inbox holds for `msg`.
+async fn inbox_state(store: &Store, msg: &IncomingMessage) -> Option<(String, Option<String>)> {
+    store
+        .inbox_state("discord", msg.message_id.as_str())
+        .await
+        .unwrap()
+}
+
+const YOUNG: Duration = Duration::from_secs(900);
+
+#[tokio::test]
+async fn a_message_is_answered_once_across_a_restart_and_settles_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let m = mention(&fake, "c", "u1", "hello");
+    let first = with_inbox(&fake, &store, false);
+    assert_eq!(first.router.dispatch(m.clone()).await, Dispatch::Queued);
+    poll::eventually_async(WAIT, "answered in the inbox", async || {
+        (inbox_state(&store, &m).await == Some(("answered".into(), None))).then_some(())
+    })
+    .await;
+    // A restart: a fresh router (empty in-memory guard) on the same database; the platform
+    // delivers the same event again.
+    let second = with_inbox(&fake, &store, false);
+    assert_eq!(second.router.dispatch(m.clone()).await, Dispatch::Duplicate);
+    assert!(inbox(&store, YOUNG).resumable().await.is_empty());
+    assert!(second.recorder.handled.lock().unwrap().is_empty());
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_message_that_arrives_while_draining_is_answered_once_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let stopping = with_inbox(&fake, &store, true);
+    let late = mention(&fake, "c", "u1", "are you there?");
+    assert_eq!(
+        stopping.router.dispatch(late.clone()).await,
+        Dispatch::Draining
+    );
+    assert!(stopping.recorder.handled.lock().unwrap().is_empty());
+
+    let next = with_inbox(&fake, &store, false);
+    let resumed = inbox(&store, YOUNG).resumable().await;
+    assert_eq!(resumed.len(), 1);
+    next.router.resume(resumed).await;
+    eventually(WAIT, "answered after the restart", || {
+        next.recorder.handled.lock().unwrap().len() == 1
+    })
+    .await;
+    assert_eq!(next.recorder.handled.lock().unwrap()[0].1, "are you there?");
+    // Handed back once: a later start finds nothing left, and the event again is a duplicate.
+    assert!(inbox(&store, YOUNG).resumable().await.is_empty());
+    assert_eq!(next.router.dispatch(late).await, Dispatch::Duplicate);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_message_left_queued_is_skipped_when_too_old_and_failed_when_interrupted_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let stopping = with_inbox(&fake, &store, true);
+    let old = mention(&fake, "c", "u1", "old");
+    stopping.router.dispatch(old.clone()).await;
+    // Too old for this start's limit: not answered, recorded why.
+    assert!(inbox(&store, Duration::ZERO).resumable().await.is_empty());
+    assert_eq!(
+        inbox_state(&store, &old).await,
+        Some(("skipped".into(), Some("too_old".into())))
+    );
+
+    let cut = mention(&fake, "c", "u1", "cut twice");
+    stopping.router.dispatch(cut.clone()).await;
+    assert_eq!(inbox(&store, YOUNG).resumable().await.len(), 1);
+    // The daemon went down again before answering it: not a third time.
+    assert!(inbox(&store, YOUNG).resumable().await.is_empty());
+    assert_eq!(
+        inbox_state(&store, &cut).await,
+        Some(("failed".into(), Some("interrupted_again".into())))
+    );
+    store.close().await.unwrap();
 }

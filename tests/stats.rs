@@ -49,6 +49,17 @@ fn line<'a>(out: &'a str, starts: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no line for {starts:?} in:\n{out}"))
 }
 
+/// What `air-friends stats` printed, having succeeded.
+fn stats_text(config: &Path) -> String {
+    let out = stats(config);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn words(l: &str) -> Vec<&str> {
     l.split_whitespace().collect()
 }
@@ -165,13 +176,7 @@ async fn stats_reports_skills_workspaces_and_tokens() {
     }
     store.close().await.unwrap();
 
-    let out = stats(&cfg.path);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stats_text(&cfg.path);
     // skill, day: calls errors p50 p99 | week: calls errors p50 p99, errors by code.
     assert_eq!(
         words(line(&text, "send-reply")),
@@ -284,4 +289,51 @@ fn stats_without_a_database_says_where_it_looked() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no database at"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_shows_the_last_days_unanswered_messages_by_state_and_reason() {
+    use air_friends::store::{InboxRecord, InboxState};
+    let cfg = TestConfig::new("");
+    let db = cfg.dir.path().join("data").join("air-friends.db");
+    let store = Store::open(&db).await.unwrap();
+    let now = Utc::now();
+    for (id, hours_ago, state, reason) in [
+        ("1", 1, InboxState::Answered, None),
+        ("2", 2, InboxState::Skipped, Some("rate_limited")),
+        ("3", 3, InboxState::Skipped, Some("rate_limited")),
+        ("4", 4, InboxState::Failed, Some("model_failed")),
+        ("5", 30, InboxState::Skipped, Some("too_old")),
+    ] {
+        store
+            .inbox_record(InboxRecord {
+                platform: "discord".into(),
+                message_id: id.into(),
+                channel_id: "c".into(),
+                user_id: "u".into(),
+                received_at: now - Duration::hours(hours_ago),
+                payload: "{}".into(),
+            })
+            .await
+            .unwrap();
+        store
+            .inbox_settle("discord", id, state, reason)
+            .await
+            .unwrap();
+    }
+    store.close().await.unwrap();
+    let text = stats_text(&cfg.path);
+    let section = text
+        .split("Unanswered messages (last 24 hours)")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no unanswered section:\n{text}"));
+    let rows: Vec<Vec<&str>> = section.lines().skip(2).map(words).collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["failed", "model_failed", "1"],
+            vec!["skipped", "rate_limited", "2"]
+        ],
+        "{text}"
+    );
 }

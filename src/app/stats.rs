@@ -2,7 +2,8 @@
 //! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
 //! API's call log, written once a minute); per workspace: memories by state and reminders by
 //! state; the model gateway's tokens per day over the last week; memory maintenance runs per
-//! workspace over the last week. Runs beside a live daemon
+//! workspace over the last week; the last day's unanswered messages by state and reason (the
+//! inbox). Runs beside a live daemon
 //! (SQLite readers do not block it); one line on stderr on failure, exit 1, as every command
 //! run through `app::run_with_config`.
 
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 
 use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
-use crate::store::{LlmUsage, MaintenanceSummary, Store, StoreError};
+use crate::store::{LlmUsage, MaintenanceSummary, Store, StoreError, Unanswered};
 
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
@@ -57,6 +58,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
         .tokens_per_day((now - Days::days(6)).date_naive())
         .await?;
     let maintenance = store.maintenance_summary(now - Days::days(7)).await?;
+    let unanswered = store.inbox_unanswered_since(now - Days::hours(24)).await?;
     store.close().await?;
 
     let mut out = String::new();
@@ -64,7 +66,22 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     workspaces_section(&mut out, &workspaces);
     tokens_section(&mut out, &tokens);
     maintenance_section(&mut out, &maintenance);
+    unanswered_section(&mut out, &unanswered);
     Ok(out)
+}
+
+/// Messages of the last day that were not answered, by state and why (the inbox).
+fn unanswered_section(out: &mut String, unanswered: &[Unanswered]) {
+    let _ = writeln!(out, "\nUnanswered messages (last 24 hours)");
+    if unanswered.is_empty() {
+        let _ = writeln!(out, "  none");
+        return;
+    }
+    let _ = writeln!(out, "  {:<9} {:<20} {:>7}", "state", "reason", "count");
+    for u in unanswered {
+        let reason = u.reason.as_deref().unwrap_or("-");
+        let _ = writeln!(out, "  {:<9} {:<20} {:>7}", u.state, reason, u.count);
+    }
 }
 
 /// Per skill: calls, errors and latency over the last day and the last week.

@@ -86,14 +86,15 @@ impl std::fmt::Debug for Interactions {
 
 #[async_trait]
 impl MessageHandler for Interactions {
-    async fn handle(&self, msg: IncomingMessage) {
+    async fn handle(&self, msg: IncomingMessage) -> &'static str {
         let Some(platform) = self.platforms.get(msg.platform) else {
             tracing::error!(platform = %msg.platform, "no adapter for this platform");
-            return;
+            return "failed";
         };
         let mut timer = self.metrics.session_started(msg.platform.as_str());
         let outcome = self.run(platform.as_ref(), &msg).await;
         timer.outcome(outcome);
+        outcome
     }
 }
 

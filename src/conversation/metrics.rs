@@ -1,5 +1,6 @@
 //! Conversation metrics: messages received by decision, turns by outcome (`turns_total`: one
-//! per message an agent worked on, warm or cold), their duration, those running now.
+//! per message an agent worked on, warm or cold), their duration, those running now, and the
+//! inbox's messages by state and reason (`inbox_messages_total`).
 //!
 //! `sessions_total` is the old name of `turns_total` — it counted turns since agents are kept
 //! warm — and is exported beside it, with the same values, for one release (see README,
@@ -53,6 +54,12 @@ struct MessageLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InboxLabels {
+    state: &'static str,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     platform: String,
     outcome: String,
@@ -65,6 +72,7 @@ pub struct ConversationMetrics {
     sessions: Family<OutcomeLabels, Counter>,
     duration: Histogram,
     active: Gauge,
+    inbox: Family<InboxLabels, Counter>,
 }
 
 impl ConversationMetrics {
@@ -113,6 +121,11 @@ impl ConversationMetrics {
                 "Agent sessions running now",
                 m.active.clone(),
             );
+            r.register(
+                "inbox_messages",
+                "Messages recorded in the inbox by the state they reached (queued, answered, failed, skipped) and why (the turn's outcome, rate_limited, busy, too_old, interrupted_again, resumed)",
+                m.inbox.clone(),
+            );
         });
         m
     }
@@ -126,7 +139,18 @@ impl ConversationMetrics {
                 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 900.0,
             ]),
             active: Gauge::default(),
+            inbox: Family::default(),
         }
+    }
+
+    /// Counts a message reaching `state` in the inbox, for `reason` (empty for none).
+    pub fn inbox(&self, state: &'static str, reason: &str) {
+        self.inbox
+            .get_or_create(&InboxLabels {
+                state,
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// Counts a received message.

@@ -1,10 +1,11 @@
 //! The conversation pipeline: which messages to answer and in what order (router, policy,
-//! rate limit), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
+//! rate limit, the inbox that records each and survives restarts), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
 //! with the memory maintenance job), one interaction end to end, what a user is told when the
 //! model could not answer, and the agents kept warm between a conversation's turns.
 
 pub mod context;
 pub mod failure_texts;
+pub mod inbox;
 pub mod interaction;
 pub mod launch;
 pub mod metrics;

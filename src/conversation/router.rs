@@ -1,5 +1,8 @@
-//! The conversation router: decides whether to answer, drops duplicates,
-//! applies the per-user rate limit, and queues each message on its conversation's FIFO.
+//! The conversation router: decides whether to answer, drops duplicates (in memory, then by the
+//! inbox's record, which also survives restarts: `inbox`), applies the per-user rate limit, and
+//! queues each message on its conversation's FIFO; each admitted message settles in the inbox
+//! when its turn ends. A message that passes the rules while the daemon drains stays queued in
+//! the inbox and is answered at the next start ([`Router::resume`]).
 //!
 //! One worker task per conversation (`platform:channelId`) answers that conversation's
 //! messages in order; conversations run in parallel up to a global cap on concurrent agent
@@ -17,6 +20,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::inbox::Inbox;
 use super::metrics::ConversationMetrics;
 use super::policy::{Ignore, Policy};
 use super::ratelimit::{RateDecision, UserRateLimiter};
@@ -35,7 +39,9 @@ const DEDUP_CAP: usize = 100_000;
 #[async_trait]
 pub trait MessageHandler: Send + Sync + 'static {
     /// Handles `msg` to completion. `msg.content` is the text to answer (prefix removed).
-    async fn handle(&self, msg: IncomingMessage);
+    /// Returns the turn's outcome (`turns_total`'s label), which settles the message in the
+    /// inbox.
+    async fn handle(&self, msg: IncomingMessage) -> &'static str;
 }
 
 /// Router settings.
@@ -64,7 +70,8 @@ pub enum Dispatch {
     Queued,
     /// The conversation's queue is full; a busy reply was sent.
     Busy,
-    /// The daemon is shutting down.
+    /// The daemon is shutting down (the message stays queued in the inbox, when there is one,
+    /// and is answered at the next start).
     Draining,
 }
 
@@ -88,6 +95,7 @@ struct Queue {
 }
 
 struct Inner {
+    inbox: Option<Inbox>,
     policy: Policy,
     limiter: UserRateLimiter,
     settings: RouterSettings,
@@ -135,6 +143,8 @@ pub struct RouterParts {
     pub draining: CancellationToken,
     /// Stop now.
     pub stop: CancellationToken,
+    /// Where every admitted message is recorded and settles; `None`: in memory only.
+    pub inbox: Option<Inbox>,
 }
 
 impl Router {
@@ -143,6 +153,7 @@ impl Router {
         let permits = Arc::new(Semaphore::new(parts.settings.max_concurrent.max(1)));
         Self {
             inner: Arc::new(Inner {
+                inbox: parts.inbox,
                 policy: parts.policy,
                 limiter: parts.limiter,
                 settings: parts.settings,
@@ -179,7 +190,9 @@ impl Router {
 
     async fn decide(&self, msg: &mut IncomingMessage) -> Dispatch {
         let inner = &self.inner;
-        if inner.draining.is_cancelled() {
+        // Without an inbox a message that arrives while draining is dropped at once; with one,
+        // it is recorded (below) and answered after the restart.
+        if inner.draining.is_cancelled() && inner.inbox.is_none() {
             return Dispatch::Draining;
         }
         let bot_id = inner
@@ -196,6 +209,14 @@ impl Router {
         if !self.first_sighting(&msg.dedup_key()) {
             return Dispatch::Duplicate;
         }
+        if let Some(inbox) = &inner.inbox
+            && !inbox.record(msg).await
+        {
+            return Dispatch::Duplicate;
+        }
+        if inner.draining.is_cancelled() {
+            return Dispatch::Draining;
+        }
         if inner.settings.rate_limit_enabled && !inner.policy.is_whitelisted(msg) {
             let key = format!("{}:{}", msg.platform, msg.user_id);
             match inner.limiter.check(&key, Instant::now()) {
@@ -207,12 +228,43 @@ impl Router {
                         if minutes == 1 { "" } else { "s" }
                     );
                     self.reply_quietly(msg, &text).await;
+                    self.skipped(msg, "rate_limited").await;
                     return Dispatch::RateLimited;
                 }
-                RateDecision::InCooldown => return Dispatch::RateLimited,
+                RateDecision::InCooldown => {
+                    self.skipped(msg, "rate_limited").await;
+                    return Dispatch::RateLimited;
+                }
             }
         }
-        self.enqueue(msg.clone()).await
+        let decision = self.enqueue(msg.clone()).await;
+        if decision == Dispatch::Busy {
+            self.skipped(msg, "busy").await;
+        }
+        decision
+    }
+
+    /// Records in the inbox (if any) that `msg` is not answered, for `reason`.
+    async fn skipped(&self, msg: &IncomingMessage, reason: &str) {
+        if let Some(inbox) = &self.inner.inbox {
+            inbox.skipped(msg, reason).await;
+        }
+    }
+
+    /// Queues messages the inbox kept from before a restart (see [`Inbox::resumable`]): they
+    /// passed the rules when they arrived, so they go straight to their conversations, oldest
+    /// first, each remembered by the duplicate guard.
+    pub async fn resume(&self, messages: Vec<IncomingMessage>) {
+        for msg in messages {
+            self.first_sighting(&msg.dedup_key());
+            let decision = self.enqueue(msg.clone()).await;
+            self.inner
+                .metrics
+                .messages_received(msg.platform.as_str(), decision.label());
+            if decision == Dispatch::Busy {
+                self.skipped(&msg, "busy").await;
+            }
+        }
     }
 
     /// Records the key; false when it was already seen recently.
@@ -339,7 +391,12 @@ impl Router {
             }
         };
         let Ok(_permit) = permit else { return };
-        inner.handler.handle(msg).await;
+        let Some(inbox) = &inner.inbox else {
+            inner.handler.handle(msg).await;
+            return;
+        };
+        let outcome = inner.handler.handle(msg.clone()).await;
+        inbox.finished(&msg, outcome).await;
     }
 
     async fn reply_quietly(&self, msg: &IncomingMessage, text: &str) {

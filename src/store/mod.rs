@@ -1,4 +1,4 @@
-//! Persistence for memories, reminders and model usage: one async API ([`Store`]) over SQLite.
+//! Persistence for memories, reminders, model usage and the inbox: one async API ([`Store`]) over SQLite.
 //!
 //! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = NORMAL`: durable
 //!   against process crashes, may lose the last commits on power loss; see `db`), embedded
@@ -14,6 +14,8 @@
 //! * `maintenance`: what the memory maintenance job reads (due workspaces, a run's candidates)
 //!   and its run records.
 //! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
+//! * `inbox`: the platform messages handed to the router and where each stands (queued,
+//!   answered, failed, skipped), so none is answered twice or lost across restarts.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
 //! * [`backup`]: `backup <file>`, a consistent copy of the database beside the running daemon.
 //!
@@ -24,6 +26,7 @@ pub mod analytics;
 pub mod backup;
 mod db;
 pub mod import;
+mod inbox;
 mod llm_usage;
 mod maintenance;
 mod memories;
@@ -45,6 +48,7 @@ use tokio::sync::watch;
 use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 
 pub use db::SCHEMA_VERSION;
+pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
 pub use llm_usage::LlmUsage;
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use types::{

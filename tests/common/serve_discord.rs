@@ -55,6 +55,8 @@ pub struct DiscordServe {
     pub agent: AgentFiles,
     /// The ops listener (`/readyz`).
     pub ops_addr: String,
+    /// Whether the agents run in the real sandbox.
+    sandboxed: bool,
     /// Ids of the messages the test pushed (some written as the bot itself).
     pushed: Mutex<HashSet<u64>>,
 }
@@ -151,26 +153,15 @@ impl DiscordServe {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let mut daemon = Daemon::start(&config.path, &[]);
-        // A sandboxed daemon serves the Skill API on per-session sockets only: no TCP listener.
-        let (mut skill_api, mut ops) = (sandboxed, None);
-        while !(skill_api && ops.is_some()) {
-            let line = tokio::task::block_in_place(|| {
-                daemon.wait_for_log(WAIT, |v| v["message"] == "listening")
-            });
-            match line["listener"].as_str() {
-                Some("skill_api") => skill_api = true,
-                Some("ops") => ops = line["addr"].as_str().map(str::to_owned),
-                _ => {}
-            }
-        }
+        let (daemon, ops_addr) = start_daemon(&config.path, sandboxed);
         let bot = DiscordServe {
             fake,
             daemon,
             config,
             files,
             agent,
-            ops_addr: ops.unwrap(),
+            ops_addr,
+            sandboxed,
             pushed: Mutex::default(),
         };
         bot.wait_readiness(true).await;
@@ -185,6 +176,27 @@ impl DiscordServe {
             .text()
             .await
             .expect("the /metrics body")
+    }
+
+    /// Stops the daemon — with SIGKILL when `crash`, as a crash or a power cut would, else
+    /// with SIGTERM and its drain — and starts it again on the same configuration, database
+    /// and fake Discord; waits until it is ready.
+    pub async fn restart(&mut self, crash: bool) {
+        if crash {
+            self.daemon.child.kill().expect("SIGKILL the daemon");
+            self.daemon
+                .child
+                .wait()
+                .expect("the killed daemon is reaped");
+        } else {
+            self.daemon.terminate();
+            let status = tokio::task::block_in_place(|| self.daemon.wait_exit(WAIT));
+            assert!(status.success(), "exit status {status:?}");
+        }
+        let (daemon, ops_addr) = start_daemon(&self.config.path, self.sandboxed);
+        self.daemon = daemon;
+        self.ops_addr = ops_addr;
+        self.wait_readiness(true).await;
     }
 
     /// `GET /readyz`: status code and body.
@@ -341,4 +353,23 @@ impl DiscordServe {
         let all = self.daemon.seen.join("\n");
         assert!(!all.contains(TOKEN), "the Discord token reached the log");
     }
+}
+
+/// Starts `air-friends serve` on `config` and waits until its listeners are up; returns it and
+/// its ops address. A sandboxed daemon serves the Skill API on per-session sockets only: no
+/// TCP listener.
+fn start_daemon(config: &Path, sandboxed: bool) -> (Daemon, String) {
+    let mut daemon = Daemon::start(config, &[]);
+    let (mut skill_api, mut ops) = (sandboxed, None);
+    while !(skill_api && ops.is_some()) {
+        let line = tokio::task::block_in_place(|| {
+            daemon.wait_for_log(WAIT, |v| v["message"] == "listening")
+        });
+        match line["listener"].as_str() {
+            Some("skill_api") => skill_api = true,
+            Some("ops") => ops = line["addr"].as_str().map(str::to_owned),
+            _ => {}
+        }
+    }
+    (daemon, ops.expect("the ops listener"))
 }

@@ -17,6 +17,7 @@ use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::config::Config;
 use crate::conversation::failure_texts::FailureTexts;
+use crate::conversation::inbox::{Inbox, InboxSettings};
 use crate::conversation::interaction::{Interactions, PromptSettings};
 use crate::conversation::launch::Launcher;
 use crate::conversation::prompts::PromptLibrary;
@@ -93,7 +94,20 @@ pub(super) fn start(
         warm,
         failure_texts: FailureTexts::new(&config.prompts.dir),
     };
-    let router = router(ctx, platforms, interactions, conversation_metrics);
+    let inbox = inbox(ctx, &conversation_metrics);
+    let router = router(
+        ctx,
+        platforms,
+        interactions,
+        conversation_metrics,
+        inbox.clone(),
+    );
+    // The messages left unanswered at the last stop, answered before (and beside) new ones.
+    let resuming = router.clone();
+    ctx.shutdown.spawn("inbox_resume", async move {
+        resuming.resume(inbox.resumable().await).await;
+        Ok(())
+    });
     let events_done = spawn_event_loop(ctx.shutdown, router, served.user_commands.clone(), events);
     Ok(Pipeline {
         launcher,
@@ -142,6 +156,7 @@ fn router(
     platforms: &PlatformRegistry,
     interactions: Interactions,
     metrics: ConversationMetrics,
+    inbox: Inbox,
 ) -> Router {
     let config = ctx.config;
     Router::new(RouterParts {
@@ -154,7 +169,27 @@ fn router(
         tasks: ctx.shutdown.tracker(),
         draining: ctx.shutdown.draining(),
         stop: ctx.shutdown.stop(),
+        inbox: Some(inbox),
     })
+}
+
+/// How often the inbox deletes the records past `catchUp.retentionDays`.
+const INBOX_PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// The inbox (`catchUp`): pruned at start and hourly.
+fn inbox(ctx: Ctx<'_>, metrics: &ConversationMetrics) -> Inbox {
+    let settings = InboxSettings {
+        max_age: ctx.config.catch_up.max_age(),
+        retention: ctx.config.catch_up.retention(),
+    };
+    let inbox = Inbox::new(ctx.store.clone(), settings, metrics.clone());
+    let pruning = inbox.clone();
+    ctx.shutdown
+        .spawn_service("inbox_pruning", move |stop| async move {
+            pruning.run_pruning(INBOX_PRUNE_EVERY, stop).await;
+            Ok(())
+        });
+    inbox
 }
 
 /// `rateLimit`: messages per window per user, and the silence after the limit is hit.

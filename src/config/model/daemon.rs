@@ -1,7 +1,8 @@
-//! The daemon's own places and outputs: the workspaces root, the database, the prompt
-//! templates, logging and the ops listener.
+//! The daemon's own places and outputs: the workspaces root, the database, the inbox's catch-up
+//! and retention, the prompt templates, logging and the ops listener.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,40 @@ impl Default for WorkspaceConfig {
 pub struct StorageConfig {
     /// Database file; unset = `{workspace.repoPath}/air-friends.db`.
     pub path: Option<PathBuf>,
+}
+
+/// `catchUp`: messages the daemon did not answer because it stopped (a deploy, a crash) and
+/// how long it remembers every message it was handed (the inbox).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CatchUpConfig {
+    /// A message left unanswered when the daemon stopped is answered at the next start when it
+    /// is younger than this; older ones are recorded as skipped (`too_old`).
+    pub max_age_minutes: u64,
+    /// Inbox records (and the message texts they keep) older than this are deleted; a message
+    /// id is answered at most once within it.
+    pub retention_days: u64,
+}
+
+impl Default for CatchUpConfig {
+    fn default() -> Self {
+        Self {
+            max_age_minutes: 15,
+            retention_days: 7,
+        }
+    }
+}
+
+impl CatchUpConfig {
+    /// `maxAgeMinutes` as a duration.
+    pub fn max_age(&self) -> Duration {
+        Duration::from_secs(self.max_age_minutes.saturating_mul(60))
+    }
+
+    /// `retentionDays` as a duration.
+    pub fn retention(&self) -> Duration {
+        Duration::from_secs(self.retention_days.saturating_mul(86_400))
+    }
 }
 
 /// Prompt templates.

@@ -37,6 +37,8 @@ pub struct Config {
     pub access_control: AccessControlConfig,
     /// Per-user message rate limit.
     pub rate_limit: RateLimitConfig,
+    /// Messages left unanswered across a restart, and the inbox's memory.
+    pub catch_up: CatchUpConfig,
     /// The ACP agent that is started per interaction.
     pub agent: AgentConfig,
     /// The HTTP API the agent's skill scripts call.
@@ -71,6 +73,7 @@ impl Default for Config {
             platforms: PlatformsConfig::default(),
             access_control: AccessControlConfig::default(),
             rate_limit: RateLimitConfig::default(),
+            catch_up: CatchUpConfig::default(),
             agent: AgentConfig::default(),
             skill_api: SkillApiConfig::default(),
             skills: SkillsConfig::default(),

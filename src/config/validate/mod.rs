@@ -156,6 +156,12 @@ impl Config {
                 v.add("rateLimit.windowMs", "must be greater than 0");
             }
         }
+        if self.catch_up.retention_days == 0 {
+            v.add(
+                "catchUp.retentionDays",
+                "must be at least 1: a message id must be remembered to be answered only once",
+            );
+        }
     }
 
     fn check_listeners(&self, v: &mut Problems) {
