@@ -48,8 +48,8 @@
 //! | layer | modules |
 //! |---|---|
 //! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shutdown`, `systemd` |
-//! | 1 | `config`, `store`, `skills` |
-//! | 2 | `observability`, `embeddings` |
+//! | 1 | `config`, `store` |
+//! | 2 | `observability`, `embeddings`, `skills` |
 //! | 3 | `ops`, `platform` |
 //! | 4 | `setup`, `attachments`, `agent`, `session`, `reminders` |
 //! | 5 | `skill_api` |

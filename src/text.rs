@@ -58,14 +58,6 @@ pub struct TextLimits {
 }
 
 impl TextLimits {
-    /// Discord messages: 2000 UTF-16 units (serenity counts code points; UTF-16 is the safe,
-    /// stricter count).
-    pub const DISCORD: TextLimits = TextLimits::new(2000, LengthUnit::Utf16);
-    /// Misskey notes: `MAX_NOTE_TEXT_LENGTH` = 3000 characters.
-    pub const MISSKEY_NOTE: TextLimits = TextLimits::new(3000, LengthUnit::Chars);
-    /// Misskey chat messages: 2000 characters.
-    pub const MISSKEY_CHAT: TextLimits = TextLimits::new(2000, LengthUnit::Chars);
-
     /// Limits of `max` units counted as `unit`.
     pub const fn new(max: usize, unit: LengthUnit) -> Self {
         Self { max, unit }
@@ -426,8 +418,8 @@ mod tests {
     #[test]
     fn limits_count_in_their_unit() {
         let text = "a😀日";
-        assert_eq!(TextLimits::DISCORD.len(text), 4);
-        assert_eq!(TextLimits::MISSKEY_NOTE.len(text), 3);
+        assert_eq!(TextLimits::new(2000, LengthUnit::Utf16).len(text), 4);
+        assert_eq!(TextLimits::new(3000, LengthUnit::Chars).len(text), 3);
         assert!(TextLimits::new(3, LengthUnit::Chars).fits(text));
         assert!(!TextLimits::new(3, LengthUnit::Utf16).fits(text));
         assert_eq!(LengthUnit::Utf16.char_len('😀'), 2);

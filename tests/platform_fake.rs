@@ -7,7 +7,7 @@ use std::sync::Arc;
 use air_friends::platform::fake::{Call, FakePlatform, Op};
 use air_friends::platform::{
     OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, PlatformRegistry, ReactionEmoji,
-    TextLimits, send_text,
+    send_text,
 };
 use air_friends::text::process_outgoing;
 
@@ -47,7 +47,7 @@ async fn a_long_discord_reply_arrives_as_ordered_parts_within_the_limit() {
     assert_eq!(sent.len(), texts.len());
     assert!(texts.len() >= 3, "{} parts", texts.len());
     for part in &texts {
-        assert!(TextLimits::DISCORD.fits(part));
+        assert!(air_friends::platform::discord::TEXT_LIMITS.fits(part));
         assert!(!part.trim().is_empty());
     }
     assert!(texts[0].starts_with("Paragraph 0:"));

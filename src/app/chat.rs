@@ -24,7 +24,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use console::{ConsoleAdapter, Diagnostics, stdin_lines};
 
 use super::daemon::Observers;
-use crate::config::{self, Config, ReplyTo};
+use crate::config::{self, Config, PLATFORMS, ReplyTo};
 use crate::observability::{LiveSecrets, LogTarget, Metrics};
 use crate::ops::Readiness;
 use crate::platform::PlatformAdapter;
@@ -57,8 +57,9 @@ const NO_PLATFORM_WARNING_PATH: &str = "platforms";
 /// The console is a private conversation with the machine's own user: no platforms, no access
 /// control or rate limit, an ephemeral Skill API port, quiet logs on stderr.
 fn for_console(config: &mut Config) {
-    config.platforms.discord.enabled = false;
-    config.platforms.misskey.enabled = false;
+    for facts in PLATFORMS {
+        (facts.set_enabled)(&mut config.platforms, false);
+    }
     config.access_control.reply_to = ReplyTo::All;
     config.rate_limit.enabled = false;
     config.skill_api.port = 0;
@@ -195,4 +196,26 @@ async fn cancel_and_exit(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The console connects no platform, whichever the configuration enables.
+    #[test]
+    fn the_console_switches_every_platform_off() {
+        let mut config = Config::default();
+        for facts in PLATFORMS {
+            (facts.set_enabled)(&mut config.platforms, true);
+        }
+        for_console(&mut config);
+        for facts in PLATFORMS {
+            assert!(
+                !(facts.enabled)(&config.platforms),
+                "{} stays on",
+                facts.key
+            );
+        }
+    }
 }

@@ -403,7 +403,11 @@ mod tests {
             .expect("sent");
         assert_eq!(sent.len(), 2);
         let texts = fake.dm_texts("u1");
-        assert!(texts.iter().all(|t| TextLimits::MISSKEY_CHAT.fits(t)));
+        assert!(
+            texts
+                .iter()
+                .all(|t| crate::platform::misskey::CHAT_TEXT_LIMITS.fits(t))
+        );
     }
 
     #[test]

@@ -407,6 +407,10 @@ mod tests {
     use crate::text::LengthUnit;
     use unicode_segmentation::UnicodeSegmentation;
 
+    /// Limits like the platforms' (each platform's folder has its own; the splitter knows none).
+    const DISCORD: TextLimits = TextLimits::new(2000, LengthUnit::Utf16);
+    const MISSKEY_CHAT: TextLimits = TextLimits::new(2000, LengthUnit::Chars);
+
     fn squash(text: &str) -> String {
         text.chars().filter(|c| !c.is_whitespace()).collect()
     }
@@ -449,14 +453,14 @@ mod tests {
 
     #[test]
     fn empty_and_blank_input_give_no_parts() {
-        assert!(split_message("", TextLimits::DISCORD).is_empty());
-        assert!(split_message(" \n\n\t", TextLimits::DISCORD).is_empty());
+        assert!(split_message("", DISCORD).is_empty());
+        assert!(split_message(" \n\n\t", DISCORD).is_empty());
     }
 
     #[test]
     fn text_that_fits_is_returned_unchanged() {
         let text = "  hello\n\nworld  ";
-        assert_eq!(split_message(text, TextLimits::DISCORD), vec![text]);
+        assert_eq!(split_message(text, DISCORD), vec![text]);
     }
 
     #[test]
@@ -471,14 +475,14 @@ mod tests {
         }
         let text: String = text.chars().take(4500).collect();
         assert_eq!(text.chars().count(), 4500);
-        let parts = split_message(&text, TextLimits::DISCORD);
+        let parts = split_message(&text, DISCORD);
         assert_eq!(
             parts.len(),
             3,
             "{:?}",
             parts.iter().map(String::len).collect::<Vec<_>>()
         );
-        assert_valid(&parts, TextLimits::DISCORD);
+        assert_valid(&parts, DISCORD);
         assert!(parts[0].starts_with("[0]"));
         assert_eq!(squash(&parts.concat()), squash(&text));
         // Cut at paragraph boundaries: each part ends a paragraph.
@@ -490,13 +494,13 @@ mod tests {
     #[test]
     fn emoji_count_two_utf16_units_and_are_never_halved() {
         let text = "😀".repeat(1500);
-        let parts = split_message(&text, TextLimits::DISCORD);
+        let parts = split_message(&text, DISCORD);
         assert_eq!(parts.len(), 2);
-        assert_valid(&parts, TextLimits::DISCORD);
+        assert_valid(&parts, DISCORD);
         assert_eq!(parts[0].chars().count(), 1000);
         assert_eq!(parts.concat(), text);
         // Counted in characters, the same text fits one Misskey chat message.
-        assert_eq!(split_message(&text, TextLimits::MISSKEY_CHAT).len(), 1);
+        assert_eq!(split_message(&text, MISSKEY_CHAT).len(), 1);
     }
 
     #[test]
@@ -742,8 +746,8 @@ mod tests {
     #[test]
     fn large_inputs_split_quickly() {
         let text = "word ".repeat(200_000);
-        let parts = split_message(&text, TextLimits::DISCORD);
+        let parts = split_message(&text, DISCORD);
         assert!(parts.len() >= 500);
-        assert_valid(&parts, TextLimits::DISCORD);
+        assert_valid(&parts, DISCORD);
     }
 }

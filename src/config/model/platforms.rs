@@ -103,6 +103,8 @@ pub struct PlatformFacts {
     pub triggers: fn(&PlatformsConfig) -> TriggerRules,
     /// Whether the configuration connects it.
     pub enabled: fn(&PlatformsConfig) -> bool,
+    /// Switches it on or off (the chat console switches every platform off).
+    pub set_enabled: fn(&mut PlatformsConfig, bool),
     /// Where its attachment files may be fetched from.
     pub files: fn(&PlatformsConfig) -> FileSources,
 }
@@ -124,6 +126,7 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             command_prefix: p.discord.command_prefix.clone(),
         },
         enabled: |p| p.discord.enabled,
+        set_enabled: |p, on| p.discord.enabled = on,
         files: |p| discord_file_sources(p.discord.api_base_url.as_deref()),
     },
     PlatformFacts {
@@ -149,6 +152,7 @@ pub const PLATFORMS: &[PlatformFacts] = &[
             command_prefix: p.misskey.command_prefix.clone(),
         },
         enabled: |p| p.misskey.enabled,
+        set_enabled: |p, on| p.misskey.enabled = on,
         files: |p| misskey_file_sources(&p.misskey.host, p.misskey.secure),
     },
 ];
@@ -331,6 +335,29 @@ mod facts_tests {
                     e.key
                 );
             }
+        }
+    }
+
+    /// Each platform's switch turns exactly it on and off, as its `enabled` fact reads it (the
+    /// chat console switches every platform off through it).
+    #[test]
+    fn each_platforms_switch_turns_exactly_it_on_and_off() {
+        for platform in PLATFORMS {
+            let mut p = PlatformsConfig::default();
+            for other in PLATFORMS {
+                (other.set_enabled)(&mut p, false);
+            }
+            (platform.set_enabled)(&mut p, true);
+            for other in PLATFORMS {
+                assert_eq!(
+                    (other.enabled)(&p),
+                    other.key == platform.key,
+                    "{}",
+                    other.key
+                );
+            }
+            (platform.set_enabled)(&mut p, false);
+            assert!(!(platform.enabled)(&p), "{}", platform.key);
         }
     }
 

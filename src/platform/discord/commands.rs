@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::http::{Body, Rest, Route};
 use crate::platform::{
-    CommandInvocation, CommandReply, EventSink, Origin, PlatformEvent, PlatformKind, TextLimits,
+    CommandInvocation, CommandReply, EventSink, Origin, PlatformEvent, PlatformKind,
     UserCommandSpec,
 };
 
@@ -452,7 +452,7 @@ async fn deliver(
     } else {
         reply.text.clone()
     };
-    let parts = crate::text::split_message(&text, TextLimits::DISCORD);
+    let parts = crate::text::split_message(&text, super::TEXT_LIMITS);
     let no_pings = json!({"parse": []});
     for (index, part) in parts.iter().enumerate() {
         let (route, body) = if index == 0 {

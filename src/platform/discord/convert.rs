@@ -11,7 +11,7 @@ use serenity::model::channel::Message;
 use super::DiscordSetupError;
 use crate::platform::{
     Attachment, ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformError, PlatformKind,
-    ReactionEmoji, SentMessage, TextLimits, UserInfo,
+    ReactionEmoji, SentMessage, UserInfo,
 };
 
 /// Parses a Discord snowflake (a non-zero unsigned 64-bit decimal number), naming `what` in the
@@ -384,7 +384,7 @@ pub(crate) fn check_text(text: &str) -> Result<(), PlatformError> {
     if text.trim().is_empty() {
         return Err(PlatformError::InvalidInput("the message is empty".into()));
     }
-    let limits = TextLimits::DISCORD;
+    let limits = super::TEXT_LIMITS;
     if !limits.fits(text) {
         return Err(PlatformError::InvalidInput(format!(
             "the message is {} UTF-16 units long; Discord allows {} (split it first)",

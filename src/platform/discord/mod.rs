@@ -47,6 +47,11 @@ use crate::platform::{
     PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserCommandSpec, UserId,
     UserInfo,
 };
+use crate::text::LengthUnit;
+
+/// Discord messages: 2000 UTF-16 units (serenity counts code points; UTF-16 is the safe,
+/// stricter count).
+pub const TEXT_LIMITS: TextLimits = TextLimits::new(2000, LengthUnit::Utf16);
 
 /// How many recent messages [`PlatformAdapter::search_messages`] scans.
 pub const SEARCH_WINDOW: usize = 300;
@@ -359,11 +364,11 @@ impl PlatformAdapter for DiscordAdapter {
     }
 
     fn text_limit(&self, _channel_id: &ChannelId) -> TextLimits {
-        TextLimits::DISCORD
+        TEXT_LIMITS
     }
 
     fn dm_text_limit(&self) -> TextLimits {
-        TextLimits::DISCORD
+        TEXT_LIMITS
     }
 
     async fn send_message(

@@ -49,9 +49,11 @@ impl FakePlatform {
             return limits;
         }
         match self.kind {
-            PlatformKind::Discord => TextLimits::DISCORD,
-            PlatformKind::Misskey if channel_id.starts_with("chat:") => TextLimits::MISSKEY_CHAT,
-            PlatformKind::Misskey => TextLimits::MISSKEY_NOTE,
+            PlatformKind::Discord => crate::platform::discord::TEXT_LIMITS,
+            PlatformKind::Misskey if channel_id.starts_with("chat:") => {
+                crate::platform::misskey::CHAT_TEXT_LIMITS
+            }
+            PlatformKind::Misskey => crate::platform::misskey::NOTE_TEXT_LIMITS,
             PlatformKind::Console => TextLimits::new(4000, LengthUnit::Chars),
         }
     }

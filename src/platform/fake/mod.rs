@@ -94,8 +94,8 @@ impl FakePlatform {
             text_limit: None,
             channel_limits: HashMap::new(),
             dm_limit: match kind {
-                PlatformKind::Discord => TextLimits::DISCORD,
-                PlatformKind::Misskey => TextLimits::MISSKEY_CHAT,
+                PlatformKind::Discord => crate::platform::discord::TEXT_LIMITS,
+                PlatformKind::Misskey => crate::platform::misskey::CHAT_TEXT_LIMITS,
                 PlatformKind::Console => TextLimits::new(4000, LengthUnit::Chars),
             },
             edit_recreates: misskey,
@@ -583,18 +583,21 @@ mod tests {
         let misskey = FakePlatform::misskey();
         assert_eq!(
             misskey.text_limit(&"note:x".into()),
-            TextLimits::MISSKEY_NOTE
+            crate::platform::misskey::NOTE_TEXT_LIMITS
         );
         assert_eq!(
             misskey.text_limit(&"chat:u".into()),
-            TextLimits::MISSKEY_CHAT
+            crate::platform::misskey::CHAT_TEXT_LIMITS
         );
-        assert_eq!(misskey.dm_text_limit(), TextLimits::MISSKEY_CHAT);
+        assert_eq!(
+            misskey.dm_text_limit(),
+            crate::platform::misskey::CHAT_TEXT_LIMITS
+        );
         misskey.set_channel_text_limit("note:x", TextLimits::new(10, LengthUnit::Chars));
         assert_eq!(misskey.text_limit(&"note:x".into()).max, 10);
         assert_eq!(
             FakePlatform::discord().text_limit(&"1".into()),
-            TextLimits::DISCORD
+            crate::platform::discord::TEXT_LIMITS
         );
     }
 

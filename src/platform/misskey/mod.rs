@@ -51,6 +51,12 @@ use crate::platform::{
     OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
     TextLimits, UserCommandSpec, UserId, UserInfo,
 };
+use crate::text::LengthUnit;
+
+/// Misskey notes: `MAX_NOTE_TEXT_LENGTH` = 3000 characters.
+pub const NOTE_TEXT_LIMITS: TextLimits = TextLimits::new(3000, LengthUnit::Chars);
+/// Misskey chat messages: 2000 characters.
+pub const CHAT_TEXT_LIMITS: TextLimits = TextLimits::new(2000, LengthUnit::Chars);
 
 /// Most users kept in the name cache (chat messages carry only user ids).
 const USER_CACHE_CAPACITY: usize = 1024;
@@ -391,13 +397,13 @@ impl PlatformAdapter for MisskeyAdapter {
 
     fn text_limit(&self, channel_id: &ChannelId) -> TextLimits {
         match Channel::parse(channel_id.as_str()) {
-            Ok(Channel::Note(_)) => TextLimits::MISSKEY_NOTE,
-            _ => TextLimits::MISSKEY_CHAT,
+            Ok(Channel::Note(_)) => NOTE_TEXT_LIMITS,
+            _ => CHAT_TEXT_LIMITS,
         }
     }
 
     fn dm_text_limit(&self) -> TextLimits {
-        TextLimits::MISSKEY_CHAT
+        CHAT_TEXT_LIMITS
     }
 
     async fn send_message(
@@ -623,15 +629,9 @@ mod tests {
     fn limits_follow_the_channel_kind() {
         let adapter = MisskeyAdapter::new(&config("h", "t"), reqwest::Client::new(), vec![])
             .expect("adapter");
-        assert_eq!(
-            adapter.text_limit(&"note:abc".into()),
-            TextLimits::MISSKEY_NOTE
-        );
-        assert_eq!(
-            adapter.text_limit(&"chat:abc".into()),
-            TextLimits::MISSKEY_CHAT
-        );
-        assert_eq!(adapter.dm_text_limit(), TextLimits::MISSKEY_CHAT);
+        assert_eq!(adapter.text_limit(&"note:abc".into()), NOTE_TEXT_LIMITS);
+        assert_eq!(adapter.text_limit(&"chat:abc".into()), CHAT_TEXT_LIMITS);
+        assert_eq!(adapter.dm_text_limit(), CHAT_TEXT_LIMITS);
         assert_eq!(adapter.bot_user_id(), None);
     }
 }

@@ -469,14 +469,32 @@ mod tests {
 
     #[test]
     fn text_checks_match_the_limits() {
-        assert!(check_text("ok", TextLimits::MISSKEY_CHAT).is_ok());
+        assert!(check_text("ok", crate::platform::misskey::CHAT_TEXT_LIMITS).is_ok());
         assert!(matches!(
-            check_text(" \n", TextLimits::MISSKEY_CHAT),
+            check_text(" \n", crate::platform::misskey::CHAT_TEXT_LIMITS),
             Err(PlatformError::InvalidInput(_))
         ));
-        assert!(check_text(&"あ".repeat(3000), TextLimits::MISSKEY_NOTE).is_ok());
-        assert!(check_text(&"あ".repeat(3001), TextLimits::MISSKEY_NOTE).is_err());
-        assert!(check_text(&"x".repeat(2001), TextLimits::MISSKEY_CHAT).is_err());
+        assert!(
+            check_text(
+                &"あ".repeat(3000),
+                crate::platform::misskey::NOTE_TEXT_LIMITS
+            )
+            .is_ok()
+        );
+        assert!(
+            check_text(
+                &"あ".repeat(3001),
+                crate::platform::misskey::NOTE_TEXT_LIMITS
+            )
+            .is_err()
+        );
+        assert!(
+            check_text(
+                &"x".repeat(2001),
+                crate::platform::misskey::CHAT_TEXT_LIMITS
+            )
+            .is_err()
+        );
     }
 
     #[test]

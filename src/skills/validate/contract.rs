@@ -94,10 +94,9 @@ pub(super) fn contract_checks(
     out
 }
 
-/// Environment variables that must never reach the agent through a credential.
-const RESERVED_ENV: [&str; 8] = [
-    "DISCORD_TOKEN",
-    "MISSKEY_TOKEN",
+/// Environment variables of the daemon's own that must never reach the agent through a
+/// credential (besides every platform's secret variables, `config::platform_secret_vars`).
+const RESERVED_ENV: [&str; 6] = [
     "SKILL_API_TOKEN",
     "SKILL_API_URL",
     "SESSION_ID",
@@ -105,6 +104,11 @@ const RESERVED_ENV: [&str; 8] = [
     "PATH",
     "HOME",
 ];
+
+/// Whether `name` is the daemon's own or a platform's secret.
+fn is_reserved(name: &str) -> bool {
+    RESERVED_ENV.contains(&name) || crate::config::platform_secret_vars().any(|var| var == name)
+}
 
 fn check_limits(m: &Manifest) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -138,7 +142,7 @@ fn check_limits(m: &Manifest) -> Vec<Finding> {
                 "use UPPER_SNAKE_CASE, e.g. \"WEATHER_API_KEY\"",
             ));
         }
-        if RESERVED_ENV.contains(&c.env_var.as_str()) {
+        if is_reserved(&c.env_var) {
             out.push(Finding::error(
                 format!(
                     "credential env_var \"{}\" is reserved by the daemon",
@@ -330,4 +334,23 @@ fn closest_flag(flag: &str, m: &Manifest) -> Option<String> {
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, k)| k.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A skill credential can never be named after a platform's secret or the daemon's own
+    /// variables; every platform's secret variable counts, not a list of their names.
+    #[test]
+    fn platform_secrets_and_the_daemons_variables_are_reserved() {
+        for var in crate::config::platform_secret_vars() {
+            assert!(is_reserved(var), "{var}");
+        }
+        for var in ["SKILL_API_TOKEN", "SESSION_ID", "PATH"] {
+            assert!(is_reserved(var), "{var}");
+        }
+        assert!(!is_reserved("WEATHER_API_KEY"));
+        assert!(!is_reserved("MISSKEY_HOST"), "not a secret");
+    }
 }

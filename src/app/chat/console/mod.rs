@@ -42,6 +42,9 @@ use crate::platform::{
     SentMessage, TextLimits, UserId, UserInfo,
 };
 
+/// The longest message the console prints at once (3000 characters, a long chat message).
+const TEXT_LIMITS: TextLimits = TextLimits::new(3000, crate::platform::LengthUnit::Chars);
+
 /// The local user's id.
 pub const LOCAL_USER: &str = "local";
 /// The one conversation's channel id.
@@ -276,11 +279,11 @@ impl PlatformAdapter for ConsoleAdapter {
     }
 
     fn text_limit(&self, _channel_id: &ChannelId) -> TextLimits {
-        TextLimits::MISSKEY_NOTE
+        TEXT_LIMITS
     }
 
     fn dm_text_limit(&self) -> TextLimits {
-        TextLimits::MISSKEY_NOTE
+        TEXT_LIMITS
     }
 
     async fn send_message(
