@@ -94,6 +94,10 @@ pub enum Command {
     /// latency p50/p99 of every skill over the last day and week; memories and reminders by
     /// state per workspace; the model gateway's tokens per day. Runs beside a live daemon.
     Stats(ConfigArg),
+    /// Ask the running daemon whether it is ready (its `/readyz` on health.host:health.port)
+    /// and exit 0 when it serves (ready or degraded), 1 otherwise, with one line saying why:
+    /// for container health checks and monitors.
+    Healthcheck(ConfigArg),
     /// Print a shell completion script to stdout (e.g. `air-friends completions bash >
     /// ~/.local/share/bash-completion/completions/air-friends`).
     Completions {
@@ -101,8 +105,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff) to stdout (e.g. `air-friends man > air-friends.1`).
-    Man,
+    /// Print the man page (roff) to stdout (e.g. `air-friends man > air-friends.1`), or, with
+    /// --out-dir, write it and one page per subcommand (air-friends-serve.1, ...) there.
+    Man {
+        /// Write every page into this folder instead of printing the top-level one.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
     /// Tools for skill packages.
     Skills {
         /// What to do.

@@ -214,3 +214,37 @@ fn version_shows_the_package_version_and_the_commit() {
         );
     }
 }
+
+/// `man --out-dir` writes a page for every page the top-level page names (its SEE ALSO lists
+/// one per subcommand), each a roff page of its own; hidden internals get none.
+#[test]
+fn every_man_page_the_top_level_page_names_exists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("man1");
+    let out = run(repo(), &["man", "--out-dir", dir.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{out:?}");
+    let top = std::fs::read_to_string(dir.join("air-friends.1")).unwrap();
+    let named: Vec<String> = top
+        .split("air\\-friends\\-")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split_once("(1)")
+                .map(|(name, _)| name.replace("\\-", "-"))
+        })
+        .filter(|name| !name.contains(char::is_whitespace))
+        .collect();
+    assert!(named.len() >= 10, "too few pages named: {named:?}\n{top}");
+    for name in &named {
+        let page = dir.join(format!("air-friends-{name}.1"));
+        let text = std::fs::read_to_string(&page)
+            .unwrap_or_else(|e| panic!("{} is named but missing: {e}", page.display()));
+        assert!(text.starts_with('.'), "{name}: not roff");
+    }
+    for page in ["serve", "healthcheck", "check-config", "stats"] {
+        assert!(
+            named.iter().any(|n| n == page),
+            "{page} not named: {named:?}"
+        );
+    }
+    assert!(!dir.join("air-friends-sandbox-init.1").exists());
+}

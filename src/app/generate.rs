@@ -1,8 +1,11 @@
 //! `air-friends completions SHELL` and `air-friends man`: shell completion scripts
-//! (`clap_complete`) and the man page (`clap_mangen`), both generated from the same
-//! [`crate::cli::Cli`] definition that parses the command line, so they never drift from it.
+//! (`clap_complete`) and the man pages (`clap_mangen`: the top-level page, and with
+//! `--out-dir` one page per visible subcommand, which the top-level page's SEE ALSO names), all
+//! generated from the same [`crate::cli::Cli`] definition that parses the command line, so they
+//! never drift from it.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::CommandFactory;
@@ -25,6 +28,23 @@ pub(super) fn man_page() -> ExitCode {
         Ok(()) => write_stdout(&out),
         Err(e) => {
             eprintln!("air-friends: cannot render the man page: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes the top-level page and one per visible subcommand (and nested subcommand,
+/// `air-friends-skills-validate.1`) into `dir`, creating it.
+pub(super) fn man_pages(dir: &Path) -> ExitCode {
+    let written =
+        std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(Cli::command(), dir));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "air-friends: cannot write the man pages into {}: {e}",
+                dir.display()
+            );
             ExitCode::FAILURE
         }
     }

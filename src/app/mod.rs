@@ -7,6 +7,7 @@ mod chat;
 mod check;
 mod daemon;
 mod generate;
+mod healthcheck;
 mod serve;
 mod stats;
 
@@ -48,8 +49,10 @@ pub fn run(cli: Cli) -> ExitCode {
             file,
         } => backup::backup_main(&config.config, &file, force),
         Command::Stats(config) => stats::stats_main(&config.config),
+        Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
         Command::Completions { shell } => generate::completions(shell),
-        Command::Man => generate::man_page(),
+        Command::Man { out_dir: None } => generate::man_page(),
+        Command::Man { out_dir: Some(dir) } => generate::man_pages(&dir),
         Command::SandboxInit { .. } => crate::agent::relay::main_from_argv(),
         Command::Import {
             command:
