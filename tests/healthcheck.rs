@@ -1,6 +1,6 @@
-//! `air-friends healthcheck` against the real daemon: exit 0 and `ready` while it serves, exit
-//! 1 with the failing check while it is not ready, exit 1 with "not running" when nothing
-//! answers at `health.host:health.port`.
+//! `air-friends healthcheck` against the real daemon: exit 0 and `ready` while it serves (and
+//! the daemon has logged "air-friends ready"), exit 1 with the failing check while it is not
+//! ready, exit 1 with "not running" when nothing answers at `health.host:health.port`.
 
 mod common;
 
@@ -33,11 +33,19 @@ fn healthcheck(dir: &Path, addr: &str) -> (Option<i32>, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthcheck_exits_0_while_the_daemon_serves_and_1_when_it_does_not() {
-    let bot = DiscordServe::start(|_| DiscordSetup::default()).await;
+    let mut bot = DiscordServe::start(|_| DiscordSetup::default()).await;
     let scratch = tempfile::tempdir().unwrap();
     let files = scratch.path();
     let (code, line) = healthcheck(files, &bot.ops_addr);
     assert_eq!((code, line.as_str()), (Some(0), "ready"));
+    // Ready, and said so once Discord is connected (it was not logged before `/readyz` said so).
+    let ready = tokio::task::block_in_place(|| {
+        bot.daemon
+            .wait_for_log(std::time::Duration::from_secs(10), |l| {
+                l["message"] == "air-friends ready"
+            })
+    });
+    assert_eq!(ready["status"], "ready", "{ready}");
     bot.stop();
 
     // Nothing listens there any more.

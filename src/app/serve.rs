@@ -81,11 +81,16 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
 
 /// How often the checks are run until the daemon is ready.
 const READY_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long the daemon may take to become ready (a platform connecting) before a warning says
+/// what it is waiting for.
+const READY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Logs "air-friends ready" once `/readyz` would answer 200 (every gating check passes: the
-/// platforms connected, the store, the sandbox); until then, one warn record naming what is
-/// not ready yet. Ends when the daemon drains.
+/// platforms connected, the store, the sandbox); when that takes longer than
+/// [`READY_PATIENCE`], one warn record naming what is not ready yet. Ends when the daemon
+/// drains.
 async fn announce_ready(readiness: Readiness, draining: CancellationToken) {
+    let started = tokio::time::Instant::now();
     let mut told = false;
     loop {
         let reports = readiness.run().await;
@@ -98,7 +103,7 @@ async fn announce_ready(readiness: Readiness, draining: CancellationToken) {
             );
             return;
         }
-        if !told {
+        if !told && started.elapsed() >= READY_PATIENCE {
             let waiting: Vec<String> = reports
                 .iter()
                 .filter(|r| !r.ok && !r.degrades)
@@ -199,4 +204,39 @@ pub async fn bind(host: &str, port: u16) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The announcement waits, past its patience, until every gating check passes, and then
+    /// ends; a failing degrading check does not hold it.
+    #[tokio::test(start_paused = true)]
+    async fn ready_is_announced_once_the_gating_checks_pass() {
+        let readiness = Readiness::new();
+        let connected = Arc::new(AtomicBool::new(false));
+        let flag = connected.clone();
+        readiness.register("discord", move || {
+            let up = flag.load(Ordering::SeqCst);
+            async move {
+                if up {
+                    Ok(())
+                } else {
+                    Err("not connected".into())
+                }
+            }
+        });
+        readiness.register_degrading("model", || async { Err("unreachable".into()) });
+        let task = tokio::spawn(announce_ready(readiness, CancellationToken::new()));
+        tokio::time::sleep(READY_PATIENCE * 2).await;
+        assert!(!task.is_finished(), "announced while not ready");
+        connected.store(true, Ordering::SeqCst);
+        tokio::time::timeout(std::time::Duration::from_secs(5), task)
+            .await
+            .expect("announced once ready")
+            .unwrap();
+    }
 }
