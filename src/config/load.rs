@@ -19,15 +19,29 @@ use super::{Config, ConfigError, ConfigIssue};
 pub trait EnvSource {
     /// The value of `name`, if set.
     fn var(&self, name: &str) -> Option<String>;
+
+    /// Why `name` could not be read when a file should hold it (see `env_file`); `None` when
+    /// nothing is wrong.
+    fn problem(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
 }
 
-/// The real process environment.
+/// The real process environment, where every variable may also come from a file (`NAME_FILE`,
+/// or systemd's `$CREDENTIALS_DIRECTORY/NAME`; see `env_file`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcessEnv;
 
 impl EnvSource for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
+        super::env_file::resolve(name, |n| std::env::var(n).ok())
+            .ok()
+            .flatten()
+    }
+
+    fn problem(&self, name: &str) -> Option<String> {
+        super::env_file::resolve(name, |n| std::env::var(n).ok()).err()
     }
 }
 
@@ -429,6 +443,10 @@ fn all_env_overrides() -> impl Iterator<Item = (&'static str, &'static str, EnvK
 
 fn apply_env_overrides(root: &mut Value, env: &impl EnvSource, issues: &mut Vec<ConfigIssue>) {
     for (var, key_path, kind) in all_env_overrides() {
+        if let Some(problem) = env.problem(var) {
+            issues.push(ConfigIssue::new(key_path, problem));
+            continue;
+        }
         let Some(raw) = env.var(var).filter(|v| !v.trim().is_empty()) else {
             continue;
         };

@@ -4,6 +4,7 @@
 //! `check-config` and `serve`, builds on the lenient load (`Loaded`) and lives with the commands
 //! (`app::check`).
 
+mod env_file;
 mod load;
 mod model;
 mod quiet_hours;
