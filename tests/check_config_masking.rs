@@ -104,4 +104,16 @@ fn secrets_from_files_and_systemd_credentials_are_read_and_never_printed() {
         "{stderr}"
     );
     assert!(!stderr.contains(DISCORD), "{stderr}");
+
+    // A provider key whose credential cannot be read (a folder in its place) is named at its
+    // provider's entry.
+    std::fs::remove_file(credentials.join("OPENROUTER_API_KEY")).unwrap();
+    std::fs::create_dir(credentials.join("OPENROUTER_API_KEY")).unwrap();
+    let out = check(&token_file);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("agent.providers.openrouter.apiKeyEnv") && stderr.contains("credential "),
+        "{stderr}"
+    );
 }

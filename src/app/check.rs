@@ -73,6 +73,7 @@ pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> 
         &mut errors,
         &mut warnings,
     );
+    check_key_files(&loaded.config, env, &mut errors);
     if let Some(model) = loaded.config.agent.keyless_default_model(env) {
         warnings.push(ConfigIssue::new(
             "agent.model",
@@ -99,6 +100,24 @@ pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> 
             error: ConfigError::Problems(loaded.issues),
             warnings,
         })
+    }
+}
+
+/// Every provider key named by `agent.providers.<id>.apiKeyEnv` whose file (`NAME_FILE`, or
+/// the systemd credential) cannot be read: an error at that key, naming the file, never a
+/// value (a key read as unset would only fail at the first model request).
+fn check_key_files(config: &Config, env: &impl EnvSource, errors: &mut Vec<ConfigIssue>) {
+    for (id, provider) in &config.agent.providers {
+        let name = &provider.api_key_env;
+        if name.is_empty() {
+            continue;
+        }
+        if let Some(problem) = env.problem(name) {
+            errors.push(ConfigIssue::new(
+                format!("agent.providers.{id}.apiKeyEnv"),
+                problem,
+            ));
+        }
     }
 }
 
