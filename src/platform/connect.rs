@@ -27,11 +27,11 @@ pub type ReceiveLoop = Box<
 >;
 
 /// Builds one platform's adapter and its receive loop.
-pub type Build = fn(
-    &PlatformsConfig,
-    reqwest::Client,
-    Vec<UserCommandSpec>,
-) -> anyhow::Result<(Arc<dyn PlatformAdapter>, ReceiveLoop)>;
+pub type Build =
+    fn(&PlatformsConfig, reqwest::Client, Vec<UserCommandSpec>) -> anyhow::Result<Connected>;
+
+/// A connected platform: its adapter and the receive loop that feeds its events.
+pub type Connected = (Arc<dyn PlatformAdapter>, ReceiveLoop);
 
 /// One platform's entry.
 #[derive(Debug)]

@@ -106,10 +106,7 @@ pub(crate) fn connect(
     config: &crate::config::PlatformsConfig,
     http: reqwest::Client,
     commands: Vec<UserCommandSpec>,
-) -> anyhow::Result<(
-    Arc<dyn PlatformAdapter>,
-    crate::platform::connect::ReceiveLoop,
-)> {
+) -> anyhow::Result<crate::platform::connect::Connected> {
     use anyhow::Context as _;
     let (adapter, runner) =
         DiscordAdapter::new(&config.discord, http, commands).context("Discord set-up")?;
