@@ -75,7 +75,7 @@ async fn a_message_too_old_at_the_restart_is_skipped_and_not_answered() {
     bot.mention("are you there?");
     first_turn_running(&bot).await;
     bot.restart(true).await;
-    let skipped = bot.daemon.wait_for_log(Duration::from_secs(30), |l| {
+    let skipped = bot.logged_or_wait(|l| {
         l["message"] == "a message left unanswered at the last stop is not answered"
     });
     assert_eq!(skipped["reason"], "too_old", "{skipped}");

@@ -294,6 +294,15 @@ impl DiscordServe {
         tokio::task::block_in_place(|| self.daemon.wait_for_log(WAIT, pred))
     }
 
+    /// The first log line matching `pred`, among those already read (a wait for another line,
+    /// e.g. the start's `listening`, may have read past it) or, failing that, the next ones.
+    pub fn logged_or_wait(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        match self.logged().into_iter().find(|v| pred(v)) {
+            Some(line) => line,
+            None => self.wait_log(pred),
+        }
+    }
+
     /// Waits for `interaction finished` log lines until `count` have been seen in total.
     pub fn wait_interactions_finished(&mut self, count: usize) -> Vec<Value> {
         let mut finished: Vec<Value> = self
