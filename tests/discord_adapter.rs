@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use air_friends::config::{DiscordConfig, Secret};
 use air_friends::platform::discord::DiscordAdapter;
 use air_friends::platform::{
-    CommandReply, ConnectionState, MessageId, OutgoingFile, PlatformAdapter, PlatformError,
-    PlatformEvent, ReactionEmoji, UserCommandSpec, send_text,
+    ChannelId, CommandReply, ConnectionState, MessageId, OutgoingFile, PlatformAdapter,
+    PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, UserCommandSpec, send_text,
 };
 use common::fake_discord::*;
 use common::poll::eventually;
@@ -32,14 +32,26 @@ struct Harness {
     state: ConnectionState,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
+    /// `PlatformEvent::Connected` events seen so far (new sessions).
+    sessions: usize,
 }
 
 impl Harness {
+    /// The next message or command; new-session events on the way are counted in `sessions`.
     async fn next_event(&mut self) -> PlatformEvent {
-        tokio::time::timeout(WAIT, self.events.recv())
-            .await
-            .expect("an event within the timeout")
-            .expect("sink open")
+        loop {
+            let event = tokio::time::timeout(WAIT, self.events.recv())
+                .await
+                .expect("an event within the timeout")
+                .expect("sink open");
+            match event {
+                PlatformEvent::Connected(platform) => {
+                    assert_eq!(platform, PlatformKind::Discord);
+                    self.sessions += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn stop(self) {
@@ -98,6 +110,7 @@ async fn connected(commands: Vec<UserCommandSpec>) -> Harness {
         state,
         shutdown,
         task,
+        sessions: 0,
     }
 }
 
@@ -170,7 +183,7 @@ async fn gateway_messages_reach_the_router_with_the_mention_stripped() {
     while received.len() < 2 {
         match h.next_event().await {
             PlatformEvent::Message(m) => received.push(m),
-            PlatformEvent::Command(c) => panic!("unexpected command {c:?}"),
+            other => panic!("unexpected {other:?}"),
         }
     }
     assert!(
@@ -742,6 +755,7 @@ async fn a_dropped_gateway_connection_resumes_and_events_flow_again() {
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(h.fake.gateway_counts().0, 1, "resumed, not re-identified");
+    assert_eq!(h.sessions, 1, "a resume is not a new session (no catch-up)");
     h.stop().await;
 }
 
@@ -774,6 +788,10 @@ async fn an_outage_clears_the_connection_state_until_a_new_session_is_up() {
         PlatformEvent::Message(m) => assert_eq!(m.message_id, id),
         other => panic!("unexpected {other:?}"),
     }
+    assert_eq!(
+        h.sessions, 2,
+        "READY after the outage is a new session (a catch-up)"
+    );
     h.stop().await;
 }
 
@@ -899,4 +917,100 @@ fn the_fakes_payloads_match_serenitys_model() {
         USER_ID,
         "the user is taken from the member"
     );
+}
+
+#[tokio::test]
+async fn missed_messages_are_read_back_after_the_cursor_oldest_first() {
+    let h = connected(Vec::new()).await;
+    let cursor = h
+        .fake
+        .seed_message(CHANNEL_ID, USER_ID, "alice", false, "seen before the gap");
+    let first = h.fake.seed_message(
+        CHANNEL_ID,
+        USER_ID,
+        "alice",
+        false,
+        &format!("<@{BOT_ID}> are you there?"),
+    );
+    h.fake
+        .seed_message(CHANNEL_ID, BOT_ID, "friend-bot", true, "my own words");
+    h.fake
+        .seed_message(CHANNEL_ID, OTHER_BOT_ID, "other", true, "another bot");
+    let second = h
+        .fake
+        .seed_message(CHANNEL_ID, USER_ID, "alice", false, "hello?");
+    let missed = h
+        .adapter
+        .missed_messages(
+            &ChannelId::from(CHANNEL_ID),
+            &MessageId::from(cursor.as_str()),
+            100,
+        )
+        .await
+        .expect("read back");
+    let ids: Vec<&str> = missed
+        .messages
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![first.as_str(), second.as_str()],
+        "bots left out, oldest first"
+    );
+    assert!(!missed.more);
+    let mention = &missed.messages[0];
+    assert!(mention.mentions_bot && !mention.is_dm, "{mention:?}");
+    assert_eq!(mention.content, "are you there?");
+    assert_eq!(mention.guild_id.as_deref(), Some(GUILD_ID));
+
+    // A DM channel's messages are DMs (REST messages carry no guild).
+    let dm_cursor = h
+        .fake
+        .seed_message(DM_CHANNEL_ID, USER_ID, "alice", false, "old");
+    h.fake
+        .seed_message(DM_CHANNEL_ID, USER_ID, "alice", false, "psst");
+    let dm = h
+        .adapter
+        .missed_messages(
+            &ChannelId::from(DM_CHANNEL_ID),
+            &MessageId::from(dm_cursor.as_str()),
+            100,
+        )
+        .await
+        .expect("read back");
+    assert_eq!(dm.messages.len(), 1);
+    assert!(dm.messages[0].is_dm && dm.messages[0].guild_id.is_none());
+
+    // More than asked for: the newest are kept, and `more` says some were left out.
+    let many: Vec<String> = (0..150)
+        .map(|i| {
+            h.fake
+                .seed_message(CHANNEL_ID, USER_ID, "alice", false, &format!("n{i}"))
+        })
+        .collect();
+    let missed = h
+        .adapter
+        .missed_messages(
+            &ChannelId::from(CHANNEL_ID),
+            &MessageId::from(second.as_str()),
+            120,
+        )
+        .await
+        .expect("read back");
+    assert!(missed.more);
+    assert_eq!(missed.messages.len(), 120);
+    assert_eq!(
+        missed.messages.last().map(|m| m.message_id.as_str()),
+        many.last().map(String::as_str)
+    );
+    assert_eq!(missed.messages[0].message_id.as_str(), many[30]);
+    let reads = h
+        .fake
+        .requests_to("GET", &format!("/channels/{CHANNEL_ID}/messages"));
+    assert!(
+        reads.iter().all(|r| r.path.contains("limit=100")),
+        "pages of at most 100: {reads:?}"
+    );
+    h.stop().await;
 }

@@ -632,3 +632,90 @@ async fn transport_errors_are_transport_and_token_free() {
     assert!(err.is_retryable());
     assert!(!err.to_string().contains(TOKEN), "{err}");
 }
+
+#[tokio::test]
+async fn missed_mentions_replies_and_chats_are_read_back_after_the_cursor() {
+    let fake = FakeMisskey::start().await;
+    let adapter = fake.adapter(vec![]).await;
+    let cursor = fake.create_note("u1", "@airfriends seen before the gap", NoteOpts::default());
+    let bot_note = fake.create_note(BOT_ID, "the bot's own note", NoteOpts::default());
+    let mention = fake.create_note("u1", "@airfriends are you there?", NoteOpts::default());
+    fake.create_note("u2", "nothing for the bot", NoteOpts::default());
+    let reply = fake.create_note(
+        "u2",
+        "a reply without a mention",
+        NoteOpts::default().reply_to(&id(&bot_note)),
+    );
+    let feed = adapter.catch_up_feed(&format!("note:{}", id(&cursor)).into());
+    assert_eq!(
+        feed.as_str(),
+        "mentions",
+        "every note thread is read through the notifications"
+    );
+    let missed = adapter
+        .missed_messages(&feed, &id(&cursor).as_str().into(), 100)
+        .await
+        .expect("read back");
+    let ids: Vec<&str> = missed
+        .messages
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    assert_eq!(ids, vec![id(&mention), id(&reply)], "oldest first");
+    assert!(missed.messages[0].mentions_bot && missed.messages[1].replied_to_bot);
+    assert_eq!(
+        missed.messages[1].channel_id,
+        format!("note:{}", id(&reply))
+    );
+    let asked = fake.calls_to("i/notifications");
+    assert_eq!(asked[0]["sinceId"], json!(id(&cursor)));
+    assert_eq!(
+        asked[0]["markAsRead"],
+        json!(false),
+        "the catch-up marks nothing read"
+    );
+
+    // A chat is its own feed, read from its cursor; the bot's own messages are left out.
+    let first = fake.create_chat("u1", BOT_ID, "seen");
+    fake.create_chat(BOT_ID, "u1", "the bot's answer");
+    let later = fake.create_chat("u1", BOT_ID, "are you back?");
+    let chat = adapter.catch_up_feed(&"chat:u1".into());
+    assert_eq!(chat.as_str(), "chat:u1");
+    let missed = adapter
+        .missed_messages(&chat, &id(&first).as_str().into(), 100)
+        .await
+        .expect("read back");
+    let ids: Vec<&str> = missed
+        .messages
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    assert_eq!(ids, vec![id(&later)]);
+    assert!(missed.messages[0].is_dm && !missed.more);
+
+    // More than fit: the newest are kept, oldest first, and `more` says so.
+    let many: Vec<String> = (0..30)
+        .map(|i| id(&fake.create_chat("u1", BOT_ID, &format!("n{i}"))))
+        .collect();
+    let missed = adapter
+        .missed_messages(&chat, &id(&later).as_str().into(), 10)
+        .await
+        .expect("read back");
+    assert!(missed.more);
+    let ids: Vec<&str> = missed
+        .messages
+        .iter()
+        .map(|m| m.message_id.as_str())
+        .collect();
+    let newest: Vec<&str> = many[20..].iter().map(String::as_str).collect();
+    assert_eq!(ids, newest);
+
+    // A malformed cursor never reaches Misskey.
+    let before = fake.calls().len();
+    let bad = adapter
+        .missed_messages(&chat, &"../x".into(), 10)
+        .await
+        .expect_err("invalid");
+    assert!(matches!(bad, PlatformError::InvalidId(_)), "{bad:?}");
+    assert_eq!(fake.calls().len(), before);
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use air_friends::platform::misskey::MisskeyAdapter;
 use air_friends::platform::{
     CommandInvocation, CommandReply, ConnectionState, IncomingMessage, PlatformAdapter,
-    PlatformEvent, UserCommandSpec,
+    PlatformEvent, PlatformKind, UserCommandSpec,
 };
 use common::fake_misskey::{BOT_ID, FakeMisskey, NoteOpts, TOKEN, fast_options};
 use serde_json::{Value, json};
@@ -28,6 +28,29 @@ struct Running {
     state: ConnectionState,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
+    /// `PlatformEvent::Connected` events seen so far (stream connections).
+    sessions: usize,
+}
+
+/// The next message or command; stream connections on the way (`PlatformEvent::Connected`)
+/// are counted in `sessions`.
+async fn next_event(
+    events: &mut mpsc::Receiver<PlatformEvent>,
+    sessions: &mut usize,
+) -> PlatformEvent {
+    loop {
+        let event = tokio::time::timeout(WAIT, events.recv())
+            .await
+            .expect("an event within 10 s")
+            .expect("the adapter is running");
+        match event {
+            PlatformEvent::Connected(platform) => {
+                assert_eq!(platform, PlatformKind::Misskey);
+                *sessions += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 impl Running {
@@ -46,14 +69,12 @@ impl Running {
             state,
             shutdown,
             task,
+            sessions: 0,
         }
     }
 
     async fn next(&mut self) -> PlatformEvent {
-        tokio::time::timeout(WAIT, self.events.recv())
-            .await
-            .expect("an event within 10 s")
-            .expect("the adapter is running")
+        next_event(&mut self.events, &mut self.sessions).await
     }
 
     async fn next_message(&mut self) -> IncomingMessage {
@@ -258,6 +279,10 @@ async fn a_dropped_stream_reconnects_with_backoff_and_resubscribes() {
         .await;
     let note = fake.mention("u1", "@airfriends still there?", NoteOpts::default());
     assert_eq!(running.next_message().await.message_id, id(&note));
+    assert_eq!(
+        running.sessions, 2,
+        "every stream connection is a new session (Misskey has no resume): a catch-up each"
+    );
     running.stop().await;
 }
 
@@ -366,10 +391,8 @@ async fn an_unanswered_command_times_out_with_an_apology() {
     let task = tokio::spawn(adapter.run(sink, ConnectionState::new(), shutdown.clone()));
     fake.wait_for_subscription("main", None, 1).await;
     fake.chat_to_bot("u1", "/memory-stats", true, false);
-    let event = tokio::time::timeout(WAIT, events.recv())
-        .await
-        .expect("event");
-    let Some(PlatformEvent::Command(command)) = event else {
+    let event = next_event(&mut events, &mut 0).await;
+    let PlatformEvent::Command(command) = event else {
         panic!("expected a command");
     };
     let sent = fake.wait_for_calls("chat/messages/create-to-user", 1).await;
@@ -481,10 +504,7 @@ async fn pings_keep_a_quiet_connection_up() {
     assert!(state.is_connected());
     assert_eq!(fake.connects_total(), 1);
     let note = fake.mention("u1", "@airfriends ping?", NoteOpts::default());
-    let Some(PlatformEvent::Message(message)) = tokio::time::timeout(WAIT, events.recv())
-        .await
-        .expect("event")
-    else {
+    let PlatformEvent::Message(message) = next_event(&mut events, &mut 0).await else {
         panic!("expected a message");
     };
     assert_eq!(message.message_id, id(&note));

@@ -480,3 +480,49 @@ async fn a_message_left_queued_is_skipped_when_too_old_and_failed_when_interrupt
     );
     store.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_missed_message_follows_the_live_rules_and_a_held_one_is_recorded_not_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let s = with_inbox(&fake, &store, false);
+    // Not addressed: ignored, and not recorded.
+    let mut chatter = mention(&fake, "c", "u1", "just chatting");
+    chatter.mentions_bot = false;
+    assert!(matches!(
+        s.router.dispatch_missed(chatter.clone(), None).await,
+        Dispatch::Ignored(_)
+    ));
+    assert_eq!(inbox_state(&store, &chatter).await, None);
+    // Held: recorded as skipped for the catch-up's reason, never handed to the agent.
+    let old = mention(&fake, "c", "u1", "an hour ago");
+    assert_eq!(
+        s.router.dispatch_missed(old.clone(), Some("too_old")).await,
+        Dispatch::Held("too_old")
+    );
+    assert_eq!(
+        inbox_state(&store, &old).await,
+        Some(("skipped".into(), Some("too_old".into())))
+    );
+    // Answered like a live one, and once: the live event arriving too is a duplicate.
+    let young = mention(&fake, "c", "u1", "a minute ago");
+    assert_eq!(
+        s.router.dispatch_missed(young.clone(), None).await,
+        Dispatch::Queued
+    );
+    assert_eq!(s.router.dispatch(young.clone()).await, Dispatch::Duplicate);
+    assert_eq!(
+        s.router.dispatch_missed(young.clone(), None).await,
+        Dispatch::Duplicate
+    );
+    poll::eventually_async(WAIT, "answered in the inbox", async || {
+        (inbox_state(&store, &young).await == Some(("answered".into(), None))).then_some(())
+    })
+    .await;
+    assert_eq!(
+        s.recorder.handled.lock().unwrap().clone(),
+        vec![("c".to_owned(), "a minute ago".to_owned())]
+    );
+    store.close().await.unwrap();
+}

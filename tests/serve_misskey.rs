@@ -528,3 +528,52 @@ async fn sigterm_waits_for_the_running_session_and_the_user_gets_the_reply() {
         "{logs}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_and_a_chat_sent_while_the_bot_was_stopped_are_answered_after_the_start() {
+    let mut serve = MisskeyServe::start(
+        script(reply_steps("Sorry, I was away. Here I am.")),
+        MisskeySetup::default(),
+    )
+    .await;
+    // The bot is addressed by a mention and in a chat: both feeds are followed from now on.
+    let live = serve
+        .fake
+        .mention("u1", "@airfriends hello", NoteOpts::default());
+    serve.wait_for_calls("notes/create", 1).await;
+    serve.fake.chat_to_bot("u1", "hi", true, false);
+    serve
+        .wait_for_calls("chat/messages/create-to-user", 1)
+        .await;
+
+    let mut away = (String::new(), String::new());
+    serve
+        .restart_with_gap(|fake| {
+            away.0 =
+                id(&fake.create_note("u1", "@airfriends did you see this?", NoteOpts::default()));
+            away.1 = id(&fake.create_chat("u1", BOT_ID, "are you back?"));
+        })
+        .await;
+    let notes = serve.wait_for_calls("notes/create", 2).await;
+    assert_eq!(notes[1]["replyId"], away.0.as_str(), "{notes:?}");
+    let chats = serve
+        .wait_for_calls("chat/messages/create-to-user", 2)
+        .await;
+    assert_eq!(chats[1]["toUserId"], "u1");
+    let read = serve.fake.calls_to("i/notifications");
+    assert_eq!(
+        read[0]["sinceId"],
+        id(&live).as_str(),
+        "read from the cursor: {read:?}"
+    );
+    let caught =
+        serve.daemon_log_where(|l| l["message"] == "caught up on messages sent while away");
+    assert_eq!(log_field(&caught, "answered"), 2, "{caught}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        serve.fake.calls_to("notes/create").len(),
+        2,
+        "answered once"
+    );
+    stop(&mut serve);
+}

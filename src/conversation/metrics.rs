@@ -1,6 +1,7 @@
 //! Conversation metrics: messages received by decision, turns by outcome (`turns_total`: one
 //! per message an agent worked on, warm or cold), their duration, those running now, and the
-//! inbox's messages by state and reason (`inbox_messages_total`).
+//! inbox's messages by state and reason (`inbox_messages_total`), and the catch-ups (runs,
+//! messages read back by decision, feeds that could not be read).
 //!
 //! `sessions_total` is the old name of `turns_total` — it counted turns since agents are kept
 //! warm — and is exported beside it, with the same values, for one release (see README,
@@ -28,6 +29,22 @@ pub const DECISIONS: [&str; 6] = [
     "busy",
     "draining",
 ];
+
+/// Every `decision` label of `catch_up_messages_total`: a live message's, and `skipped` for
+/// one held back (too old, over the limit per channel).
+pub const CATCH_UP_DECISIONS: [&str; 7] = [
+    "ignored",
+    "duplicate",
+    "rate_limited",
+    "queued",
+    "busy",
+    "draining",
+    "skipped",
+];
+
+/// Every `trigger` label of `catch_up_runs_total`: the platform's first session of this run,
+/// or a later one that could not resume.
+pub const CATCH_UP_TRIGGERS: [&str; 2] = ["start", "reconnect"];
 
 /// Every `outcome` label of `turns_total`: the agent's outcomes (`agent::Outcome::label`),
 /// the interaction's own (`over_budget`, `workspace_full`, `failed`, `model_failed`) and
@@ -60,6 +77,18 @@ struct InboxLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    platform: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    platform: String,
+    trigger: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     platform: String,
     outcome: String,
@@ -73,6 +102,9 @@ pub struct ConversationMetrics {
     duration: Histogram,
     active: Gauge,
     inbox: Family<InboxLabels, Counter>,
+    catch_up_runs: Family<RunLabels, Counter>,
+    catch_up_messages: Family<MessageLabels, Counter>,
+    catch_up_failures: Family<KindLabels, Counter>,
 }
 
 impl ConversationMetrics {
@@ -91,6 +123,18 @@ impl ConversationMetrics {
                 drop(m.sessions.get_or_create(&OutcomeLabels {
                     platform: platform.to_owned(),
                     outcome: outcome.to_owned(),
+                }));
+            }
+            for trigger in CATCH_UP_TRIGGERS {
+                drop(m.catch_up_runs.get_or_create(&RunLabels {
+                    platform: platform.to_owned(),
+                    trigger,
+                }));
+            }
+            for decision in CATCH_UP_DECISIONS {
+                drop(m.catch_up_messages.get_or_create(&MessageLabels {
+                    platform: platform.to_owned(),
+                    decision: decision.to_owned(),
                 }));
             }
         }
@@ -126,6 +170,21 @@ impl ConversationMetrics {
                 "Messages recorded in the inbox by the state they reached (queued, answered, failed, skipped) and why (the turn's outcome, rate_limited, busy, too_old, interrupted_again, resumed)",
                 m.inbox.clone(),
             );
+            r.register(
+                "catch_up_runs",
+                "Catch-ups run (reading back what arrived while the daemon was away), by platform and what started them (start, reconnect)",
+                m.catch_up_runs.clone(),
+            );
+            r.register(
+                "catch_up_messages",
+                "Messages a catch-up read back, by platform and routing decision (skipped: too old or over catchUp.maxPerChannel)",
+                m.catch_up_messages.clone(),
+            );
+            r.register(
+                "catch_up_read_failures",
+                "Feeds a catch-up could not read back, by platform and error kind",
+                m.catch_up_failures.clone(),
+            );
         });
         m
     }
@@ -140,7 +199,40 @@ impl ConversationMetrics {
             ]),
             active: Gauge::default(),
             inbox: Family::default(),
+            catch_up_runs: Family::default(),
+            catch_up_messages: Family::default(),
+            catch_up_failures: Family::default(),
         }
+    }
+
+    /// Counts a catch-up on `platform`, started by `trigger` (`start`, `reconnect`).
+    pub fn catch_up_run(&self, platform: &str, trigger: &'static str) {
+        self.catch_up_runs
+            .get_or_create(&RunLabels {
+                platform: platform.to_owned(),
+                trigger,
+            })
+            .inc();
+    }
+
+    /// Counts a message a catch-up read back and how it was routed.
+    pub fn catch_up_message(&self, platform: &str, decision: &str) {
+        self.catch_up_messages
+            .get_or_create(&MessageLabels {
+                platform: platform.to_owned(),
+                decision: decision.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a feed a catch-up could not read, by the error's kind.
+    pub fn catch_up_failure(&self, platform: &str, kind: &'static str) {
+        self.catch_up_failures
+            .get_or_create(&KindLabels {
+                platform: platform.to_owned(),
+                kind,
+            })
+            .inc();
     }
 
     /// Counts a message reaching `state` in the inbox, for `reason` (empty for none).
@@ -225,6 +317,7 @@ mod tests {
             Dispatch::Queued,
             Dispatch::Busy,
             Dispatch::Draining,
+            Dispatch::Held("too_old"),
         ];
         for d in dispatches {
             match d {
@@ -234,7 +327,10 @@ mod tests {
                 | Dispatch::Queued
                 | Dispatch::Busy
                 | Dispatch::Draining => assert!(DECISIONS.contains(&d.label()), "{d:?}"),
+                // Only a catch-up holds a message back.
+                Dispatch::Held(_) => assert!(!DECISIONS.contains(&d.label()), "{d:?}"),
             }
+            assert!(CATCH_UP_DECISIONS.contains(&d.label()), "{d:?}");
         }
         let outcomes = [
             Outcome::Responded { retried: false },

@@ -1,8 +1,10 @@
 //! The conversation pipeline: which messages to answer and in what order (router, policy,
-//! rate limit, the inbox that records each and survives restarts), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
+//! rate limit, the inbox that records each and survives restarts, the catch-up that reads back
+//! what was sent while the daemon was away), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
 //! with the memory maintenance job), one interaction end to end, what a user is told when the
 //! model could not answer, and the agents kept warm between a conversation's turns.
 
+pub mod catch_up;
 pub mod context;
 pub mod failure_texts;
 pub mod inbox;

@@ -73,6 +73,9 @@ pub enum Dispatch {
     /// The daemon is shutting down (the message stays queued in the inbox, when there is one,
     /// and is answered at the next start).
     Draining,
+    /// Read back by a catch-up, passed the rules and recorded, and not answered for the reason
+    /// the catch-up gave (`too_old`, `catch_up_limit`).
+    Held(&'static str),
 }
 
 impl Dispatch {
@@ -85,6 +88,7 @@ impl Dispatch {
             Dispatch::Queued => "queued",
             Dispatch::Busy => "busy",
             Dispatch::Draining => "draining",
+            Dispatch::Held(_) => "skipped",
         }
     }
 }
@@ -172,23 +176,47 @@ impl Router {
     }
 
     /// Routes one incoming message.
-    pub async fn dispatch(&self, mut msg: IncomingMessage) -> Dispatch {
-        let inner = &self.inner;
-        let decision = self.decide(&mut msg).await;
-        inner
-            .metrics
-            .messages_received(msg.platform.as_str(), decision.label());
+    pub async fn dispatch(&self, msg: IncomingMessage) -> Dispatch {
+        self.route(msg, None, true).await
+    }
+
+    /// Routes a message a catch-up read back: the same rules, duplicate guard, inbox record and
+    /// rate limit as a live message. With `hold`, a message that passes the rules is recorded
+    /// as skipped for that reason instead of being answered (too old, over the catch-up's
+    /// limit per channel). Not counted in `messages_received_total`: the catch-up counts what
+    /// it read.
+    pub async fn dispatch_missed(
+        &self,
+        msg: IncomingMessage,
+        hold: Option<&'static str>,
+    ) -> Dispatch {
+        self.route(msg, hold, false).await
+    }
+
+    async fn route(
+        &self,
+        mut msg: IncomingMessage,
+        hold: Option<&'static str>,
+        live: bool,
+    ) -> Dispatch {
+        let decision = self.decide(&mut msg, hold).await;
+        if live {
+            self.inner
+                .metrics
+                .messages_received(msg.platform.as_str(), decision.label());
+        }
         tracing::debug!(
             platform = %msg.platform,
             channel = %msg.channel_id,
             message_id = %msg.message_id,
             decision = decision.label(),
+            live,
             "message routed"
         );
         decision
     }
 
-    async fn decide(&self, msg: &mut IncomingMessage) -> Dispatch {
+    async fn decide(&self, msg: &mut IncomingMessage, hold: Option<&'static str>) -> Dispatch {
         let inner = &self.inner;
         // Without an inbox a message that arrives while draining is dropped at once; with one,
         // it is recorded (below) and answered after the restart.
@@ -216,6 +244,10 @@ impl Router {
         }
         if inner.draining.is_cancelled() {
             return Dispatch::Draining;
+        }
+        if let Some(reason) = hold {
+            self.skipped(msg, reason).await;
+            return Dispatch::Held(reason);
         }
         if inner.settings.rate_limit_enabled && !inner.policy.is_whitelisted(msg) {
             let key = format!("{}:{}", msg.platform, msg.user_id);

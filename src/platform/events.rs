@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{IncomingMessage, MessageId, Origin};
+use super::{IncomingMessage, MessageId, Origin, PlatformKind};
 
 /// Where adapters send what they receive.
 pub type EventSink = mpsc::Sender<PlatformEvent>;
@@ -23,6 +23,11 @@ pub enum PlatformEvent {
     Message(IncomingMessage),
     /// A user command for a skill with `user_command: true`.
     Command(CommandInvocation),
+    /// The platform connected with a new session (at start, or after a drop it could not
+    /// resume: Discord's READY, every Misskey stream connection): what was sent meanwhile was
+    /// never delivered, so the daemon reads it back (the catch-up). Not sent on a resume,
+    /// which replays what was missed.
+    Connected(PlatformKind),
 }
 
 /// A human running a skill directly.

@@ -19,9 +19,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 use super::{
-    ChannelId, ChatMessage, ConnectionState, CustomEmoji, FileDelivery, MessageId, OutgoingFile,
-    PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserId,
-    UserInfo,
+    ChannelId, ChatMessage, ConnectionState, CustomEmoji, FileDelivery, MessageId, Missed,
+    OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
+    TextLimits, UserId, UserInfo,
 };
 use crate::observability::Metrics;
 
@@ -33,7 +33,7 @@ struct ErrorLabels {
 }
 
 /// Every `operation` label: one per [`PlatformAdapter`] call.
-const OPERATIONS: [&str; 14] = [
+const OPERATIONS: [&str; 15] = [
     "send_message",
     "edit_message",
     "delete_message",
@@ -48,6 +48,7 @@ const OPERATIONS: [&str; 14] = [
     "send_dm_files",
     "custom_emojis",
     "start_typing",
+    "missed_messages",
 ];
 
 /// Every `kind` label ([`PlatformError::kind`]).
@@ -251,6 +252,22 @@ impl PlatformAdapter for Metered {
         self.note(
             "recent_messages",
             self.inner.recent_messages(channel_id, limit).await,
+        )
+    }
+
+    fn catch_up_feed(&self, channel_id: &ChannelId) -> ChannelId {
+        self.inner.catch_up_feed(channel_id)
+    }
+
+    async fn missed_messages(
+        &self,
+        feed: &ChannelId,
+        after: &MessageId,
+        max: usize,
+    ) -> Result<Missed, PlatformError> {
+        self.note(
+            "missed_messages",
+            self.inner.missed_messages(feed, after, max).await,
         )
     }
 

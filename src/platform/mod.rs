@@ -55,8 +55,8 @@ pub use events::{
 pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
-    InvalidEmoji, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage, UnknownPlatform,
-    UserInfo,
+    InvalidEmoji, Missed, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage,
+    UnknownPlatform, UserInfo,
 };
 
 /// Every platform the daemon connects to (a new platform adds its entry here, with its
@@ -223,6 +223,29 @@ pub trait PlatformAdapter: Send + Sync {
     async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
         let _ = channel_id;
         Ok(())
+    }
+
+    /// The feed through which a catch-up reads back what was missed in `channel_id` (the
+    /// catch-up keeps one cursor per feed). Discord reads each channel back, so the channel
+    /// itself; Misskey reads note threads back through its mentions and replies, and each
+    /// chat on its own.
+    fn catch_up_feed(&self, channel_id: &ChannelId) -> ChannelId {
+        channel_id.clone()
+    }
+
+    /// What arrived in `feed` after the message `after`, **oldest first**: at most `max`
+    /// messages, the newest ones when more arrived ([`Missed::more`]). Messages are converted
+    /// as live ones are (the bot's own, other bots' and other guilds' are left out); the router
+    /// then applies the trigger rules. A platform that cannot miss a message (the console,
+    /// whose user is gone with the process) reads back nothing.
+    async fn missed_messages(
+        &self,
+        feed: &ChannelId,
+        after: &MessageId,
+        max: usize,
+    ) -> Result<Missed, PlatformError> {
+        let _ = (feed, after, max);
+        Ok(Missed::default())
     }
 }
 

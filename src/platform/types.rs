@@ -168,6 +168,15 @@ impl IncomingMessage {
     }
 }
 
+/// What a catch-up read back from one feed ([`PlatformAdapter::missed_messages`](super::PlatformAdapter::missed_messages)).
+#[derive(Debug, Clone, Default)]
+pub struct Missed {
+    /// The messages after the cursor, oldest first.
+    pub messages: Vec<IncomingMessage>,
+    /// More arrived than were read: the oldest of them are left out.
+    pub more: bool,
+}
+
 /// One message of a channel's history, as fetch-context and the prompt builder see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

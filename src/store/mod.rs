@@ -1,4 +1,4 @@
-//! Persistence for memories, reminders, model usage and the inbox: one async API ([`Store`]) over SQLite.
+//! Persistence for memories, reminders, model usage, the inbox and the catch-up cursors: one async API ([`Store`]) over SQLite.
 //!
 //! * `db`: connection setup (WAL, `busy_timeout`, foreign keys, `synchronous = NORMAL`: durable
 //!   against process crashes, may lose the last commits on power loss; see `db`), embedded
@@ -16,6 +16,8 @@
 //! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
 //! * `inbox`: the platform messages handed to the router and where each stands (queued,
 //!   answered, failed, skipped), so none is answered twice or lost across restarts.
+//! * `cursors`: per platform feed, the newest message seen and when the bot was last addressed
+//!   there, so a start or a fresh connection can fetch what arrived meanwhile.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
 //! * [`backup`]: `backup <file>`, a consistent copy of the database beside the running daemon.
 //!
@@ -24,6 +26,7 @@
 
 pub mod analytics;
 pub mod backup;
+mod cursors;
 mod db;
 pub mod import;
 mod inbox;
@@ -47,6 +50,7 @@ use tokio::sync::watch;
 
 use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 
+pub use cursors::CatchUpCursor;
 pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
 pub use llm_usage::LlmUsage;

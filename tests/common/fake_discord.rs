@@ -87,6 +87,8 @@ pub struct StoredMessage {
     pub attachments: Vec<String>,
     /// The attachment objects a test pushed with the message (served back as they are).
     pub attachment_json: Vec<Value>,
+    /// When it was written (RFC 3339).
+    pub timestamp: String,
 }
 
 enum Outbound {
@@ -111,6 +113,13 @@ struct Inner {
     files: HashMap<String, Served>,
     /// Paths of every `/files/` request, in order.
     file_hits: Vec<String>,
+    /// Discord's limit on messages sent to one channel: at most this many per window
+    /// ([`FakeDiscord::limit_sends`]).
+    send_limit: Option<(usize, Duration)>,
+    /// When messages were sent, per channel (for `send_limit`).
+    sends: HashMap<String, VecDeque<std::time::Instant>>,
+    /// 429s served because a channel's send limit was reached.
+    send_limit_hits: usize,
 }
 
 /// What a `/files/{name}` request gets.
@@ -250,7 +259,7 @@ impl FakeDiscord {
             .unwrap_or_default()
     }
 
-    /// Adds a message from someone to `channel`'s history and returns its id.
+    /// Adds a message from someone to `channel`'s history, written now, and returns its id.
     pub fn seed_message(
         &self,
         channel: &str,
@@ -258,6 +267,27 @@ impl FakeDiscord {
         username: &str,
         bot: bool,
         content: &str,
+    ) -> String {
+        self.seed_message_at(
+            channel,
+            author_id,
+            username,
+            bot,
+            content,
+            chrono::Utc::now(),
+        )
+    }
+
+    /// Adds a message written at `at` to `channel`'s history (as one sent while the bot was
+    /// away: no gateway event) and returns its id.
+    pub fn seed_message_at(
+        &self,
+        channel: &str,
+        author_id: &str,
+        username: &str,
+        bot: bool,
+        content: &str,
+        at: chrono::DateTime<chrono::Utc>,
     ) -> String {
         let mut inner = self.shared.lock();
         inner.next_id += 1;
@@ -275,6 +305,7 @@ impl FakeDiscord {
                 content: content.to_owned(),
                 attachments: Vec::new(),
                 attachment_json: Vec::new(),
+                timestamp: at.to_rfc3339(),
             });
         id.to_string()
     }
@@ -342,6 +373,9 @@ impl FakeDiscord {
                     .as_array()
                     .cloned()
                     .unwrap_or_default(),
+                timestamp: message["timestamp"]
+                    .as_str()
+                    .map_or_else(now_timestamp, str::to_owned),
             });
         drop(inner);
         self.dispatch("MESSAGE_CREATE", message);
@@ -358,6 +392,17 @@ impl FakeDiscord {
         if let Some(tx) = self.shared.lock().connection.take() {
             let _ = tx.send(Outbound::Close);
         }
+    }
+
+    /// Enforces Discord's limit on messages sent to one channel: the message past `count`
+    /// within `window` gets a 429 (counted in [`send_limit_hits`](Self::send_limit_hits)).
+    pub fn limit_sends(&self, count: usize, window: Duration) {
+        self.shared.lock().send_limit = Some((count, window));
+    }
+
+    /// How many 429s the send limit served.
+    pub fn send_limit_hits(&self) -> usize {
+        self.shared.lock().send_limit_hits
     }
 
     /// While `refusing`, gateway connections are answered with 503 (an outage).
@@ -409,7 +454,7 @@ pub fn message_create(
     };
     let mut m = json!({
         "id": id, "channel_id": channel, "author": author, "content": content,
-        "timestamp": TIMESTAMP, "edited_timestamp": null, "tts": false,
+        "timestamp": now_timestamp(), "edited_timestamp": null, "tts": false,
         "mention_everyone": false, "mentions": mentions, "mention_roles": [],
         "attachments": [], "embeds": [], "pinned": false, "type": 0, "flags": 0,
         "components": []
@@ -609,12 +654,29 @@ fn message_json(m: &StoredMessage) -> Value {
         user(&m.author_id, &m.username, m.bot),
         &m.content,
     );
+    value["timestamp"] = json!(m.timestamp);
     value["attachments"] = if m.attachment_json.is_empty() {
         Value::Array(attachments)
     } else {
         Value::Array(m.attachment_json.clone())
     };
     value
+}
+
+/// Discord's 429: the body and `Retry-After` header with `retry_after` seconds.
+fn too_many_requests(retry_after: f64) -> Response {
+    let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false});
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [("retry-after", format!("{}", retry_after.ceil() as u64))],
+        axum::Json(body),
+    )
+        .into_response()
+}
+
+/// Now, as Discord writes times.
+fn now_timestamp() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }
 
 fn error(status: StatusCode, code: u32, message: &str) -> Response {
@@ -743,13 +805,7 @@ async fn rest(
             *retry
         });
     if let Some(retry_after) = limited {
-        let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": false});
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", format!("{}", retry_after.ceil() as u64))],
-            axum::Json(body),
-        )
-            .into_response();
+        return too_many_requests(retry_after);
     }
     let (route, query) = path.split_once('?').unwrap_or((path, ""));
     let segments: Vec<&str> = route.trim_matches('/').split('/').collect();
@@ -789,6 +845,27 @@ async fn rest(
         ),
         ("GET", ["channels", _]) => error(StatusCode::NOT_FOUND, 10003, "Unknown Channel"),
         ("POST", ["channels", channel, "messages"]) => {
+            if let Some((count, window)) = inner.send_limit {
+                let now = std::time::Instant::now();
+                let sent = inner.sends.entry((*channel).to_owned()).or_default();
+                while sent
+                    .front()
+                    .is_some_and(|t| now.duration_since(*t) >= window)
+                {
+                    sent.pop_front();
+                }
+                if sent.len() >= count {
+                    let retry_after = window
+                        .saturating_sub(
+                            sent.front()
+                                .map_or(Duration::ZERO, |t| now.duration_since(*t)),
+                        )
+                        .as_secs_f64();
+                    inner.send_limit_hits += 1;
+                    return too_many_requests(retry_after);
+                }
+                sent.push_back(now);
+            }
             inner.next_id += 1;
             let id = inner.next_id;
             let payload = record.json.clone().unwrap_or(Value::Null);
@@ -801,6 +878,7 @@ async fn rest(
                 content: payload["content"].as_str().unwrap_or_default().to_owned(),
                 attachments: record.filenames.clone(),
                 attachment_json: Vec::new(),
+                timestamp: now_timestamp(),
             };
             let response = message_json(&message);
             inner
@@ -915,6 +993,7 @@ async fn rest(
                     .to_owned(),
                 attachments: Vec::new(),
                 attachment_json: Vec::new(),
+                timestamp: now_timestamp(),
             };
             ok(message_json(&message))
         }

@@ -7,6 +7,9 @@
 //!   `specified`, text limits (note 3000, chat 2000) and ownership on deletion.
 //! * Drive files made by tests ([`FakeMisskey::upload_file`]) are downloadable at their `url`
 //!   (`GET /files/{id}`, recorded in [`FakeMisskey::file_hits`]), as an instance serves them.
+//! * `i/notifications` serves the bot's `mention` and `reply` notifications, derived from the
+//!   notes (newest first, `sinceId` / `untilId` / `includeTypes`), and
+//!   `chat/messages/user-timeline` pages with `sinceId`: what a catch-up reads back.
 //! * Every REST call is recorded (endpoint + JSON body without `i`, multipart fields as JSON) —
 //!   including calls that failed — for assertions.
 //! * `i` is checked on every call (`CREDENTIAL_REQUIRED` / `AUTHENTICATION_FAILED`) and on the
@@ -578,12 +581,61 @@ fn push(inner: &Inner, matches: impl Fn(&Subscription) -> bool, event: &str, bod
     }
 }
 
+/// A new id and its creation time: ids grow with time (as Misskey's `aidx` do), and times are
+/// real (a catch-up judges a message's age by it), strictly increasing.
 fn next_id(inner: &mut Inner) -> (String, String) {
     let id = format!("9x{:08}", inner.next_id);
     inner.next_id += 1;
-    let now = inner.clock;
-    inner.clock += chrono::Duration::seconds(1);
+    let now = Utc::now().max(inner.clock + chrono::Duration::milliseconds(1));
+    inner.clock = now;
     (id, now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// The bot's `mention` and `reply` notifications, derived from the notes: a note by someone
+/// else replying to a bot's note is a `reply`, one mentioning the bot otherwise a `mention`.
+/// Newest first; `sinceId` / `untilId` compare ids (which grow with time, as Misskey compares
+/// the time its ids carry).
+fn notifications(inner: &Inner, params: &Value) -> Vec<Value> {
+    let since = params["sinceId"].as_str();
+    let until = params["untilId"].as_str();
+    let include: Option<Vec<&str>> = params["includeTypes"]
+        .as_array()
+        .map(|types| types.iter().filter_map(Value::as_str).collect());
+    let mut out = Vec::new();
+    for (id, note) in inner.notes.iter().rev() {
+        if since.is_some_and(|s| id.as_str() <= s) || until.is_some_and(|u| id.as_str() >= u) {
+            continue;
+        }
+        if note["userId"] == BOT_ID {
+            continue;
+        }
+        let replies_to_bot = note["replyId"]
+            .as_str()
+            .and_then(|parent| inner.notes.get(parent))
+            .is_some_and(|parent| parent["userId"] == BOT_ID);
+        let mentions_bot = note["mentions"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|u| u == BOT_ID));
+        let kind = if replies_to_bot {
+            "reply"
+        } else if mentions_bot {
+            "mention"
+        } else {
+            continue;
+        };
+        if include.as_ref().is_some_and(|types| !types.contains(&kind)) {
+            continue;
+        }
+        out.push(json!({
+            "id": format!("n{id}"), "createdAt": note["createdAt"], "type": kind,
+            "userId": note["userId"], "user": pack_user(inner, note["userId"].as_str().unwrap_or_default()),
+            "note": pack_note(inner, id, true),
+        }));
+        if out.len() >= limit_param(params) {
+            break;
+        }
+    }
+    out
 }
 
 fn insert_note(inner: &mut Inner, user_id: &str, params: &Value) -> String {
@@ -1053,10 +1105,18 @@ fn handle(
                 .filter(|m| between(m, peer))
                 .cloned()
                 .collect();
-            messages.reverse();
-            messages.truncate(limit_param(params));
+            if let Some(since) = params["sinceId"].as_str() {
+                // Misskey's paging with only `sinceId`: the oldest page after it.
+                messages.retain(|m| m["id"].as_str().is_some_and(|id| id > since));
+                messages.truncate(limit_param(params));
+                messages.reverse();
+            } else {
+                messages.reverse();
+                messages.truncate(limit_param(params));
+            }
             Ok(Reply::Json(Value::Array(messages)))
         }
+        "i/notifications" => Ok(Reply::Json(Value::Array(notifications(inner, params)))),
         "chat/messages/search" => {
             let query = str_param(params, "query")?.to_lowercase();
             let peer = params["userId"].as_str();

@@ -183,20 +183,49 @@ impl DiscordServe {
     /// and fake Discord; waits until it is ready.
     pub async fn restart(&mut self, crash: bool) {
         if crash {
-            self.daemon.child.kill().expect("SIGKILL the daemon");
-            self.daemon
-                .child
-                .wait()
-                .expect("the killed daemon is reaped");
+            self.crash();
         } else {
-            self.daemon.terminate();
-            let status = tokio::task::block_in_place(|| self.daemon.wait_exit(WAIT));
-            assert!(status.success(), "exit status {status:?}");
+            self.shut_down();
         }
+        self.start_again().await;
+    }
+
+    /// Kills the daemon with SIGKILL, as a crash or a power cut would (start it with
+    /// [`Self::start_again`]).
+    pub fn crash(&mut self) {
+        self.daemon.child.kill().expect("SIGKILL the daemon");
+        self.daemon
+            .child
+            .wait()
+            .expect("the killed daemon is reaped");
+    }
+
+    /// Stops the daemon with SIGTERM and its drain (start it with [`Self::start_again`]).
+    pub fn shut_down(&mut self) {
+        self.daemon.terminate();
+        let status = tokio::task::block_in_place(|| self.daemon.wait_exit(WAIT));
+        assert!(status.success(), "exit status {status:?}");
+    }
+
+    /// Starts the daemon again on the same configuration, database and fake Discord; waits
+    /// until it is ready.
+    pub async fn start_again(&mut self) {
         let (daemon, ops_addr) = start_daemon(&self.config.path, self.sandboxed);
         self.daemon = daemon;
         self.ops_addr = ops_addr;
         self.wait_readiness(true).await;
+    }
+
+    /// Adds a message from the human user to `channel`'s history, written at `at`, without a
+    /// gateway event: one sent while the bot was away. Returns its id.
+    pub fn sent_while_away(
+        &self,
+        channel: &str,
+        text: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> String {
+        self.fake
+            .seed_message_at(channel, USER_ID, "alice", false, text, at)
     }
 
     /// `GET /readyz`: status code and body.

@@ -94,6 +94,18 @@ impl MisskeyServe {
         serve
     }
 
+    /// Stops the daemon with SIGTERM (and its drain), runs `meanwhile` while it is down, then
+    /// starts it again on the same configuration, database and fake; waits until it is ready.
+    pub async fn restart_with_gap(&mut self, meanwhile: impl FnOnce(&FakeMisskey)) {
+        self.daemon.terminate();
+        let status = tokio::task::block_in_place(|| self.daemon.wait_exit(WAIT));
+        assert!(status.success(), "exit status {status:?}");
+        meanwhile(&self.fake);
+        self.daemon = Daemon::start(&self.config.path, &[]);
+        self.ops_addr = self.daemon.listener_addr("ops");
+        self.wait_ready().await;
+    }
+
     /// Replaces the agent's script (read by every agent process when it starts); the log path
     /// is added.
     pub fn write_script(&self, agent_script: Value) {

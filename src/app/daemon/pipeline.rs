@@ -16,6 +16,7 @@ use super::{Ctx, agent, workspaces_root};
 use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::config::Config;
+use crate::conversation::catch_up::{CatchUp, CatchUpParts, CatchUpSettings, FEED_PAUSE};
 use crate::conversation::failure_texts::FailureTexts;
 use crate::conversation::inbox::{Inbox, InboxSettings};
 use crate::conversation::interaction::{Interactions, PromptSettings};
@@ -99,16 +100,18 @@ pub(super) fn start(
         ctx,
         platforms,
         interactions,
-        conversation_metrics,
+        conversation_metrics.clone(),
         inbox.clone(),
     );
+    let catch_up = catch_up(ctx, platforms, &router, conversation_metrics);
     // The messages left unanswered at the last stop, answered before (and beside) new ones.
     let resuming = router.clone();
     ctx.shutdown.spawn("inbox_resume", async move {
         resuming.resume(inbox.resumable().await).await;
         Ok(())
     });
-    let events_done = spawn_event_loop(ctx.shutdown, router, served.user_commands.clone(), events);
+    let events_done =
+        spawn_event_loop(ctx.shutdown, catch_up, served.user_commands.clone(), events);
     Ok(Pipeline {
         launcher,
         prompts,
@@ -171,6 +174,38 @@ fn router(
         stop: ctx.shutdown.stop(),
         inbox: Some(inbox),
     })
+}
+
+/// The catch-up (`catchUp`), its cursors saved every 30 s and once more after the last turn.
+fn catch_up(
+    ctx: Ctx<'_>,
+    platforms: &PlatformRegistry,
+    router: &Router,
+    metrics: ConversationMetrics,
+) -> CatchUp {
+    let config = &ctx.config.catch_up;
+    let catch_up = CatchUp::new(CatchUpParts {
+        store: ctx.store.clone(),
+        platforms: platforms.clone(),
+        router: router.clone(),
+        settings: CatchUpSettings {
+            max_age: config.max_age(),
+            active_within: config.active_within(),
+            max_per_channel: config.max_per_channel as usize,
+            retention: config.retention(),
+            feed_pause: FEED_PAUSE,
+        },
+        metrics,
+        tasks: ctx.shutdown.tracker(),
+        draining: ctx.shutdown.draining(),
+    });
+    let saving = catch_up.clone();
+    ctx.shutdown
+        .spawn_service("catch_up_cursors", move |stop| async move {
+            saving.run_saving(stop).await;
+            Ok(())
+        });
+    catch_up
 }
 
 /// How often the inbox deletes the records past `catchUp.retentionDays`.
@@ -243,7 +278,7 @@ fn retry_prompt(skills: &LoadedSkills) -> Option<String> {
 /// when it ends.
 fn spawn_event_loop(
     shutdown: &Shutdown,
-    router: Router,
+    catch_up: CatchUp,
     commands: Arc<UserCommandRunner>,
     events: mpsc::Receiver<PlatformEvent>,
 ) -> CancellationToken {
@@ -251,22 +286,24 @@ fn spawn_event_loop(
     let done = events_done.clone();
     let loop_shutdown = shutdown.clone();
     shutdown.spawn("router", async move {
-        let result = route_events(router, commands, events, loop_shutdown).await;
+        let result = route_events(catch_up, commands, events, loop_shutdown).await;
         done.cancel();
         result
     });
     events_done
 }
 
-/// Reads platform events until draining: messages go to the router, user commands run
-/// directly (each in its own tracked task).
+/// Reads platform events until draining: messages go to the router through the catch-up
+/// (which moves its cursors), user commands run directly (each in its own tracked task), a platform's new
+/// session starts a catch-up. The catch-up's cursors are loaded before the first event.
 async fn route_events(
-    router: Router,
+    catch_up: CatchUp,
     commands: Arc<UserCommandRunner>,
     mut events: mpsc::Receiver<PlatformEvent>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let draining = shutdown.draining();
+    catch_up.load().await;
     loop {
         let event = tokio::select! {
             _ = draining.cancelled() => break,
@@ -275,8 +312,9 @@ async fn route_events(
         match event {
             None => break,
             Some(PlatformEvent::Message(msg)) => {
-                router.dispatch(msg).await;
+                catch_up.dispatch(msg).await;
             }
+            Some(PlatformEvent::Connected(platform)) => catch_up.connected(platform),
             Some(PlatformEvent::Command(invocation)) => {
                 let commands = commands.clone();
                 shutdown.spawn("user_command", async move {

@@ -44,6 +44,13 @@ pub struct CatchUpConfig {
     /// Inbox records (and the message texts they keep) older than this are deleted; a message
     /// id is answered at most once within it.
     pub retention_days: u64,
+    /// After a start or a fresh platform connection, the feeds (channels, DMs, threads, chats,
+    /// Misskey's mentions) where the bot was addressed within this many hours are read back for
+    /// what arrived meanwhile; 0 turns the catch-up off.
+    pub channels_active_within_hours: u64,
+    /// Most messages one catch-up answers per channel (oldest first); the rest are recorded as
+    /// skipped (`catch_up_limit`).
+    pub max_per_channel: u32,
 }
 
 impl Default for CatchUpConfig {
@@ -51,6 +58,8 @@ impl Default for CatchUpConfig {
         Self {
             max_age_minutes: 15,
             retention_days: 7,
+            channels_active_within_hours: 24,
+            max_per_channel: 5,
         }
     }
 }
@@ -64,6 +73,11 @@ impl CatchUpConfig {
     /// `retentionDays` as a duration.
     pub fn retention(&self) -> Duration {
         Duration::from_secs(self.retention_days.saturating_mul(86_400))
+    }
+
+    /// `channelsActiveWithinHours` as a duration (zero: catch-up off).
+    pub fn active_within(&self) -> Duration {
+        Duration::from_secs(self.channels_active_within_hours.saturating_mul(3_600))
     }
 }
 

@@ -162,6 +162,12 @@ impl Config {
                 "must be at least 1: a message id must be remembered to be answered only once",
             );
         }
+        if self.catch_up.max_per_channel == 0 {
+            v.add(
+                "catchUp.maxPerChannel",
+                "must be at least 1 (channelsActiveWithinHours: 0 turns the catch-up off)",
+            );
+        }
     }
 
     fn check_listeners(&self, v: &mut Problems) {

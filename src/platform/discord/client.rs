@@ -35,7 +35,7 @@ use super::commands::{self, CommandSet, InteractionContext};
 use super::convert::{self, Skip};
 use super::http::{Body, Rest, Route};
 use crate::config::Secret;
-use crate::platform::{ConnectionState, EventSink, PlatformEvent};
+use crate::platform::{ConnectionState, EventSink, PlatformEvent, PlatformKind};
 
 /// State shared by the adapter and the gateway handler.
 #[derive(Default)]
@@ -275,6 +275,9 @@ impl EventHandler for Handler {
             guilds = ready.guilds.len(),
             "Discord gateway ready"
         );
+        // A new session (READY, not RESUMED): what was sent meanwhile was never delivered.
+        self.deliver(PlatformEvent::Connected(PlatformKind::Discord))
+            .await;
         if self.registered.load(Ordering::Acquire) {
             return;
         }

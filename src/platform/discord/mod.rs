@@ -15,8 +15,9 @@
 //! Behaviour: replies reference the anchor without pinging anyone but mentioned users
 //! (`allowed_mentions {parse: [users], replied_user: false}`, `fail_if_not_exists: false`, so a
 //! reply to a deleted message still arrives); edits are in place; `:name:` custom emojis are
-//! resolved against the channel's guild; history is fetched newest-first and returned oldest-first;
-//! search scans the last [`SEARCH_WINDOW`] messages. Texts are never truncated: empty or too long
+//! resolved against the channel's guild; history is fetched newest-first and returned oldest-first
+//! (a catch-up's read-back too, back to its cursor); search scans the last [`SEARCH_WINDOW`]
+//! messages. Texts are never truncated: empty or too long
 //! is [`PlatformError::InvalidInput`].
 
 mod client;
@@ -43,9 +44,9 @@ use self::convert::{
 use self::http::{Body, Rest, Route};
 use crate::config::DiscordConfig;
 use crate::platform::{
-    ChannelId, ChatMessage, CustomEmoji, FileDelivery, MessageId, OutgoingFile, PlatformAdapter,
-    PlatformError, PlatformKind, ReactionEmoji, SentMessage, TextLimits, UserCommandSpec, UserId,
-    UserInfo,
+    ChannelId, ChatMessage, CustomEmoji, FileDelivery, IncomingMessage, MessageId, Missed,
+    OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
+    TextLimits, UserCommandSpec, UserId, UserInfo,
 };
 use crate::text::LengthUnit;
 
@@ -90,6 +91,8 @@ pub enum DiscordSetupError {
 pub struct DiscordAdapter {
     rest: Rest,
     shared: Arc<Shared>,
+    /// `guildIds`: messages from other guilds are left out (empty: every guild).
+    guild_ids: Vec<u64>,
 }
 
 impl std::fmt::Debug for DiscordAdapter {
@@ -162,6 +165,7 @@ impl DiscordAdapter {
         let adapter = Arc::new(Self {
             rest: rest.clone(),
             shared: Arc::clone(&shared),
+            guild_ids: guild_ids.clone(),
         });
         let runner = DiscordRunner {
             token: config.token.clone(),
@@ -322,6 +326,56 @@ impl DiscordAdapter {
         })
     }
 
+    /// Up to `max` messages of `channel` newer than `after`, newest first, as Discord serves
+    /// them (JSON, each converted on its own), and whether older ones beyond `max` were left
+    /// out. Read backwards from now (`before=`), so the youngest come first even after a long
+    /// gap; `after=` would serve the oldest first.
+    async fn history_after(
+        &self,
+        channel: u64,
+        after: u64,
+        max: usize,
+    ) -> Result<(Vec<Value>, bool), PlatformError> {
+        let mut newest_first: Vec<Value> = Vec::new();
+        let mut before: Option<u64> = None;
+        loop {
+            let anchor = before.map(|b| format!("&before={b}")).unwrap_or_default();
+            let route = Route::new(
+                "list_messages",
+                Method::GET,
+                format!("/channels/{channel}/messages?limit={PAGE}{anchor}"),
+            );
+            let page: Vec<Value> = self.rest.json(route, Body::Empty).await?;
+            let full = page.len() >= PAGE;
+            let mut reached = false;
+            for message in page {
+                let Some(id) = message["id"].as_str().and_then(|i| i.parse::<u64>().ok()) else {
+                    tracing::warn!(
+                        platform = "discord",
+                        channel,
+                        "history message without an id skipped"
+                    );
+                    continue;
+                };
+                before = Some(before.map_or(id, |b| b.min(id)));
+                if id <= after {
+                    reached = true;
+                } else {
+                    newest_first.push(message);
+                }
+            }
+            if reached || !full {
+                let more = newest_first.len() > max;
+                newest_first.truncate(max);
+                return Ok((newest_first, more));
+            }
+            if newest_first.len() >= max {
+                newest_first.truncate(max);
+                return Ok((newest_first, true));
+            }
+        }
+    }
+
     async fn history(&self, channel: u64, limit: usize) -> Result<Vec<RestMessage>, PlatformError> {
         let mut newest_first: Vec<RestMessage> = Vec::new();
         while newest_first.len() < limit {
@@ -448,6 +502,41 @@ impl PlatformAdapter for DiscordAdapter {
             .collect();
         messages.reverse();
         Ok(messages)
+    }
+
+    async fn missed_messages(
+        &self,
+        feed: &ChannelId,
+        after: &MessageId,
+        max: usize,
+    ) -> Result<Missed, PlatformError> {
+        let channel = snowflake(feed.as_str(), "channel id")?;
+        let after = snowflake(after.as_str(), "message id")?;
+        if max == 0 {
+            return Ok(Missed::default());
+        }
+        // REST messages carry no guild: the channel's, for the DM flag and the guild filter.
+        let guild = self.guild_of(channel).await?;
+        let (newest_first, more) = self.history_after(channel, after, max).await?;
+        let bot = self.shared.bot_user_id_raw();
+        let mut messages: Vec<IncomingMessage> = newest_first
+            .into_iter()
+            .rev()
+            .filter_map(|value| {
+                let mut message: serenity::model::channel::Message =
+                    match serde_json::from_value(value) {
+                        Ok(message) => message,
+                        Err(e) => {
+                            tracing::warn!(platform = "discord", channel, error = %e, "history message that does not parse skipped");
+                            return None;
+                        }
+                    };
+                message.guild_id = guild.map(serenity::model::id::GuildId::new);
+                convert::incoming(&message, bot, &self.guild_ids).ok()
+            })
+            .collect();
+        messages.sort_by_key(|m| m.message_id.as_str().parse::<u64>().unwrap_or(0));
+        Ok(Missed { messages, more })
     }
 
     async fn search_messages(

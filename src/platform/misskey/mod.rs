@@ -10,6 +10,8 @@
 //! * `send.rs` — sending, editing (delete + re-create), deleting, reactions, files.
 //! * `read.rs` — single messages, thread / chat history, search, users, emojis.
 //! * `scope.rs` — what one conversation may read: its thread's notes, its chat's messages.
+//! * `missed.rs` — reading back what the stream missed (mentions and replies through the
+//!   notifications, chats one by one) for the catch-up.
 //! * `stream.rs` — the websocket: channels `main` and `chatUser`, reconnects, de-duplication.
 //! * `commands.rs` — `/skill --flag value` text commands for user-command skills.
 //! * `backoff.rs` — exponential back-off with jitter.
@@ -23,6 +25,7 @@ mod api;
 mod commands;
 mod convert;
 mod ids;
+mod missed;
 mod model;
 mod read;
 mod scope;
@@ -48,7 +51,7 @@ use self::model::User;
 use crate::config::{MisskeyConfig, Secret};
 use crate::platform::{
     ChannelId, ChatMessage, ConnectionState, CustomEmoji, EventSink, FileDelivery, MessageId,
-    OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
+    Missed, OutgoingFile, PlatformAdapter, PlatformError, PlatformKind, ReactionEmoji, SentMessage,
     TextLimits, UserCommandSpec, UserId, UserInfo,
 };
 use crate::text::LengthUnit;
@@ -458,6 +461,19 @@ impl PlatformAdapter for MisskeyAdapter {
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         self.recent(&Channel::parse(channel_id.as_str())?, limit)
             .await
+    }
+
+    fn catch_up_feed(&self, channel_id: &ChannelId) -> ChannelId {
+        Self::feed_of(channel_id)
+    }
+
+    async fn missed_messages(
+        &self,
+        feed: &ChannelId,
+        after: &MessageId,
+        max: usize,
+    ) -> Result<Missed, PlatformError> {
+        self.missed(feed, after, max).await
     }
 
     async fn search_messages(

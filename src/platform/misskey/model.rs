@@ -148,6 +148,18 @@ impl Note {
     }
 }
 
+/// A notification (`i/notifications`); the catch-up reads `mention` and `reply` ones.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notification {
+    /// `mention`, `reply`, `follow`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The note it is about (mentions and replies carry one).
+    #[serde(default)]
+    pub note: Option<Note>,
+}
+
 /// `notes/create`'s answer.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

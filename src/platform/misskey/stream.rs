@@ -32,7 +32,7 @@ use super::convert::{BotIdentity, chat_to_incoming, note_to_incoming};
 use super::model::{self, ChannelEvent, Frame, Note};
 use crate::platform::{
     CommandInvocation, CommandReply, ConnectionState, EventSink, IncomingMessage, PlatformEvent,
-    UserId, send_dm_text,
+    PlatformKind, UserId, send_dm_text,
 };
 
 /// Message ids remembered for de-duplication.
@@ -231,6 +231,13 @@ impl Streamer {
         }
         state.set(true);
         tracing::info!(platform = "misskey", host = %self.adapter.host, "misskey stream connected");
+        // Misskey's stream has no resume: what was sent while it was down was never delivered.
+        if let Err(ended) = self
+            .deliver(PlatformEvent::Connected(PlatformKind::Misskey))
+            .await
+        {
+            return ended;
+        }
         let ping_every = options.ping_interval;
         let mut ping = tokio::time::interval_at(Instant::now() + ping_every, ping_every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
