@@ -1,6 +1,7 @@
 //! Nothing lost, nothing twice across restarts (issue 31), with the real binary on the fake
 //! Discord and the scripted fake agent: a message whose turn was cut by `kill -9` is answered
 //! once after the restart; restarting again (twice, quickly) answers nothing a second time; a
+//! crash after the answer, while the agent still works, does not answer it again; a
 //! message older than `catchUp.maxAgeMinutes` at the restart is recorded as skipped, too old,
 //! and not answered.
 
@@ -87,4 +88,60 @@ async fn a_message_too_old_at_the_restart_is_skipped_and_not_answered() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(bot.bot_messages(CHANNEL_ID).is_empty(), "answered anyway");
     bot.stop();
+}
+
+/// A turn that answers, then keeps working (hangs) the first time it runs (marking `flag`).
+fn answers_then_hangs_once(files: &Path) -> Value {
+    let flag = files.join("first-turn-started");
+    let mut steps = reply_steps(&text_path(files, "answer.txt"));
+    steps.push(json!({"run": format!(
+        "if [ ! -e '{flag}' ]; then touch '{flag}'; sleep 60; fi",
+        flag = flag.display()
+    )}));
+    one_turn(steps)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_after_the_answer_does_not_answer_the_message_again() {
+    let mut bot = DiscordServe::start(|files| DiscordSetup {
+        script: answers_then_hangs_once(files),
+        texts: vec![("answer.txt", ANSWER.to_owned())],
+        ..DiscordSetup::default()
+    })
+    .await;
+    bot.mention("are you there?");
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    first_turn_running(&bot).await;
+    // The agent is still working after its answer: the message is answered already.
+    let store = bot.config.dir.path().join("data").join("air-friends.db");
+    eventually(
+        Duration::from_secs(30),
+        "the message marked answered",
+        || answered_in(&store) == 1,
+    )
+    .await;
+    bot.restart(true).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(bot.bot_messages(CHANNEL_ID).len(), 1, "answered twice");
+    let metrics = bot.metrics().await;
+    assert!(
+        !metrics.contains(r#"reason="resumed"} 1"#),
+        "handed back after the restart: {metrics}"
+    );
+    bot.stop();
+}
+
+/// How many inbox records of `db` are `answered` (read beside the running daemon).
+fn answered_in(db: &Path) -> i64 {
+    let Ok(conn) =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    conn.query_row(
+        "SELECT count(*) FROM inbox WHERE state = 'answered'",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
 }

@@ -9,6 +9,9 @@
 //!   again once, when younger than `catchUp.maxAgeMinutes`; an older one is `skipped: too_old`,
 //!   and one already tried after a restart is `failed: interrupted_again` (it may be what brings
 //!   the daemon down).
+//! * **Answered when answered.** A message is marked `answered` as soon as its user received
+//!   something, while the turn goes on ([`Inbox::answered_hook`]); a crash later in the turn
+//!   does not answer it again.
 //! * **Where each ends.** `answered` (replied or reacted), `failed` with the turn's outcome
 //!   (the user was told in words), `skipped` with why (rate limited, busy, over budget, ...).
 //! * **Forgotten in time.** Records older than `catchUp.retentionDays` are deleted, with the
@@ -106,6 +109,31 @@ impl Inbox {
     pub async fn finished(&self, msg: &IncomingMessage, outcome: &str) {
         let (state, reason) = settled(outcome);
         self.settle(msg, state, reason).await;
+    }
+
+    /// What marks `msg` answered as soon as its user has received something, while its turn
+    /// goes on (for [`SessionHandle::on_first_answer`](crate::session::SessionHandle::on_first_answer)):
+    /// a crash later in the turn then does not answer it again after the restart. The turn's
+    /// end still settles it (and counts it). `None` for a message not kept.
+    pub fn answered_hook(&self, msg: &IncomingMessage) -> Option<impl FnOnce() + Send + 'static> {
+        if !kept(msg) {
+            return None;
+        }
+        let store = self.store.clone();
+        let (platform, message_id) = (msg.platform, msg.message_id.clone());
+        Some(move || {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            runtime.spawn(async move {
+                if let Err(e) = store
+                    .inbox_mark_answered(platform.as_str(), message_id.as_str())
+                    .await
+                {
+                    tracing::error!(platform = %platform, message_id = %message_id, error = %e, "cannot record in the inbox that the message was answered");
+                }
+            });
+        })
     }
 
     /// `msg` is not answered, for `reason` (`rate_limited`, `busy`).

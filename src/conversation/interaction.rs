@@ -15,6 +15,7 @@ use tracing::Instrument;
 pub use super::context::PromptSettings;
 use super::context::{PromptParts, Sources, assemble, assemble_followup, gather, shown_ids};
 use super::failure_texts::FailureTexts;
+use super::inbox::Inbox;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
 use super::prompts::PromptLibrary;
@@ -76,6 +77,9 @@ pub struct Interactions {
     pub attachments: Option<Attachments>,
     /// What a user is told when the model could not answer (`prompts/model-failures.md`).
     pub failure_texts: FailureTexts,
+    /// Where a message is marked answered as soon as its user received something; `None`
+    /// without an inbox.
+    pub inbox: Option<Inbox>,
 }
 
 impl std::fmt::Debug for Interactions {
@@ -191,6 +195,7 @@ impl Interactions {
         };
         let session_id = resources.registered.session_id.clone();
         let handle = resources.registered.handle.clone();
+        self.answered_early(&handle, msg);
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
 
         let outcome = async {
@@ -266,6 +271,7 @@ impl Interactions {
             return None;
         }
         let termination = handle.begin_turn(Some(msg.message_id.clone()));
+        self.answered_early(&handle, msg);
         let session_id = handle.id().clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
         let outcome = async {
@@ -324,6 +330,17 @@ impl Interactions {
     /// The end of a turn: when nothing reached the user (and they did not cancel it), a reply
     /// in words — why the model could not answer when every model request of the turn failed,
     /// the memory limit, else the generic error — and the log line.
+    /// Marks `msg` answered in the inbox as soon as the turn's first answer reaches its user.
+    fn answered_early(&self, handle: &SessionHandle, msg: &IncomingMessage) {
+        if let Some(hook) = self
+            .inbox
+            .as_ref()
+            .and_then(|inbox| inbox.answered_hook(msg))
+        {
+            handle.on_first_answer(hook);
+        }
+    }
+
     async fn finish(
         &self,
         platform: &dyn PlatformAdapter,

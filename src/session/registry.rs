@@ -51,7 +51,13 @@ struct SessionEntry {
 struct TurnState {
     state: SessionState,
     slots: TurnSlots,
+    /// Called once, when the user first receives something in this turn
+    /// ([`SessionHandle::on_first_answer`]).
+    on_answer: Option<AnswerHook>,
 }
+
+/// What a turn's first answer calls.
+type AnswerHook = Box<dyn FnOnce() + Send>;
 
 /// A session's current turn.
 struct CurrentTurn {
@@ -175,13 +181,42 @@ impl SessionHandle {
     /// Runs `f` with this turn's slot of type `T` locked (created from its `Default` on first
     /// use in a turn). Same rules as [`with_state`](Self::with_state).
     pub fn with_slot<T: TurnSlot, R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(lock(&self.entry.state).slots.get_mut::<T>())
+        self.with_slots(|slots| f(slots.get_mut::<T>()))
     }
 
     /// Runs `f` with all of this turn's slots locked, for a step that reads or updates several
     /// handlers' slots at once. Same rules as [`with_state`](Self::with_state).
     pub fn with_slots<R>(&self, f: impl FnOnce(&mut TurnSlots) -> R) -> R {
-        f(&mut lock(&self.entry.state).slots)
+        let (result, hook) = {
+            let mut state = lock(&self.entry.state);
+            let result = f(&mut state.slots);
+            let hook = if state.on_answer.is_some() && state.slots.answered() {
+                state.on_answer.take()
+            } else {
+                None
+            };
+            (result, hook)
+        };
+        // Outside the lock: the hook may do anything.
+        if let Some(hook) = hook {
+            hook();
+        }
+        result
+    }
+
+    /// Calls `hook` once, as soon as the user has received something in the current turn (a
+    /// reply, a reaction, a file: a slot [answered](TurnSlot::answered)); at once when that has
+    /// already happened. The next [`begin_turn`](Self::begin_turn) drops a hook not called.
+    /// The conversation marks its message answered with it, so a crash later in the turn does
+    /// not answer the message again after a restart.
+    pub fn on_first_answer(&self, hook: impl FnOnce() + Send + 'static) {
+        let mut state = lock(&self.entry.state);
+        if state.slots.answered() {
+            drop(state);
+            hook();
+        } else {
+            state.on_answer = Some(Box::new(hook));
+        }
     }
 
     /// A copy of the current state.
@@ -601,6 +636,38 @@ pub(crate) mod tests {
         assert!(registry.lookup(s.session_id.as_str()).is_none());
         cancel.cancel();
         reaper.await.expect("reaper stops cleanly");
+    }
+
+    #[test]
+    fn the_first_answer_of_a_turn_calls_its_hook_once_and_a_new_turn_drops_it() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let s = registry.register(context()).expect("register");
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        s.handle.on_first_answer(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        s.handle.with_slot(|a: &mut Answered| a.0 = false);
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "nothing answered yet");
+        s.handle.with_slot(|a: &mut Answered| a.0 = true);
+        s.handle.with_slot(|a: &mut Answered| a.0 = true);
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "once");
+        // Set after the answer: called at once.
+        let counter = calls.clone();
+        s.handle.on_first_answer(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        // A hook of a turn that never answered is dropped by the next turn.
+        s.handle.begin_turn(Some("m2".into()));
+        let counter = calls.clone();
+        s.handle.on_first_answer(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        s.handle.begin_turn(Some("m3".into()));
+        s.handle.with_slot(|a: &mut Answered| a.0 = true);
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

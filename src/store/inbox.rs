@@ -111,6 +111,27 @@ impl Store {
             .await
     }
 
+    /// Marks a message answered while it is still `queued` (its turn goes on): a later settle
+    /// gives its final state, and this never overwrites one.
+    pub async fn inbox_mark_answered(
+        &self,
+        platform: &str,
+        message_id: &str,
+    ) -> Result<(), StoreError> {
+        let (platform, message_id) = (platform.to_owned(), message_id.to_owned());
+        let now = to_ms(Utc::now());
+        self.db
+            .write(move |c| {
+                c.execute(
+                    "UPDATE inbox SET state = 'answered', updated_at_ms = ?3
+                     WHERE platform = ?1 AND message_id = ?2 AND state = 'queued'",
+                    params![platform, message_id, now],
+                )?;
+                Ok(())
+            })
+            .await
+    }
+
     /// Every message still queued, oldest first.
     pub async fn inbox_queued(&self) -> Result<Vec<QueuedMessage>, StoreError> {
         self.db.read(queued).await
@@ -301,6 +322,31 @@ mod tests {
                 reason: Some("too_old".into()),
                 count: 1
             }]
+        );
+        store.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_early_answer_leaves_the_queue_and_never_overwrites_a_final_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        let now = Utc::now();
+        store.inbox_record(record("m1", now)).await.unwrap();
+        store.inbox_record(record("m2", now)).await.unwrap();
+        store.inbox_mark_answered("discord", "m1").await.unwrap();
+        assert_eq!(
+            store.inbox_state("discord", "m1").await.unwrap(),
+            Some(("answered".into(), None))
+        );
+        assert_eq!(store.inbox_queued().await.unwrap().len(), 1);
+        store
+            .inbox_settle("discord", "m2", InboxState::Failed, Some("timed_out"))
+            .await
+            .unwrap();
+        store.inbox_mark_answered("discord", "m2").await.unwrap();
+        assert_eq!(
+            store.inbox_state("discord", "m2").await.unwrap(),
+            Some(("failed".into(), Some("timed_out".into())))
         );
         store.close().await.unwrap();
     }

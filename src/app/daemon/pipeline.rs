@@ -82,6 +82,7 @@ pub(super) fn start(
         env: agent::env_template(config, skills, host.air_friends_bin, &served.url),
         stop: ctx.shutdown.stop(),
     });
+    let inbox = inbox(ctx, &conversation_metrics);
     let interactions = Interactions {
         attachments,
         platforms: platforms.clone(),
@@ -94,8 +95,8 @@ pub(super) fn start(
         metrics: conversation_metrics.clone(),
         warm,
         failure_texts: FailureTexts::new(&config.prompts.dir),
+        inbox: Some(inbox.clone()),
     };
-    let inbox = inbox(ctx, &conversation_metrics);
     let router = router(
         ctx,
         platforms,
