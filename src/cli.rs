@@ -98,6 +98,12 @@ pub enum Command {
     /// and exit 0 when it serves (ready or degraded), 1 otherwise, with one line saying why:
     /// for container health checks and monitors.
     Healthcheck(ConfigArg),
+    /// Discord helpers.
+    Discord {
+        /// What to do.
+        #[command(subcommand)]
+        command: DiscordCommand,
+    },
     /// Print a shell completion script to stdout (e.g. `air-friends completions bash >
     /// ~/.local/share/bash-completion/completions/air-friends`).
     Completions {
@@ -146,6 +152,22 @@ pub struct SetupArgs {
     /// Print the OpenCode version setup installs (the tested one) and exit.
     #[arg(long, exclusive = true)]
     pub print_opencode_version: bool,
+}
+
+/// `air-friends discord` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum DiscordCommand {
+    /// Print the URL that invites the bot to a server, with exactly the scopes and permissions
+    /// the enabled skills use (docs/PLATFORMS.md). The application id is read from the bot
+    /// token unless --client-id is given.
+    InviteUrl {
+        /// Configuration (the token and the skills).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The application (client) id, when the token is not at hand.
+        #[arg(long, value_name = "ID")]
+        client_id: Option<u64>,
+    },
 }
 
 /// `air-friends skills` subcommands.

@@ -248,3 +248,70 @@ fn every_man_page_the_top_level_page_names_exists() {
     }
     assert!(!dir.join("air-friends-sandbox-init.1").exists());
 }
+
+/// `discord invite-url` with a configuration in `dir` holding `extra` YAML and the token in
+/// `DISCORD_TOKEN`; returns its output.
+fn invite_url(dir: &Path, extra: &str, token: &str, args: &[&str]) -> Output {
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "platforms:\n  discord:\n    enabled: true\nagent:\n  skillsDir: {}\n{extra}",
+            repo().join("skills").display()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(["discord", "invite-url", "--config"])
+        .arg(&config)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DISCORD_TOKEN", token);
+    cmd.output().expect("run air-friends")
+}
+
+#[test]
+fn the_invite_url_asks_for_exactly_what_the_enabled_skills_use() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let id = "1234567890123456789";
+    let token = format!(
+        "{}.GhIjKl.the-secret-part-XYZ",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(id)
+    );
+    let out = invite_url(dir.path(), "", &token, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let url = stdout(&out).trim().to_owned();
+    let always: u64 = (1 << 10) | (1 << 11) | (1 << 38) | (1 << 16);
+    let (reactions, files) = (1u64 << 6, 1u64 << 15);
+    assert_eq!(
+        url,
+        format!(
+            "https://discord.com/oauth2/authorize?client_id={id}&scope=bot%20applications.commands&permissions={}",
+            always | reactions | files
+        ),
+        "the shipped skills react, send files and offer slash commands"
+    );
+    assert!(!url.contains("secret"));
+
+    // Without react-message, send-file and the user-command skills, nothing of theirs.
+    let out = invite_url(
+        dir.path(),
+        "skills:\n  disabled: [react-message, send-file, memory-stats, memory-search, memory-export, list-reminders, cancel-reminder]\n",
+        &token,
+        &["--client-id", "42"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("https://discord.com/oauth2/authorize?client_id=42&scope=bot&permissions={always}")
+    );
+
+    // No usable token and no --client-id: says what to do.
+    let out = invite_url(dir.path(), "", "not-a-token", &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--client-id"), "{err}");
+}

@@ -1014,3 +1014,57 @@ async fn missed_messages_are_read_back_after_the_cursor_oldest_first() {
     );
     h.stop().await;
 }
+
+/// Runs the gateway runner until it stops by itself; returns its result and connection state.
+async fn run_until_refused(
+    fake: &FakeDiscord,
+    token: &str,
+) -> (anyhow::Result<()>, ConnectionState) {
+    let mut config = config(fake, vec![GUILD_ID.to_owned()]);
+    config.token = Secret::new(token);
+    let (_adapter, runner) =
+        DiscordAdapter::new(&config, reqwest::Client::new(), Vec::new()).expect("adapter");
+    let (tx, _events) = mpsc::channel(32);
+    let state = ConnectionState::new();
+    let result = tokio::time::timeout(
+        WAIT,
+        runner.run(tx, state.clone(), CancellationToken::new()),
+    )
+    .await
+    .expect("stops by itself: retrying cannot help");
+    (result, state)
+}
+
+#[tokio::test]
+async fn a_rejected_token_or_a_refused_intent_stops_the_runner_with_the_fix() {
+    let fake = FakeDiscord::start().await;
+    fake.expect_token(TOKEN);
+    let (result, state) = run_until_refused(&fake, "WRONG-TOKEN-Qx7").await;
+    assert!(
+        result.is_ok(),
+        "said once, not again as a task error: {result:?}"
+    );
+    assert!(!state.is_connected());
+    let problem = state.problem().expect("readiness says why");
+    assert!(
+        problem.starts_with("Discord rejected the bot token"),
+        "{problem}"
+    );
+    assert!(problem.contains("Reset Token") && problem.contains("docs/PLATFORMS.md"));
+    assert!(!problem.contains("WRONG-TOKEN"));
+
+    fake.refuse_intents(true);
+    let (result, state) = run_until_refused(&fake, TOKEN).await;
+    assert!(result.is_ok(), "{result:?}");
+    let problem = state.problem().expect("readiness says why");
+    assert!(
+        problem.starts_with("Discord refused the gateway intents")
+            && problem.contains("Message Content intent"),
+        "{problem}"
+    );
+    // Switched on: the next start connects, and connecting clears the problem.
+    fake.refuse_intents(false);
+    let h = connected(Vec::new()).await;
+    assert!(h.state.problem().is_none());
+    h.stop().await;
+}

@@ -1,6 +1,8 @@
 //! `air-friends healthcheck` against the real daemon: exit 0 and `ready` while it serves (and
 //! the daemon has logged "air-friends ready"), exit 1 with the failing check while it is not
-//! ready, exit 1 with "not running" when nothing answers at `health.host:health.port`.
+//! ready, exit 1 with "not running" when nothing answers at `health.host:health.port`; a
+//! platform that refuses the connection for good (Discord without the Message Content intent)
+//! is one actionable error record, and `/readyz` (so `healthcheck`) says what to do.
 
 mod common;
 
@@ -64,4 +66,38 @@ async fn healthcheck_exits_0_while_the_daemon_serves_and_1_when_it_does_not() {
         "{line}"
     );
     daemon.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_intent_is_one_actionable_record_and_readyz_says_it() {
+    let mut bot = DiscordServe::start(|_| DiscordSetup {
+        refused_intents: true,
+        ..DiscordSetup::default()
+    })
+    .await;
+    let scratch = tempfile::tempdir().unwrap();
+    let (code, line) = healthcheck(scratch.path(), &bot.ops_addr);
+    assert_eq!(code, Some(1), "{line}");
+    assert!(
+        line.contains(
+            "discord: Discord refused the gateway intents: switch on the Message Content intent"
+        ),
+        "{line}"
+    );
+    let refused = tokio::task::block_in_place(|| {
+        bot.logged_or_wait(|l| l["message"] == "Discord refused the connection; not retrying")
+    });
+    assert_eq!(refused["level"], "ERROR", "{refused}");
+    // Every line up to a clean exit: the refusal is the only error, and "ready" never came.
+    bot.daemon.terminate();
+    let status =
+        tokio::task::block_in_place(|| bot.daemon.wait_exit(std::time::Duration::from_secs(30)));
+    assert!(status.success(), "{status:?}");
+    let logged = bot.logged();
+    let errors: Vec<_> = logged.iter().filter(|l| l["level"] == "ERROR").collect();
+    assert_eq!(errors.len(), 1, "one record: {errors:?}");
+    assert!(
+        !logged.iter().any(|l| l["message"] == "air-friends ready"),
+        "never ready"
+    );
 }

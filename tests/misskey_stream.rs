@@ -517,7 +517,7 @@ async fn pings_keep_a_quiet_connection_up() {
 }
 
 #[tokio::test]
-async fn a_rejected_token_stops_run_with_an_error() {
+async fn a_rejected_token_stops_run_and_readiness_says_why() {
     let fake = FakeMisskey::start().await;
     let mut config = fake.config();
     config.token = air_friends::config::Secret::new("not-the-token-QQQ");
@@ -532,12 +532,18 @@ async fn a_rejected_token_stops_run_with_an_error() {
     )
     .await
     .expect("fails fast instead of retrying");
-    let err = result.expect_err("rejected token");
     assert!(
-        format!("{err:#}").contains("AUTHENTICATION_FAILED"),
-        "{err:#}"
+        result.is_ok(),
+        "said once, not a second time as an error: {result:?}"
     );
-    assert!(!format!("{err:#}").contains("not-the-token-QQQ"));
+    let problem = state.problem().expect("readiness says why");
+    assert!(
+        problem.starts_with("Misskey rejected the token"),
+        "{problem}"
+    );
+    assert!(problem.contains("AUTHENTICATION_FAILED"), "{problem}");
+    assert!(problem.contains("docs/PLATFORMS.md"), "{problem}");
+    assert!(!problem.contains("not-the-token-QQQ"));
     assert!(!state.is_connected());
     assert_eq!(fake.streaming_attempts(), 0);
 }

@@ -8,6 +8,7 @@ mod check;
 mod daemon;
 mod generate;
 mod healthcheck;
+mod invite;
 mod serve;
 mod stats;
 
@@ -17,7 +18,7 @@ use std::process::ExitCode;
 
 pub use serve::{bind, serve, serve_main};
 
-use crate::cli::{Cli, Command, ImportCommand, SkillsCommand, ValidateFormat};
+use crate::cli::{Cli, Command, DiscordCommand, ImportCommand, SkillsCommand, ValidateFormat};
 use anyhow::Context;
 
 use crate::config::{self, Config, ProcessEnv};
@@ -50,6 +51,9 @@ pub fn run(cli: Cli) -> ExitCode {
         } => backup::backup_main(&config.config, &file, force),
         Command::Stats(config) => stats::stats_main(&config.config),
         Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
+        Command::Discord {
+            command: DiscordCommand::InviteUrl { config, client_id },
+        } => invite::invite_url_main(&config.config, client_id),
         Command::Completions { shell } => generate::completions(shell),
         Command::Man { out_dir: None } => generate::man_page(),
         Command::Man { out_dir: Some(dir) } => generate::man_pages(&dir),

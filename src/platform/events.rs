@@ -5,8 +5,10 @@
 //! `/command` text) that run a skill handler without an agent and are answered through the
 //! invocation's reply channel. [`ConnectionState`] is what `/readyz` reads.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::Recover;
 
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -55,9 +57,14 @@ pub struct CommandReply {
     pub is_error: bool,
 }
 
-/// A platform's connection flag, shared between the adapter (writer) and readiness (reader).
+/// A platform's connection flag, shared between the adapter (writer) and readiness (reader),
+/// with why it cannot connect when the adapter knows (a rejected token, a refused intent): what
+/// `/readyz` then says.
 #[derive(Debug, Clone, Default)]
-pub struct ConnectionState(Arc<AtomicBool>);
+pub struct ConnectionState {
+    connected: Arc<AtomicBool>,
+    problem: Arc<Mutex<Option<String>>>,
+}
 
 impl ConnectionState {
     /// Initially disconnected.
@@ -65,14 +72,28 @@ impl ConnectionState {
         Self::default()
     }
 
-    /// Records the current state.
+    /// Records the current state; connecting clears a recorded problem.
     pub fn set(&self, connected: bool) {
-        self.0.store(connected, Ordering::Release);
+        self.connected.store(connected, Ordering::Release);
+        if connected {
+            *self.problem.locked() = None;
+        }
+    }
+
+    /// Records that the platform cannot be connected, and why (an operator's fix, one line).
+    pub fn fail(&self, problem: impl Into<String>) {
+        self.connected.store(false, Ordering::Release);
+        *self.problem.locked() = Some(problem.into());
+    }
+
+    /// Why the platform cannot be connected, when the adapter said.
+    pub fn problem(&self) -> Option<String> {
+        self.problem.locked().clone()
     }
 
     /// True while connected.
     pub fn is_connected(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.connected.load(Ordering::Acquire)
     }
 }
 

@@ -14,7 +14,9 @@
 //!
 //! Gateway: HELLO → IDENTIFY → READY (every field serenity requires) → GUILD_CREATE (the bot
 //! member with a role granting every permission, one text channel, one custom emoji); RESUME →
-//! RESUMED (`d: {}`); heartbeats are ACKed. Tests push dispatches ([`FakeDiscord::dispatch`],
+//! RESUMED (`d: {}`); heartbeats are ACKed; IDENTIFY is closed with 4004 for another token
+//! ([`FakeDiscord::expect_token`]) and 4014 while intents are refused
+//! ([`FakeDiscord::refuse_intents`]). Tests push dispatches ([`FakeDiscord::dispatch`],
 //! [`FakeDiscord::push_message`], [`FakeDiscord::push_interaction`]) and can drop the connection
 //! ([`FakeDiscord::drop_connection`]) to exercise reconnects.
 #![allow(dead_code)]
@@ -120,6 +122,10 @@ struct Inner {
     sends: HashMap<String, VecDeque<std::time::Instant>>,
     /// 429s served because a channel's send limit was reached.
     send_limit_hits: usize,
+    /// IDENTIFY with another token is closed with 4004 ([`FakeDiscord::expect_token`]).
+    expected_token: Option<String>,
+    /// IDENTIFY is closed with 4014, as without the Message Content intent switched on.
+    refusing_intents: bool,
 }
 
 /// What a `/files/{name}` request gets.
@@ -405,6 +411,18 @@ impl FakeDiscord {
         self.shared.lock().send_limit_hits
     }
 
+    /// IDENTIFY must carry `token` (with or without `Bot `); another is closed with 4004
+    /// (Authentication failed), as Discord does.
+    pub fn expect_token(&self, token: &str) {
+        self.shared.lock().expected_token = Some(token.to_owned());
+    }
+
+    /// While `refusing`, IDENTIFY is closed with 4014 (Disallowed intent(s)), as Discord does
+    /// when a privileged intent is not switched on for the application.
+    pub fn refuse_intents(&self, refusing: bool) {
+        self.shared.lock().refusing_intents = refusing;
+    }
+
     /// While `refusing`, gateway connections are answered with 503 (an outage).
     pub fn set_gateway_refusing(&self, refusing: bool) {
         self.shared.lock().refusing = refusing;
@@ -584,10 +602,24 @@ async fn session(shared: Shared, socket: WebSocket) {
                 let replies: Vec<WsMessage> = match payload["op"].as_u64() {
                     Some(1) => vec![WsMessage::Text(json!({"op": 11}).to_string().into())],
                     Some(2) => {
-                        {
+                        let refusal = {
                             let mut inner = shared.lock();
                             inner.identifies += 1;
                             inner.identify_payloads.push(payload["d"].clone());
+                            let token = payload["d"]["token"].as_str().unwrap_or_default();
+                            let token = token.strip_prefix("Bot ").unwrap_or(token);
+                            if inner.expected_token.as_deref().is_some_and(|t| t != token) {
+                                Some((4004, "Authentication failed."))
+                            } else if inner.refusing_intents {
+                                Some((4014, "Disallowed intent(s)."))
+                            } else {
+                                None
+                            }
+                        };
+                        if let Some((code, reason)) = refusal {
+                            let close = axum::extract::ws::CloseFrame { code, reason: reason.into() };
+                            let _ = tx.send(WsMessage::Close(Some(close))).await;
+                            return;
                         }
                         let url = format!("ws://{}/gateway", shared.addr);
                         vec![frame(&shared, "READY", ready(&url)), frame(&shared, "GUILD_CREATE", guild_create())]

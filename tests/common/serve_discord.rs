@@ -81,6 +81,9 @@ pub struct DiscordSetup {
     /// folder is a read-only path) and the agent's log lives in the user's workspace, the only
     /// place it may write.
     pub sandbox: Option<String>,
+    /// The fake closes IDENTIFY with 4014, as Discord does when the Message Content intent is
+    /// off: the start waits until `/readyz` says Discord is not connected instead of ready.
+    pub refused_intents: bool,
 }
 
 /// Where [`Setup::texts`] entries are written, given the files folder.
@@ -96,6 +99,7 @@ impl DiscordServe {
         let fake = FakeDiscord::start().await;
         let files = tempfile::tempdir().unwrap();
         let setup = prepare(files.path());
+        fake.refuse_intents(setup.refused_intents);
         for (name, text) in &setup.texts {
             std::fs::write(text_path(files.path(), name), text).unwrap();
         }
@@ -164,7 +168,7 @@ impl DiscordServe {
             sandboxed,
             pushed: Mutex::default(),
         };
-        bot.wait_readiness(true).await;
+        bot.wait_readiness(!setup.refused_intents).await;
         bot
     }
 

@@ -84,14 +84,14 @@ fn connection_check(
     let name = platform.as_str();
     let s = state.clone();
     readiness.register(name, move || {
-        let connected = s.is_connected();
-        async move {
-            if connected {
-                Ok(())
-            } else {
-                Err(format!("{name} is not connected"))
-            }
-        }
+        let verdict = if s.is_connected() {
+            Ok(())
+        } else {
+            Err(s
+                .problem()
+                .unwrap_or_else(|| format!("{name} is not connected")))
+        };
+        async move { verdict }
     });
     state
 }

@@ -24,8 +24,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use reqwest::Method;
 use serenity::all::{
-    ClientBuilder, ConnectionStage, Context, EventHandler, GatewayIntents, HttpBuilder,
-    Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent,
+    ClientBuilder, ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents,
+    HttpBuilder, Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent,
 };
 use serenity::async_trait;
 use serenity::gateway::ShardManager;
@@ -172,7 +172,18 @@ impl DiscordRunner {
         self.shared.set_shard_manager(Arc::clone(&manager));
         tracing::info!(platform = "discord", "connecting to the Discord gateway");
         let outcome = tokio::select! {
-            result = client.start() => result.map_err(|err| anyhow::anyhow!("the Discord client stopped: {err}")),
+            result = client.start() => match result {
+                Ok(()) => Ok(()),
+                Err(err) => match refusal(&err) {
+                    // Retrying cannot help: one actionable record, and `/readyz` says why.
+                    Some(problem) => {
+                        tracing::error!(platform = "discord", problem, "Discord refused the connection; not retrying");
+                        state.fail(problem);
+                        return Ok(());
+                    }
+                    None => Err(anyhow::anyhow!("the Discord client stopped: {err}")),
+                },
+            },
             () = watch_connection(&manager, &state) => Ok(()),
             () = shutdown.cancelled() => {
                 manager.shutdown_all().await;
@@ -182,6 +193,25 @@ impl DiscordRunner {
         state.set(false);
         tracing::info!(platform = "discord", "Discord gateway connection closed");
         outcome
+    }
+}
+
+/// What the operator must do when Discord refuses the connection for good: serenity stops on
+/// these close codes (4004, 4013, 4014) instead of retrying. `None` for anything else.
+fn refusal(error: &serenity::Error) -> Option<&'static str> {
+    match error {
+        serenity::Error::Gateway(GatewayError::InvalidAuthentication) => Some(
+            "Discord rejected the bot token: reset it (Developer Portal, your application, Bot, \
+             Reset Token), set DISCORD_TOKEN and restart (docs/PLATFORMS.md)",
+        ),
+        serenity::Error::Gateway(
+            GatewayError::DisallowedGatewayIntents | GatewayError::InvalidGatewayIntents,
+        ) => Some(
+            "Discord refused the gateway intents: switch on the Message Content intent \
+             (Developer Portal, your application, Bot, Privileged Gateway Intents) and restart \
+             (docs/PLATFORMS.md)",
+        ),
+        _ => None,
     }
 }
 

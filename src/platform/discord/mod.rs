@@ -10,6 +10,7 @@
 //! * `commands.rs`: slash commands generated from user-command skills, ephemeral answers.
 //! * `http.rs`: REST calls with Discord 429 handling (serenity cannot see `retry_after` when
 //!   pointed at `apiBaseUrl`) and error mapping.
+//! * `invite.rs`: the invite URL with the scopes and permissions the enabled skills use.
 //! * `convert.rs`: snowflakes, serenity / REST shapes ↔ neutral types, emoji path segments.
 //!
 //! Behaviour: replies reference the anchor without pinging anyone but mentioned users
@@ -24,6 +25,7 @@ mod client;
 mod commands;
 mod convert;
 mod http;
+pub mod invite;
 
 pub use client::DiscordRunner;
 pub use commands::CommandSpecError;

@@ -254,8 +254,16 @@ impl MisskeyAdapter {
         shutdown: CancellationToken,
     ) -> anyhow::Result<()> {
         state.set(false);
-        let Some(identity) = self.identify_until_ready(&shutdown).await? else {
-            return Ok(());
+        let identity = match self.identify_until_ready(&shutdown).await {
+            Ok(Some(identity)) => identity,
+            Ok(None) => return Ok(()),
+            // Retrying cannot help: one actionable record, and `/readyz` says why.
+            Err(problem) => {
+                let problem = problem.to_string();
+                tracing::error!(platform = "misskey", problem = %problem, "Misskey refused the connection; not retrying");
+                state.fail(problem);
+                return Ok(());
+            }
         };
         tracing::info!(
             platform = "misskey",
@@ -284,7 +292,10 @@ impl MisskeyAdapter {
                 error,
                 PlatformError::Forbidden(_) | PlatformError::NotFound(_)
             ) {
-                anyhow::bail!("misskey rejected the token while fetching the bot account: {error}");
+                anyhow::bail!(
+                    "Misskey rejected the token ({error}): create an access token with the \
+                     permissions in docs/PLATFORMS.md, set MISSKEY_TOKEN and restart"
+                );
             }
             let delay = self.options.reconnect.delay(attempt);
             attempt += 1;

@@ -1,0 +1,44 @@
+//! `air-friends discord invite-url`: the URL that invites the bot to a Discord server with
+//! exactly the scopes and permissions the enabled skills use (`platform::discord::invite`).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::config::{self, ProcessEnv};
+use crate::platform::discord::invite::{application_id, invite_url, permissions};
+use crate::skills::load_skills;
+
+/// Prints the invite URL for the configuration at `config_path`.
+pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> ExitCode {
+    let config = match config::load_file(config_path, &ProcessEnv) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("air-friends: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let skills = match load_skills(&config.agent.skills_dir) {
+        Ok(skills) => skills,
+        Err(e) => {
+            eprintln!(
+                "air-friends: agent.skillsDir ({}): {e}",
+                config.agent.skills_dir.display()
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let enabled = |name: &str| !config.skills.disabled.iter().any(|d| d == name);
+    let bits = permissions(skills.names().filter(|name| enabled(name)));
+    let slash_commands = skills.user_commands().any(|skill| enabled(&skill.name));
+    let Some(id) = client_id.or_else(|| application_id(config.platforms.discord.token.expose()))
+    else {
+        eprintln!(
+            "air-friends: the application id cannot be read from platforms.discord.token \
+             (DISCORD_TOKEN is unset or not a bot token); give it with --client-id ID (the \
+             Application ID on the application's General Information page)"
+        );
+        return ExitCode::FAILURE;
+    };
+    println!("{}", invite_url(id, bits, slash_commands));
+    ExitCode::SUCCESS
+}
