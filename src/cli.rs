@@ -90,6 +90,17 @@ pub enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Put FILE, a copy made by `backup`, in place of the configured database. Checks it
+    /// first (integrity, a known schema version, an air-friends database), refuses while the
+    /// daemon runs on the database, and keeps the previous database aside
+    /// (`{database}.before-restore-TIME`). The next start migrates an older schema.
+    Restore {
+        /// Configuration (for the database path).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The backup to restore.
+        file: PathBuf,
+    },
     /// Print what the daemon has been doing, from its database: calls, errors by code and
     /// latency p50/p99 of every skill over the last day and week; memories and reminders by
     /// state per workspace; the model gateway's tokens per day. Runs beside a live daemon.

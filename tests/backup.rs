@@ -1,6 +1,8 @@
 //! `air-friends backup FILE` through the real binary, beside a live writer: the copy opens,
 //! passes `PRAGMA integrity_check` and holds every row acknowledged before the command started;
-//! an existing FILE is kept unless `--force`.
+//! an existing FILE is kept unless `--force`. `air-friends restore FILE` puts a backup back, keeps
+//! the previous database aside, refuses while a daemon runs on the database (and a second daemon
+//! is refused at start), and refuses what is not a usable backup without changing anything.
 
 mod common;
 
@@ -173,4 +175,153 @@ fn backup_without_a_database_fails_and_creates_none() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("there is no database at"), "{stderr}");
     assert!(!dest.exists() && !database(&cfg).exists());
+}
+
+/// Runs `air-friends restore FILE --config CFG` with a minimal environment.
+fn restore(config: &Path, file: &Path) -> Output {
+    Command::new(bin())
+        .arg("restore")
+        .arg(file)
+        .arg("--config")
+        .arg(config)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("run air-friends restore")
+}
+
+/// The files in the database's folder whose names start with `prefix`.
+fn named(cfg: &TestConfig, prefix: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cfg.dir.path().join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_puts_the_backup_back_and_keeps_the_old_database_aside() {
+    let cfg = TestConfig::new("");
+    let db = database(&cfg);
+    let store = Store::open(&db).await.unwrap();
+    let kept = store.save_memory(new_memory(1)).await.unwrap().id;
+    let file = cfg.dir.path().join("nightly.db");
+    let out = backup(&cfg.path, &[&file]);
+    assert!(out.status.success(), "{out:?}");
+    let later = store.save_memory(new_memory(2)).await.unwrap().id;
+    store.close().await.unwrap();
+
+    let out = restore(&cfg.path, &file);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("schema version {SCHEMA_VERSION}"))
+            && said.contains("the previous database is kept at"),
+        "{said}"
+    );
+    assert_eq!(memory_ids(&db), HashSet::from([kept.clone()]));
+    let aside = named(&cfg, "air-friends.db.before-restore-");
+    let main_aside: Vec<&PathBuf> = aside
+        .iter()
+        .filter(|p| {
+            !p.to_string_lossy().ends_with("-wal") && !p.to_string_lossy().ends_with("-shm")
+        })
+        .collect();
+    assert_eq!(main_aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        memory_ids(main_aside[0]),
+        HashSet::from([kept.clone(), later])
+    );
+    // The restored database opens and works as usual.
+    let store = Store::open(&db).await.unwrap();
+    store.save_memory(new_memory(3)).await.unwrap();
+    store.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_refuses_while_the_daemon_runs_and_a_second_daemon_is_refused() {
+    let cfg = TestConfig::new("agent:\n  command: sh\n");
+    let db = database(&cfg);
+    let mut daemon = common::Daemon::start(&cfg.path, &[]);
+    daemon.listener_addr("ops");
+    let file = cfg.dir.path().join("nightly.db");
+    let out = backup(&cfg.path, &[&file]);
+    assert!(out.status.success(), "{out:?}");
+
+    let out = restore(&cfg.path, &file);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("(pid {})", daemon.child.id()))
+            && err.contains("runs on the database")
+            && err.contains("stop it first"),
+        "{err}"
+    );
+    assert!(named(&cfg, "air-friends.db.before-restore-").is_empty());
+
+    // A second daemon on the same database stops at start and says why.
+    let second = Command::new(bin())
+        .args(["serve", "--config"])
+        .arg(&cfg.path)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let said = String::from_utf8_lossy(&second.stdout) + String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("runs on the database"), "{said}");
+
+    daemon.terminate();
+    assert!(daemon.wait_exit(Duration::from_secs(30)).success());
+    let out = restore(&cfg.path, &file);
+    assert!(out.status.success(), "once stopped: {out:?}");
+    assert!(db.is_file());
+}
+
+#[test]
+fn restore_refuses_what_is_not_a_usable_backup_and_changes_nothing() {
+    let cfg = TestConfig::new("");
+    let db = database(&cfg);
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("CREATE TABLE memories (id TEXT); INSERT INTO memories VALUES ('mine');")
+        .unwrap();
+    drop(conn);
+    let garbage = cfg.dir.path().join("garbage.db");
+    std::fs::write(&garbage, b"this is not a database at all, just words").unwrap();
+    let newer = cfg.dir.path().join("newer.db");
+    Connection::open(&newer)
+        .unwrap()
+        .execute_batch(&format!(
+            "CREATE TABLE memories (id TEXT); PRAGMA user_version = {};",
+            SCHEMA_VERSION + 1
+        ))
+        .unwrap();
+    let other = cfg.dir.path().join("other.db");
+    Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (v TEXT);")
+        .unwrap();
+    for (file, says) in [
+        (&garbage, "cannot be used"),
+        (&newer, "newer than this air-friends knows"),
+        (&other, "not an air-friends database"),
+        (&cfg.dir.path().join("missing.db"), "there is no backup"),
+        (&db, "is the database itself"),
+    ] {
+        let out = restore(&cfg.path, file);
+        assert!(!out.status.success(), "{file:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{file:?}: {err}");
+    }
+    assert_eq!(memory_ids(&db), HashSet::from(["mine".to_owned()]));
+    assert!(named(&cfg, "air-friends.db.before-restore-").is_empty());
+    assert!(
+        named(&cfg, ".air-friends.db.").is_empty(),
+        "no temporary file left"
+    );
 }

@@ -144,6 +144,7 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     let Some(signal) = interrupted else {
         shutdown.drain(grace).await;
         started.store.close().await?;
+        started.owner.release();
         return Ok(());
     };
     cancel_and_exit(&shutdown, started.store, grace, &mut interrupts, signal).await

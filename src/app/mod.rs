@@ -9,6 +9,7 @@ mod daemon;
 mod generate;
 mod healthcheck;
 mod invite;
+mod restore;
 mod serve;
 mod stats;
 
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> ExitCode {
             force,
             file,
         } => backup::backup_main(&config.config, &file, force),
+        Command::Restore { config, file } => restore::restore_main(&config.config, &file),
         Command::Stats(config) => stats::stats_main(&config.config),
         Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
         Command::Discord {

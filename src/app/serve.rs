@@ -74,6 +74,7 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     if let Err(e) = started.store.close().await {
         tracing::error!(error = %e, "closing the database failed");
     }
+    started.owner.release();
     ops.stop().await;
     tracing::info!(clean, "stopped");
     Ok(())

@@ -154,7 +154,7 @@ fn resolve_destination(source: &Path, dest: &Path) -> Result<(PathBuf, PathBuf),
 }
 
 /// Copies `source` into the empty file `temp` and checks the copy; its schema version.
-fn copy_into(source: &Path, temp: &Path) -> Result<i64, BackupError> {
+pub(super) fn copy_into(source: &Path, temp: &Path) -> Result<i64, BackupError> {
     let sql = |context: &str| {
         let context = context.to_owned();
         move |source| BackupError::Sqlite { context, source }

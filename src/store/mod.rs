@@ -20,6 +20,9 @@
 //!   there, so a start or a fresh connection can fetch what arrived meanwhile.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
 //! * [`backup`]: `backup <file>`, a consistent copy of the database beside the running daemon.
+//! * [`owner`]: the daemon's lock on its database, so a second daemon or a `restore` is
+//!   refused while it runs.
+//! * [`restore`]: `restore <backup>`, checked, with the old database kept aside.
 //!
 //! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
 //! Times are stored with millisecond precision (UTC).
@@ -34,8 +37,10 @@ mod llm_usage;
 mod maintenance;
 mod memories;
 mod memory_api;
+pub mod owner;
 mod reminder_api;
 mod reminders;
+pub mod restore;
 mod search;
 mod types;
 pub mod vectors;

@@ -26,12 +26,15 @@ use crate::ops::Readiness;
 use crate::platform::{EventSink, PlatformAdapter};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
+use crate::store::owner::OwnerLock;
 
 /// What a started daemon hands back to its caller.
 #[derive(Debug)]
 pub struct Started {
     /// The database (closed by the caller after the drain).
     pub store: Store,
+    /// The daemon's lock on the database: dropped after the store is closed.
+    pub owner: OwnerLock,
     /// Where extra adapters (the console) deliver events.
     pub sink: EventSink,
     /// Cancelled when the event loop has ended (its channel closed and emptied, or draining).
@@ -103,17 +106,17 @@ pub async fn start(
     // The sandbox probe (one sandboxed run, the longest step of a start) runs while the store
     // opens and the platforms and handlers are set up; nothing is served before it passed.
     let setup = async {
-        let store = store::open(config).await?;
+        let (store, owner) = store::open(config).await?;
         let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
         let (platforms, sink, events) = platforms::start(ctx, extra, &skills.commands)?;
         let semantic = store::start_embeddings(ctx).await?;
         let handlers = skill_api::skill_handlers(ctx, &platforms, &skills, semantic)?;
-        anyhow::Ok((store, platforms, sink, events, handlers))
+        anyhow::Ok((store, owner, platforms, sink, events, handlers))
     };
     // Both run to the end, so a failed probe leaves the store and platforms as a sequential
     // start did (opened, then shut down in order), and a failed setup is reported first.
     let (host, setup) = tokio::join!(sandbox::start(config, readiness, &skills), setup);
-    let (store, platforms, sink, events, handlers) = setup?;
+    let (store, owner, platforms, sink, events, handlers) = setup?;
     let host = host?;
     let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
     // The agent sandbox decides how agents reach the daemon (see `skill_api::start`).
@@ -140,6 +143,7 @@ pub async fn start(
     jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
     Ok(Started {
         store,
+        owner,
         sink,
         events_done: pipeline.events_done,
     })

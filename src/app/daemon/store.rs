@@ -7,18 +7,22 @@ use super::Ctx;
 use crate::config::{Config, ProcessEnv};
 use crate::embeddings::Semantic;
 use crate::store::Store;
+use crate::store::owner::OwnerLock;
 
-/// The database, its folder created first.
-pub(super) async fn open(config: &Config) -> anyhow::Result<Store> {
+/// The database, its folder created first, and the daemon's lock on it (a second daemon on
+/// the same database, or a restore underneath this one, is refused while it is held).
+pub(super) async fn open(config: &Config) -> anyhow::Result<(Store, OwnerLock)> {
     let db_path = config.database_path();
     if let Some(parent) = db_path.parent().filter(|p| !p.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(parent)
             .await
             .with_context(|| format!("cannot create the data folder {}", parent.display()))?;
     }
-    Store::open(&db_path)
+    let owner = OwnerLock::acquire(&db_path)?;
+    let store = Store::open(&db_path)
         .await
-        .with_context(|| format!("cannot open the database {}", db_path.display()))
+        .with_context(|| format!("cannot open the database {}", db_path.display()))?;
+    Ok((store, owner))
 }
 
 /// `memory.embeddings`: the service (its background job started, the store's queue turned on),
