@@ -408,3 +408,50 @@ async fn ids_owned_by_another_workspace_are_not_stolen() {
         "one"
     );
 }
+
+/// A tree with one workspace of `n` memories (and one reminder), written to `dir`.
+fn generated_tree(dir: &Path, n: usize) {
+    let ws = dir.join("workspaces/discord/424242");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut text = String::with_capacity(n * 180);
+    for i in 0..n {
+        text.push_str(&format!(
+            r#"{{"id":"mem_{i:08}","ts":"2025-01-01T10:00:00.000Z","type":"memory","enabled":true,"visibility":"public","importance":"normal","content":"generated note {i}: likes green tea and long walks"}}"#
+        ));
+        text.push('\n');
+    }
+    std::fs::write(ws.join("memory.public.jsonl"), text).unwrap();
+    std::fs::write(
+        ws.join("reminders.jsonl"),
+        r#"{"type":"reminder","id":"rem_1","createdAt":"2025-01-01T00:00:00.000Z","scheduledAt":"2030-01-01T09:00:00.000Z","message":"drink water","platform":"discord","userId":"424242","enabled":true}"#,
+    )
+    .unwrap();
+}
+
+/// The fastest of two reads of the tree (`dry_run`: every line parsed and checked).
+async fn read_time(dir: &Path, n: usize) -> std::time::Duration {
+    let mut best = std::time::Duration::MAX;
+    for _ in 0..2 {
+        let started = std::time::Instant::now();
+        let report = air_friends::store::import::dry_run(dir).await.unwrap();
+        best = best.min(started.elapsed());
+        assert_eq!(report.workspaces[0].memories.imported, n, "{report:?}");
+    }
+    best
+}
+
+/// The duplicate-id check scanned every earlier line: 100 000 memories took 52 s. Ten times
+/// the lines must take about ten times as long (a ratio in one run; quadratic would be 100).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_an_export_grows_linearly_with_its_lines() {
+    let (small, large) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    generated_tree(small.path(), 10_000);
+    generated_tree(large.path(), 100_000);
+    let t_small = read_time(small.path(), 10_000).await;
+    let t_large = read_time(large.path(), 100_000).await;
+    let ratio = t_large.as_secs_f64() / t_small.as_secs_f64();
+    assert!(
+        ratio < 25.0,
+        "10x the lines took {ratio:.1}x as long ({t_small:?} → {t_large:?})"
+    );
+}

@@ -567,9 +567,30 @@ fn start_checkpointer(
     Ok(tx)
 }
 
+/// Copies the whole WAL into the database and truncates it, so the database file alone holds
+/// every commit (a backup habit copies only the `.db`). SQLite reports a checkpoint it could
+/// not finish as a row with `busy = 1` rather than an error, for example while the background
+/// checkpointer runs a passive one; that row used to be ignored, leaving the whole WAL beside
+/// the database after `close`. It is tried again until it finishes, for up to `BUSY_TIMEOUT`.
 fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    Ok(())
+    let started = Instant::now();
+    loop {
+        // (busy, frames in the WAL, frames copied): TRUNCATE leaves (0, 0, 0).
+        let (busy, log, copied): (i32, i32, i32) =
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        if busy == 0 && log == copied {
+            return Ok(());
+        }
+        if started.elapsed() >= BUSY_TIMEOUT {
+            return Err(StoreError::Internal(format!(
+                "the WAL checkpoint stayed busy for {} s ({copied} of {log} frames copied)",
+                BUSY_TIMEOUT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// The batch's closing step ([`WriterHooks::before_commit`]).
