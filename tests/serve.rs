@@ -552,6 +552,12 @@ fn import_jsonl_from_the_command_line_is_idempotent_and_reports_bad_lines() {
         warnings.contains("memory.public.jsonl line=2"),
         "{warnings}"
     );
+    // Not a terminal: a plain line per workspace as it is done (a progress bar on one).
+    assert!(
+        warnings.contains("imported discord/42: 2 memories, 1 patches applied")
+            && warnings.contains("(1/1)"),
+        "{warnings}"
+    );
     assert_eq!(imported_memories(&cfg), 2);
     let second = import_cmd(&cfg, &[], &root);
     assert!(second.status.success());
@@ -739,4 +745,43 @@ fn the_daemon_is_non_dumpable_so_its_own_uid_cannot_read_its_environment() {
         "the daemon's environ was readable"
     );
     assert!(!String::from_utf8_lossy(&daemon_read.stdout).contains(marker));
+}
+
+#[test]
+fn import_jsonl_shows_a_progress_bar_on_a_terminal() {
+    use std::io::Read as _;
+    let cfg = TestConfig::new("");
+    let root = cfg.dir.path().join("AIr-Friends/data");
+    air_friends_data_root(&root);
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let slave = std::fs::File::from(pty.slave);
+    let mut child = Command::new(bin())
+        .args(["import", "jsonl", "--config"])
+        .arg(&cfg.path)
+        .arg(&root)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let mut master = std::fs::File::from(pty.master);
+    let reader = std::thread::spawn(move || {
+        let mut screen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once the child, the last holder of the terminal, has exited.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            screen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&screen).into_owned()
+    });
+    assert!(child.wait().unwrap().success());
+    let screen = reader.join().unwrap();
+    assert!(
+        screen.contains("importing [##############################] 1/1 workspaces, 2 memories"),
+        "{screen:?}"
+    );
+    assert!(
+        !screen.contains("imported discord/42"),
+        "no plain lines on a terminal"
+    );
 }

@@ -183,7 +183,12 @@ fn import_jsonl(config_path: &Path, dir: &Path, dry_run: bool) -> ExitCode {
             } else {
                 let db = config.database_path();
                 let store = crate::store::Store::open(&db).await?;
-                let report = crate::store::import::import_tree(&store, &dir).await;
+                let report = crate::store::import::import_tree_with_progress(
+                    &store,
+                    &dir,
+                    &mut import_progress(),
+                )
+                .await;
                 store.close().await?;
                 report
             };
@@ -202,6 +207,31 @@ fn import_jsonl(config_path: &Path, dir: &Path, dry_run: bool) -> ExitCode {
             Ok(())
         },
     )
+}
+
+/// What `import jsonl` shows while it works, on stderr (stdout keeps the summary): on a
+/// terminal one line rewritten after each workspace, else a line per workspace.
+fn import_progress() -> impl FnMut(&crate::store::import::WorkspaceSummary, usize, usize) + Send {
+    use std::io::IsTerminal as _;
+    let terminal = std::io::stderr().is_terminal();
+    let mut memories = 0usize;
+    move |summary, done, total| {
+        memories += summary.memories.imported;
+        if terminal {
+            let width = 30;
+            let filled = width * done / total.max(1);
+            eprint!(
+                "\rimporting [{}{}] {done}/{total} workspaces, {memories} memories",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if done == total {
+                eprintln!();
+            }
+        } else {
+            eprintln!("imported {summary} ({done}/{total})");
+        }
+    }
 }
 
 /// Loads the configuration (then `adjust`s it), installs logging to `target`, and runs `main`

@@ -241,29 +241,47 @@ pub enum ImportError {
     Store(#[from] StoreError),
 }
 
+/// Told after each workspace: its summary, how many workspaces are done, and how many there
+/// are (a progress bar, or a line per workspace).
+pub type Progress<'a> = &'a mut (dyn FnMut(&WorkspaceSummary, usize, usize) + Send);
+
 /// Imports the data tree under `dir` into `store` (see the module docs for the format). Safe to
 /// run again: nothing already imported is added twice.
 pub async fn import_tree(store: &Store, dir: &Path) -> Result<ImportReport, ImportError> {
-    run(Some(store), dir).await
+    run(Some(store), dir, &mut |_, _, _| {}).await
+}
+
+/// [`import_tree`], telling `progress` after each workspace.
+pub async fn import_tree_with_progress(
+    store: &Store,
+    dir: &Path,
+    progress: Progress<'_>,
+) -> Result<ImportReport, ImportError> {
+    run(Some(store), dir, progress).await
 }
 
 /// Parses the data tree under `dir` and reports what [`import_tree`] would import, writing
 /// nothing (no store is opened).
 pub async fn dry_run(dir: &Path) -> Result<ImportReport, ImportError> {
-    run(None, dir).await
+    run(None, dir, &mut |_, _, _| {}).await
 }
 
 fn join_err(e: tokio::task::JoinError) -> ImportError {
     ImportError::Store(StoreError::Internal(format!("import task: {e}")))
 }
 
-async fn run(store: Option<&Store>, dir: &Path) -> Result<ImportReport, ImportError> {
+async fn run(
+    store: Option<&Store>,
+    dir: &Path,
+    progress: Progress<'_>,
+) -> Result<ImportReport, ImportError> {
     let dir = dir.to_owned();
     let (root, tree_empty, workspaces) = tokio::task::spawn_blocking(move || list_tree(&dir))
         .await
         .map_err(join_err)??;
     let mut report = ImportReport::new(root, store.is_none(), tree_empty);
     let mut ignored = IgnoredFields::default();
+    let total = workspaces.iter().filter(|entry| entry.is_ok()).count();
     for entry in workspaces {
         let (ws, user_dir) = match entry {
             Ok(found) => found,
@@ -293,6 +311,7 @@ async fn run(store: Option<&Store>, dir: &Path) -> Result<ImportReport, ImportEr
             .add(outcome.summary.reminder_patches);
         report.skipped += outcome.summary.skipped;
         report.warnings.extend(outcome.warnings);
+        progress(&outcome.summary, report.workspaces.len() + 1, total);
         report.workspaces.push(outcome.summary);
     }
     report.warnings.extend(ignored.into_warnings());
