@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use chrono::Utc;
-use common::fake_discord::{BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, Recorded};
+use common::fake_discord::{BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, Recorded, USER_ID, user};
 use common::poll::eventually_async;
 use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, one_turn, reply_steps, text_path};
 
@@ -213,5 +213,50 @@ async fn fifty_missed_messages_get_at_most_the_configured_answers_within_the_rat
         "the five oldest (catchUp.maxPerChannel), in order"
     );
     assert_eq!(bot.fake.send_limit_hits(), 0, "over Discord's limit");
+    bot.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feed_that_cannot_be_read_back_is_reported_and_the_others_are_still_caught_up() {
+    let mut bot = bot("").await;
+    // The bot is addressed in its channel and in one that is gone by the next start (the fake
+    // knows no channel 4999: reading it back is 404 Unknown Channel).
+    bot.mention("hello");
+    bot.push(
+        "4999",
+        user(USER_ID, "alice", false),
+        &format!("<@{BOT_ID}> in a channel about to be deleted"),
+    );
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    bot.wait_interactions_finished(2);
+    bot.shut_down();
+    let missed = bot.sent_while_away(CHANNEL_ID, &format!("<@{BOT_ID}> still there?"), Utc::now());
+    bot.start_again().await;
+
+    bot.wait_bot_messages(CHANNEL_ID, 2).await;
+    assert_eq!(answered(&bot, CHANNEL_ID)[1], missed);
+    let failed = bot.logged_or_wait(|l| {
+        l["message"] == "cannot read back what was sent while away" && l["feed"] == "4999"
+    });
+    assert_eq!(
+        (failed["level"].as_str(), failed["kind"].as_str()),
+        (Some("WARN"), Some("not_found")),
+        "{failed}"
+    );
+    let caught = bot.logged_or_wait(|l| l["message"] == "caught up on messages sent while away");
+    assert_eq!(
+        (caught["failed_feeds"].as_u64(), caught["answered"].as_u64()),
+        (Some(1), Some(1)),
+        "{caught}"
+    );
+    let metrics = bot.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"air_friends_catch_up_read_failures_total{platform="discord",kind="not_found"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
     bot.stop();
 }

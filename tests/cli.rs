@@ -281,20 +281,30 @@ fn the_invite_url_asks_for_exactly_what_the_enabled_skills_use() {
         "{}.GhIjKl.the-secret-part-XYZ",
         base64::engine::general_purpose::STANDARD_NO_PAD.encode(id)
     );
+    let always: u64 = (1 << 10) | (1 << 11) | (1 << 38) | (1 << 16);
+    let (reactions, files) = (1u64 << 6, 1u64 << 15);
+    let url_with = |permissions: u64| {
+        format!(
+            "https://discord.com/oauth2/authorize?client_id={id}&scope=bot%20applications.commands&permissions={permissions}"
+        )
+    };
     let out = invite_url(dir.path(), "", &token, &[]);
     assert!(out.status.success(), "{out:?}");
     let url = stdout(&out).trim().to_owned();
-    let always: u64 = (1 << 10) | (1 << 11) | (1 << 38) | (1 << 16);
-    let (reactions, files) = (1u64 << 6, 1u64 << 15);
     assert_eq!(
         url,
-        format!(
-            "https://discord.com/oauth2/authorize?client_id={id}&scope=bot%20applications.commands&permissions={}",
-            always | reactions | files
-        ),
-        "the shipped skills react, send files and offer slash commands"
+        url_with(always | reactions),
+        "the shipped skills react and offer slash commands; send-file is off by default"
     );
     assert!(!url.contains("secret"));
+    let out = invite_url(
+        dir.path(),
+        "skills:\n  sendFile:\n    enabled: true\n",
+        &token,
+        &[],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out).trim(), url_with(always | reactions | files));
 
     // Without react-message, send-file and the user-command skills, nothing of theirs.
     let out = invite_url(

@@ -27,9 +27,10 @@ pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> Exi
             return ExitCode::FAILURE;
         }
     };
-    let enabled = |name: &str| !config.skills.disabled.iter().any(|d| d == name);
-    let bits = permissions(skills.names().filter(|name| enabled(name)));
-    let slash_commands = skills.user_commands().any(|skill| enabled(&skill.name));
+    let bits = permissions(skills.names().filter(|name| config.skill_enabled(name)));
+    let slash_commands = skills
+        .user_commands()
+        .any(|skill| config.skill_enabled(&skill.name));
     let Some(id) = client_id.or_else(|| application_id(config.platforms.discord.token.expose()))
     else {
         eprintln!(

@@ -627,3 +627,22 @@ fn log_level_must_be_a_level_or_filter_directives() {
     let err = load_str("", &env(&[("LOG_LEVEL", "loud")])).unwrap_err();
     assert!(err.issues()[0].starts_with("logging.level: \"loud\""));
 }
+
+#[test]
+fn a_skill_runs_unless_the_configuration_turns_it_off() {
+    let mut config = Config::default();
+    assert!(config.skill_enabled("send-reply") && config.skill_enabled("set-reminder"));
+    assert!(
+        !config.skill_enabled("send-file"),
+        "send-file is off by default"
+    );
+    config.skills.send_file.enabled = true;
+    assert!(config.skill_enabled("send-file"));
+    config.skills.disabled = vec!["send-file".into(), "react-message".into()];
+    assert!(!config.skill_enabled("send-file") && !config.skill_enabled("react-message"));
+    config.reminders.enabled = false;
+    for name in REMINDER_SKILLS {
+        assert!(!config.skill_enabled(name), "{name}");
+    }
+    assert!(config.skill_enabled("memory-save"));
+}

@@ -63,9 +63,6 @@ pub use commands::UserCommandRunner;
 /// registry serves exactly these).
 pub use crate::skills::builtin::BUILTIN_SKILLS;
 
-/// The reminder skills: disabled unless `reminders.enabled`.
-const REMINDER_SKILLS: [&str; 3] = ["set-reminder", "cancel-reminder", "list-reminders"];
-
 /// The current time, injectable so reminder time bounds can be tested without waiting.
 #[derive(Clone)]
 pub struct Clock(Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>);
@@ -189,14 +186,5 @@ pub fn build_registry(
 }
 
 fn enabled_by_config(name: &str, shared: &common::Shared) -> bool {
-    if shared.skills_config.disabled.iter().any(|d| d == name) {
-        return false;
-    }
-    if name == "send-file" && !shared.skills_config.send_file.enabled {
-        return false;
-    }
-    if REMINDER_SKILLS.contains(&name) && !shared.reminders_config.enabled {
-        return false;
-    }
-    true
+    crate::config::skill_enabled(&shared.skills_config, &shared.reminders_config, name)
 }

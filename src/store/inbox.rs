@@ -118,18 +118,13 @@ impl Store {
         platform: &str,
         message_id: &str,
     ) -> Result<(), StoreError> {
-        let (platform, message_id) = (platform.to_owned(), message_id.to_owned());
-        let now = to_ms(Utc::now());
-        self.db
-            .write(move |c| {
-                c.execute(
-                    "UPDATE inbox SET state = 'answered', updated_at_ms = ?3
-                     WHERE platform = ?1 AND message_id = ?2 AND state = 'queued'",
-                    params![platform, message_id, now],
-                )?;
-                Ok(())
-            })
-            .await
+        self.update_one(
+            platform,
+            message_id,
+            "UPDATE inbox SET state = 'answered', updated_at_ms = ?3
+             WHERE platform = ?1 AND message_id = ?2 AND state = 'queued'",
+        )
+        .await
     }
 
     /// Every message still queued, oldest first.
@@ -143,15 +138,27 @@ impl Store {
         platform: &str,
         message_id: &str,
     ) -> Result<(), StoreError> {
+        self.update_one(
+            platform,
+            message_id,
+            "UPDATE inbox SET attempts = attempts + 1, updated_at_ms = ?3
+             WHERE platform = ?1 AND message_id = ?2",
+        )
+        .await
+    }
+
+    /// Runs `sql` (an `UPDATE` of one record: `?1` platform, `?2` message id, `?3` now).
+    async fn update_one(
+        &self,
+        platform: &str,
+        message_id: &str,
+        sql: &'static str,
+    ) -> Result<(), StoreError> {
         let (platform, message_id) = (platform.to_owned(), message_id.to_owned());
         let now = to_ms(Utc::now());
         self.db
             .write(move |c| {
-                c.execute(
-                    "UPDATE inbox SET attempts = attempts + 1, updated_at_ms = ?3
-                     WHERE platform = ?1 AND message_id = ?2",
-                    params![platform, message_id, now],
-                )?;
+                c.execute(sql, params![platform, message_id, now])?;
                 Ok(())
             })
             .await

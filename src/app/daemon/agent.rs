@@ -101,7 +101,7 @@ pub(super) fn env_template(
         api_url: api_url.to_owned(),
         skill_credentials: skills
             .loaded
-            .enabled_credential_env_vars(|name| !config.skills.disabled.iter().any(|d| d == name))
+            .enabled_credential_env_vars(|name| config.skill_enabled(name))
             .into_iter()
             .map(str::to_owned)
             .collect(),

@@ -34,7 +34,7 @@ impl SkillPackages {
         }
         let commands: Vec<UserCommandSpec> = loaded
             .user_commands()
-            .filter(|s| !config.skills.disabled.contains(&s.name))
+            .filter(|s| config.skill_enabled(&s.name))
             .map(|s| UserCommandSpec {
                 name: s.name.clone(),
                 description: s.description().to_owned(),

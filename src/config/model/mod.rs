@@ -97,6 +97,11 @@ impl Config {
         Duration::from_millis(self.shutdown_grace_ms)
     }
 
+    /// Whether the configuration lets skill `name` run (see [`skill_enabled`]).
+    pub fn skill_enabled(&self, name: &str) -> bool {
+        skill_enabled(&self.skills, &self.reminders, name)
+    }
+
     /// The database file: `storage.path`, else `{workspace.repoPath}/air-friends.db`.
     pub fn database_path(&self) -> PathBuf {
         self.storage

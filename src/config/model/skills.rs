@@ -57,6 +57,23 @@ impl SkillApiConfig {
     }
 }
 
+/// The reminder skills: off unless `reminders.enabled`.
+pub const REMINDER_SKILLS: [&str; 3] = ["set-reminder", "cancel-reminder", "list-reminders"];
+
+/// Whether the configuration lets skill `name` run: not in `skills.disabled`, `send-file` only
+/// with `skills.sendFile.enabled`, the reminder skills only with `reminders.enabled`. The one
+/// rule the Skill API's registry, the platforms' user commands, the agent's credentials and the
+/// Discord invite's permissions all follow ([`Config::skill_enabled`](super::Config::skill_enabled)).
+pub fn skill_enabled(skills: &SkillsConfig, reminders: &RemindersConfig, name: &str) -> bool {
+    if skills.disabled.iter().any(|d| d == name) {
+        return false;
+    }
+    if name == "send-file" && !skills.send_file.enabled {
+        return false;
+    }
+    reminders.enabled || !REMINDER_SKILLS.contains(&name)
+}
+
 /// Per-skill configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

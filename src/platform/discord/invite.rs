@@ -22,8 +22,9 @@ pub const ATTACH_FILES: u64 = 1 << 15;
 /// reading back.
 const ALWAYS: u64 = VIEW_CHANNEL | SEND_MESSAGES | SEND_MESSAGES_IN_THREADS | READ_MESSAGE_HISTORY;
 
-/// Permissions a skill uses in a server channel beyond [`ALWAYS`], by skill name. Skills that
-/// only answer, read, or write to DMs (memory-export's files go by DM) need nothing more.
+/// Permissions a skill uses in a server channel beyond [`ALWAYS`], by skill name (callers pass
+/// only the skills the configuration enables: `Config::skill_enabled`). Skills that only
+/// answer, read, or write to DMs (memory-export's files go by DM) need nothing more.
 const SKILL_PERMISSIONS: &[(&str, u64)] = &[
     ("react-message", ADD_REACTIONS),
     ("send-file", ATTACH_FILES),
