@@ -8,6 +8,12 @@
 //! The script reruns only when `HEAD`, the branch it points to or `packed-refs` change (a
 //! commit, a checkout), not on every build and not on every `git status` (which rewrites the
 //! index): `-dirty` describes the work tree as it was when `HEAD` last moved.
+//!
+//! It also embeds the shipped defaults (`skills/`, `prompts/`, `agent-config/`) in the binary:
+//! `$OUT_DIR/shipped_files.rs` lists every file with `include_bytes!` and whether it is
+//! executable (a skill's scripts must stay so), and `SHIPPED_DIGEST` is a hash of all of it, so
+//! a folder written from one build is recognised (`src/shipped.rs`). Hand-written rather than
+//! `include_dir`: that crate keeps no file modes.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +30,71 @@ fn main() {
         }
     };
     println!("cargo:rustc-env=AIR_FRIENDS_COMMIT={commit}");
+    embed_shipped();
+}
+
+/// The folders of the package directory shipped inside the binary.
+const SHIPPED: &[&str] = &["skills", "prompts", "agent-config"];
+
+/// Writes `$OUT_DIR/shipped_files.rs` and sets `SHIPPED_DIGEST` (FNV-1a over each file's
+/// path, mode and bytes, in path order).
+fn embed_shipped() {
+    use std::fmt::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = env_path("CARGO_MANIFEST_DIR");
+    let mut files = Vec::new();
+    for dir in SHIPPED {
+        println!("cargo:rerun-if-changed={dir}");
+        collect(&root, &root.join(dir), &mut files);
+    }
+    files.sort();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    let mut out = String::from("&[\n");
+    for rel in &files {
+        let full = root.join(rel);
+        let executable = std::fs::metadata(&full)
+            .map(|m| m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false);
+        let bytes = std::fs::read(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+        feed(rel.as_bytes());
+        feed(&[0, u8::from(executable)]);
+        feed(&(bytes.len() as u64).to_le_bytes());
+        feed(&bytes);
+        let _ = writeln!(
+            out,
+            "    ShippedFile {{ path: {rel:?}, bytes: include_bytes!({full:?}), executable: {executable} }},",
+            full = full.display().to_string(),
+        );
+    }
+    out.push_str("]\n");
+    let target = env_path("OUT_DIR").join("shipped_files.rs");
+    std::fs::write(&target, out).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+    println!("cargo:rustc-env=SHIPPED_DIGEST={hash:016x}");
+}
+
+/// Every regular file under `dir`, as a `/`-separated path relative to `root`.
+fn collect(root: &std::path::Path, dir: &std::path::Path, files: &mut Vec<String>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        let kind = std::fs::symlink_metadata(&path)
+            .expect("file type")
+            .file_type();
+        if kind.is_dir() {
+            collect(root, &path, files);
+        } else if kind.is_file() {
+            let rel = path
+                .strip_prefix(root)
+                .expect("under the package directory");
+            files.push(rel.to_string_lossy().into_owned());
+        }
+    }
 }
 
 /// Runs `git` with `args` in the package directory; its trimmed stdout when it succeeds.

@@ -49,11 +49,24 @@ pub enum Command {
     /// masked). Exits 1 when it has errors.
     CheckConfig(ConfigArg),
     /// Print the documented default configuration (a starting point for config.yaml).
-    PrintDefaultConfig,
+    PrintDefaultConfig {
+        /// The system install's flavour (data in /var/lib/air-friends), as the package ships
+        /// it in /etc/air-friends/config.yaml.
+        #[arg(long)]
+        system: bool,
+    },
     /// Install what the daemon needs: OpenCode (the tested version, with npm, into
     /// ~/.local/share/air-friends/opencode), ripgrep and bubblewrap (apt-get, through sudo
     /// unless root), and the default configuration when there is none. Keeps what is in place.
     Setup(SetupArgs),
+    /// Write the skills, prompts and agent configuration shipped in this binary to DIR (with
+    /// a `.shipped` stamp naming this version): to package them, or to start your own copies
+    /// (then point agent.skillsDir, prompts.dir or agent.configDir at them). A folder of an
+    /// older version is replaced whole; one holding other files is refused.
+    WriteDefaults {
+        /// The folder (created when missing).
+        dir: PathBuf,
+    },
     /// Client mode, run by skill scripts: call skill NAME on the daemon's Skill API.
     /// Identity comes from SESSION_ID, SKILL_API_TOKEN and SKILL_API_URL; `--help` alone lists
     /// the skills found, `--help` after NAME lists the skill's flags.
@@ -160,6 +173,11 @@ pub struct SetupArgs {
     /// Also install what only the tests need (promtool, from the Debian package `prometheus`).
     #[arg(long)]
     pub test_tools: bool,
+    /// Install for the systemd service, as root: OpenCode into /usr/lib/air-friends/opencode,
+    /// the shipped defaults into /usr/share/air-friends (unless the package's are this
+    /// version's), the configuration /etc/air-friends/config.yaml, and the air-friends user.
+    #[arg(long)]
+    pub system: bool,
     /// Print the OpenCode version setup installs (the tested one) and exit.
     #[arg(long, exclusive = true)]
     pub print_opencode_version: bool,

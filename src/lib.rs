@@ -34,6 +34,8 @@
 //!   tokens, the registry with idle expiry, per-turn state, termination signals.
 //! * [`setup`] — `air-friends setup`: installs the pinned OpenCode, ripgrep, bubblewrap and the
 //!   default configuration.
+//! * [`shipped`] — the default skills, prompts and agent configuration embedded in the binary,
+//!   and the folder they are read from (the package's, or written to the user's data folder).
 //! * [`shutdown`] — cancellation tokens, task tracking, signal handling.
 //! * [`skill_api`] — the authenticated HTTP API the agent's skill scripts call.
 //! * [`skills`] — skill packages: manifests, validator, the `air-friends skill` client.
@@ -47,7 +49,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shutdown`, `systemd` |
+//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store` |
 //! | 2 | `observability`, `embeddings`, `skills` |
 //! | 3 | `ops`, `platform` |
@@ -82,6 +84,7 @@ pub mod platform;
 pub mod reminders;
 pub mod session;
 pub mod setup;
+pub mod shipped;
 pub mod shutdown;
 pub mod skill_api;
 pub mod skills;

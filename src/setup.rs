@@ -8,6 +8,13 @@
 //!   (OpenCode's file tools), bubblewrap (the agent sandbox), npm when OpenCode must be
 //!   installed and npm is missing, and with `--test-tools` promtool (tests/serve.rs).
 //! * `config.yaml`, the documented default (`print-default-config`), when there is none.
+//! * The shipped defaults (skills, prompts, agent configuration; `crate::shipped`) written from
+//!   the binary to the user's data folder, unless that folder already holds this build's.
+//!
+//! With `--system` (as root, for a service): OpenCode goes to [`SYSTEM_OPENCODE_DIR`], where the
+//! service user can run it; the shipped defaults to `/usr/share/air-friends` unless the package
+//! put this build's there; the configuration to [`SYSTEM_CONFIG`]; and the service user
+//! ([`SERVICE_USER`]) is created when missing (the package does that itself).
 //!
 //! Idempotent: what is already there is kept and named. The machine is probed first
 //! ([`Machine::probe`]), the [`Plan`] derived from it alone ([`Plan::for_machine`], unit
@@ -31,24 +38,37 @@ pub const OPENCODE_PACKAGE: &str = "opencode-ai";
 /// The default `agent.command`; only this bare name is also looked for in [`opencode_dir`].
 pub const OPENCODE_COMMAND: &str = "opencode";
 
+/// Where `air-friends setup --system` installs OpenCode, for the service user.
+pub const SYSTEM_OPENCODE_DIR: &str = "/usr/lib/air-friends/opencode";
+
+/// The configuration file of a system install (the package's conffile).
+pub const SYSTEM_CONFIG: &str = "/etc/air-friends/config.yaml";
+
+/// The user the systemd unit runs the daemon as.
+pub const SERVICE_USER: &str = "air-friends";
+
+/// Its home and the daemon's data folder (the unit's `StateDirectory=`).
+pub const SERVICE_HOME: &str = "/var/lib/air-friends";
+
 /// The folder `air-friends setup` installs OpenCode into: `$XDG_DATA_HOME/air-friends/opencode`,
 /// else `$HOME/.local/share/air-friends/opencode` (a relative `XDG_DATA_HOME` is ignored, as
 /// the XDG base directory rules say). None without `HOME`.
 pub fn opencode_dir(env: &impl EnvSource) -> Option<PathBuf> {
-    let data = env
-        .var("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            let home = env.var("HOME").filter(|h| !h.is_empty())?;
-            Some(Path::new(&home).join(".local/share"))
-        })?;
-    Some(data.join("air-friends/opencode"))
+    let data = crate::shipped::user_data_dir(
+        env.var("XDG_DATA_HOME").as_deref(),
+        env.var("HOME").as_deref(),
+    )?;
+    Some(data.join("opencode"))
 }
 
 /// The executable npm links for OpenCode inside [`opencode_dir`].
 pub fn opencode_executable(env: &impl EnvSource) -> Option<PathBuf> {
     opencode_dir(env).map(|dir| executable_in(&dir))
+}
+
+/// The executable `air-friends setup --system` installs.
+pub fn system_opencode_executable() -> PathBuf {
+    executable_in(Path::new(SYSTEM_OPENCODE_DIR))
 }
 
 /// The `opencode` npm links in `node_modules/.bin` of the install folder `dir`.
@@ -65,6 +85,8 @@ pub struct Options {
     pub dry_run: bool,
     /// Also install what only the tests need (promtool).
     pub test_tools: bool,
+    /// Install for a service (see the module header); `config` is then [`SYSTEM_CONFIG`].
+    pub system: bool,
 }
 
 /// A system package and the command that shows it is installed.
@@ -118,6 +140,10 @@ pub struct Machine {
     pub config_exists: bool,
     /// The default agent user ([`DEFAULT_AGENT_USER`]) exists: a root daemon's agents run as it.
     pub agent_user_exists: bool,
+    /// The folder the shipped defaults go to, and whether it holds this build's already.
+    pub shipped: (PathBuf, bool),
+    /// `--system`: whether the service user ([`SERVICE_USER`]) exists.
+    pub service_user_exists: Option<bool>,
 }
 
 /// Why setup stopped.
@@ -161,6 +187,12 @@ pub enum SetupError {
         /// What `--version` printed, if it ran.
         got: Option<String>,
     },
+    /// `--system` needs root.
+    #[error("setup --system installs for every user: run it as root")]
+    SystemNeedsRoot,
+    /// The shipped defaults could not be written.
+    #[error(transparent)]
+    Shipped(#[from] crate::shipped::ShippedError),
     /// The configuration could not be written.
     #[error("cannot write {path}: {source}")]
     WriteConfig {
@@ -177,14 +209,31 @@ impl Machine {
     pub fn probe(env: &impl EnvSource, options: &Options) -> Result<Machine, SetupError> {
         let path_var = env.var("PATH");
         let on_path = |command: &str| resolve_command(command, path_var.as_deref());
-        let opencode_dir = opencode_dir(env).ok_or(SetupError::NoHome)?;
+        let root = nix::unistd::geteuid().is_root();
+        if options.system && !root {
+            return Err(SetupError::SystemNeedsRoot);
+        }
+        let (opencode_dir, shipped_dir) = if options.system {
+            (
+                PathBuf::from(SYSTEM_OPENCODE_DIR),
+                PathBuf::from(crate::shipped::PACKAGE_DIR),
+            )
+        } else {
+            let data = crate::shipped::user_data_dir(
+                env.var("XDG_DATA_HOME").as_deref(),
+                env.var("HOME").as_deref(),
+            )
+            .ok_or(SetupError::NoHome)?;
+            (data.join("opencode"), data.join("defaults"))
+        };
         let exe = executable_in(&opencode_dir);
+        let user_exists = |name: &str| matches!(nix::unistd::User::from_name(name), Ok(Some(_)));
         let mut wanted = vec![RIPGREP, BUBBLEWRAP, NPM];
         if options.test_tools {
             wanted.push(PROMTOOL);
         }
         Ok(Machine {
-            root: nix::unistd::geteuid().is_root(),
+            root,
             sudo: on_path("sudo").is_some(),
             packages: wanted
                 .into_iter()
@@ -194,10 +243,12 @@ impl Machine {
             opencode_dir,
             opencode_on_path: on_path(OPENCODE_COMMAND),
             config_exists: options.config.exists(),
-            agent_user_exists: matches!(
-                nix::unistd::User::from_name(DEFAULT_AGENT_USER),
-                Ok(Some(_))
+            agent_user_exists: user_exists(DEFAULT_AGENT_USER),
+            shipped: (
+                shipped_dir.clone(),
+                crate::shipped::is_current(&shipped_dir),
             ),
+            service_user_exists: options.system.then(|| user_exists(SERVICE_USER)),
         })
     }
 
@@ -229,8 +280,16 @@ fn opencode_version(exe: &Path) -> Option<String> {
 pub enum Step {
     /// Run a program (argv), echoed first.
     Run(Vec<String>),
-    /// Write the documented default configuration to this file.
-    WriteConfig(PathBuf),
+    /// Write the documented default configuration to this file (with `system`, the system
+    /// install's: data in [`SERVICE_HOME`], mode 0640, group [`SERVICE_USER`]).
+    WriteConfig {
+        /// The file.
+        path: PathBuf,
+        /// The system install's flavour.
+        system: bool,
+    },
+    /// Write the shipped defaults from the binary to this folder (`crate::shipped::write`).
+    WriteShipped(PathBuf),
 }
 
 /// What setup found in place and what it will do.
@@ -258,11 +317,24 @@ impl Plan {
         plan.add_packages(machine, need_opencode)?;
         plan.add_opencode(machine, need_opencode);
         plan.add_agent_user(machine);
+        plan.add_service_user(machine);
+        let (shipped, current) = &machine.shipped;
+        if *current {
+            plan.present.push(format!(
+                "shipped skills, prompts and agent configuration: {} (this version's)",
+                shipped.display()
+            ));
+        } else {
+            plan.steps.push(Step::WriteShipped(shipped.clone()));
+        }
         if machine.config_exists {
             plan.present
                 .push(format!("configuration: {} (kept)", config.display()));
         } else {
-            plan.steps.push(Step::WriteConfig(config.to_path_buf()));
+            plan.steps.push(Step::WriteConfig {
+                path: config.to_path_buf(),
+                system: machine.service_user_exists.is_some(),
+            });
         }
         Ok(plan)
     }
@@ -340,6 +412,30 @@ impl Plan {
         ));
     }
 
+    /// `--system`: the service user, unless it exists: a system user whose home is the data
+    /// folder, with no login shell (the package creates the same with sysusers).
+    fn add_service_user(&mut self, machine: &Machine) {
+        match machine.service_user_exists {
+            None => {}
+            Some(true) => self.present.push(format!("service user: {SERVICE_USER}")),
+            Some(false) => self.steps.push(Step::Run(
+                [
+                    "useradd",
+                    "--system",
+                    "--user-group",
+                    "--no-create-home",
+                    "--home-dir",
+                    SERVICE_HOME,
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    SERVICE_USER,
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            )),
+        }
+    }
+
     /// npm for OpenCode unless the pinned version is in place; a note if another `opencode`
     /// on PATH would come first.
     fn add_opencode(&mut self, machine: &Machine, need_opencode: bool) {
@@ -380,10 +476,15 @@ impl std::fmt::Display for Step {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Step::Run(argv) => write!(f, "$ {}", argv.join(" ")),
-            Step::WriteConfig(path) => write!(
+            Step::WriteConfig { path, .. } => write!(
                 f,
                 "write {} (the documented default, as `air-friends print-default-config` prints it)",
                 path.display()
+            ),
+            Step::WriteShipped(dir) => write!(
+                f,
+                "write {} (this version's shipped skills, prompts and agent configuration)",
+                dir.display()
             ),
         }
     }
@@ -416,26 +517,41 @@ fn run_step(step: &Step, opencode_exe: &Path) -> Result<(), SetupError> {
             }
             Ok(())
         }
-        Step::WriteConfig(path) => {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(|source| SetupError::WriteConfig {
-                    path: path.clone(),
-                    source,
-                })?;
-            }
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(path)
-                .and_then(|mut f| {
-                    std::io::Write::write_all(&mut f, crate::config::EXAMPLE_YAML.as_bytes())
-                })
-                .map_err(|source| SetupError::WriteConfig {
-                    path: path.clone(),
-                    source,
-                })
+        Step::WriteShipped(dir) => {
+            crate::shipped::write(dir)?;
+            Ok(())
         }
+        Step::WriteConfig { path, system } => write_config(path, *system),
     }
+}
+
+/// Writes the default configuration to `path`, which must not exist (see [`Step::WriteConfig`]).
+fn write_config(path: &Path, system: bool) -> Result<(), SetupError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let failed = |source| SetupError::WriteConfig {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(failed)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if system { 0o640 } else { 0o644 })
+        .open(path)
+        .map_err(failed)?;
+    std::io::Write::write_all(&mut file, crate::config::example_yaml(system).as_bytes())
+        .map_err(failed)?;
+    if system {
+        let group = nix::unistd::Group::from_name(SERVICE_USER)
+            .ok()
+            .flatten()
+            .ok_or_else(|| failed(std::io::Error::other(format!("no group {SERVICE_USER}"))))?;
+        nix::unistd::fchown(&file, None, Some(group.gid))
+            .map_err(|e| failed(std::io::Error::from(e)))?;
+    }
+    Ok(())
 }
 
 /// `air-friends setup [--dry-run] [--test-tools] [--config FILE]`: probes, prints what is in
@@ -452,6 +568,16 @@ pub fn run_cli(options: &Options) -> ExitCode {
 }
 
 fn run(options: &Options, env: &impl EnvSource) -> Result<(), SetupError> {
+    let system_options;
+    let options = if options.system {
+        system_options = Options {
+            config: PathBuf::from(SYSTEM_CONFIG),
+            ..options.clone()
+        };
+        &system_options
+    } else {
+        options
+    };
     let machine = Machine::probe(env, options)?;
     let plan = Plan::for_machine(&machine, &options.config)?;
     for line in &plan.present {
@@ -475,11 +601,20 @@ fn run(options: &Options, env: &impl EnvSource) -> Result<(), SetupError> {
     for note in &plan.notes {
         println!("note: {note}");
     }
-    println!(
-        "next: OPENROUTER_API_KEY=sk-... air-friends chat --config {}   (or another provider's \
-         key, see the README)",
-        options.config.display()
-    );
+    if options.system {
+        println!(
+            "next: put the tokens and the provider's key in /etc/air-friends/credentials (see \
+             docs/PLATFORMS.md), check with `air-friends check-config --config {config}`, then \
+             `systemctl enable --now air-friends`",
+            config = options.config.display()
+        );
+    } else {
+        println!(
+            "next: OPENROUTER_API_KEY=sk-... air-friends chat --config {}   (or another provider's \
+             key, see the README)",
+            options.config.display()
+        );
+    }
     Ok(())
 }
 
@@ -501,6 +636,8 @@ mod tests {
             opencode_on_path: None,
             config_exists: false,
             agent_user_exists: true,
+            shipped: ("/h/.local/share/air-friends/defaults".into(), true),
+            service_user_exists: None,
         }
     }
 
@@ -525,8 +662,71 @@ mod tests {
             plan.present,
             [
                 "bubblewrap (the agent sandbox): /usr/bin/bwrap",
-                "agent user (agents of a root daemon): air-friends-agent"
+                "agent user (agents of a root daemon): air-friends-agent",
+                "shipped skills, prompts and agent configuration: \
+                 /h/.local/share/air-friends/defaults (this version's)",
             ]
+        );
+    }
+
+    #[test]
+    fn shipped_defaults_of_another_version_are_written_again() {
+        let mut m = machine(false, true);
+        m.shipped.1 = false;
+        let plan = Plan::for_machine(&m, Path::new("c.yaml")).unwrap();
+        assert!(
+            runs(&plan).contains(
+                &"write /h/.local/share/air-friends/defaults (this version's shipped skills, \
+                  prompts and agent configuration)"
+                    .to_owned()
+            ),
+            "{:?}",
+            runs(&plan)
+        );
+    }
+
+    #[test]
+    fn for_the_system_the_service_user_is_created_and_the_config_is_the_services() {
+        let mut m = machine(true, false);
+        m.opencode_dir = SYSTEM_OPENCODE_DIR.into();
+        m.shipped = (crate::shipped::PACKAGE_DIR.into(), true);
+        m.service_user_exists = Some(false);
+        let plan = Plan::for_machine(&m, Path::new(SYSTEM_CONFIG)).unwrap();
+        let steps = runs(&plan);
+        assert!(
+            steps.contains(
+                &"$ useradd --system --user-group --no-create-home --home-dir \
+                  /var/lib/air-friends --shell /usr/sbin/nologin air-friends"
+                    .to_owned()
+            ),
+            "{steps:?}"
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.starts_with("$ npm install --prefix /usr/lib/air-friends/opencode ")),
+            "{steps:?}"
+        );
+        assert_eq!(
+            plan.steps.last(),
+            Some(&Step::WriteConfig {
+                path: SYSTEM_CONFIG.into(),
+                system: true
+            })
+        );
+        assert!(
+            plan.present
+                .iter()
+                .any(|p| p.ends_with("/usr/share/air-friends (this version's)")),
+            "{:?}",
+            plan.present
+        );
+        m.service_user_exists = Some(true);
+        let plan = Plan::for_machine(&m, Path::new(SYSTEM_CONFIG)).unwrap();
+        assert!(!runs(&plan).iter().any(|r| r.contains("useradd")));
+        assert!(
+            plan.present
+                .contains(&"service user: air-friends".to_owned())
         );
     }
 
@@ -571,7 +771,7 @@ mod tests {
         // npm is missing, but OpenCode is installed: nothing to install, no sudo needed.
         let plan = Plan::for_machine(&m, Path::new("c.yaml")).unwrap();
         assert!(plan.steps.is_empty(), "{plan:?}");
-        assert_eq!(plan.present.len(), 4, "{plan:?}");
+        assert_eq!(plan.present.len(), 5, "{plan:?}");
         assert!(
             plan.notes[0].contains("/usr/local/bin/opencode"),
             "{plan:?}"

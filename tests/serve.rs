@@ -688,9 +688,10 @@ fn the_daemon_is_non_dumpable_so_its_own_uid_cannot_read_its_environment() {
     std::fs::write(
         &config,
         format!(
-            "workspace:\n  repoPath: {}\nhealth:\n  port: 0\nskillApi:\n  port: 0\nagent:\n  command: sh\n  skillsDir: {}\n  sandbox:\n    mode: none\nprompts:\n  dir: {}\n",
+            "workspace:\n  repoPath: {}\nhealth:\n  port: 0\nskillApi:\n  port: 0\nagent:\n  command: sh\n  skillsDir: {}\n  configDir: {}\n  sandbox:\n    mode: none\nprompts:\n  dir: {}\n",
             data.display(),
             repo.join("skills").display(),
+            repo.join("agent-config").display(),
             repo.join("prompts").display()
         ),
     )

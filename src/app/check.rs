@@ -21,11 +21,13 @@
 
 use std::path::Path;
 
+use crate::config::places;
 use crate::config::{
-    AgentConfig, Config, ConfigError, ConfigIssue, EnvSource, Loaded, PLATFORMS, closest,
+    Config, ConfigError, ConfigIssue, EnvSource, Loaded, PLATFORMS, base_of, closest,
     is_skill_name, load_lenient, read_file,
 };
 use crate::setup::agent_lookup::AgentLookup;
+use crate::shipped::{Origin, Shipped, ShippedError};
 use crate::skills::load_skills;
 
 /// A configuration that passed every check, and what deserves a warning.
@@ -58,18 +60,26 @@ impl From<ConfigError> for Rejected {
 
 /// Reads the file at `path` and runs every check on it.
 pub fn check_file(path: &Path, env: &impl EnvSource) -> Result<Checked, Rejected> {
-    check_str(&read_file(path)?, env)
+    check_loaded(
+        load_lenient(&read_file(path)?, env, Some(&base_of(path)))?,
+        env,
+    )
 }
 
 /// Runs every check on configuration text: the load, [`Config::validate`], and the checks of
 /// the machine in this module's header. `PATH`, `XDG_DATA_HOME` and `HOME` are read from `env`.
+#[cfg(test)]
 pub fn check_str(text: &str, env: &impl EnvSource) -> Result<Checked, Rejected> {
-    let mut loaded = load_lenient(text, env)?;
+    check_loaded(load_lenient(text, env, None)?, env)
+}
+
+fn check_loaded(mut loaded: Loaded, env: &impl EnvSource) -> Result<Checked, Rejected> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     check_machine(
         &loaded.config,
         &AgentLookup::from_env(env),
+        &places::shipped_for(env),
         &mut errors,
         &mut warnings,
     );
@@ -124,9 +134,17 @@ fn check_key_files(config: &Config, env: &impl EnvSource, errors: &mut Vec<Confi
 fn check_machine(
     config: &Config,
     agent_lookup: &AgentLookup,
+    shipped: &Shipped,
     errors: &mut Vec<ConfigIssue>,
     warnings: &mut Vec<ConfigIssue>,
 ) {
+    if shipped.origin == Origin::Nowhere
+        && let Some((key, ..)) = places::shipped_keys(config, shipped)
+            .into_iter()
+            .find(|(_, configured, default)| configured == default)
+    {
+        errors.push(ConfigIssue::new(key, ShippedError::Nowhere.to_string()));
+    }
     let prompts = &config.prompts.dir;
     if !prompts.is_dir() {
         errors.push(ConfigIssue::new(
@@ -164,7 +182,7 @@ fn check_machine(
         }
     }
 
-    if agent.config_dir != AgentConfig::default().config_dir && !agent.config_dir.is_dir() {
+    if agent.config_dir != shipped.agent_config() && !agent.config_dir.is_dir() {
         warnings.push(ConfigIssue::new(
             "agent.configDir",
             format!(

@@ -28,8 +28,8 @@ use crate::observability::{LiveSecrets, LogTarget, Redactor, init_logging};
 /// Runs a parsed command line; the return value is the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::PrintDefaultConfig => {
-            print!("{}", config::EXAMPLE_YAML);
+        Command::PrintDefaultConfig { system } => {
+            print!("{}", config::example_yaml(system));
             ExitCode::SUCCESS
         }
         Command::CheckConfig(c) => check_config(&c.config),
@@ -41,7 +41,27 @@ pub fn run(cli: Cli) -> ExitCode {
             config: args.config.config,
             dry_run: args.dry_run,
             test_tools: args.test_tools,
+            system: args.system,
         }),
+        Command::WriteDefaults { dir } => match crate::shipped::write(&dir) {
+            Ok(wrote) => {
+                let state = if wrote {
+                    "written"
+                } else {
+                    "already this version's"
+                };
+                println!(
+                    "{}: {state} ({})",
+                    dir.display(),
+                    crate::shipped::stamp().trim()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("air-friends write-defaults: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve(c) => serve_main(&c.config),
         Command::Chat(c) => chat::chat_main(&c.config),
         Command::Skill { help, name, args } => skill_client(help, name.as_deref(), &args),
@@ -134,6 +154,17 @@ fn check_config(path: &Path) -> ExitCode {
                     path.display(),
                     crate::agent::sandbox::cgroup_survey(&checked.config.agent.sandbox)
                 );
+                let shipped = config::places::shipped_for(&ProcessEnv);
+                for (key, folder, default) in
+                    config::places::shipped_keys(&checked.config, &shipped)
+                {
+                    eprintln!(
+                        "{}: {key}: {} ({})",
+                        path.display(),
+                        folder.display(),
+                        config::places::provenance(folder, &default, &shipped)
+                    );
+                }
                 print!("{yaml}");
                 ExitCode::SUCCESS
             }

@@ -78,8 +78,18 @@ pub const ENV_OVERRIDES: &[(&str, &str, EnvKind)] = &[
 ];
 
 /// Loads, overrides and validates the configuration file at `path`.
+/// Relative paths in it are relative to the file's folder (`config::places`).
 pub fn load_file(path: &Path, env: &impl EnvSource) -> Result<Config, ConfigError> {
-    load_str(&read_file(path)?, env)
+    finish(load_lenient(&read_file(path)?, env, Some(&base_of(path)))?)
+}
+
+/// The folder relative paths in the configuration file at `path` are relative to.
+pub(crate) fn base_of(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    absolute
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// The text of the configuration file at `path`.
@@ -102,7 +112,10 @@ pub(crate) fn read_file(path: &Path) -> Result<String, ConfigError> {
 /// environment overrides, and validates the result. The file-system checks `check-config` and
 /// `serve` add on top are in `app::check`.
 pub fn load_str(text: &str, env: &impl EnvSource) -> Result<Config, ConfigError> {
-    let loaded = load_lenient(text, env)?;
+    finish(load_lenient(text, env, None)?)
+}
+
+fn finish(loaded: Loaded) -> Result<Config, ConfigError> {
     if loaded.issues.is_empty() {
         Ok(loaded.config)
     } else {
@@ -139,7 +152,14 @@ impl Loaded {
 
 /// Reads the whole file, collecting every problem instead of stopping at the first. Only YAML
 /// syntax errors and a non-mapping top level (nothing usable at all) are returned as errors.
-pub(crate) fn load_lenient(text: &str, env: &impl EnvSource) -> Result<Loaded, ConfigError> {
+/// Paths are resolved (`config::places`): relative ones against `base`, the file's folder
+/// (None: text from no file, kept as written), unset shipped folders to the shipped defaults,
+/// written when needed.
+pub(crate) fn load_lenient(
+    text: &str,
+    env: &impl EnvSource,
+    base: Option<&Path>,
+) -> Result<Loaded, ConfigError> {
     let mut value: Value = serde_yaml::from_str(text).map_err(|e| ConfigError::Syntax {
         message: e.to_string(),
     })?;
@@ -165,9 +185,12 @@ pub(crate) fn load_lenient(text: &str, env: &impl EnvSource) -> Result<Loaded, C
     let (config, mut parse_issues, parse_dropped) = deserialize(value);
     issues.append(&mut parse_issues);
     dropped.extend(parse_dropped);
-    let Some(config) = config else {
+    let Some(mut config) = config else {
         return Err(ConfigError::Problems(issues));
     };
+    let shipped = super::places::shipped_for(env);
+    super::places::resolve(&mut config, base, &shipped);
+    issues.extend(super::places::ensure_shipped(&config, &shipped));
     let mut loaded = Loaded {
         config,
         issues,

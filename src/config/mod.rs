@@ -7,6 +7,7 @@
 mod env_file;
 mod load;
 mod model;
+pub mod places;
 mod quiet_hours;
 mod secret;
 mod validate;
@@ -15,7 +16,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use load::{ENV_OVERRIDES, EnvKind, EnvSource, ProcessEnv, default_path, load_file, load_str};
-pub(crate) use load::{Loaded, closest, load_lenient, read_file};
+pub(crate) use load::{Loaded, base_of, closest, load_lenient, read_file};
 pub use model::*;
 pub use quiet_hours::QuietHours;
 pub use secret::{MASK, Secret, known_secret_values, masked_yaml};
@@ -23,6 +24,23 @@ pub use validate::{is_skill_name, parse_host};
 
 /// The documented example configuration; `print-default-config` prints it.
 pub const EXAMPLE_YAML: &str = include_str!("../../config.example.yaml");
+
+/// The data folder of a system install (the package's, `setup --system`'s).
+pub const SYSTEM_DATA_DIR: &str = "/var/lib/air-friends";
+
+/// [`EXAMPLE_YAML`], or with `system` the system install's flavour: the same text with the
+/// data in [`SYSTEM_DATA_DIR`] (the package's `/etc/air-friends/config.yaml`).
+pub fn example_yaml(system: bool) -> String {
+    if system {
+        EXAMPLE_YAML.replacen(
+            "  repoPath: ./data\n",
+            &format!("  repoPath: {SYSTEM_DATA_DIR}\n"),
+            1,
+        )
+    } else {
+        EXAMPLE_YAML.to_owned()
+    }
+}
 
 /// One problem with the configuration, at a key path such as `platforms.misskey.host`.
 #[derive(Debug, Clone, PartialEq, Eq)]

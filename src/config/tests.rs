@@ -25,17 +25,33 @@ fn issues(text: &str) -> Vec<String> {
 
 #[test]
 fn empty_file_gives_defaults() {
-    assert_eq!(load_str("", &no_env()).unwrap(), Config::default());
+    assert_eq!(load_str("", &no_env()).unwrap(), resolved_default());
     assert_eq!(
         load_str("# only a comment\n", &no_env()).unwrap(),
-        Config::default()
+        resolved_default()
     );
+}
+
+/// The defaults as loading leaves them: the shipped folders filled in (`places`).
+fn resolved_default() -> Config {
+    let mut config = Config::default();
+    places::resolve(&mut config, None, &places::shipped_for(&no_env()));
+    assert!(!config.agent.skills_dir.as_os_str().is_empty());
+    config
 }
 
 #[test]
 fn example_file_matches_the_defaults() {
     let parsed = load_str(EXAMPLE_YAML, &no_env()).expect("example parses");
-    assert_eq!(parsed, Config::default());
+    assert_eq!(parsed, resolved_default());
+}
+
+#[test]
+fn the_system_flavour_differs_only_in_the_data_folder() {
+    let system = load_str(&example_yaml(true), &no_env()).expect("parses");
+    let mut expected = resolved_default();
+    expected.workspace.repo_path = PathBuf::from(SYSTEM_DATA_DIR);
+    assert_eq!(system, expected);
 }
 
 #[test]

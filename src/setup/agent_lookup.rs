@@ -4,13 +4,14 @@
 
 use std::path::PathBuf;
 
-use super::{OPENCODE_COMMAND, opencode_executable};
+use super::{OPENCODE_COMMAND, opencode_executable, system_opencode_executable};
 use crate::command_path::{is_executable, resolve_command};
 use crate::config::EnvSource;
 
 /// Where the agent command (`agent.command`) is found: a path containing `/` as given; a bare
 /// name on `PATH`; and the bare default `opencode`, when it is not on `PATH`, in the folder
-/// `air-friends setup` installs OpenCode into ([`opencode_executable`]). Built
+/// `air-friends setup` installs OpenCode into ([`opencode_executable`]), then in the one
+/// `air-friends setup --system` installs it into ([`system_opencode_executable`]). Built
 /// once from the environment, so every caller sees the same answer.
 #[derive(Debug, Clone, Default)]
 pub struct AgentLookup {
@@ -18,6 +19,8 @@ pub struct AgentLookup {
     path_var: Option<String>,
     /// The OpenCode executable `air-friends setup` installs (None without `HOME`).
     setup_executable: Option<PathBuf>,
+    /// The one `air-friends setup --system` installs.
+    system_executable: PathBuf,
 }
 
 impl AgentLookup {
@@ -26,14 +29,21 @@ impl AgentLookup {
         AgentLookup {
             path_var: env.var("PATH"),
             setup_executable: opencode_executable(env),
+            system_executable: system_opencode_executable(),
         }
     }
 
     /// The executable `command` runs, if any.
     pub fn resolve(&self, command: &str) -> Option<PathBuf> {
         resolve_command(command, self.path_var.as_deref()).or_else(|| {
-            let exe = self.setup_executable.as_ref()?;
-            (command == OPENCODE_COMMAND && is_executable(exe)).then(|| exe.clone())
+            if command != OPENCODE_COMMAND {
+                return None;
+            }
+            self.setup_executable
+                .iter()
+                .chain([&self.system_executable])
+                .find(|exe| is_executable(exe))
+                .cloned()
         })
     }
 
@@ -45,9 +55,11 @@ impl AgentLookup {
         }
         match &self.setup_executable {
             Some(exe) if command == OPENCODE_COMMAND => format!(
-                "{command:?} was not found on PATH or at {}; run `air-friends setup` or give the \
-                 executable's full path",
-                exe.display()
+                "{command:?} was not found on PATH, at {} or at {}; run `air-friends setup` \
+                 (`air-friends setup --system` for the service) or give the executable's full \
+                 path",
+                exe.display(),
+                self.system_executable.display()
             ),
             _ => format!(
                 "{command:?} was not found on PATH; install it or give the executable's full path"

@@ -87,13 +87,19 @@ impl Daemon {
             .arg("--config")
             .arg(config)
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
+        Daemon::spawn(cmd)
+    }
+
+    /// Starts `cmd` (an `air-friends serve` however it is run: another binary, another user)
+    /// with its stdout collected line by line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn air-friends");
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();

@@ -52,9 +52,14 @@ impl Machine {
     }
 
     fn check(&self, text: &str) -> Result<Checked, Rejected> {
+        let home = self.path("home");
         check_str(
             text,
-            &env(&[("PATH", &self.path_var), ("OPENROUTER_API_KEY", "sk-or")]),
+            &env(&[
+                ("PATH", &self.path_var),
+                ("OPENROUTER_API_KEY", "sk-or"),
+                ("HOME", home.to_str().unwrap()),
+            ]),
         )
     }
 
@@ -84,7 +89,12 @@ fn a_complete_setup_passes_with_no_warning() {
 #[test]
 fn with_no_provider_key_the_free_model_is_a_warning_that_names_it() {
     let m = Machine::new();
-    let checked = check_str(&m.config("", ""), &env(&[("PATH", &m.path_var)])).expect("valid");
+    let home = m.path("home");
+    let checked = check_str(
+        &m.config("", ""),
+        &env(&[("PATH", &m.path_var), ("HOME", home.to_str().unwrap())]),
+    )
+    .expect("valid");
     let got: Vec<String> = checked.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(
@@ -182,6 +192,7 @@ fn every_list_of_skill_names_names_skills_in_the_skills_dir() {
         &env(&[
             ("PATH", "/usr/bin:/bin"),
             ("AGENT_AUTO_APPROVE_SKILLS", "memory-saev"),
+            ("HOME", m.path("home").to_str().unwrap()),
         ]),
     )
     .unwrap_err();

@@ -40,9 +40,13 @@ pub struct AgentConfig {
     /// Skills whose invocations are auto-approved (env `AGENT_AUTO_APPROVE_SKILLS`, comma
     /// separated); empty = every skill found in `skillsDir`.
     pub auto_approve_skills: Vec<String>,
-    /// Skill packages (`<name>/SKILL.md`, `manifest.json`, `scripts/`).
+    /// Skill packages (`<name>/SKILL.md`, `manifest.json`, `scripts/`). Unset (empty): the
+    /// skills shipped with air-friends (`config::places`).
+    #[serde(with = "super::shipped_path")]
     pub skills_dir: PathBuf,
-    /// The agent's own configuration shipped with air-friends (`opencode.json`).
+    /// The agent's own configuration (`opencode.json`). Unset (empty): the one shipped with
+    /// air-friends.
+    #[serde(with = "super::shipped_path")]
     pub config_dir: PathBuf,
     /// Provider API key variables passed from the daemon's environment to the agent when set.
     pub provider_env_vars: Vec<String>,
@@ -112,8 +116,8 @@ impl Default for AgentConfig {
             token_limit: 16_000,
             yolo: false,
             auto_approve_skills: Vec::new(),
-            skills_dir: PathBuf::from("./skills"),
-            config_dir: PathBuf::from("./agent-config"),
+            skills_dir: PathBuf::new(),
+            config_dir: PathBuf::new(),
             provider_env_vars: [
                 "OPENROUTER_API_KEY",
                 "OPENCODE_API_KEY",

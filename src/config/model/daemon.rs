@@ -85,14 +85,16 @@ impl CatchUpConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PromptsConfig {
-    /// Folder with `system.md` and its `{{fragment}}` files.
+    /// Folder with `system.md` and its `{{fragment}}` files. Unset (empty): the prompts
+    /// shipped with air-friends (`config::places`).
+    #[serde(with = "super::shipped_path")]
     pub dir: PathBuf,
 }
 
 impl Default for PromptsConfig {
     fn default() -> Self {
         Self {
-            dir: PathBuf::from("./prompts"),
+            dir: PathBuf::new(),
         }
     }
 }

@@ -128,3 +128,24 @@ impl Config {
             .collect()
     }
 }
+
+/// A folder whose unset value is a shipped folder (`agent.skillsDir`, `agent.configDir`,
+/// `prompts.dir`): `null` in the file, an empty path in the model until `config::places`
+/// resolves it.
+pub(crate) mod shipped_path {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(path: &PathBuf, s: S) -> Result<S::Ok, S::Error> {
+        if path.as_os_str().is_empty() {
+            s.serialize_none()
+        } else {
+            s.serialize_some(path)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        Ok(Option::<PathBuf>::deserialize(d)?.unwrap_or_default())
+    }
+}
