@@ -17,12 +17,13 @@ mod common;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::json;
 
 use common::Daemon;
 use common::fake_discord::{BOT_ID, DM_CHANNEL_ID, FakeDiscord, USER_ID, message_create, user};
-use common::poll::eventually;
+use common::poll::poll;
 use common::serve_discord::WAIT;
 
 const BIN: &str = "/usr/bin/air-friends";
@@ -219,7 +220,14 @@ async fn the_installed_service_answers_on_discord_through_the_agent() {
         daemon.wait_for_log(WAIT, |v| v["message"] == "air-friends ready")
     });
 
-    let id = fake.next_id();
+    // An id of its own: the inbox answers a message id at most once, and the data folder
+    // outlives the package (a machine that ran this test before still has its database).
+    let id = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        << 22)
+        .to_string();
     fake.push_message(message_create(
         &id,
         DM_CHANNEL_ID,
@@ -227,12 +235,17 @@ async fn the_installed_service_answers_on_discord_through_the_agent() {
         user(USER_ID, "alice", false),
         "hello, installed bot",
     ));
-    eventually(WAIT, "the bot's reply in the DM", || {
+    let answered = poll(WAIT, || {
         fake.messages(DM_CHANNEL_ID)
             .iter()
             .any(|m| m.author_id == BOT_ID && m.content == "Hello from the installed air-friends.")
+            .then_some(())
     })
     .await;
+    if answered.is_none() {
+        // Fails with every log line the daemon wrote and its stderr.
+        tokio::task::block_in_place(|| daemon.wait_for_log(Duration::from_secs(2), |_| false));
+    }
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(daemon.child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -1,0 +1,146 @@
+//! Save stalls: callers in a closed loop (each saves again as soon as its last save is
+//! acknowledged) for a fixed time against one store on disk, every save's latency recorded.
+//! Reports p50/p99/p99.9/max, how many saves took longer than 5 ms, and for each of those when
+//! it happened and how many saves had been acknowledged by then, so a stall that comes every so
+//! many saves (an index merge, a checkpoint) shows as a period.
+//!
+//! Run: `cargo bench --bench save_stalls`. `SAVE_STALLS_SECONDS` (60), `SAVE_STALLS_CALLERS`
+//! (16), `SAVE_STALLS_WORKSPACES` (16). Figures in `docs/PERFORMANCE.md` ("Store").
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use air_friends::store::{Importance, NewMemory, Store, Visibility, WorkspaceKey};
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn db_path() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("save-stalls");
+    std::fs::create_dir_all(&dir).unwrap();
+    for suffix in ["", "-wal", "-shm", ".lock"] {
+        let _ = std::fs::remove_file(dir.join(format!("stalls.db{suffix}")));
+    }
+    dir.join("stalls.db")
+}
+
+/// A sentence of common words with a unique number (the bench store's kind of text).
+fn sentence(caller: u64, i: u64) -> String {
+    const WORDS: &[&str] = &[
+        "the", "user", "likes", "coffee", "and", "hiking", "with", "a", "sister", "in", "tokyo",
+        "every", "weekend", "loves", "ramen", "guitar", "novel", "birthday", "cat", "piano",
+    ];
+    let mut x = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i;
+    let words: Vec<&str> = (0..10)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            WORDS[(x % WORDS.len() as u64) as usize]
+        })
+        .collect();
+    format!("{} note {caller}-{i}", words.join(" "))
+}
+
+/// One save slower than the threshold: when (ms into the run), how long, and how many saves
+/// had been acknowledged when it began.
+struct Slow {
+    at_ms: u64,
+    took: Duration,
+    acknowledged: u64,
+}
+
+fn main() {
+    let seconds = env_or("SAVE_STALLS_SECONDS", 60);
+    let callers = env_or("SAVE_STALLS_CALLERS", 16);
+    let workspaces = env_or("SAVE_STALLS_WORKSPACES", 16);
+    let threshold = Duration::from_millis(5);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let store = Store::open(&db_path()).await.unwrap();
+        let acknowledged = Arc::new(AtomicU64::new(0));
+        let start = Instant::now();
+        let end = start + Duration::from_secs(seconds);
+        let mut tasks = Vec::new();
+        for c in 0..callers {
+            let store = store.clone();
+            let acknowledged = acknowledged.clone();
+            tasks.push(tokio::spawn(async move {
+                let ws = WorkspaceKey::new("discord", &format!("u{}", c % workspaces)).unwrap();
+                let (mut samples, mut slow) = (Vec::new(), Vec::new());
+                let mut i = 0;
+                while Instant::now() < end {
+                    let before = acknowledged.load(Ordering::Relaxed);
+                    let t = Instant::now();
+                    store
+                        .save_memory(NewMemory {
+                            workspace: ws.clone(),
+                            content: sentence(c, i),
+                            visibility: Visibility::Public,
+                            importance: Importance::Normal,
+                        })
+                        .await
+                        .unwrap();
+                    let took = t.elapsed();
+                    acknowledged.fetch_add(1, Ordering::Relaxed);
+                    if took > threshold {
+                        slow.push(Slow {
+                            at_ms: (t - start).as_millis() as u64,
+                            took,
+                            acknowledged: before,
+                        });
+                    }
+                    samples.push(took);
+                    i += 1;
+                }
+                (samples, slow)
+            }));
+        }
+        let (mut samples, mut slow) = (Vec::new(), Vec::new());
+        for t in tasks {
+            let (s, w) = t.await.unwrap();
+            samples.extend(s);
+            slow.extend(w);
+        }
+        let elapsed = start.elapsed().as_secs_f64();
+        store.close().await.unwrap();
+        samples.sort();
+        let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "RESULT saves c={callers} {seconds} s: n={} {:.0}/s p50={:.3} ms p99={:.3} ms p99.9={:.3} ms max={:.3} ms, {} over {} ms",
+            samples.len(),
+            samples.len() as f64 / elapsed,
+            ms(at(0.5)),
+            ms(at(0.99)),
+            ms(at(0.999)),
+            ms(samples[samples.len() - 1]),
+            slow.len(),
+            threshold.as_millis()
+        );
+        // One line per stall (saves of one stall overlap: grouped by start within 10 ms).
+        slow.sort_by_key(|s| s.at_ms);
+        let mut groups: Vec<(u64, Duration, u64, usize)> = Vec::new();
+        for s in &slow {
+            match groups.last_mut() {
+                Some(g) if s.at_ms <= g.0 + 10 => {
+                    g.1 = g.1.max(s.took);
+                    g.3 += 1;
+                }
+                _ => groups.push((s.at_ms, s.took, s.acknowledged, 1)),
+            }
+        }
+        for (at_ms, took, acknowledged, saves) in groups {
+            println!(
+                "STALL at {at_ms:>6} ms after {acknowledged:>8} saves: {:.1} ms ({saves} saves)",
+                ms(took)
+            );
+        }
+    });
+}
