@@ -30,21 +30,27 @@ fn db_path() -> PathBuf {
     dir.join("stalls.db")
 }
 
-/// A sentence of common words with a unique number (the bench store's kind of text).
+/// A memory of twelve words: three function words (in most memories, as in real text: their
+/// index entries are the longest to merge) and nine from a 5 000-word vocabulary picked with a
+/// Zipf-like skew, then a unique number.
 fn sentence(caller: u64, i: u64) -> String {
-    const WORDS: &[&str] = &[
-        "the", "user", "likes", "coffee", "and", "hiking", "with", "a", "sister", "in", "tokyo",
-        "every", "weekend", "loves", "ramen", "guitar", "novel", "birthday", "cat", "piano",
-    ];
-    let mut x = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i;
-    let words: Vec<&str> = (0..10)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            WORDS[(x % WORDS.len() as u64) as usize]
-        })
+    const COMMON: &[&str] = &["the", "user", "likes", "and", "a", "with", "in", "to"];
+    let mut x = (caller + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i + 1);
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut words: Vec<String> = (0..3)
+        .map(|_| COMMON[(next() % COMMON.len() as u64) as usize].to_owned())
         .collect();
+    for _ in 0..9 {
+        // Log-uniform rank in 1..=5000: P(k) ~ 1/k.
+        let u = (next() % 1_000_000) as f64 / 1_000_000.0;
+        let rank = 5001f64.powf(u) as u64;
+        words.push(format!("w{rank}"));
+    }
     format!("{} note {caller}-{i}", words.join(" "))
 }
 

@@ -21,7 +21,8 @@
 //! * **Idle work**: once the writer has had nothing to do for `IDLE_AFTER` after a batch, it
 //!   runs the store's idle step (merging the full-text indexes' segments, a bounded amount of
 //!   work per step) until the step reports nothing left or a job arrives. So merges that make
-//!   searches cheaper happen off the save path.
+//!   searches cheaper happen off the save path; under saves that never pause, the batches merge
+//!   in small steps instead (`search::index`, `docs/PERFORMANCE.md` "Save stalls").
 //! * **Bookkeeping waits** (`write_detached`, e.g. which memories a search returned): held until
 //!   the next batch commits anyway, or `DEFER_AT_MOST`, so that searching does not commit (and
 //!   empty every reader's page cache) once per call.

@@ -19,21 +19,29 @@ pub(crate) const INDEX_AT: i64 = 64;
 /// Sets both indexes' merging, and indexes any rows left queued by the last run (a crash, or a
 /// stop without `close`). Called once when the writer's connection opens.
 ///
-/// The merge settings: `automerge` 0, so indexing never merges segments (FTS5 still merges a
-/// level that reaches `crisismerge`, 16 segments, so a long burst of saves stays bounded), and
-/// `usermerge` 2, so the writer's idle [`idle_step`] merges any level that holds two segments or
-/// more. Merges thus happen when the writer has nothing else to do: 12 % less writer CPU per
-/// save at 16 callers (`docs/performance/skill-api.md`, "search and stats by workspace size").
+/// The merge settings: `automerge` 0, so indexing never merges segments by itself;
+/// `crisismerge` [`CRISIS_MERGE`], far above where [`index_batch`]'s small steps keep each level
+/// ([`LOAD_MERGE`] segments), so FTS5 never merges a whole level inside one save's batch; and
+/// `usermerge` [`LOAD_MERGE`], which the idle [`idle_step`] lowers to 2 for its own steps, so
+/// that when the writer has nothing else to do it merges any level of two segments or more
+/// (fewer segments, cheaper searches: `docs/performance/skill-api.md`, "search and stats by
+/// workspace size").
+///
+/// Why not FTS5's own crisis merge: it merges all 16 segments of a level at once, inside the
+/// insert that adds the 16th. Under steady saves that was a 6–10 ms batch every 1 024 saves, a
+/// 50 ms one every 16 384 and a 770 ms one every 262 144 (`benches/save_stalls.rs`,
+/// `docs/PERFORMANCE.md`, "Save stalls").
 pub(crate) fn prepare_writer(conn: &Connection) -> Result<(), StoreError> {
-    // One transaction for the four settings (they persist in each index's `_config` table) and
+    // One transaction for the six settings (they persist in each index's `_config` table) and
     // the left-over rows.
     let rows = in_transaction(conn, |conn| {
-        conn.execute_batch(
-            "INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
-             INSERT INTO memories_fts(memories_fts, rank) VALUES('usermerge', 2);
-             INSERT INTO memories_grams(memories_grams, rank) VALUES('automerge', 0);
-             INSERT INTO memories_grams(memories_grams, rank) VALUES('usermerge', 2);",
-        )?;
+        for table in INDEXES {
+            conn.execute_batch(&format!(
+                "INSERT INTO {table}({table}, rank) VALUES('automerge', 0);
+                 INSERT INTO {table}({table}, rank) VALUES('crisismerge', {CRISIS_MERGE});
+                 INSERT INTO {table}({table}, rank) VALUES('usermerge', {LOAD_MERGE});"
+            ))?;
+        }
         index_queued(conn, 1)
     })?;
     if rows > 0 {
@@ -58,6 +66,20 @@ fn in_transaction<R>(
 const INDEXES: [&str; 2] = ["memories_fts", "memories_grams"];
 /// Pages of merged index one idle step writes at most, per index (a few milliseconds).
 const MERGE_PAGES: u32 = 256;
+/// Segments a level gathers before the steps that follow each indexing start merging it:
+/// FTS5's own fan-out (each row is rewritten as often as with its crisis merges).
+const LOAD_MERGE: u32 = 16;
+/// Pages of merged index one step writes at most, per index: about a millisecond, unless a
+/// single word's entries are longer (a merge step ends between words only).
+const LOAD_MERGE_PAGES: u32 = 16;
+/// The batches that take a merge step: the one that indexes, and those while fewer rows than
+/// this wait in the queue after it (two or three batches at 16 callers, so several steps per
+/// indexing, enough to keep up; an idle batch's check of whether a level needs merging costs a
+/// read of each index's structure, so not every batch makes it).
+const MERGE_WINDOW: i64 = 24;
+/// FTS5's crisis merge, which merges a whole level inside one insert: only if the steps fell
+/// this far behind.
+const CRISIS_MERGE: u32 = 64;
 
 /// One step of the writer's idle work, answering whether it did any (so another step may have
 /// more to do): indexes the queue if it holds any row, else merges segments of both full-text
@@ -75,17 +97,25 @@ pub(crate) fn idle_step(conn: &Connection) -> Result<bool, StoreError> {
     if in_transaction(conn, |conn| index_queued(conn, 1))? > 0 {
         return Ok(true);
     }
-    let mut worked = false;
+    // Idle, a level of two segments is worth merging; the next batch's steps wait for sixteen.
+    in_transaction(conn, |conn| {
+        set_usermerge(conn, 2)?;
+        let worked = merge_step(conn, MERGE_PAGES)?;
+        set_usermerge(conn, LOAD_MERGE)?;
+        Ok(worked)
+    })
+}
+
+/// Sets `usermerge` on both indexes (the fewest segments a level needs to be merged by a
+/// positive `merge`).
+fn set_usermerge(conn: &Connection, segments: u32) -> Result<(), StoreError> {
     for table in INDEXES {
-        let before = conn.total_changes();
         conn.prepare_cached(&format!(
-            "INSERT INTO {table}({table}, rank) VALUES('merge', {MERGE_PAGES})"
+            "INSERT INTO {table}({table}, rank) VALUES('usermerge', {segments})"
         ))?
         .execute([])?;
-        // FTS5 counts two or more changes when the merge did work, fewer when it was a no-op.
-        worked |= conn.total_changes() - before >= 2;
     }
-    Ok(worked)
+    Ok(())
 }
 
 /// Queues a new memory row for both full-text indexes, in the transaction that inserts it (a
@@ -101,9 +131,34 @@ pub(crate) fn queue_for_index(
 }
 
 /// The end of every write batch ([`crate::store::db::WriterHooks::before_commit`]): indexes the
-/// queue once it holds [`INDEX_AT`] rows, inside the batch's transaction.
+/// queue once it holds [`INDEX_AT`] rows, inside the batch's transaction, and then, and in the
+/// batches right after it, takes a small merge step ([`LOAD_MERGE_PAGES`]), so merges keep up
+/// with the saves a little at a time instead of FTS5 merging a whole level in one batch.
 pub(crate) fn index_batch(conn: &Connection) -> Result<(), StoreError> {
-    index_queued(conn, INDEX_AT).map(|_| ())
+    let queued = queued(conn)?;
+    if queued >= INDEX_AT {
+        index_rows(conn)?;
+        merge_step(conn, LOAD_MERGE_PAGES)?;
+    } else if queued < MERGE_WINDOW {
+        merge_step(conn, LOAD_MERGE_PAGES)?;
+    }
+    Ok(())
+}
+
+/// Merges at most `pages` pages of each index, on a level that holds `usermerge` segments or
+/// more, or continues a merge begun by an earlier step; answers whether either index did work.
+fn merge_step(conn: &Connection, pages: u32) -> Result<bool, StoreError> {
+    let mut worked = false;
+    for table in INDEXES {
+        let before = conn.total_changes();
+        conn.prepare_cached(&format!(
+            "INSERT INTO {table}({table}, rank) VALUES('merge', {pages})"
+        ))?
+        .execute([])?;
+        // FTS5 counts two or more changes when the merge did work, fewer when it was a no-op.
+        worked |= conn.total_changes() - before >= 2;
+    }
+    Ok(worked)
 }
 
 /// Indexes every queued row: a write job before a search that found rows waiting, and the
@@ -131,12 +186,23 @@ pub(super) fn waiting(conn: &Connection, (lo, hi): (i64, i64)) -> Result<bool, S
 /// index for all of its rows (`docs/performance/skill-api.md`, "Skill API: CPU per call" and
 /// "Saves: indexing the queue").
 fn index_queued(conn: &Connection, at_least: i64) -> Result<i64, StoreError> {
-    let queued: i64 = conn
-        .prepare_cached("SELECT count(*) FROM index_queue")?
-        .query_row([], |r| r.get(0))?;
+    let queued = queued(conn)?;
     if queued < at_least.max(1) {
         return Ok(0);
     }
+    index_rows(conn)?;
+    Ok(queued)
+}
+
+/// Rows waiting in the index queue.
+fn queued(conn: &Connection) -> Result<i64, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT count(*) FROM index_queue")?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Indexes every queued row and empties the queue (see [`index_queued`]).
+fn index_rows(conn: &Connection) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT INTO memories_fts (rowid, content)
          SELECT q.seq, m.content FROM index_queue q JOIN memories m ON m.seq = q.seq
@@ -150,7 +216,7 @@ fn index_queued(conn: &Connection, at_least: i64) -> Result<i64, StoreError> {
     .execute([])?;
     conn.prepare_cached("DELETE FROM index_queue")?
         .execute([])?;
-    Ok(queued)
+    Ok(())
 }
 
 /// The text indexed in `memories_grams` for `content`: CJK unigrams and bigrams, and Latin words
@@ -298,6 +364,87 @@ mod tests {
         idle: |_| Ok(false),
         settle: |_| Ok(()),
     };
+
+    /// Segments in `table` (each data row's id holds its segment's number above bit 37; the
+    /// structure record is segment 0).
+    fn segments(c: &Connection, table: &str) -> i64 {
+        count(
+            c,
+            &format!("SELECT count(DISTINCT id >> 37) FROM {table}_data WHERE id >> 37 > 0"),
+        )
+    }
+
+    /// Under saves that never stop (no idle step), each batch merges a little: the segments
+    /// stay far below one per indexing, FTS5's crisis merge is set out of the way, the idle
+    /// step leaves `usermerge` as the batches want it, and after it all the indexes are whole
+    /// and every memory is found.
+    #[tokio::test]
+    async fn steady_saves_merge_a_little_per_batch_and_lose_nothing() {
+        use crate::store::db::Db;
+        use crate::store::memories::insert;
+
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_blocking(&dir.path().join("t.db"), NO_IDLE).unwrap();
+        let ws = WorkspaceKey::new("discord", "a").unwrap();
+        let total = 60 * INDEX_AT;
+        for n in 0..total {
+            let row = memory(&ws, &format!("kayak trip number {n} 猫"));
+            db.write(move |c| insert(c, &row)).await.unwrap();
+        }
+        let (fts, grams, found, short, settings) = db
+            .write(|c| {
+                let settings: Vec<(String, i64)> = c
+                    .prepare(
+                        "SELECT k, v FROM memories_fts_config WHERE k LIKE '%merge' ORDER BY k",
+                    )?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                Ok((
+                    segments(c, "memories_fts"),
+                    segments(c, "memories_grams"),
+                    count(c, INDEXED),
+                    count(
+                        c,
+                        "SELECT count(*) FROM memories_grams WHERE memories_grams MATCH '猫'",
+                    ),
+                    settings,
+                ))
+            })
+            .await
+            .unwrap();
+        assert!(
+            fts < 2 * i64::from(LOAD_MERGE) && grams < 2 * i64::from(LOAD_MERGE),
+            "{fts} {grams}"
+        );
+        assert_eq!((found, short), (total, total));
+        assert_eq!(
+            settings,
+            [
+                ("automerge".to_owned(), 0),
+                ("crisismerge".to_owned(), i64::from(CRISIS_MERGE)),
+                ("usermerge".to_owned(), i64::from(LOAD_MERGE)),
+            ]
+        );
+        db.close().await.unwrap();
+        // Idle steps (the writer's, when no save comes for a second) merge down to a segment
+        // or two per level, and hand usermerge back.
+        let c = Connection::open(dir.path().join("t.db")).unwrap();
+        while idle_step(&c).unwrap() {}
+        for t in INDEXES {
+            c.execute_batch(&format!("INSERT INTO {t}({t}) VALUES ('integrity-check')"))
+                .unwrap();
+        }
+        let fts_idle = segments(&c, "memories_fts");
+        assert!(fts_idle < fts.max(4), "{fts_idle} after idle, {fts} before");
+        assert_eq!(
+            count(
+                &c,
+                "SELECT v FROM memories_fts_config WHERE k = 'usermerge'"
+            ),
+            i64::from(LOAD_MERGE)
+        );
+        assert_eq!(count(&c, INDEXED), total);
+    }
 
     /// Saves wait in the queue until it holds `INDEX_AT` rows; the batch that brings it there
     /// indexes them all. `waiting` sees the rows of one workspace's range only.
