@@ -97,7 +97,8 @@ fn a_typed_message_is_answered_through_the_real_skill() {
         {"run": "printf 'Hello from the agent, it costs $5 and `nothing` else' > \"$TMPDIR/$SESSION_ID/reply.md\""},
         {"permission": format!("{} --message-file $TMPDIR/$SESSION_ID/reply.md", send_reply.display())}
     ]}]});
-    let (stdout, stderr, ok) = chat(script, "hello there\n");
+    let run = ChatRun::new(false, "bwrap");
+    let (stdout, stderr, ok) = run.chat(script, "hello there\n", &[]);
     assert!(ok, "chat failed:\n{stderr}");
     assert!(
         stdout.contains("air-friends> Hello from the agent, it costs $5 and `nothing` else"),
@@ -107,6 +108,18 @@ fn a_typed_message_is_answered_through_the_real_skill() {
         !stdout.contains("ran into a problem"),
         "error reply on top of a real answer:\n{stdout}"
     );
+    // After chat exits the database is one file: no WAL left (or an empty one), and the .db
+    // copied alone is whole.
+    let db = run.data().join("air-friends.db");
+    let wal = std::fs::metadata(run.data().join("air-friends.db-wal")).map_or(0, |m| m.len());
+    assert_eq!(wal, 0, "the WAL after chat");
+    let alone = tempfile::tempdir().unwrap();
+    std::fs::copy(&db, alone.path().join("copy.db")).unwrap();
+    let conn = rusqlite::Connection::open(alone.path().join("copy.db")).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
 }
 
 #[test]

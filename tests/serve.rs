@@ -786,3 +786,62 @@ fn import_jsonl_shows_a_progress_bar_on_a_terminal() {
         "no plain lines on a terminal"
     );
 }
+
+/// The database `cfg` uses is one file: no write-ahead log beside it (or an empty one), and a
+/// copy of the `.db` alone holds `memories` memories — what an operator who backs up only the
+/// `.db` relies on. `after` names the command, for the message.
+fn assert_one_file(cfg: &TestConfig, memories: i64, after: &str) {
+    let db = cfg.dir.path().join("data/air-friends.db");
+    let wal = cfg.dir.path().join("data/air-friends.db-wal");
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(wal_len, 0, "after {after}: the WAL holds {wal_len} bytes");
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM memories", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, memories, "after {after}: the .db alone");
+}
+
+#[test]
+fn after_import_backup_and_serve_the_database_is_one_file() {
+    let cfg = TestConfig::new("agent:\n  command: sh\nshutdownGraceMs: 5000\n");
+    let root = cfg.dir.path().join("AIr-Friends/data");
+    air_friends_data_root(&root);
+    let out = import_cmd(&cfg, &[], &root);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_one_file(&cfg, 2, "import jsonl");
+
+    let copy = cfg.dir.path().join("backup.db");
+    let out = Command::new(bin())
+        .args(["backup", "--config"])
+        .arg(&cfg.path)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_one_file(&cfg, 2, "backup");
+    assert!(!Path::new(&format!("{}-wal", copy.display())).exists());
+
+    // serve writes too (its inbox, the maintenance bookkeeping) and stops on SIGTERM.
+    let mut daemon = Daemon::start(&cfg.path, &[]);
+    daemon.listener_addr("ops");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = daemon.child.wait().unwrap();
+    assert!(status.success(), "serve exited with {status}");
+    assert_one_file(&cfg, 2, "serve");
+}
