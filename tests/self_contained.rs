@@ -29,15 +29,28 @@ impl Install {
     }
 
     /// Runs the copied binary from `cwd` with only PATH and HOME set.
+    ///
+    /// A copy just written can be "busy" for a moment: another test's thread that forked while
+    /// the copy was open for writing holds it open until its child executes. So a start that
+    /// fails with ETXTBSY is tried again (for up to two seconds).
     fn run(&self, cwd: &Path, args: &[&str]) -> Output {
-        Command::new(self.path("bin/air-friends"))
-            .args(args)
-            .current_dir(cwd)
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", self.path("home"))
-            .output()
-            .expect("run air-friends")
+        let mut tries = 0;
+        loop {
+            let result = Command::new(self.path("bin/air-friends"))
+                .args(args)
+                .current_dir(cwd)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", self.path("home"))
+                .output();
+            match result {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other.expect("run air-friends"),
+            }
+        }
     }
 
     fn config(&self, text: &str) -> PathBuf {
