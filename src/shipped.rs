@@ -173,6 +173,14 @@ impl Shipped {
     }
 }
 
+/// The error for a failed write of `path`.
+fn err(path: &Path) -> impl FnOnce(io::Error) -> ShippedError + '_ {
+    move |source| ShippedError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Writes this build's defaults to `dir` unless it already holds them (see [`is_current`]):
 /// into a fresh folder beside it first, then renamed into place, the previous folder (if any)
 /// moved aside and removed. Folders get mode 0755 and files 0644 (0755 for programs) whatever
@@ -186,10 +194,6 @@ pub fn write(dir: &Path) -> Result<bool, ShippedError> {
     if holds_files && !dir.join(STAMP_FILE).is_file() {
         return Err(ShippedError::NotShipped(dir.to_path_buf()));
     }
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ShippedError::Write { path, source }
-    };
     let parent = dir.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(parent).map_err(err(parent))?;
     let fresh = tempfile::Builder::new()
@@ -215,10 +219,7 @@ pub fn write(dir: &Path) -> Result<bool, ShippedError> {
     if let Err(e) = std::fs::rename(&fresh, dir) {
         let _ = std::fs::remove_dir_all(&fresh);
         if !is_current(dir) {
-            return Err(ShippedError::Write {
-                path: dir.to_path_buf(),
-                source: e,
-            });
+            return Err(err(dir)(e));
         }
     }
     if let Some(aside) = aside {
@@ -229,10 +230,6 @@ pub fn write(dir: &Path) -> Result<bool, ShippedError> {
 
 /// Writes every embedded file and, last, the stamp into the empty folder `root`.
 fn fill(root: &Path) -> Result<(), ShippedError> {
-    let err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ShippedError::Write { path, source }
-    };
     let set_mode = |path: &Path, mode: u32| {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err(path))
     };

@@ -37,6 +37,8 @@ pub struct Checked {
     pub config: Config,
     /// Problems that do not stop the daemon.
     pub warnings: Vec<ConfigIssue>,
+    /// Where the unset skills, prompts and agent configuration come from.
+    pub shipped: Shipped,
 }
 
 /// A configuration that failed the check.
@@ -79,7 +81,7 @@ fn check_loaded(mut loaded: Loaded, env: &impl EnvSource) -> Result<Checked, Rej
     check_machine(
         &loaded.config,
         &AgentLookup::from_env(env),
-        &places::shipped_for(env),
+        &loaded.shipped,
         &mut errors,
         &mut warnings,
     );
@@ -104,6 +106,7 @@ fn check_loaded(mut loaded: Loaded, env: &impl EnvSource) -> Result<Checked, Rej
         Ok(Checked {
             config: loaded.config,
             warnings,
+            shipped: loaded.shipped,
         })
     } else {
         Err(Rejected {

@@ -154,15 +154,14 @@ fn check_config(path: &Path) -> ExitCode {
                     path.display(),
                     crate::agent::sandbox::cgroup_survey(&checked.config.agent.sandbox)
                 );
-                let shipped = config::places::shipped_for(&ProcessEnv);
                 for (key, folder, default) in
-                    config::places::shipped_keys(&checked.config, &shipped)
+                    config::places::shipped_keys(&checked.config, &checked.shipped)
                 {
                     eprintln!(
                         "{}: {key}: {} ({})",
                         path.display(),
                         folder.display(),
-                        config::places::provenance(folder, &default, &shipped)
+                        config::places::provenance(folder, &default, &checked.shipped)
                     );
                 }
                 print!("{yaml}");

@@ -133,6 +133,8 @@ pub(crate) struct Loaded {
     /// Dotted paths of the dropped keys; later checks skip what lies under them, since they
     /// would only be judging the stand-in default.
     pub dropped: Vec<String>,
+    /// The shipped folder the unset folders were resolved to (`config::places`).
+    pub shipped: crate::shipped::Shipped,
 }
 
 impl Loaded {
@@ -195,6 +197,7 @@ pub(crate) fn load_lenient(
         config,
         issues,
         dropped,
+        shipped,
     };
     if let Err(ConfigError::Problems(found)) = loaded.config.validate() {
         let kept: Vec<ConfigIssue> = found.into_iter().filter(|i| !loaded.hides(i)).collect();
