@@ -160,6 +160,7 @@ fn main() {
         let sessions = SessionRegistry::new(Duration::from_secs(3600));
         let session = sessions
             .register(SessionContext {
+                place: Default::default(),
                 origin: Origin {
                     platform: PlatformKind::Console,
                     channel_id: "bench".into(),

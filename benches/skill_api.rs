@@ -383,6 +383,7 @@ fn dm_session(state: &SkillApiState, workspace: &Path) -> RegisteredSession {
     state
         .sessions()
         .register(SessionContext {
+            place: Default::default(),
             origin: Origin {
                 platform: PlatformKind::Discord,
                 channel_id: format!("dm:{USER}").into(),

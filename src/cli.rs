@@ -122,6 +122,12 @@ pub enum Command {
     /// and exit 0 when it serves (ready or degraded), 1 otherwise, with one line saying why:
     /// for container health checks and monitors.
     Healthcheck(ConfigArg),
+    /// Inspect the `places:` rules (docs/PLACES.md).
+    Places {
+        /// What to do.
+        #[command(subcommand)]
+        command: PlacesCommand,
+    },
     /// Discord helpers.
     Discord {
         /// What to do.
@@ -181,6 +187,23 @@ pub struct SetupArgs {
     /// Print the OpenCode version setup installs (the tested one) and exit.
     #[arg(long, exclusive = true)]
     pub print_opencode_version: bool,
+}
+
+/// `air-friends places` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PlacesCommand {
+    /// Print the effective settings of a place (reply policy, persona, model, skills, memory,
+    /// budget, attachments, warm agents) and the rule or global key each comes from.
+    Explain {
+        /// Configuration.
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The place: the platform, then any of `dm`, `guild/ID`, `category/ID`, `parent/ID`
+        /// (a thread's channel or forum), `channel/ID` (on Misskey: the note's channel), e.g.
+        /// `discord/guild/1/channel/2`, `discord/dm`, `misskey/channel/abc`.
+        #[arg(value_name = "PLATFORM/IDS")]
+        place: String,
+    },
 }
 
 /// `air-friends discord` subcommands.

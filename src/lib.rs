@@ -28,6 +28,8 @@
 //!   spelling), each in one place.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
 //! * [`ops`] — `/healthz`, `/readyz`, `/metrics` listener and readiness checks.
+//! * [`places`] — `places:` rules: which settings (persona, model, reply policy, skills,
+//!   budget, attachments, warm agents, memory) apply where a message was written.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
 //! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
 //! * [`session`] — who may call the Skill API for which conversation: session ids, caller
@@ -54,7 +56,7 @@
 //! | 2 | `observability`, `embeddings`, `skills` |
 //! | 3 | `ops`, `platform` |
 //! | 4 | `setup`, `attachments`, `agent`, `session`, `reminders` |
-//! | 5 | `skill_api` |
+//! | 5 | `skill_api`, `places` |
 //! | 6 | `gateway` |
 //! | 7 | `conversation` |
 //! | 8 | `handlers`, `maintenance` |
@@ -80,6 +82,7 @@ pub mod maintenance;
 pub mod names;
 pub mod observability;
 pub mod ops;
+pub mod places;
 pub mod platform;
 pub mod reminders;
 pub mod session;

@@ -10,7 +10,7 @@
 //!   embedded copy whenever its stamp differs, so an upgrade replaces the shipped defaults.
 //!
 //! An operator's own folders (`agent.skillsDir`, `agent.configDir`, `prompts.dir`) are never
-//! written: they replace the shipped ones (see `config::places`). The folder is swapped in
+//! written: they replace the shipped ones (see `config::paths`). The folder is swapped in
 //! whole (written beside it, then renamed), so a reader never sees half of it.
 
 use std::io;

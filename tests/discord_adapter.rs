@@ -1,7 +1,8 @@
 //! The Discord adapter against a fake Discord (REST + gateway on loopback): what users would
 //! notice — messages reaching the router, replies threaded without pings, long texts split in
 //! order, reactions, edits, files, typing, slash commands answered ephemerally, 429s honoured,
-//! reconnects, malformed ids and a token that never leaks.
+//! reconnects, malformed ids, a token that never leaks, and where a message was written
+//! (category, thread parent) for `places:` rules.
 
 mod common;
 
@@ -12,8 +13,9 @@ use std::time::{Duration, Instant};
 use air_friends::config::{DiscordConfig, Secret};
 use air_friends::platform::discord::DiscordAdapter;
 use air_friends::platform::{
-    ChannelId, CommandReply, ConnectionState, MessageId, OutgoingFile, PlatformAdapter,
-    PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, UserCommandSpec, send_text,
+    ChannelId, CommandReply, ConnectionState, IncomingMessage, Location, MessageId, OutgoingFile,
+    PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, UserCommandSpec,
+    send_text,
 };
 use common::fake_discord::*;
 use common::poll::eventually;
@@ -1067,4 +1069,312 @@ async fn a_rejected_token_or_a_refused_intent_stops_the_runner_with_the_fix() {
     let h = connected(Vec::new()).await;
     assert!(h.state.problem().is_none());
     h.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where a message was written (`IncomingMessage::location`).
+
+/// The next `count` messages, in whatever order serenity's event tasks deliver them.
+async fn next_messages(h: &mut Harness, count: usize) -> Vec<IncomingMessage> {
+    let mut received = Vec::with_capacity(count);
+    while received.len() < count {
+        match h.next_event().await {
+            PlatformEvent::Message(m) => received.push(m),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    received
+}
+
+/// A message from alice in `channel` of the guild; returns its id.
+fn push_guild_message(fake: &FakeDiscord, channel: &str, content: &str) -> String {
+    let id = fake.next_id();
+    fake.push_message(message_create(
+        &id,
+        channel,
+        Some(GUILD_ID),
+        user(USER_ID, "alice", false),
+        content,
+    ));
+    id
+}
+
+/// How many `GET /channels/{channel}` look-ups (not message reads) the fake has seen.
+fn channel_lookups(fake: &FakeDiscord, channel: &str) -> usize {
+    let path = format!("/channels/{channel}");
+    fake.requests_to("GET", &path)
+        .iter()
+        .filter(|r| r.path == path)
+        .count()
+}
+
+fn location(thread_parent: Option<&str>, category: Option<&str>) -> Location {
+    Location {
+        thread_parent_id: thread_parent.map(str::to_owned),
+        category_id: category.map(str::to_owned),
+        ..Location::default()
+    }
+}
+
+fn find<'a>(received: &'a [IncomingMessage], id: &str) -> &'a IncomingMessage {
+    received
+        .iter()
+        .find(|m| m.message_id == id)
+        .unwrap_or_else(|| panic!("message {id} delivered: {received:?}"))
+}
+
+#[tokio::test]
+async fn live_messages_carry_their_category_and_thread_parent() {
+    let mut h = connected(Vec::new()).await;
+    h.fake.add_thread();
+    h.fake.add_forum_post();
+    let in_channel = push_guild_message(&h.fake, CHANNEL_ID, "in the channel");
+    let in_thread = push_guild_message(&h.fake, THREAD_ID, "in a thread");
+    let in_post = push_guild_message(&h.fake, FORUM_POST_ID, "in a forum post");
+    let dm = h.fake.next_id();
+    h.fake.push_message(message_create(
+        &dm,
+        DM_CHANNEL_ID,
+        None,
+        user(USER_ID, "alice", false),
+        "in private",
+    ));
+    let received = next_messages(&mut h, 4).await;
+
+    assert_eq!(
+        find(&received, &in_channel).location,
+        location(None, Some(CATEGORY_ID))
+    );
+    let thread = find(&received, &in_thread);
+    assert_eq!(thread.channel_id, THREAD_ID);
+    assert_eq!(
+        thread.location,
+        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
+    );
+    assert_eq!(
+        find(&received, &in_post).location,
+        location(Some(FORUM_ID), Some(CATEGORY_ID))
+    );
+    let dm = find(&received, &dm);
+    assert!(dm.is_dm);
+    assert_eq!(dm.location, Location::default());
+    assert_eq!(
+        channel_lookups(&h.fake, DM_CHANNEL_ID),
+        0,
+        "a DM is not looked up"
+    );
+
+    // The thread and the forum post were looked up once each; a second message in the thread
+    // asks nothing more.
+    assert_eq!(channel_lookups(&h.fake, THREAD_ID), 1);
+    assert_eq!(channel_lookups(&h.fake, FORUM_POST_ID), 1);
+    assert_eq!(
+        channel_lookups(&h.fake, FORUM_ID),
+        1,
+        "added by the test, not in GUILD_CREATE"
+    );
+    let again = push_guild_message(&h.fake, THREAD_ID, "still in the thread");
+    let second = next_messages(&mut h, 1).await;
+    assert_eq!(second[0].message_id, again);
+    assert_eq!(
+        second[0].location,
+        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
+    );
+    assert_eq!(channel_lookups(&h.fake, THREAD_ID), 1, "remembered");
+    assert_eq!(
+        channel_lookups(&h.fake, CHANNEL_ID),
+        0,
+        "the text channel (also as the thread's parent) is known from GUILD_CREATE"
+    );
+
+    // A thread is answered in like any channel.
+    let sent = h
+        .adapter
+        .send_message(
+            &THREAD_ID.into(),
+            "answer in the thread",
+            Some(&MessageId::from(again.as_str())),
+        )
+        .await
+        .expect("sent to the thread");
+    let stored = h.fake.messages(THREAD_ID);
+    assert_eq!(
+        stored
+            .last()
+            .map(|m| (m.id.to_string(), m.content.as_str())),
+        Some((sent.message_id.to_string(), "answer in the thread"))
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_messages_in_a_new_thread_look_it_up_once() {
+    let mut h = connected(Vec::new()).await;
+    h.fake.add_thread();
+    for i in 0..5 {
+        push_guild_message(&h.fake, THREAD_ID, &format!("burst {i}"));
+    }
+    let received = next_messages(&mut h, 5).await;
+    assert!(
+        received
+            .iter()
+            .all(|m| m.location == location(Some(CHANNEL_ID), Some(CATEGORY_ID))),
+        "{received:?}"
+    );
+    assert_eq!(channel_lookups(&h.fake, THREAD_ID), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_channel_whose_look_up_fails_is_delivered_without_a_location_and_not_asked_again() {
+    let mut h = connected(Vec::new()).await;
+    let unknown = "4998";
+    let first = push_guild_message(&h.fake, unknown, "where am I?");
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, first);
+    assert_eq!(received[0].channel_id, unknown);
+    assert_eq!(received[0].location, Location::default());
+    assert_eq!(channel_lookups(&h.fake, unknown), 1, "looked up (404)");
+
+    let second = push_guild_message(&h.fake, unknown, "still lost");
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, second);
+    assert_eq!(received[0].location, Location::default());
+    assert_eq!(
+        channel_lookups(&h.fake, unknown),
+        1,
+        "a failed look-up is not repeated at once"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_hanging_look_up_delays_the_message_only_briefly() {
+    let mut h = connected(Vec::new()).await;
+    let slow = "4997";
+    // 429 with an 8 s retry_after: the REST client would wait 8 s before asking again.
+    h.fake.rate_limit(&format!("/channels/{slow}"), 1, 8.0);
+    let started = Instant::now();
+    let id = push_guild_message(&h.fake, slow, "anyone?");
+    let received = next_messages(&mut h, 1).await;
+    let waited = started.elapsed();
+    assert_eq!(received[0].message_id, id);
+    assert_eq!(received[0].location, Location::default());
+    assert!(
+        waited < Duration::from_secs(7),
+        "delivered after the look-up timeout, not the 8 s wait: {waited:?}"
+    );
+    let again = push_guild_message(&h.fake, slow, "hello?");
+    let started = Instant::now();
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, again);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no second wait for the same channel"
+    );
+    assert_eq!(channel_lookups(&h.fake, slow), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn missed_messages_carry_the_same_location_as_live_ones() {
+    // REST only: no gateway cache, so every fact comes from `GET /channels/{id}`.
+    let (fake, adapter) = rest_only().await;
+    fake.add_thread();
+    fake.add_forum_post();
+    let read_back = |channel: &'static str| {
+        let cursor = fake.seed_message(channel, USER_ID, "alice", false, "before");
+        fake.seed_message(channel, USER_ID, "alice", false, "during the gap");
+        let adapter = Arc::clone(&adapter);
+        async move {
+            let missed = adapter
+                .missed_messages(
+                    &ChannelId::from(channel),
+                    &MessageId::from(cursor.as_str()),
+                    10,
+                )
+                .await
+                .expect("read back");
+            assert_eq!(missed.messages.len(), 1, "{channel}");
+            missed.messages[0].location.clone()
+        }
+    };
+    assert_eq!(
+        read_back(CHANNEL_ID).await,
+        location(None, Some(CATEGORY_ID))
+    );
+    assert_eq!(
+        read_back(THREAD_ID).await,
+        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
+    );
+    assert_eq!(
+        read_back(FORUM_POST_ID).await,
+        location(Some(FORUM_ID), Some(CATEGORY_ID))
+    );
+    assert_eq!(read_back(DM_CHANNEL_ID).await, Location::default());
+    assert_eq!(
+        read_back(CHANNEL_ID).await,
+        location(None, Some(CATEGORY_ID))
+    );
+    for channel in [
+        CHANNEL_ID,
+        THREAD_ID,
+        FORUM_POST_ID,
+        FORUM_ID,
+        DM_CHANNEL_ID,
+    ] {
+        assert_eq!(
+            channel_lookups(&fake, channel),
+            1,
+            "{channel} looked up once for the guild and the location together"
+        );
+    }
+    assert_eq!(
+        channel_lookups(&fake, CATEGORY_ID),
+        0,
+        "a category needs no look-up"
+    );
+}
+
+#[test]
+fn the_fakes_channels_match_serenitys_model() {
+    use serenity::model::prelude::{ChannelType, Guild, GuildChannel};
+    let guild: Guild = serde_json::from_value(guild_create()).expect("GUILD_CREATE");
+    let text = guild
+        .channels
+        .values()
+        .find(|c| c.id.to_string() == CHANNEL_ID)
+        .expect("the text channel");
+    assert_eq!(
+        text.parent_id.map(|p| p.to_string()).as_deref(),
+        Some(CATEGORY_ID)
+    );
+    assert!(
+        guild
+            .channels
+            .values()
+            .any(|c| c.id.to_string() == CATEGORY_ID && c.kind == ChannelType::Category)
+    );
+    for (id, kind, parent, expected) in [
+        (
+            THREAD_ID,
+            ChannelKind::PublicThread,
+            CHANNEL_ID,
+            ChannelType::PublicThread,
+        ),
+        (
+            FORUM_ID,
+            ChannelKind::Forum,
+            CATEGORY_ID,
+            ChannelType::Forum,
+        ),
+    ] {
+        let channel: GuildChannel =
+            serde_json::from_value(channel_json(id, kind, Some(parent), "x")).expect("channel");
+        assert_eq!(channel.kind, expected);
+        assert_eq!(
+            channel.parent_id.map(|p| p.to_string()).as_deref(),
+            Some(parent)
+        );
+    }
 }

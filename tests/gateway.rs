@@ -56,6 +56,7 @@ fn provider(base_url: &str, auth: AuthHeader, pass: &[&str]) -> ProviderConfig {
 
 fn context(user: &str) -> SessionContext {
     SessionContext {
+        place: Default::default(),
         origin: Origin {
             platform: PlatformKind::Discord,
             channel_id: "c1".into(),

@@ -45,6 +45,7 @@ impl Captured {
 
 fn context() -> SessionContext {
     SessionContext {
+        place: Default::default(),
         origin: Origin {
             platform: PlatformKind::Console,
             channel_id: "console".into(),

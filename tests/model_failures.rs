@@ -116,7 +116,7 @@ async fn a_failing_model_is_told_to_the_user_in_words_within_seconds() {
         assert!(metrics.contains(&line), "{line} missing in\n{metrics}");
     }
     assert!(
-        metrics.contains(r#"air_friends_turns_total{platform="discord",outcome="model_failed"} 4"#),
+        metrics.contains(r#"air_friends_turns_total{platform="discord",place="default",outcome="model_failed"} 4"#),
         "{metrics}"
     );
 

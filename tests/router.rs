@@ -97,7 +97,11 @@ fn setup_on(
     let tasks = TaskTracker::new();
     let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
     let router = Router::new(RouterParts {
-        policy: Policy::new(&PlatformsConfig::default(), &access),
+        policy: Policy::new(
+            &PlatformsConfig::default(),
+            &access,
+            std::sync::Arc::new(air_friends::places::Places::none()),
+        ),
         limiter,
         settings,
         handler: recorder.clone(),

@@ -230,7 +230,7 @@ fn promtool_check_metrics_passes_on_a_live_daemon() {
         0.0
     );
     for series in [
-        r#"air_friends_sessions_total{platform="misskey",outcome="replied"}"#,
+        r#"air_friends_sessions_total{platform="misskey",place="default",outcome="replied"}"#,
         r#"air_friends_messages_received_total{platform="misskey",decision="queued"}"#,
         r#"air_friends_skill_calls_total{skill="send-reply",status="500"}"#,
         r#"air_friends_platform_errors_total{platform="misskey",operation="send_message",kind="transport"}"#,

@@ -69,7 +69,7 @@ async fn a_mention_in_a_guild_channel_gets_a_threaded_reply_without_a_ping() {
     let metrics = bot.metrics().await;
     for sample in [
         r#"air_friends_messages_received_total{platform="discord",decision="queued"} 1"#,
-        r#"air_friends_sessions_total{platform="discord",outcome="replied"} 1"#,
+        r#"air_friends_sessions_total{platform="discord",place="default",outcome="replied"} 1"#,
         r#"air_friends_skill_calls_total{skill="send-reply",status="200"} 1"#,
     ] {
         assert!(metrics.contains(sample), "{sample} missing:\n{metrics}");

@@ -102,7 +102,7 @@ async fn a_resource_attack_from_the_sandbox_leaves_the_daemon_ready_and_the_user
     let metrics = bot.metrics().await;
     assert!(
         metrics
-            .contains(r#"air_friends_sessions_total{platform="discord",outcome="memory_limit"} 1"#),
+            .contains(r#"air_friends_sessions_total{platform="discord",place="default",outcome="memory_limit"} 1"#),
         "{metrics}"
     );
     bot.stop();

@@ -230,6 +230,42 @@ async fn forbidden_context_is_403() {
     );
 }
 
+#[tokio::test]
+async fn a_skill_the_place_does_not_grant_is_403_and_a_granted_one_answers() {
+    let app = app();
+    let mut ctx = skill_api_support::context("alice", false);
+    ctx.place = air_friends::session::PlaceGrant {
+        name: "support".into(),
+        skills: Some(std::sync::Arc::new(["fail".to_owned()].into())),
+        tokens_per_user_per_day: None,
+    };
+    let s = app.state.sessions().register(ctx).expect("register");
+    let r = app.call_ok("echo", &s, json!({"text": "hi"})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "FORBIDDEN_CONTEXT"),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("place")),
+        "{}",
+        r.body
+    );
+    // The granted skill still answers in the same session.
+    let r = app.call_ok("fail", &s, json!({"kind": "forbidden"})).await;
+    assert_eq!(r.code(), "FORBIDDEN_CONTEXT");
+    assert!(
+        r.body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("direct messages")),
+        "{}",
+        r.body
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 404 / 405 / 413
 

@@ -1,5 +1,6 @@
 //! The store's per-user model usage (`llm_usage`, schema version 2): additions per workspace and
-//! UTC day, the all-users total, and the migration of a version-1 database.
+//! UTC day, the all-users total, the same per place (`llm_usage_place`, schema version 9), and
+//! the migration of a version-1 database.
 
 use air_friends::store::{LlmUsage, SCHEMA_VERSION, Scope, Store, WorkspaceKey};
 use chrono::NaiveDate;
@@ -16,6 +17,47 @@ async fn open() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
     (dir, store)
+}
+
+/// Usage in a place counts toward the user's total and toward that place only.
+#[tokio::test]
+async fn usage_in_a_place_adds_up_there_and_overall() {
+    let (_dir, store) = open().await;
+    store
+        .add_llm_usage_in(&ws("a"), "support", day(1), 10, 5)
+        .await
+        .unwrap();
+    store
+        .add_llm_usage_in(&ws("a"), "support", day(1), 1, 1)
+        .await
+        .unwrap();
+    store
+        .add_llm_usage_in(&ws("a"), "default", day(1), 100, 0)
+        .await
+        .unwrap();
+    store
+        .add_llm_usage_in(&ws("b"), "support", day(1), 7, 0)
+        .await
+        .unwrap();
+    let support = store
+        .llm_usage_in_place_on(day(1), &ws("a"), "support")
+        .await
+        .unwrap();
+    assert_eq!((support.total_tokens(), support.requests), (17, 2));
+    let default = store
+        .llm_usage_in_place_on(day(1), &ws("a"), "default")
+        .await
+        .unwrap();
+    assert_eq!(default.total_tokens(), 100);
+    let overall = store.llm_usage_on(day(1), Some(&ws("a"))).await.unwrap();
+    assert_eq!((overall.total_tokens(), overall.requests), (117, 3));
+    assert_eq!(
+        store
+            .llm_usage_in_place_on(day(2), &ws("a"), "support")
+            .await
+            .unwrap(),
+        LlmUsage::default()
+    );
 }
 
 #[tokio::test]
@@ -138,7 +180,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (8, 8));
+    assert_eq!((version, SCHEMA_VERSION), (9, 9));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

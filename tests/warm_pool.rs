@@ -79,6 +79,7 @@ impl World {
         let registered = self
             .sessions
             .register(SessionContext {
+                place: Default::default(),
                 origin: Origin {
                     platform: PlatformKind::Console,
                     channel_id: format!("dm-{user}").into(),
@@ -115,6 +116,8 @@ impl World {
                     dm: true,
                     api_socket_dir: None,
                     env,
+                    model: None,
+                    skills: None,
                 },
                 &never,
                 &never,

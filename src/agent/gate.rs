@@ -29,7 +29,9 @@
 //! position. The bypass classes each have a test below; `tests/gate_fuzz.rs` runs what the
 //! gate approves through `/bin/bash` and checks that only the entrypoint ran.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -102,6 +104,8 @@ impl Decision {
 pub struct PermissionGate {
     rules: ApprovalRules,
     yolo: bool,
+    /// The only skills whose scripts are approved (a place's `skills`); `None`: every one.
+    scope: Option<Arc<BTreeSet<String>>>,
 }
 
 /// What the tool call says about the directory the command runs in.
@@ -118,7 +122,20 @@ enum Cwd {
 impl PermissionGate {
     /// A gate with these rules; `yolo` approves everything (logged on every decision).
     pub fn new(rules: ApprovalRules, yolo: bool) -> Self {
-        Self { rules, yolo }
+        Self {
+            rules,
+            yolo,
+            scope: None,
+        }
+    }
+
+    /// This gate for one session whose place allows only `skills` (`None`: every skill): the
+    /// script of any other skill is refused, as the Skill API refuses its calls.
+    pub fn scoped(&self, skills: Option<Arc<BTreeSet<String>>>) -> Self {
+        Self {
+            scope: skills,
+            ..self.clone()
+        }
     }
 
     /// True in YOLO mode.
@@ -198,7 +215,15 @@ impl PermissionGate {
             ));
         };
         match self.entrypoint(path, workspace, cwd) {
-            Ok(entry) => Decision::allow(format!("skill entrypoint {entry:?}")),
+            Ok(entry) => {
+                let skill = entry.split('/').next().unwrap_or(entry);
+                match &self.scope {
+                    Some(scope) if !scope.contains(skill) => Decision::deny(format!(
+                        "skill {skill:?} is not allowed in this place (places[].skills)"
+                    )),
+                    _ => Decision::allow(format!("skill entrypoint {entry:?}")),
+                }
+            }
             Err(reason) => Decision::deny(reason),
         }
     }
@@ -509,6 +534,29 @@ mod tests {
         assert_eq!(
             d.reason,
             "skill entrypoint \"send-reply/scripts/send-reply\""
+        );
+    }
+
+    /// A session whose place allows only some skills gets only their scripts approved.
+    #[test]
+    fn a_scoped_gate_approves_only_the_places_skills() {
+        let w = World::new();
+        let only_reply = Arc::new(BTreeSet::from(["send-reply".to_owned()]));
+        let gate = w.gate(false).scoped(Some(only_reply));
+        assert!(gate.decide_command(&w.reply(), &w.workspace).allow);
+        let save = w.skills.join("memory-save/scripts/memory-save");
+        let d = gate.decide_command(&save.display().to_string(), &w.workspace);
+        assert!(!d.allow);
+        assert!(
+            d.reason.contains("not allowed in this place"),
+            "{}",
+            d.reason
+        );
+        let unscoped = w.gate(false).scoped(None);
+        assert!(
+            unscoped
+                .decide_command(&save.display().to_string(), &w.workspace)
+                .allow
         );
     }
 

@@ -7,8 +7,9 @@
 //! them. Errors:
 //! * `prompts.dir` is a folder holding `system.md`;
 //! * `agent.skillsDir` is a folder whose packages pass the skill loader;
-//! * every name in a list of skills (`skills.disabled`, `agent.autoApproveSkills`) is a skill
-//!   found there, with the closest one suggested;
+//! * every name in a list of skills (`skills.disabled`, `agent.autoApproveSkills`,
+//!   `places[].skills`) is a skill found there, with the closest one suggested;
+//! * every `places[].persona` is a prompt file or a folder with `system.md`;
 //! * `agent.command` resolves to an executable as the daemon finds it ([`AgentLookup`]: directly,
 //!   on `PATH`, or for the default `opencode` in the folder `air-friends setup` installs it to);
 //! * every `agent.sandbox.readOnlyPaths` entry exists.
@@ -17,11 +18,13 @@
 //! * `agent.configDir` changed from its default but not a folder: the daemon then starts the
 //!   agent without the configuration shipped with air-friends, which works but is rarely meant;
 //! * no platform enabled: `serve` answers nobody, which is legitimate for a config only used by
-//!   `air-friends chat`.
+//!   `air-friends chat`;
+//! * a place that names a disabled skill, or turns on attachments or warm agents while they
+//!   are off everywhere (it stays off).
 
 use std::path::Path;
 
-use crate::config::places;
+use crate::config::paths;
 use crate::config::{
     Config, ConfigError, ConfigIssue, EnvSource, Loaded, PLATFORMS, base_of, closest,
     is_skill_name, load_lenient, read_file,
@@ -142,7 +145,7 @@ fn check_machine(
     warnings: &mut Vec<ConfigIssue>,
 ) {
     if shipped.origin == Origin::Nowhere
-        && let Some((key, ..)) = places::shipped_keys(config, shipped)
+        && let Some((key, ..)) = paths::shipped_keys(config, shipped)
             .into_iter()
             .find(|(_, configured, default)| configured == default)
     {
@@ -164,7 +167,9 @@ fn check_machine(
         ));
     }
 
-    check_skills(config, errors);
+    check_skills(config, errors, warnings);
+    check_personas(config, errors);
+    check_place_switches(config, warnings);
 
     let agent = &config.agent;
     let command = agent.command.trim();
@@ -214,8 +219,59 @@ fn check_machine(
     }
 }
 
-/// `agent.skillsDir` loads, and every list naming skills names loaded ones.
-fn check_skills(config: &Config, errors: &mut Vec<ConfigIssue>) {
+/// Every `places[].persona` is a prompt file, or a folder holding `system.md`.
+fn check_personas(config: &Config, errors: &mut Vec<ConfigIssue>) {
+    for (i, rule) in config.places.iter().enumerate() {
+        let Some(persona) = &rule.persona else {
+            continue;
+        };
+        let problem = if persona.is_dir() {
+            (!persona.join("system.md").is_file())
+                .then(|| format!("{} is a folder without system.md", persona.display()))
+        } else {
+            (!persona.is_file()).then(|| {
+                format!(
+                    "{} does not exist (a prompt file, or a folder with system.md)",
+                    persona.display()
+                )
+            })
+        };
+        if let Some(problem) = problem {
+            errors.push(ConfigIssue::new(format!("places.{i}.persona"), problem));
+        }
+    }
+}
+
+/// A rule that turns on what is off everywhere: it stays off, which is rarely meant.
+fn check_place_switches(config: &Config, warnings: &mut Vec<ConfigIssue>) {
+    for (i, rule) in config.places.iter().enumerate() {
+        for (key, on_here, global, on) in [
+            (
+                "attachments",
+                rule.attachments,
+                "attachments.enabled",
+                config.attachments.enabled,
+            ),
+            (
+                "warm",
+                rule.warm,
+                "agent.warm.enabled",
+                config.agent.warm.enabled,
+            ),
+        ] {
+            if on_here == Some(true) && !on {
+                warnings.push(ConfigIssue::new(
+                    format!("places.{i}.{key}"),
+                    format!("true has no effect while {global} is false"),
+                ));
+            }
+        }
+    }
+}
+
+/// `agent.skillsDir` loads, and every list naming skills names loaded ones; a place that
+/// names a skill the configuration disables gets a warning (it is not used there either).
+fn check_skills(config: &Config, errors: &mut Vec<ConfigIssue>, warnings: &mut Vec<ConfigIssue>) {
     let dir = &config.agent.skills_dir;
     if !dir.is_dir() {
         errors.push(ConfigIssue::new(
@@ -236,13 +292,32 @@ fn check_skills(config: &Config, errors: &mut Vec<ConfigIssue>) {
     };
     let mut names: Vec<&str> = skills.names().collect();
     names.sort_unstable();
-    for (key, list) in [
-        ("skills.disabled", &config.skills.disabled),
-        ("agent.autoApproveSkills", &config.agent.auto_approve_skills),
-    ] {
+    let place_lists = config.places.iter().enumerate().filter_map(|(i, rule)| {
+        let list = rule.skills.as_ref()?;
+        Some((format!("places.{i}.skills"), list))
+    });
+    let lists = [
+        ("skills.disabled".to_owned(), &config.skills.disabled),
+        (
+            "agent.autoApproveSkills".to_owned(),
+            &config.agent.auto_approve_skills,
+        ),
+    ]
+    .into_iter()
+    .chain(place_lists);
+    for (key, list) in lists {
         for (i, name) in list.iter().enumerate() {
             // A malformed name is reported by `validate`.
-            if !is_skill_name(name) || skills.get(name).is_some() {
+            if !is_skill_name(name) {
+                continue;
+            }
+            if skills.get(name).is_some() {
+                if key.starts_with("places.") && !config.skill_enabled(name) {
+                    warnings.push(ConfigIssue::new(
+                        format!("{key}.{i}"),
+                        format!("{name} is disabled by the configuration, so not used here either"),
+                    ));
+                }
                 continue;
             }
             let hint = match closest(name, &names) {

@@ -4,28 +4,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::config::{self, ProcessEnv};
 use crate::platform::discord::invite::{application_id, invite_url, permissions};
-use crate::skills::load_skills;
 
 /// Prints the invite URL for the configuration at `config_path`.
 pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> ExitCode {
-    let config = match config::load_file(config_path, &ProcessEnv) {
-        Ok(config) => config,
-        Err(e) => {
-            eprintln!("air-friends: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let skills = match load_skills(&config.agent.skills_dir) {
-        Ok(skills) => skills,
-        Err(e) => {
-            eprintln!(
-                "air-friends: agent.skillsDir ({}): {e}",
-                config.agent.skills_dir.display()
-            );
-            return ExitCode::FAILURE;
-        }
+    let (config, skills) = match super::load_config_and_skills(config_path) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
     };
     let bits = permissions(skills.names().filter(|name| config.skill_enabled(name)));
     let slash_commands = skills

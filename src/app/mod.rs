@@ -9,6 +9,7 @@ mod daemon;
 mod generate;
 mod healthcheck;
 mod invite;
+mod places;
 mod restore;
 mod serve;
 mod stats;
@@ -19,7 +20,9 @@ use std::process::ExitCode;
 
 pub use serve::{bind, serve, serve_main};
 
-use crate::cli::{Cli, Command, DiscordCommand, ImportCommand, SkillsCommand, ValidateFormat};
+use crate::cli::{
+    Cli, Command, DiscordCommand, ImportCommand, PlacesCommand, SkillsCommand, ValidateFormat,
+};
 use anyhow::Context;
 
 use crate::config::{self, Config, ProcessEnv};
@@ -73,6 +76,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Restore { config, file } => restore::restore_main(&config.config, &file),
         Command::Stats(config) => stats::stats_main(&config.config),
         Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
+        Command::Places {
+            command: PlacesCommand::Explain { config, place },
+        } => places::explain_main(&config.config, &place),
         Command::Discord {
             command: DiscordCommand::InviteUrl { config, client_id },
         } => invite::invite_url_main(&config.config, client_id),
@@ -155,13 +161,13 @@ fn check_config(path: &Path) -> ExitCode {
                     crate::agent::sandbox::cgroup_survey(&checked.config.agent.sandbox)
                 );
                 for (key, folder, default) in
-                    config::places::shipped_keys(&checked.config, &checked.shipped)
+                    config::paths::shipped_keys(&checked.config, &checked.shipped)
                 {
                     eprintln!(
                         "{}: {key}: {} ({})",
                         path.display(),
                         folder.display(),
-                        config::places::provenance(folder, &default, &checked.shipped)
+                        config::paths::provenance(folder, &default, &checked.shipped)
                     );
                 }
                 print!("{yaml}");
@@ -312,6 +318,24 @@ fn load_config(
         );
         ExitCode::FAILURE
     })
+}
+
+/// The configuration at `path` and its skills folder's packages, for the one-shot commands that
+/// read both (`discord invite-url`, `places explain`); a failure is printed on stderr and its
+/// exit code returned.
+fn load_config_and_skills(path: &Path) -> Result<(Config, crate::skills::LoadedSkills), ExitCode> {
+    let config = config::load_file(path, &ProcessEnv).map_err(|e| {
+        eprintln!("air-friends: {e}");
+        ExitCode::FAILURE
+    })?;
+    let skills = crate::skills::load_skills(&config.agent.skills_dir).map_err(|e| {
+        eprintln!(
+            "air-friends: agent.skillsDir ({}): {e}",
+            config.agent.skills_dir.display()
+        );
+        ExitCode::FAILURE
+    })?;
+    Ok((config, skills))
 }
 
 /// [`run_with_config`]'s second half, for a configuration already loaded: logs `warnings`

@@ -78,7 +78,7 @@ pub const ENV_OVERRIDES: &[(&str, &str, EnvKind)] = &[
 ];
 
 /// Loads, overrides and validates the configuration file at `path`.
-/// Relative paths in it are relative to the file's folder (`config::places`).
+/// Relative paths in it are relative to the file's folder (`config::paths`).
 pub fn load_file(path: &Path, env: &impl EnvSource) -> Result<Config, ConfigError> {
     finish(load_lenient(&read_file(path)?, env, Some(&base_of(path)))?)
 }
@@ -133,7 +133,7 @@ pub(crate) struct Loaded {
     /// Dotted paths of the dropped keys; later checks skip what lies under them, since they
     /// would only be judging the stand-in default.
     pub dropped: Vec<String>,
-    /// The shipped folder the unset folders were resolved to (`config::places`).
+    /// The shipped folder the unset folders were resolved to (`config::paths`).
     pub shipped: crate::shipped::Shipped,
 }
 
@@ -154,7 +154,7 @@ impl Loaded {
 
 /// Reads the whole file, collecting every problem instead of stopping at the first. Only YAML
 /// syntax errors and a non-mapping top level (nothing usable at all) are returned as errors.
-/// Paths are resolved (`config::places`): relative ones against `base`, the file's folder
+/// Paths are resolved (`config::paths`): relative ones against `base`, the file's folder
 /// (None: text from no file, kept as written), unset shipped folders to the shipped defaults,
 /// written when needed.
 pub(crate) fn load_lenient(
@@ -190,9 +190,9 @@ pub(crate) fn load_lenient(
     let Some(mut config) = config else {
         return Err(ConfigError::Problems(issues));
     };
-    let shipped = super::places::shipped_for(env);
-    super::places::resolve(&mut config, base, &shipped);
-    issues.extend(super::places::ensure_shipped(&config, &shipped));
+    let shipped = super::paths::shipped_for(env);
+    super::paths::resolve(&mut config, base, &shipped);
+    issues.extend(super::paths::ensure_shipped(&config, &shipped));
     let mut loaded = Loaded {
         config,
         issues,

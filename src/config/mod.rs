@@ -7,7 +7,7 @@
 mod env_file;
 mod load;
 mod model;
-pub mod places;
+pub mod paths;
 mod quiet_hours;
 mod secret;
 mod validate;

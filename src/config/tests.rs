@@ -32,10 +32,10 @@ fn empty_file_gives_defaults() {
     );
 }
 
-/// The defaults as loading leaves them: the shipped folders filled in (`places`).
+/// The defaults as loading leaves them: the shipped folders filled in (`paths`).
 fn resolved_default() -> Config {
     let mut config = Config::default();
-    places::resolve(&mut config, None, &places::shipped_for(&no_env()));
+    paths::resolve(&mut config, None, &paths::shipped_for(&no_env()));
     assert!(!config.agent.skills_dir.as_os_str().is_empty());
     config
 }
@@ -661,4 +661,40 @@ fn a_skill_runs_unless_the_configuration_turns_it_off() {
         assert!(!config.skill_enabled(name), "{name}");
     }
     assert!(config.skill_enabled("memory-save"));
+}
+
+/// Every rule of `places` is checked: its name, its match (a platform, keys that can fit
+/// something, not covered by an earlier rule), its model's provider and a prefix to reply to.
+#[test]
+fn place_rules_are_checked() {
+    let got = issues(
+        "places:\n\
+         \x20 - {name: all-dms, match: {dm: true}}\n\
+         \x20 - {name: all-dms, match: {dm: true, platform: discord}}\n\
+         \x20 - {name: Bad Name, match: {platform: slack}}\n\
+         \x20 - {name: default, match: {platform: misskey, guild: '1'}}\n\
+         \x20 - {name: cheap, match: {channel: '2'}, model: nowhere/model-x}\n\
+         \x20 - {name: modelless, match: {channel: '3'}, model: just-a-name}\n\
+         \x20 - {name: prefixed, match: {platform: discord, channel: '4'}, reply: prefix}\n\
+         \x20 - {name: thread, match: {parent: '2'}}\n",
+    );
+    let expected = [
+        "places.1.name: \"all-dms\" is already the name of places.0",
+        "places.1.match: can never match: places.0 (all-dms) comes first and matches every place this rule matches",
+        "places.2.name: \"Bad Name\" is not a rule name",
+        "places.2.match.platform: \"slack\" is not a platform (discord, misskey, console)",
+        "places.3.name: `default` names the settings no rule changed; choose another name",
+        "places.3.match: can never match: guild is a Discord key, and the rule is for misskey",
+        "places.4.model: the provider \"nowhere\" is not in agent.providers",
+        "places.5.model: \"just-a-name\" must be `provider/model`",
+        "places.6.reply: `prefix`, but platforms.discord.commandPrefix is empty",
+        "places.7.match: can never match: places.4 (cheap) comes first",
+    ];
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+    for (got, expected) in got.iter().zip(expected) {
+        assert!(
+            got.starts_with(expected),
+            "{got:?} should start with {expected:?}"
+        );
+    }
 }

@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 
 use crate::attachments::Received;
 use crate::attachments::listing::unfetched;
+use crate::config::MemoryAccess;
+use crate::places::Place;
 use crate::platform::{
     ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformAdapter, UserId,
 };
@@ -72,6 +74,11 @@ pub struct PromptParts {
     /// Files of earlier messages (recent or related), fetched for the agent, by message id.
     /// A message with attachments and no entry names them as not downloaded.
     pub history_files: HashMap<MessageId, Received>,
+    /// The only skills the place allows (`places[].skills`, `places[].memory`), named in the
+    /// session section; `None`: every enabled skill.
+    pub place_skills: Option<Vec<String>>,
+    /// The place turns memories off: none are read for the prompt.
+    pub memories_off: bool,
 }
 
 /// Drops everything up to and including the last message starting with `/clear`.
@@ -135,7 +142,18 @@ fn session_section(p: &PromptParts) -> String {
          `$TMPDIR/$SESSION_ID/<file>.md` (that is `tmp/{id}/<file>.md` in your working \
          directory), then pass the file with `--message-file`, `--content-file`, `--query-file` \
          or `--caption-file`.\n\
-         - One plain command per call: no `;`, `|`, `&&`, `$(…)`, backticks or redirections.",
+         - One plain command per call: no `;`, `|`, `&&`, `$(…)`, backticks or redirections.{only}",
+        only = p
+            .place_skills
+            .as_ref()
+            .map_or_else(String::new, |skills| format!(
+                "\n- Here you may use only these skills: {}. Others are refused.",
+                if skills.is_empty() {
+                    "none".to_owned()
+                } else {
+                    skills.join(", ")
+                }
+            )),
         id = p.session_id,
         platform = p.platform,
         place = if p.is_dm {
@@ -147,6 +165,9 @@ fn session_section(p: &PromptParts) -> String {
 }
 
 fn memories_section(p: &PromptParts) -> String {
+    if p.memories_off {
+        return "## Important memories\n(memories are off in this place)".to_owned();
+    }
     if p.memories.is_empty() && p.memories_not_shown == 0 {
         return "## Important memories\n(none yet)".to_owned();
     }
@@ -444,6 +465,8 @@ pub struct Sources<'a> {
     pub skills_dir: &'a Path,
     /// How much of each part the prompt takes.
     pub sizes: &'a PromptSettings,
+    /// The message's place (its skills and memory access).
+    pub place: &'a Place,
 }
 
 /// Fetches what the prompt for `msg` needs; failures of optional parts are logged and left
@@ -454,7 +477,12 @@ pub async fn gather(
     system: String,
     session_id: &SessionId,
 ) -> PromptParts {
-    let (memories, memories_not_shown) = prompt_memories(from, msg, session_id).await;
+    let memories_off = from.place.memory == MemoryAccess::Off;
+    let (memories, memories_not_shown) = if memories_off {
+        (Vec::new(), 0)
+    } else {
+        prompt_memories(from, msg, session_id).await
+    };
     let recent = recent_before(from, msg, session_id).await;
     let related = related_to(from, msg, &recent, session_id).await;
     let emojis = from
@@ -481,6 +509,12 @@ pub async fn gather(
         files: None,
         vision: false,
         history_files: HashMap::new(),
+        place_skills: from
+            .place
+            .skills
+            .as_ref()
+            .map(|s| s.iter().cloned().collect()),
+        memories_off,
     }
 }
 
@@ -587,6 +621,11 @@ mod tests {
             store,
             skills_dir,
             sizes,
+            place: Box::leak(Box::new(
+                (*crate::places::Places::new(&crate::config::Config::default(), [])
+                    .resolve(&"console/dm".parse().unwrap()))
+                .clone(),
+            )),
         }
     }
 

@@ -18,13 +18,14 @@ use super::failure_texts::FailureTexts;
 use super::inbox::Inbox;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
-use super::prompts::PromptLibrary;
+use super::prompts::Personas;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
 use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::{Budget, ModelTurn, ProblemKind};
+use crate::places::{Place, Places};
 use crate::platform::{
     IncomingMessage, MessageId, PlatformAdapter, PlatformKind, PlatformRegistry,
 };
@@ -63,8 +64,11 @@ pub struct Interactions {
     pub budget: Budget,
     /// Memories (for the prompt).
     pub store: Store,
-    /// Prompt templates.
-    pub prompts: Arc<PromptLibrary>,
+    /// The system prompt of each place (the shared one, or the place's persona).
+    pub personas: Arc<Personas>,
+    /// The `places:` rules: each message's persona, model, skills, attachments, warm agents
+    /// and memory access.
+    pub places: Arc<Places>,
     /// Prompt sizes.
     pub prompt: PromptSettings,
     /// The retry prompt (quotes send-reply and react-message).
@@ -95,15 +99,23 @@ impl MessageHandler for Interactions {
             tracing::error!(platform = %msg.platform, "no adapter for this platform");
             return "failed";
         };
-        let mut timer = self.metrics.session_started(msg.platform.as_str());
-        let outcome = self.run(platform.as_ref(), &msg).await;
+        let place = self.places.of(&msg);
+        let mut timer = self
+            .metrics
+            .session_started(msg.platform.as_str(), &place.name);
+        let outcome = self.run(platform.as_ref(), &msg, &place).await;
         timer.outcome(outcome);
         outcome
     }
 }
 
 impl Interactions {
-    async fn run(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage) -> &'static str {
+    async fn run(
+        &self,
+        platform: &dyn PlatformAdapter,
+        msg: &IncomingMessage,
+        place: &Arc<Place>,
+    ) -> &'static str {
         let received = Instant::now();
         let workspace = match self
             .launcher
@@ -117,9 +129,13 @@ impl Interactions {
                 return "failed";
             }
         };
-        if !self.budget.is_unlimited()
+        if (!self.budget.is_unlimited() || place.tokens_per_user_per_day.is_some())
             && let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str())
-            && self.budget.check(&self.store, &key).await.is_err()
+            && self
+                .budget
+                .check_in(&self.store, &key, &place.grant())
+                .await
+                .is_err()
         {
             // The budget check logged and counted the refusal; no agent is started.
             if let Err(e) = platform
@@ -146,25 +162,38 @@ impl Interactions {
             }
             return "workspace_full";
         }
-        let system = match self.prompts.system_prompt().await {
+        let system = match self
+            .personas
+            .library(place.persona.as_deref())
+            .system_prompt()
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(platform = %msg.platform, error = %e, "cannot render the system prompt");
                 String::new()
             }
         };
-        let fingerprint = match &self.warm {
-            Some(_) => self.fingerprint(&system).await,
+        // Warm agents where the place keeps them.
+        let warm = self.warm.as_ref().filter(|_| place.warm);
+        let fingerprint = match warm {
+            Some(_) => self.fingerprint(&system, place).await,
             None => 0,
         };
-        if let Some(pool) = &self.warm
+        if let Some(pool) = warm
             && let Take::Hit(agent) = pool.take(&ConversationKey::of(msg), fingerprint)
-            && let Some(label) = self.warm_turn(platform, msg, *agent, received).await
+            && let Some(label) = self.warm_turn(platform, msg, place, *agent, received).await
         {
             return label;
         }
-        self.cold_turn(platform, msg, workspace, system, fingerprint, received)
-            .await
+        let turn = ColdTurn {
+            workspace,
+            system,
+            fingerprint,
+            received,
+            warm,
+        };
+        self.cold_turn(platform, msg, place, turn).await
     }
 
     /// A turn on a fresh agent: a new Skill API session, folders, socket and environment, the
@@ -174,14 +203,20 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
-        workspace: PathBuf,
-        system: String,
-        fingerprint: u64,
-        received: Instant,
+        place: &Place,
+        turn: ColdTurn<'_>,
     ) -> &'static str {
+        let ColdTurn {
+            workspace,
+            system,
+            fingerprint,
+            received,
+            warm,
+        } = turn;
         let context = SessionContext {
             origin: msg.origin(),
             purpose: SessionPurpose::Conversation,
+            place: place.grant(),
             trigger_message_id: Some(msg.message_id.clone()),
             workspace,
         };
@@ -196,11 +231,11 @@ impl Interactions {
         let session_id = resources.registered.session_id.clone();
         let handle = resources.registered.handle.clone();
         self.answered_early(&handle, msg);
-        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id);
+        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, place = %place.name);
 
         let outcome = async {
-            let mut parts = gather(self.sources(platform), msg, system, &session_id).await;
-            let spec = self.launcher.agent_spec(&resources);
+            let mut parts = gather(self.sources(platform, place), msg, system, &session_id).await;
+            let spec = self.launcher.agent_spec(&resources, place.model.clone());
             let shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are
@@ -209,7 +244,7 @@ impl Interactions {
                 self.launcher
                     .runner
                     .start(spec, &turn.terminate, &self.launcher.stop),
-                self.receive(msg, &parts, None, &resources.dirs),
+                self.receive(msg, place, &parts, None, &resources.dirs),
             );
             let mut context_tokens = 0;
             let (outcome, live) = match started {
@@ -232,7 +267,7 @@ impl Interactions {
                 Some(live) => close_turn(live, &handle).await,
                 None => false,
             };
-            match (live, &self.warm) {
+            match (live, warm) {
                 (Some(live), Some(pool)) if keeps_warm(&outcome) && closed => pool.put(
                     ConversationKey::of(msg),
                     WarmAgent::new(live, resources, fingerprint, context_tokens, shown),
@@ -248,7 +283,7 @@ impl Interactions {
         }
         .instrument(span)
         .await;
-        self.finish(platform, msg, &session_id, &handle, outcome.as_ref())
+        self.finish(platform, msg, place, &session_id, &handle, outcome.as_ref())
             .await
     }
 
@@ -260,6 +295,7 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
+        place: &Place,
         mut agent: WarmAgent,
         received: Instant,
     ) -> Option<&'static str> {
@@ -273,11 +309,23 @@ impl Interactions {
         let termination = handle.begin_turn(Some(msg.message_id.clone()));
         self.answered_early(&handle, msg);
         let session_id = handle.id().clone();
-        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, warm = true);
+        let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, place = %place.name, warm = true);
         let outcome = async {
-            let mut parts = gather(self.sources(platform), msg, String::new(), &session_id).await;
+            let mut parts = gather(
+                self.sources(platform, place),
+                msg,
+                String::new(),
+                &session_id,
+            )
+            .await;
             (parts.files, parts.history_files) = self
-                .receive(msg, &parts, Some(&agent.shown), &agent.resources.dirs)
+                .receive(
+                    msg,
+                    place,
+                    &parts,
+                    Some(&agent.shown),
+                    &agent.resources.dirs,
+                )
                 .await;
             parts.vision = agent.live.accepts_images();
             let pictures = picture_tokens(&parts);
@@ -322,7 +370,7 @@ impl Interactions {
             pool.retire(agent, "failed");
         }
         Some(
-            self.finish(platform, msg, &session_id, &handle, Some(&outcome))
+            self.finish(platform, msg, place, &session_id, &handle, Some(&outcome))
                 .await,
         )
     }
@@ -345,6 +393,7 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
+        place: &Place,
         session_id: &SessionId,
         handle: &SessionHandle,
         outcome: Option<&Outcome>,
@@ -365,6 +414,7 @@ impl Interactions {
         }
         tracing::info!(
             session_id = %session_id,
+            place = %place.name,
             outcome = label,
             responded,
             model_failure = model.map(ProblemKind::as_str),
@@ -401,15 +451,16 @@ impl Interactions {
 
     /// The current message's attachments and those of the earlier messages shown with it
     /// (see [`history_with_files`]), fetched into the session's staging folder (`None` and
-    /// nothing when attachments are off).
+    /// nothing when attachments are off, everywhere or in the place).
     async fn receive(
         &self,
         msg: &IncomingMessage,
+        place: &Place,
         parts: &PromptParts,
         shown: Option<&HashSet<String>>,
         dirs: &SessionDirs,
     ) -> (Option<Received>, HashMap<MessageId, Received>) {
-        let Some(fetcher) = self.attachments.as_ref() else {
+        let Some(fetcher) = self.attachments.as_ref().filter(|_| place.attachments) else {
             return (None, HashMap::new());
         };
         let history = history_with_files(parts, shown);
@@ -469,9 +520,10 @@ impl Interactions {
         }
     }
 
-    /// What a warm agent was started with: the rendered system prompt and every file of the
-    /// skills folder (path, size, modification time). A different value retires it.
-    async fn fingerprint(&self, system: &str) -> u64 {
+    /// What a warm agent was started with: the rendered system prompt, every file of the
+    /// skills folder (path, size, modification time), and its place's rule and model. A
+    /// different value retires it.
+    async fn fingerprint(&self, system: &str, place: &Place) -> u64 {
         use std::hash::{Hash, Hasher};
         let skills = self.launcher.env.skills_dir.clone();
         let tree = tokio::task::spawn_blocking(move || tree_fingerprint(&skills))
@@ -480,6 +532,7 @@ impl Interactions {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         system.hash(&mut h);
         tree.hash(&mut h);
+        place.hash(&mut h);
         h.finish()
     }
 
@@ -504,12 +557,13 @@ impl Interactions {
     }
 
     /// Where this turn's prompt parts come from.
-    fn sources<'a>(&'a self, platform: &'a dyn PlatformAdapter) -> Sources<'a> {
+    fn sources<'a>(&'a self, platform: &'a dyn PlatformAdapter, place: &'a Place) -> Sources<'a> {
         Sources {
             platform,
             store: &self.store,
             skills_dir: &self.launcher.env.skills_dir,
             sizes: &self.prompt,
+            place,
         }
     }
 
@@ -522,6 +576,16 @@ impl Interactions {
             tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
         }
     }
+}
+
+/// What a cold turn starts from.
+struct ColdTurn<'a> {
+    workspace: PathBuf,
+    system: String,
+    fingerprint: u64,
+    received: Instant,
+    /// The pool its agent is kept in afterwards (`None`: warm agents are off here).
+    warm: Option<&'a WarmPool>,
 }
 
 /// Earlier messages whose files are fetched with a turn's: at most this many.

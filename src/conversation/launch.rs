@@ -143,7 +143,8 @@ impl Launcher {
 
     /// The agent for an opened session: its folders, socket, and environment (the session's
     /// identity and gateway route); the sandbox shows `private/` when the session is a DM.
-    pub fn agent_spec(&self, resources: &SessionResources) -> AgentSpec {
+    /// `model` is the place's (`None`: `agent.model`).
+    pub fn agent_spec(&self, resources: &SessionResources, model: Option<String>) -> AgentSpec {
         // A scratch workspace has no `private/`; never more than a public session's view.
         let dm = resources.registered.handle.context().origin.is_dm && !resources.dirs.scratch;
         let session_id = resources.registered.session_id.as_str().to_owned();
@@ -175,6 +176,8 @@ impl Launcher {
             dm,
             api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
             env,
+            model,
+            skills: resources.registered.handle.context().place.skills.clone(),
         }
     }
 }

@@ -91,6 +91,8 @@ struct RunLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     platform: String,
+    /// The `places:` rule's name, or `default` (bounded: one value per rule).
+    place: String,
     outcome: String,
 }
 
@@ -108,8 +110,9 @@ pub struct ConversationMetrics {
 }
 
 impl ConversationMetrics {
-    /// Registers the families in `metrics`, with every counter of `platforms` at 0.
-    pub fn new(metrics: &Metrics, platforms: &[PlatformKind]) -> Self {
+    /// Registers the families in `metrics`, with every counter of `platforms` (and the turns of
+    /// each of `places`, the rules' names and `default`) at 0.
+    pub fn new(metrics: &Metrics, platforms: &[PlatformKind], places: &[&str]) -> Self {
         let m = Self::unregistered();
         for platform in platforms {
             let platform = platform.as_str();
@@ -119,10 +122,14 @@ impl ConversationMetrics {
                     decision: decision.to_owned(),
                 }));
             }
-            for outcome in SESSION_OUTCOMES {
+            for (outcome, place) in SESSION_OUTCOMES
+                .iter()
+                .flat_map(|o| places.iter().map(move |p| (o, p)))
+            {
                 drop(m.sessions.get_or_create(&OutcomeLabels {
                     platform: platform.to_owned(),
-                    outcome: outcome.to_owned(),
+                    place: (*place).to_owned(),
+                    outcome: (*outcome).to_owned(),
                 }));
             }
             for trigger in CATCH_UP_TRIGGERS {
@@ -255,12 +262,14 @@ impl ConversationMetrics {
             .inc();
     }
 
-    /// Marks a session as started; the guard records its end.
-    pub fn session_started(&self, platform: &str) -> SessionTimer {
+    /// Marks a session as started in `place` (a rule's name, or `default`); the guard records
+    /// its end.
+    pub fn session_started(&self, platform: &str, place: &str) -> SessionTimer {
         self.active.inc();
         SessionTimer {
             metrics: self.clone(),
             platform: platform.to_owned(),
+            place: place.to_owned(),
             started: std::time::Instant::now(),
             outcome: None,
         }
@@ -272,6 +281,7 @@ impl ConversationMetrics {
 pub struct SessionTimer {
     metrics: ConversationMetrics,
     platform: String,
+    place: String,
     started: std::time::Instant,
     outcome: Option<&'static str>,
 }
@@ -293,6 +303,7 @@ impl Drop for SessionTimer {
             .sessions
             .get_or_create(&OutcomeLabels {
                 platform: self.platform.clone(),
+                place: self.place.clone(),
                 outcome: self.outcome.unwrap_or("aborted").to_owned(),
             })
             .inc();
@@ -360,7 +371,11 @@ mod tests {
     #[test]
     fn known_label_sets_are_exported_at_zero() {
         let metrics = Metrics::new();
-        ConversationMetrics::new(&metrics, &[PlatformKind::Discord, PlatformKind::Misskey]);
+        ConversationMetrics::new(
+            &metrics,
+            &[PlatformKind::Discord, PlatformKind::Misskey],
+            &["support", "default"],
+        );
         let text = metrics.encode(Format::PrometheusText).unwrap();
         for platform in ["discord", "misskey"] {
             for decision in DECISIONS {
@@ -369,10 +384,13 @@ mod tests {
                 );
                 assert!(text.contains(&line), "{line} missing in\n{text}");
             }
-            for outcome in SESSION_OUTCOMES {
+            for (outcome, place) in SESSION_OUTCOMES
+                .iter()
+                .flat_map(|o| ["support", "default"].map(|p| (o, p)))
+            {
                 for name in ["turns", "sessions"] {
                     let line = format!(
-                        r#"air_friends_{name}_total{{platform="{platform}",outcome="{outcome}"}} 0"#
+                        r#"air_friends_{name}_total{{platform="{platform}",place="{place}",outcome="{outcome}"}} 0"#
                     );
                     assert!(text.contains(&line), "{line} missing in\n{text}");
                 }
@@ -383,14 +401,15 @@ mod tests {
     #[test]
     fn the_old_sessions_total_counts_exactly_what_turns_total_counts() {
         let metrics = Metrics::new();
-        let m = ConversationMetrics::new(&metrics, &[PlatformKind::Discord]);
-        let mut timer = m.session_started("discord");
+        let m = ConversationMetrics::new(&metrics, &[PlatformKind::Discord], &["default"]);
+        let mut timer = m.session_started("discord", "default");
         timer.outcome("replied");
         drop(timer);
         let text = metrics.encode(Format::PrometheusText).unwrap();
         for name in ["turns", "sessions"] {
-            let line =
-                format!(r#"air_friends_{name}_total{{platform="discord",outcome="replied"}} 1"#);
+            let line = format!(
+                r#"air_friends_{name}_total{{platform="discord",place="default",outcome="replied"}} 1"#
+            );
             assert!(text.contains(&line), "{line} missing in\n{text}");
         }
     }

@@ -1,7 +1,13 @@
-//! Whether to answer a message at all: trigger rules per platform and access
+//! Whether to answer a message at all: trigger rules per platform, the reply policy of the
+//! message's place (`places[].reply`, which replaces the trigger rules there), and access
 //! control. Pure functions over the configuration, so every rule is unit-tested.
 
-use crate::config::{AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyTo, TriggerRules};
+use std::sync::Arc;
+
+use crate::config::{
+    AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, TriggerRules,
+};
+use crate::places::Places;
 use crate::platform::{IncomingMessage, PlatformKind};
 
 /// Why a message is not answered.
@@ -19,6 +25,8 @@ pub enum Ignore {
     NotAllowed,
     /// Nothing to answer (empty text and no attachments).
     Empty,
+    /// The place's rule says `reply: never`.
+    PlaceSilent,
 }
 
 /// Trigger rules for every platform plus access control.
@@ -29,11 +37,17 @@ pub struct Policy {
     /// For a platform without rules: answer nothing.
     silent: TriggerRules,
     access: AccessControlConfig,
+    places: Arc<Places>,
 }
 
 impl Policy {
-    /// From the configuration: each platform's trigger rules as its facts read them.
-    pub fn new(platforms: &PlatformsConfig, access: &AccessControlConfig) -> Self {
+    /// From the configuration: each platform's trigger rules as its facts read them, and the
+    /// places' reply policies.
+    pub fn new(
+        platforms: &PlatformsConfig,
+        access: &AccessControlConfig,
+        places: Arc<Places>,
+    ) -> Self {
         let mut triggers: Vec<(PlatformKind, TriggerRules)> = PLATFORMS
             .iter()
             .filter_map(|facts| {
@@ -54,6 +68,7 @@ impl Policy {
             triggers,
             silent: TriggerRules::none(),
             access: access.clone(),
+            places,
         }
     }
 
@@ -87,26 +102,34 @@ impl Policy {
             return Err(Ignore::Bot);
         }
         let t = self.triggers(msg.platform);
+        let reply = self.places.of(msg).reply;
+        if reply == Some(ReplyPolicy::Never) {
+            return Err(Ignore::PlaceSilent);
+        }
         let mut content = msg.content.clone();
+        let prefixed = !t.command_prefix.is_empty() && content.starts_with(&t.command_prefix);
         if msg.is_dm {
             if !t.allow_dm {
                 return Err(Ignore::DmDisabled);
             }
-            if !t.command_prefix.is_empty()
-                && let Some(rest) = content.strip_prefix(&t.command_prefix)
-            {
-                content = rest.trim_start().to_owned();
+            if reply == Some(ReplyPolicy::Prefix) && !prefixed {
+                return Err(Ignore::NotAddressed);
             }
         } else {
-            let prefixed = !t.command_prefix.is_empty() && content.starts_with(&t.command_prefix);
-            let addressed =
-                (msg.mentions_bot && t.respond_to_mention) || msg.replied_to_bot || prefixed;
+            let addressed = match reply {
+                None => {
+                    (msg.mentions_bot && t.respond_to_mention) || msg.replied_to_bot || prefixed
+                }
+                Some(ReplyPolicy::Mention) => msg.mentions_bot || msg.replied_to_bot || prefixed,
+                Some(ReplyPolicy::Always) => true,
+                Some(ReplyPolicy::Prefix | ReplyPolicy::Never) => prefixed,
+            };
             if !addressed {
                 return Err(Ignore::NotAddressed);
             }
-            if prefixed {
-                content = content[t.command_prefix.len()..].trim_start().to_owned();
-            }
+        }
+        if prefixed {
+            content = content[t.command_prefix.len()..].trim_start().to_owned();
         }
         let allowed = match self.access.reply_to {
             ReplyTo::All => true,
@@ -132,7 +155,64 @@ mod tests {
         let mut p = PlatformsConfig::default();
         let mut a = AccessControlConfig::default();
         f(&mut p, &mut a);
-        Policy::new(&p, &a)
+        Policy::new(&p, &a, no_places())
+    }
+
+    fn no_places() -> Arc<Places> {
+        Arc::new(Places::new(&crate::config::Config::default(), []))
+    }
+
+    /// `policy` with the `places:` rules of `yaml`.
+    fn with_places(yaml: &str) -> Policy {
+        let config: crate::config::Config = serde_yaml::from_str(yaml).unwrap();
+        Policy::new(
+            &config.platforms,
+            &config.access_control,
+            Arc::new(Places::new(&config, [])),
+        )
+    }
+
+    /// A place's reply policy replaces the trigger rules there, and only there.
+    #[test]
+    fn each_place_answers_by_its_reply_policy() {
+        let p = with_places(
+            "platforms:\n  discord:\n    commandPrefix: '!af'\nplaces:\n               - {name: lounge, match: {channel: c1}, reply: always}\n               - {name: quiet, match: {channel: c2}, reply: never}\n               - {name: bots, match: {channel: c3}, reply: prefix}\n               - {name: dm-prefix, match: {dm: true}, reply: prefix}\n",
+        );
+        let in_channel = |channel: &str, text: &str, mention: bool| {
+            let mut m = public_msg(text);
+            m.channel_id = channel.into();
+            m.mentions_bot = mention;
+            m
+        };
+        assert_eq!(
+            p.decide(&in_channel("c1", "hi all", false), None).unwrap(),
+            "hi all"
+        );
+        assert_eq!(
+            p.decide(&in_channel("c2", "hi", true), None),
+            Err(Ignore::PlaceSilent)
+        );
+        assert_eq!(
+            p.decide(&in_channel("c3", "hi", true), None),
+            Err(Ignore::NotAddressed),
+            "a mention is not the prefix"
+        );
+        assert_eq!(
+            p.decide(&in_channel("c3", "!af hi", false), None).unwrap(),
+            "hi"
+        );
+        assert_eq!(
+            p.decide(&in_channel("c9", "hi", false), None),
+            Err(Ignore::NotAddressed),
+            "no rule: the platform's trigger rules"
+        );
+        assert!(p.decide(&in_channel("c9", "hi", true), None).is_ok());
+        assert_eq!(p.decide(&dm("hello"), None), Err(Ignore::NotAddressed));
+        assert_eq!(p.decide(&dm("!af hello"), None).unwrap(), "hello");
+        // The bot's own messages and other bots stay unanswered everywhere.
+        let mut bot = in_channel("c1", "beep", false);
+        bot.is_bot = true;
+        assert_eq!(p.decide(&bot, None), Err(Ignore::Bot));
     }
 
     fn public_msg(text: &str) -> IncomingMessage {
@@ -204,9 +284,13 @@ mod tests {
         let console = FakePlatform::new(PlatformKind::Console).push_incoming_dm("u1", "hi");
         assert!(p.decide(&console, Some("bot")).is_ok());
         assert_eq!(
-            Policy::new(&PlatformsConfig::default(), &AccessControlConfig::default())
-                .triggers
-                .len(),
+            Policy::new(
+                &PlatformsConfig::default(),
+                &AccessControlConfig::default(),
+                no_places()
+            )
+            .triggers
+            .len(),
             PLATFORMS.len() + 1
         );
     }

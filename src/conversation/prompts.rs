@@ -31,7 +31,11 @@ type Fingerprint = BTreeMap<PathBuf, (u64, Option<SystemTime>)>;
 /// The prompt folder with a render cache.
 #[derive(Debug)]
 pub struct PromptLibrary {
-    dir: PathBuf,
+    /// The system prompt's file (`system.md`, or a persona's own file).
+    main: PathBuf,
+    /// Where `{{fragment}}` includes are looked up, in order (the persona's folder, then the
+    /// shared prompts folder).
+    dirs: Vec<PathBuf>,
     cache: Mutex<Option<(Fingerprint, String)>>,
 }
 
@@ -39,9 +43,36 @@ impl PromptLibrary {
     /// A library reading `dir`.
     pub fn new(dir: &Path) -> Self {
         Self {
-            dir: dir.to_path_buf(),
+            main: dir.join("system.md"),
+            dirs: vec![dir.to_path_buf()],
             cache: Mutex::new(None),
         }
+    }
+
+    /// A place's persona (`places[].persona`): a folder with its own `system.md`, or one file
+    /// that replaces `system.md`. Includes are looked up beside it first, then in `shared` (the
+    /// `prompts.dir` every place shares).
+    pub fn persona(persona: &Path, shared: &Path) -> Self {
+        let (main, dir) = if persona.is_dir() {
+            (persona.join("system.md"), persona.to_path_buf())
+        } else {
+            let dir = persona.parent().unwrap_or(Path::new(".")).to_path_buf();
+            (persona.to_path_buf(), dir)
+        };
+        let mut dirs = vec![dir];
+        if dirs[0] != shared {
+            dirs.push(shared.to_path_buf());
+        }
+        Self {
+            main,
+            dirs,
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The shared folder (templates such as `maintenance.md` are read there).
+    fn dir(&self) -> &Path {
+        self.dirs.last().map_or(Path::new("."), PathBuf::as_path)
     }
 
     /// Forgets the cached rendering (called on SIGHUP).
@@ -52,7 +83,13 @@ impl PromptLibrary {
     /// The rendered system prompt (blocking file work; call from `spawn_blocking` or use
     /// [`system_prompt`](Self::system_prompt)).
     pub fn render_blocking(&self) -> Result<String, PromptError> {
-        let fp = fingerprint(&self.dir);
+        let mut fp = Fingerprint::new();
+        for dir in &self.dirs {
+            fp.extend(fingerprint(dir));
+        }
+        if let Ok(m) = std::fs::metadata(&self.main) {
+            fp.insert(self.main.clone(), (m.len(), m.modified().ok()));
+        }
         {
             let cache = self.cache.locked();
             if let Some((cached_fp, text)) = cache.as_ref()
@@ -61,10 +98,14 @@ impl PromptLibrary {
                 return Ok(text.clone());
             }
         }
-        let path = self.dir.join("system.md");
+        let path = self.main.clone();
         let text =
             std::fs::read_to_string(&path).map_err(|source| PromptError::Read { path, source })?;
-        let rendered = expand(&self.dir, &text, &mut vec!["system".to_owned()]);
+        let stem = self
+            .main
+            .file_stem()
+            .map_or_else(|| "system".to_owned(), |s| s.to_string_lossy().into_owned());
+        let rendered = expand(&self.dirs, &text, &mut vec![stem]);
         *self.cache.locked() = Some((fp, rendered.clone()));
         Ok(rendered)
     }
@@ -88,12 +129,12 @@ impl PromptLibrary {
     /// used rarely, such as `maintenance.md`). `None` when the file does not exist, so the
     /// caller can fall back to the built-in text; other read errors are errors.
     pub async fn render_template(&self, name: &str) -> Result<Option<String>, PromptError> {
-        let dir = self.dir.clone();
+        let dir = self.dir().to_path_buf();
         let name = name.to_owned();
         tokio::task::spawn_blocking(move || {
             let path = dir.join(format!("{name}.md"));
             match std::fs::read_to_string(&path) {
-                Ok(text) => Ok(Some(expand(&dir, &text, &mut vec![name]))),
+                Ok(text) => Ok(Some(expand(&[dir], &text, &mut vec![name]))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(source) => Err(PromptError::Read { path, source }),
             }
@@ -105,6 +146,47 @@ impl PromptLibrary {
                 source: std::io::Error::other(e),
             })
         })
+    }
+}
+
+/// The system prompt of every place: the shared library (`prompts.dir`) and one library per
+/// persona the `places:` rules name (`places[].persona`), made once at start.
+#[derive(Debug)]
+pub struct Personas {
+    shared: std::sync::Arc<PromptLibrary>,
+    own: BTreeMap<PathBuf, std::sync::Arc<PromptLibrary>>,
+}
+
+impl Personas {
+    /// `shared` for places without a persona, and a library for each of `personas`.
+    pub fn new<'a>(
+        shared: std::sync::Arc<PromptLibrary>,
+        personas: impl IntoIterator<Item = &'a Path>,
+    ) -> Self {
+        let shared_dir = shared.dir().to_path_buf();
+        let own = personas
+            .into_iter()
+            .map(|p| {
+                let library = PromptLibrary::persona(p, &shared_dir);
+                (p.to_path_buf(), std::sync::Arc::new(library))
+            })
+            .collect();
+        Self { shared, own }
+    }
+
+    /// The library of a place whose persona is `persona` (`None`: the shared one).
+    pub fn library(&self, persona: Option<&Path>) -> &std::sync::Arc<PromptLibrary> {
+        persona
+            .and_then(|p| self.own.get(p))
+            .unwrap_or(&self.shared)
+    }
+
+    /// Forgets every cached rendering (SIGHUP).
+    pub fn invalidate(&self) {
+        self.shared.invalidate();
+        for library in self.own.values() {
+            library.invalidate();
+        }
     }
 }
 
@@ -123,8 +205,9 @@ fn fingerprint(dir: &Path) -> Fingerprint {
     fp
 }
 
-/// Replaces `{{name}}` with the rendered `name.md`; unknown names stay as written.
-fn expand(dir: &Path, text: &str, stack: &mut Vec<String>) -> String {
+/// Replaces `{{name}}` with the rendered `name.md` of the first of `dirs` that has one;
+/// unknown names stay as written.
+fn expand(dirs: &[PathBuf], text: &str, stack: &mut Vec<String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -149,13 +232,16 @@ fn expand(dir: &Path, text: &str, stack: &mut Vec<String>) -> String {
             );
             out.push_str(placeholder);
         } else {
-            match std::fs::read_to_string(dir.join(format!("{name}.md"))) {
-                Ok(fragment) => {
+            let fragment = dirs
+                .iter()
+                .find_map(|dir| std::fs::read_to_string(dir.join(format!("{name}.md"))).ok());
+            match fragment {
+                Some(fragment) => {
                     stack.push(name.to_owned());
-                    out.push_str(expand(dir, fragment.trim_end(), stack).as_str());
+                    out.push_str(expand(dirs, fragment.trim_end(), stack).as_str());
                     stack.pop();
                 }
-                Err(_) => {
+                None => {
                     tracing::warn!(fragment = name, "unknown prompt placeholder; left as is");
                     out.push_str(placeholder);
                 }
@@ -211,6 +297,33 @@ mod tests {
         assert_eq!(lib.render_blocking().unwrap(), "v1 three");
         lib.invalidate();
         assert_eq!(lib.render_blocking().unwrap(), "v1 three");
+    }
+
+    /// A persona file replaces `system.md`; its includes are found beside it first, then in
+    /// the shared folder.
+    #[test]
+    fn a_persona_uses_its_own_includes_then_the_shared_ones() {
+        let shared = tempfile::tempdir().unwrap();
+        std::fs::write(shared.path().join("system.md"), "shared {{tone}}").unwrap();
+        std::fs::write(shared.path().join("tone.md"), "kind").unwrap();
+        std::fs::write(shared.path().join("rules.md"), "shared rules").unwrap();
+        let own = tempfile::tempdir().unwrap();
+        std::fs::write(own.path().join("support.md"), "support {{tone}} {{rules}}").unwrap();
+        std::fs::write(own.path().join("tone.md"), "brisk").unwrap();
+        let file = PromptLibrary::persona(&own.path().join("support.md"), shared.path());
+        assert_eq!(
+            file.render_blocking().unwrap(),
+            "support brisk shared rules"
+        );
+        std::fs::write(own.path().join("system.md"), "folder {{rules}}").unwrap();
+        let folder = PromptLibrary::persona(own.path(), shared.path());
+        assert_eq!(folder.render_blocking().unwrap(), "folder shared rules");
+        std::fs::write(own.path().join("tone.md"), "gentle").unwrap();
+        assert_eq!(
+            file.render_blocking().unwrap(),
+            "support gentle shared rules",
+            "a changed include is seen"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Daily token budgets (`agent.budget`): checked before an agent starts (by the interaction
-//! flow) and before every model request the gateway forwards, so a running agent cannot spend
-//! past the limit either.
+//! Daily token budgets (`agent.budget`, and a place's own `places[].tokensPerUserPerDay`):
+//! checked before an agent starts (by the interaction flow) and before every model request the
+//! gateway forwards, so a running agent cannot spend past the limit either.
 //!
 //! Usage is what the gateway metered into the store (`Store::llm_usage_on`), per UTC day; a
 //! limit is reached when the day's input + output tokens are at least the limit, so `0` allows
@@ -15,6 +15,7 @@ use chrono::{NaiveDate, Utc};
 
 use super::metrics::GatewayMetrics;
 use crate::config::BudgetConfig;
+use crate::session::PlaceGrant;
 use crate::store::{Store, WorkspaceKey};
 
 /// Which daily limit was reached.
@@ -24,6 +25,8 @@ pub enum BudgetLimit {
     PerUser,
     /// `agent.budget.tokensPerDay` (all users together).
     Total,
+    /// `places[].tokensPerUserPerDay` (the user, in that place).
+    Place,
 }
 
 impl BudgetLimit {
@@ -32,6 +35,7 @@ impl BudgetLimit {
         match self {
             BudgetLimit::PerUser => "user",
             BudgetLimit::Total => "total",
+            BudgetLimit::Place => "place",
         }
     }
 
@@ -40,6 +44,7 @@ impl BudgetLimit {
         match self {
             BudgetLimit::PerUser => "agent.budget.tokensPerUserPerDay",
             BudgetLimit::Total => "agent.budget.tokensPerDay",
+            BudgetLimit::Place => "places[].tokensPerUserPerDay",
         }
     }
 }
@@ -79,6 +84,64 @@ impl Budget {
         self.per_user.is_none() && self.total.is_none()
     }
 
+    /// `Ok` when `workspace` may use the model today in the place of `grant`: the place's own
+    /// limit, then [`check`](Self::check)'s.
+    pub async fn check_in(
+        &self,
+        store: &Store,
+        workspace: &WorkspaceKey,
+        grant: &PlaceGrant,
+    ) -> Result<(), BudgetExceeded> {
+        let day = Utc::now().date_naive();
+        if let Some(limit) = grant.tokens_per_user_per_day {
+            match store
+                .llm_usage_in_place_on(day, workspace, &grant.name)
+                .await
+            {
+                Ok(usage) => {
+                    let used = usage.total_tokens();
+                    if used >= limit {
+                        return Err(self.refused(BudgetLimit::Place, workspace, used, limit));
+                    }
+                }
+                Err(error) => tracing::error!(
+                    %workspace,
+                    place = %grant.name,
+                    limit = BudgetLimit::Place.as_str(),
+                    error = %error,
+                    "token budget not checked: the usage could not be read"
+                ),
+            }
+        }
+        if self.is_unlimited() {
+            return Ok(());
+        }
+        self.check_on(store, workspace, day).await
+    }
+
+    /// Counts and logs a refusal.
+    fn refused(
+        &self,
+        limit_kind: BudgetLimit,
+        workspace: &WorkspaceKey,
+        used: u64,
+        limit: u64,
+    ) -> BudgetExceeded {
+        self.metrics.record_budget_refusal(limit_kind.as_str());
+        tracing::warn!(
+            %workspace,
+            limit = limit_kind.as_str(),
+            used,
+            allowed = limit,
+            "token budget used up: refused"
+        );
+        BudgetExceeded {
+            limit_kind,
+            used,
+            limit,
+        }
+    }
+
     /// `Ok` when `workspace` may use the model today; otherwise which limit is used up.
     pub async fn check(
         &self,
@@ -115,19 +178,7 @@ impl Budget {
                 }
             };
             if used >= limit {
-                self.metrics.record_budget_refusal(limit_kind.as_str());
-                tracing::warn!(
-                    %workspace,
-                    limit = limit_kind.as_str(),
-                    used,
-                    allowed = limit,
-                    "token budget used up: refused"
-                );
-                return Err(BudgetExceeded {
-                    limit_kind,
-                    used,
-                    limit,
-                });
+                return Err(self.refused(limit_kind, workspace, used, limit));
             }
         }
         Ok(())

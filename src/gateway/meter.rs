@@ -150,9 +150,10 @@ impl Recording {
         let store = inner.store.clone();
         let day = Utc::now().date_naive();
         let session_id = self.session_id;
+        let place = self.session.context().place.name.clone();
         inner.tasks.spawn(async move {
             if let Err(error) = store
-                .add_llm_usage(&workspace, day, total.input, total.output)
+                .add_llm_usage_in(&workspace, &place, day, total.input, total.output)
                 .await
             {
                 tracing::warn!(

@@ -163,7 +163,7 @@ impl GatewayMetrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
         let budget_refusals = Family::<LimitLabels, Counter>::default();
-        for limit in ["user", "total"] {
+        for limit in ["user", "total", "place"] {
             drop(budget_refusals.get_or_create(&LimitLabels { limit }));
         }
         let model_failures = Family::<ClassLabels, Counter>::default();
@@ -368,6 +368,7 @@ mod tests {
         let mut lines = vec![
             r#"air_friends_llm_budget_refusals_total{limit="user"} 0"#.to_owned(),
             r#"air_friends_llm_budget_refusals_total{limit="total"} 0"#.to_owned(),
+            r#"air_friends_llm_budget_refusals_total{limit="place"} 0"#.to_owned(),
             r#"air_friends_llm_requests_total{provider="unknown",outcome="refused"} 0"#.to_owned(),
         ];
         for provider in ["openrouter", "anthropic"] {

@@ -6,14 +6,17 @@
 //! caller can reach it. The call goes through the same pipeline as the agent's
 //! ([`invoke()`]): the manifest's per-user rate limit, parameters validated against the skill's
 //! schema (defaults filled), the handler time-out. Disabled skills answer that they are
-//! disabled, and private data is shown only when the command was used in a DM.
+//! disabled, a skill the place's rule leaves out (`places:`) is refused there, and private
+//! data is shown only when the command was used in a DM.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::render;
 use crate::conversation::workspace::Workspaces;
+use crate::places::{Places, Spot};
 use crate::platform::{CommandInvocation, CommandReply};
 use crate::session::{SessionContext, SessionHandle, SessionPurpose};
 use crate::skill_api::{CallContext, SkillApiState, SkillError, invoke};
@@ -25,6 +28,7 @@ pub struct UserCommandRunner {
     state: SkillApiState,
     commands: BTreeSet<String>,
     workspaces: Workspaces,
+    places: Arc<Places>,
 }
 
 impl UserCommandRunner {
@@ -40,7 +44,15 @@ impl UserCommandRunner {
             state,
             commands,
             workspaces,
+            places: Arc::new(Places::none()),
         }
+    }
+
+    /// Commands judged by the `places:` rules: a skill a place does not allow is refused
+    /// there, as it is to the agent.
+    pub fn with_places(mut self, places: Arc<Places>) -> Self {
+        self.places = places;
+        self
     }
 
     /// The command names offered to humans, sorted.
@@ -94,6 +106,10 @@ impl UserCommandRunner {
         let context = SessionContext {
             origin: invocation.origin.clone(),
             purpose: SessionPurpose::Conversation,
+            place: self
+                .places
+                .resolve(&Spot::of_origin(&invocation.origin))
+                .grant(),
             trigger_message_id: invocation.message_id.clone(),
             // Only used by send-file, which is no user command; an id that cannot name a folder
             // is refused like everywhere else.

@@ -72,7 +72,7 @@ impl Maintenance {
         run.read = memories.len() as u64;
         let handle = resources.registered.handle.clone();
         let session_id = handle.id().clone();
-        let spec = self.launcher.agent_spec(&resources);
+        let spec = self.launcher.agent_spec(&resources, None);
         let terminate = stop.child_token();
         tracing::info!(
             workspace = %ws,
@@ -177,6 +177,8 @@ impl Maintenance {
         };
         let is_dm = visibility == Visibility::Private;
         Some(SessionContext {
+            // A maintenance run answers in no place: its purpose limits it to memory skills.
+            place: crate::session::PlaceGrant::default(),
             purpose: SessionPurpose::Maintenance(MaintenancePolicy {
                 visibility,
                 dry_run: self.config.dry_run,

@@ -55,7 +55,7 @@ pub use events::{
 pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
-    InvalidEmoji, Missed, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage,
+    InvalidEmoji, Location, Missed, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage,
     UnknownPlatform, UserInfo,
 };
 

@@ -141,6 +141,26 @@ pub struct IncomingMessage {
     pub is_bot: bool,
     /// Whether the bot was mentioned (the mention itself is stripped from `content`).
     pub mentions_bot: bool,
+    /// Where in the platform it was written, beyond its channel (what `places:` rules match).
+    #[serde(default)]
+    pub location: Location,
+}
+
+/// Where a message was written beyond its channel and guild: the facts `places:` rules match
+/// that only the adapter can know. Empty when the platform has no such thing or the adapter
+/// could not learn it (a rule naming it then does not match).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Location {
+    /// Discord: for a message in a thread or forum post, the channel or forum it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_parent_id: Option<String>,
+    /// Discord: the category the channel (or the thread's channel) sits in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category_id: Option<String>,
+    /// Misskey: the channel a note was posted in (the note's `channelId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub community_channel_id: Option<String>,
 }
 
 impl IncomingMessage {
@@ -576,6 +596,7 @@ mod tests {
             replied_to_bot: false,
             is_bot: false,
             mentions_bot: true,
+            location: Location::default(),
         };
         assert_eq!(message.conversation_key(), "misskey:note:abc");
         assert_eq!(message.dedup_key(), "misskey:m1");

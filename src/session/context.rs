@@ -2,7 +2,9 @@
 //! ([`SessionPurpose`]): both fixed at registration, so every call of the session is judged by
 //! the same facts.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::platform::{MessageId, Origin};
 
@@ -17,6 +19,48 @@ pub struct SessionContext {
     pub workspace: PathBuf,
     /// What the session is for: answering a user, or maintaining their memories.
     pub purpose: SessionPurpose,
+    /// What the place it answers in allows (`places:`).
+    pub place: PlaceGrant,
+}
+
+impl SessionContext {
+    /// Whether the session may call `skill`: its purpose and its place both allow it.
+    pub fn allows_skill(&self, skill: &str) -> bool {
+        self.purpose.allows_skill(skill) && self.place.allows_skill(skill)
+    }
+}
+
+/// What the place a session answers in allows it (`places:` in the configuration, resolved by
+/// `crate::places`): its skills, and its own daily token limit. The default allows every
+/// enabled skill.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaceGrant {
+    /// The rule that chose the place's settings (`default` when none did): the label in logs,
+    /// metrics and the usage table.
+    pub name: Arc<str>,
+    /// The skills the place allows; `None`: every skill the configuration enables.
+    pub skills: Option<Arc<BTreeSet<String>>>,
+    /// Model tokens a user may use per UTC day in this place (`places[].tokensPerUserPerDay`).
+    pub tokens_per_user_per_day: Option<u64>,
+}
+
+pub use crate::config::DEFAULT_PLACE;
+
+impl Default for PlaceGrant {
+    fn default() -> Self {
+        Self {
+            name: Arc::from(DEFAULT_PLACE),
+            skills: None,
+            tokens_per_user_per_day: None,
+        }
+    }
+}
+
+impl PlaceGrant {
+    /// Whether the place lets the agent call `skill`.
+    pub fn allows_skill(&self, skill: &str) -> bool {
+        self.skills.as_ref().is_none_or(|s| s.contains(skill))
+    }
 }
 
 /// The skills a maintenance session may call: reading and writing memories, nothing that

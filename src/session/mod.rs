@@ -32,7 +32,10 @@ pub mod state;
 pub mod termination;
 
 pub use auth::{AuthFailure, Presented, authenticate};
-pub use context::{MAINTENANCE_SKILLS, MaintenancePolicy, SessionContext, SessionPurpose};
+pub use context::{
+    DEFAULT_PLACE, MAINTENANCE_SKILLS, MaintenancePolicy, PlaceGrant, SessionContext,
+    SessionPurpose,
+};
 pub use ids::{CallerToken, SessionError, SessionId, constant_time_eq};
 pub use registry::{RegisteredSession, SessionHandle, SessionRegistry};
 pub use slots::{TurnSlot, TurnSlots};

@@ -487,6 +487,7 @@ pub(crate) mod tests {
     /// A guild conversation's context (also for the other session tests).
     pub(crate) fn context() -> SessionContext {
         SessionContext {
+            place: Default::default(),
             origin: Origin {
                 platform: PlatformKind::Discord,
                 channel_id: "c1".into(),

@@ -748,6 +748,7 @@ mod tests {
     #[test]
     fn a_call_delivers_only_while_the_turn_it_began_in_is_open() {
         let context = crate::session::SessionContext {
+            place: Default::default(),
             origin: crate::platform::Origin {
                 platform: crate::platform::PlatformKind::Discord,
                 channel_id: "c".into(),

@@ -3,8 +3,9 @@
 //! termination guard around it) and the user commands humans run (`handlers::commands`).
 //!
 //! In this order: whether the skill may run at all — enabled by the configuration (503
-//! `SKILL_DISABLED`), and allowed for the session's purpose (a maintenance run reaches the
-//! memory skills only, 403 `FORBIDDEN_CONTEXT`) — checked here only, for every caller; the
+//! `SKILL_DISABLED`), allowed for the session's purpose (a maintenance run reaches the
+//! memory skills only, 403 `FORBIDDEN_CONTEXT`) and by its place's rule (`places[].skills`,
+//! `places[].memory`; 403 `FORBIDDEN_CONTEXT`) — checked here only, for every caller; the
 //! doom-loop count of a counted skill (so an attempt the rate limit, the schema or the quota
 //! refuses still counts), the per-(skill, user) rate limit, parameter
 //! preparation (schema defaults filled, validation, control characters refused), the handler
@@ -52,6 +53,14 @@ async fn run(
             skill.name(),
             purpose.as_str(),
             MAINTENANCE_SKILLS.join(", ")
+        )));
+    }
+    let place = &ctx.session().place;
+    if !place.allows_skill(skill.name()) {
+        return Err(SkillError::ForbiddenContext(format!(
+            "{} is not available here: the place's rule ({}) does not allow it",
+            skill.name(),
+            place.name
         )));
     }
     if let Some(limit) = skill.handler().stops_agent_at() {

@@ -375,6 +375,7 @@ mod tests {
     fn session_id() -> SessionId {
         SessionRegistry::new(Duration::from_secs(60))
             .register(SessionContext {
+                place: Default::default(),
                 origin: Origin {
                     platform: PlatformKind::Console,
                     channel_id: "c".into(),

@@ -315,6 +315,7 @@ mod tests {
         state
             .sessions()
             .register(SessionContext {
+                place: Default::default(),
                 origin: Origin {
                     platform: crate::platform::PlatformKind::Console,
                     channel_id: "c".into(),

@@ -1,5 +1,7 @@
 //! Tokens the model gateway metered, per workspace and UTC day (table `llm_usage`,
-//! `schema_v2.sql`): what the daily budgets (`agent.budget`) are checked against.
+//! `schema_v2.sql`): what the daily budgets (`agent.budget`) are checked against; and again per
+//! place (`llm_usage_place`, `schema_v9.sql`), for a place's own limit
+//! (`places[].tokensPerUserPerDay`).
 //!
 //! Rows are only ever added to (an upsert per metered response), so concurrent sessions of one
 //! user cannot lose each other's counts: each addition is one statement on the writer thread.
@@ -66,6 +68,56 @@ pub(crate) fn add(
         to_sql(output)
     ])?;
     Ok(())
+}
+
+/// Adds one metered response's tokens to `(ws, place, day)`.
+pub(crate) fn add_in_place(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    place: &str,
+    day: NaiveDate,
+    input: u64,
+    output: u64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO llm_usage_place (workspace, place, day, input_tokens, output_tokens, requests)
+         VALUES (?1, ?2, ?3, ?4, ?5, 1)
+         ON CONFLICT (workspace, place, day) DO UPDATE SET
+             input_tokens  = min(input_tokens + excluded.input_tokens, 9223372036854775807),
+             output_tokens = min(output_tokens + excluded.output_tokens, 9223372036854775807),
+             requests      = requests + 1",
+    )?
+    .execute(params![
+        ws.to_string(),
+        place,
+        day_text(day),
+        to_sql(input),
+        to_sql(output)
+    ])?;
+    Ok(())
+}
+
+/// Usage on `day` of `ws` in `place`.
+pub(crate) fn in_place_on(
+    conn: &Connection,
+    day: NaiveDate,
+    ws: &WorkspaceKey,
+    place: &str,
+) -> Result<LlmUsage, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT input_tokens, output_tokens, requests FROM llm_usage_place
+             WHERE workspace = ?1 AND place = ?2 AND day = ?3",
+        )?
+        .query_row(params![ws.to_string(), place, day_text(day)], |r| {
+            Ok(LlmUsage {
+                input_tokens: from_sql(r.get(0)?),
+                output_tokens: from_sql(r.get(1)?),
+                requests: from_sql(r.get(2)?),
+            })
+        })
+        .optional()?
+        .unwrap_or_default())
 }
 
 /// Usage on `day` of `ws`, or of every workspace when `None`.

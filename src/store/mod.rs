@@ -13,7 +13,8 @@
 //! * `reminder_api`: the [`Store`] methods over `reminders` (and the scheduler's change signal).
 //! * `maintenance`: what the memory maintenance job reads (due workspaces, a run's candidates)
 //!   and its run records.
-//! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets).
+//! * `llm_usage`: tokens the model gateway metered, per workspace and UTC day (budgets);
+//!   `llm_usage_place` the same per place (a place's own limit).
 //! * `inbox`: the platform messages handed to the router and where each stands (queued,
 //!   answered, failed, skipped), so none is answered twice or lost across restarts.
 //! * `cursors`: per platform feed, the newest message seen and when the bot was last addressed
@@ -310,6 +311,39 @@ impl Store {
         let ws = ws.clone();
         self.db
             .write(move |c| llm_usage::add(c, &ws, day, input, output))
+            .await
+    }
+
+    /// Adds one metered model response of a session in `place` (a `places:` rule's name, or
+    /// `default`) to the usage of `ws` on the UTC `day`, overall and in that place, in one
+    /// write.
+    pub async fn add_llm_usage_in(
+        &self,
+        ws: &WorkspaceKey,
+        place: &str,
+        day: NaiveDate,
+        input: u64,
+        output: u64,
+    ) -> Result<(), StoreError> {
+        let (ws, place) = (ws.clone(), place.to_owned());
+        self.db
+            .write(move |c| {
+                llm_usage::add(c, &ws, day, input, output)?;
+                llm_usage::add_in_place(c, &ws, &place, day, input, output)
+            })
+            .await
+    }
+
+    /// Usage on the UTC `day` of `ws` in `place`; zero when nothing was recorded.
+    pub async fn llm_usage_in_place_on(
+        &self,
+        day: NaiveDate,
+        ws: &WorkspaceKey,
+        place: &str,
+    ) -> Result<LlmUsage, StoreError> {
+        let (ws, place) = (ws.clone(), place.to_owned());
+        self.db
+            .read(move |c| llm_usage::in_place_on(c, day, &ws, &place))
             .await
     }
 

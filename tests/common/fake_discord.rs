@@ -2,9 +2,10 @@
 //! speaks enough of the real wire protocol for serenity 0.12 and the air-friends adapter.
 //!
 //! REST: `GET /gateway[/bot]`, `GET /users/@me`, `GET /users/{id}`, `POST /users/@me/channels`,
-//! `GET /channels/{id}`, `POST /channels/{id}/messages` (JSON or multipart with files),
-//! `GET /channels/{id}/messages?limit=&before=` (newest first), `GET|PATCH|DELETE
-//! /channels/{id}/messages/{id}`, `PUT|DELETE …/reactions/{emoji}/@me`, `POST
+//! `GET /channels/{id}` ([`CHANNEL_ID`] in [`CATEGORY_ID`], the category, the DM channel and
+//! whatever [`FakeDiscord::add_channel`] added; other ids 404), `POST /channels/{id}/messages`
+//! (JSON or multipart with files), `GET /channels/{id}/messages?limit=&before=` (newest first),
+//! `GET|PATCH|DELETE /channels/{id}/messages/{id}`, `PUT|DELETE …/reactions/{emoji}/@me`, `POST
 //! /channels/{id}/typing`, `GET /guilds/{id}/members/{id}`, `GET /guilds/{id}/emojis`, `PUT
 //! /applications/{app}[/guilds/{id}]/commands`, `POST /interactions/{id}/{token}/callback` (204),
 //! `PATCH /webhooks/{app}/{token}/messages/@original`, `POST /webhooks/{app}/{token}`. Every
@@ -13,7 +14,8 @@
 //! (bytes, a redirect, a slow body) and records the request ([`FakeDiscord::file_hits`]).
 //!
 //! Gateway: HELLO → IDENTIFY → READY (every field serenity requires) → GUILD_CREATE (the bot
-//! member with a role granting every permission, one text channel, one custom emoji); RESUME →
+//! member with a role granting every permission, one category with one text channel in it, one
+//! custom emoji; channels added with [`FakeDiscord::add_channel`] are not in it); RESUME →
 //! RESUMED (`d: {}`); heartbeats are ACKed; IDENTIFY is closed with 4004 for another token
 //! ([`FakeDiscord::expect_token`]) and 4014 while intents are refused
 //! ([`FakeDiscord::refuse_intents`]). Tests push dispatches ([`FakeDiscord::dispatch`],
@@ -46,10 +48,18 @@ pub const BOT_ID: &str = "1000";
 pub const APP_ID: &str = "2000";
 /// The one guild.
 pub const GUILD_ID: &str = "3000";
-/// A text channel of the guild.
+/// A text channel of the guild, in [`CATEGORY_ID`].
 pub const CHANNEL_ID: &str = "4000";
+/// The guild's category that [`CHANNEL_ID`] sits in.
+pub const CATEGORY_ID: &str = "3900";
 /// The DM channel with [`USER_ID`].
 pub const DM_CHANNEL_ID: &str = "4001";
+/// A public thread of [`CHANNEL_ID`] (served once a test adds it: [`FakeDiscord::add_thread`]).
+pub const THREAD_ID: &str = "4100";
+/// A forum in [`CATEGORY_ID`] ([`FakeDiscord::add_forum_post`]).
+pub const FORUM_ID: &str = "4200";
+/// A post (a public thread) of [`FORUM_ID`] ([`FakeDiscord::add_forum_post`]).
+pub const FORUM_POST_ID: &str = "4201";
 /// A human member.
 pub const USER_ID: &str = "5000";
 /// Another bot.
@@ -93,6 +103,23 @@ pub struct StoredMessage {
     pub timestamp: String,
 }
 
+/// Discord's channel types the fake serves (the `type` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelKind {
+    /// A guild text channel (0).
+    Text = 0,
+    /// A category (4).
+    Category = 4,
+    /// An announcement thread (10).
+    NewsThread = 10,
+    /// A public thread, also a forum post (11).
+    PublicThread = 11,
+    /// A private thread (12).
+    PrivateThread = 12,
+    /// A forum (15).
+    Forum = 15,
+}
+
 enum Outbound {
     Dispatch(&'static str, Value),
     Close,
@@ -126,6 +153,8 @@ struct Inner {
     expected_token: Option<String>,
     /// IDENTIFY is closed with 4014, as without the Message Content intent switched on.
     refusing_intents: bool,
+    /// Guild channels added by tests ([`FakeDiscord::add_channel`]): id → channel object.
+    channels: HashMap<String, Value>,
 }
 
 /// What a `/files/{name}` request gets.
@@ -428,6 +457,38 @@ impl FakeDiscord {
         self.shared.lock().refusing = refusing;
     }
 
+    /// Adds a channel of the guild that `GET /channels/{id}` then serves (with `type`,
+    /// `guild_id`, `parent_id` and `name`; threads also with `thread_metadata`). It is not
+    /// announced on the gateway. Messages pushed into it ([`push_message`](Self::push_message))
+    /// and sent to it are stored like any channel's.
+    pub fn add_channel(&self, id: &str, kind: ChannelKind, parent_id: Option<&str>, name: &str) {
+        self.shared
+            .lock()
+            .channels
+            .insert(id.to_owned(), channel_json(id, kind, parent_id, name));
+    }
+
+    /// Adds [`THREAD_ID`], a public thread of [`CHANNEL_ID`].
+    pub fn add_thread(&self) {
+        self.add_channel(
+            THREAD_ID,
+            ChannelKind::PublicThread,
+            Some(CHANNEL_ID),
+            "a thread",
+        );
+    }
+
+    /// Adds [`FORUM_ID`], a forum in [`CATEGORY_ID`], and its post [`FORUM_POST_ID`].
+    pub fn add_forum_post(&self) {
+        self.add_channel(FORUM_ID, ChannelKind::Forum, Some(CATEGORY_ID), "forum");
+        self.add_channel(
+            FORUM_POST_ID,
+            ChannelKind::PublicThread,
+            Some(FORUM_ID),
+            "a forum post",
+        );
+    }
+
     /// A fresh message id (for test-built gateway messages).
     pub fn next_id(&self) -> String {
         let mut inner = self.shared.lock();
@@ -521,8 +582,36 @@ pub fn ready(gateway_url: &str) -> Value {
     })
 }
 
-/// The GUILD_CREATE payload: the bot member with an all-permissions role, one text channel and
-/// the `:blobcat:` emoji.
+/// A guild channel object of `kind` (as `GET /channels/{id}` serves it).
+pub fn channel_json(id: &str, kind: ChannelKind, parent_id: Option<&str>, name: &str) -> Value {
+    let mut channel = json!({
+        "id": id, "type": kind as u8, "guild_id": GUILD_ID, "name": name, "position": 0,
+        "permission_overwrites": [], "nsfw": false, "parent_id": parent_id,
+    });
+    match kind {
+        ChannelKind::NewsThread | ChannelKind::PublicThread | ChannelKind::PrivateThread => {
+            channel["owner_id"] = json!(USER_ID);
+            channel["last_message_id"] = Value::Null;
+            channel["rate_limit_per_user"] = json!(0);
+            channel["message_count"] = json!(0);
+            channel["member_count"] = json!(1);
+            channel["thread_metadata"] = json!({
+                "archived": false, "auto_archive_duration": 1440,
+                "archive_timestamp": TIMESTAMP, "locked": false
+            });
+        }
+        ChannelKind::Text | ChannelKind::Forum => {
+            channel["topic"] = Value::Null;
+            channel["last_message_id"] = Value::Null;
+            channel["rate_limit_per_user"] = json!(0);
+        }
+        ChannelKind::Category => {}
+    }
+    channel
+}
+
+/// The GUILD_CREATE payload: the bot member with an all-permissions role, the category
+/// [`CATEGORY_ID`] with the text channel [`CHANNEL_ID`] in it, and the `:blobcat:` emoji.
 pub fn guild_create() -> Value {
     let role = |id: &str, name: &str| {
         json!({
@@ -553,8 +642,9 @@ pub fn guild_create() -> Value {
                     member(Some(user(USER_ID, "alice", false)), Some("Ali"), vec![])],
         "channels": [{"id": CHANNEL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general",
                       "position": 0, "permission_overwrites": [], "nsfw": false,
-                      "parent_id": null, "topic": null, "last_message_id": null,
-                      "rate_limit_per_user": 0}],
+                      "parent_id": CATEGORY_ID, "topic": null, "last_message_id": null,
+                      "rate_limit_per_user": 0},
+                     channel_json(CATEGORY_ID, ChannelKind::Category, None, "Text Channels")],
         "threads": [], "presences": [], "stage_instances": [], "guild_scheduled_events": []
     });
     if let (Some(base), Value::Object(more)) = (guild.as_object_mut(), more) {
@@ -869,8 +959,18 @@ async fn rest(
                       "recipients": [user(USER_ID, "alice", false)]}),
             )
         }
-        ("GET", ["channels", id]) if *id == CHANNEL_ID => {
-            ok(json!({"id": CHANNEL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general"}))
+        ("GET", ["channels", id]) if *id == CHANNEL_ID => ok(
+            json!({"id": CHANNEL_ID, "type": 0, "guild_id": GUILD_ID, "name": "general",
+                   "parent_id": CATEGORY_ID}),
+        ),
+        ("GET", ["channels", id]) if *id == CATEGORY_ID => ok(channel_json(
+            CATEGORY_ID,
+            ChannelKind::Category,
+            None,
+            "Text Channels",
+        )),
+        ("GET", ["channels", id]) if inner.channels.contains_key(*id) => {
+            ok(inner.channels[*id].clone())
         }
         ("GET", ["channels", id]) if *id == DM_CHANNEL_ID => ok(
             json!({"id": DM_CHANNEL_ID, "type": 1, "recipients": [user(USER_ID, "alice", false)]}),

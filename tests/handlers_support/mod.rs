@@ -210,6 +210,7 @@ impl App {
             .join(incoming.user_id.as_str());
         std::fs::create_dir_all(&workspace).expect("workspace");
         let context = SessionContext {
+            place: Default::default(),
             origin: Origin {
                 platform: incoming.platform,
                 channel_id: incoming.channel_id.clone(),

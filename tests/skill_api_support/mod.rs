@@ -276,6 +276,7 @@ pub fn app_with(settings: SkillApiSettings) -> TestApp {
 
 pub fn context(user: &str, is_dm: bool) -> SessionContext {
     SessionContext {
+        place: Default::default(),
         origin: Origin {
             platform: air_friends::platform::PlatformKind::Discord,
             channel_id: "chan-1".into(),

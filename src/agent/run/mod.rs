@@ -120,6 +120,8 @@ impl AgentRun {
                 dm: self.dm,
                 api_socket_dir: self.api_socket_dir,
                 env: self.env,
+                model: None,
+                skills: None,
             },
             TurnSpec {
                 prompt: self.prompt,
@@ -148,6 +150,11 @@ pub struct AgentSpec {
     pub api_socket_dir: Option<PathBuf>,
     /// The agent's complete environment.
     pub env: BTreeMap<String, String>,
+    /// The model to select (a place's `model`); `None`: the runner's (`agent.model`).
+    pub model: Option<String>,
+    /// The only skills whose scripts the permission gate approves (a place's `skills`);
+    /// `None`: every one.
+    pub skills: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -156,6 +163,7 @@ impl std::fmt::Debug for AgentSpec {
             .field("session_id", &self.session_id)
             .field("workspace", &self.workspace)
             .field("dm", &self.dm)
+            .field("model", &self.model)
             .finish_non_exhaustive()
     }
 }

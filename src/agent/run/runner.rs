@@ -80,6 +80,7 @@ impl AgentRunner {
         shutdown: &CancellationToken,
     ) -> Result<LiveAgent, Outcome> {
         let session_id = spec.session_id.clone();
+        let model = spec.model.clone().or_else(|| self.settings.model.clone());
         self.activity.report(&session_id, Activity::Started);
         let ended = |outcome: Outcome| {
             self.activity.report(&session_id, Activity::Ended);
@@ -91,7 +92,7 @@ impl AgentRunner {
             Err(outcome) => return ended(outcome),
         };
         let connected = tokio::select! {
-            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn)) => match r {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn, model.as_deref())) => match r {
                 Ok(Ok(id)) => Ok(id),
                 Ok(Err(reason)) => Err(Outcome::Failed { reason }),
                 Err(_) => Err(Outcome::TimedOut { phase: "connect" }),
@@ -163,7 +164,7 @@ impl AgentRunner {
             Connection {
                 client,
                 incoming,
-                gate: self.gate.clone(),
+                gate: self.gate.scoped(spec.skills),
                 session_id: spec.session_id,
                 workspace: spec.workspace,
                 dm: spec.dm,
@@ -206,9 +207,13 @@ impl AgentRunner {
         .map_err(std::io::Error::other)?
     }
 
-    /// initialize + session/new (+ model selection). Returns the ACP session id and whether
+    /// initialize + session/new (+ selection of `model`). Returns the ACP session id and whether
     /// the agent takes image content blocks.
-    async fn connect(&self, conn: &mut Connection) -> Result<(String, bool), String> {
+    async fn connect(
+        &self,
+        conn: &mut Connection,
+        model: Option<&str>,
+    ) -> Result<(String, bool), String> {
         let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
         let init = conn
             .request_serving(
@@ -248,7 +253,7 @@ impl AgentRunner {
             .filter(|s| !s.is_empty())
             .ok_or("session/new returned no sessionId")?
             .to_owned();
-        if let Some(model) = &self.settings.model {
+        if let Some(model) = model {
             self.select_model(conn, &session, &new, model).await;
         }
         Ok((session, images))

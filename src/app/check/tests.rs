@@ -319,3 +319,48 @@ fn a_key_with_a_type_error_is_not_checked_on_the_machine_through_its_default() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].starts_with("agent.command: invalid type"), "{got:?}");
 }
+
+/// A place's skills must be skills of the skills folder, its persona a prompt file or a folder
+/// with system.md; naming a disabled skill, or turning on what is off everywhere, is a warning.
+#[test]
+fn places_name_real_skills_and_personas() {
+    let m = Machine::new();
+    std::fs::write(m.path("support.md"), "You help.").unwrap();
+    std::fs::create_dir(m.path("empty-persona")).unwrap();
+    let got = m.errors(&m.config(
+        "",
+        &format!(
+            "places:\n  - name: a\n    match: {{channel: '1'}}\n    skills: [send-reply, send-replay]\n    persona: {missing}\n  - name: b\n    match: {{channel: '2'}}\n    persona: {empty}\n",
+            missing = m.path("nope.md").display(),
+            empty = m.path("empty-persona").display(),
+        ),
+    ));
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got[0].starts_with("places.0.skills.1: no skill \"send-replay\"")
+            && got[0].ends_with("did you mean `send-reply`?"),
+        "{got:?}"
+    );
+    assert!(
+        got[1].starts_with("places.0.persona: ") && got[1].contains("does not exist"),
+        "{got:?}"
+    );
+    assert!(
+        got[2].starts_with("places.1.persona: ") && got[2].ends_with("a folder without system.md"),
+        "{got:?}"
+    );
+    let warnings = m.warnings(&m.config(
+        "  warm:\n    enabled: false\n",
+        &format!(
+            "skills:\n  disabled: [send-file]\nplaces:\n  - name: a\n    match: {{dm: true}}\n    persona: {persona}\n    skills: [send-reply, send-file]\n    warm: true\n",
+            persona = m.path("support.md").display(),
+        ),
+    ));
+    assert_eq!(
+        warnings,
+        [
+            "places.0.skills.1: send-file is disabled by the configuration, so not used here either",
+            "places.0.warm: true has no effect while agent.warm.enabled is false",
+        ]
+    );
+}

@@ -21,7 +21,7 @@ use crate::conversation::failure_texts::FailureTexts;
 use crate::conversation::inbox::{Inbox, InboxSettings};
 use crate::conversation::interaction::{Interactions, PromptSettings};
 use crate::conversation::launch::Launcher;
-use crate::conversation::prompts::PromptLibrary;
+use crate::conversation::prompts::{Personas, PromptLibrary};
 use crate::conversation::warm::{WarmMetrics, WarmPool, WarmSettings};
 use crate::conversation::workspace::Workspaces;
 use crate::conversation::{
@@ -29,6 +29,7 @@ use crate::conversation::{
 };
 use crate::egress::EgressProxy;
 use crate::handlers::UserCommandRunner;
+use crate::places::Places;
 use crate::platform::{PlatformEvent, PlatformRegistry};
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
@@ -59,9 +60,13 @@ pub(super) fn start(
 ) -> anyhow::Result<Pipeline> {
     let config = ctx.config;
     let sandboxed = host.sandbox.is_enabled();
-    let conversation_metrics = ConversationMetrics::new(ctx.metrics, &platforms.kinds());
+    let places = skills.places.clone();
+    let place_names: Vec<&str> = places.names().collect();
+    let conversation_metrics =
+        ConversationMetrics::new(ctx.metrics, &platforms.kinds(), &place_names);
     let runner = agent::runner(config, skills, host.sandbox, activity);
-    let prompts = prompt_library(ctx);
+    let prompts = Arc::new(PromptLibrary::new(&config.prompts.dir));
+    let personas = personas(ctx, prompts.clone());
     let egress = egress_proxy(config, sandboxed)?;
     let warm = warm_pool(ctx);
     // attachments: the daemon downloads what users attach, from the platforms' own servers.
@@ -89,7 +94,8 @@ pub(super) fn start(
         launcher: launcher.clone(),
         budget: served.gateway.budget().clone(),
         store: ctx.store.clone(),
-        prompts: prompts.clone(),
+        personas,
+        places: places.clone(),
         prompt: prompt_settings(config),
         retry_prompt: retry_prompt(&skills.loaded),
         metrics: conversation_metrics.clone(),
@@ -101,6 +107,7 @@ pub(super) fn start(
         ctx,
         platforms,
         interactions,
+        places,
         conversation_metrics.clone(),
         inbox.clone(),
     );
@@ -120,14 +127,21 @@ pub(super) fn start(
     })
 }
 
-/// The prompt templates, re-rendered after a SIGHUP (see [`reload_on_sighup`]).
-fn prompt_library(ctx: Ctx<'_>) -> Arc<PromptLibrary> {
-    let prompts = Arc::new(PromptLibrary::new(&ctx.config.prompts.dir));
+/// The system prompt of every place: `shared` (`prompts.dir`) and each persona the `places:`
+/// rules name, re-rendered after a SIGHUP (see [`reload_on_sighup`]).
+fn personas(ctx: Ctx<'_>, shared: Arc<PromptLibrary>) -> Arc<Personas> {
+    let personas = Arc::new(Personas::new(
+        shared,
+        ctx.config
+            .places
+            .iter()
+            .filter_map(|rule| rule.persona.as_deref()),
+    ));
     ctx.shutdown.spawn(
         "sighup",
-        reload_on_sighup(prompts.clone(), ctx.shutdown.draining()),
+        reload_on_sighup(personas.clone(), ctx.shutdown.draining()),
     );
-    prompts
+    personas
 }
 
 /// `agent.sandbox.egressAllowHosts`: a CONNECT proxy on each sandboxed session's folder.
@@ -159,12 +173,13 @@ fn router(
     ctx: Ctx<'_>,
     platforms: &PlatformRegistry,
     interactions: Interactions,
+    places: Arc<Places>,
     metrics: ConversationMetrics,
     inbox: Inbox,
 ) -> Router {
     let config = ctx.config;
     Router::new(RouterParts {
-        policy: Policy::new(&config.platforms, &config.access_control),
+        policy: Policy::new(&config.platforms, &config.access_control, places),
         limiter: rate_limiter(config),
         settings: router_settings(config),
         handler: Arc::new(interactions),
@@ -331,7 +346,7 @@ async fn route_events(
 /// SIGHUP makes the next session re-render the prompt templates (they are also re-rendered
 /// whenever a file in the folder changes).
 async fn reload_on_sighup(
-    prompts: Arc<PromptLibrary>,
+    prompts: Arc<Personas>,
     draining: CancellationToken,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};

@@ -85,11 +85,14 @@ pub(super) async fn start(
     let gateway = model_gateway(ctx, &api, provider)?;
     let api = api.with_extra_routes(gateway.router());
     let url = serve(ctx, &api, &gateway, sandboxed, serving).await?;
-    let user_commands = Arc::new(UserCommandRunner::new(
-        api.clone(),
-        &skills.loaded,
-        Workspaces::new(&workspaces_root(ctx.config)),
-    ));
+    let user_commands = Arc::new(
+        UserCommandRunner::new(
+            api.clone(),
+            &skills.loaded,
+            Workspaces::new(&workspaces_root(ctx.config)),
+        )
+        .with_places(skills.places.clone()),
+    );
     Ok(SkillApi {
         api,
         gateway,
@@ -146,7 +149,7 @@ fn model_gateway(
         )
     });
     let gateway = Gateway::new(
-        &config.agent,
+        &config.gateway_agent(),
         &ProcessEnv,
         api.sessions().clone(),
         ctx.store.clone(),

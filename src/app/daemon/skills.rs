@@ -1,10 +1,13 @@
 //! The skill packages the daemon serves: loaded and validated from `agent.skillsDir`, with the
-//! user commands they offer the platforms' users.
+//! user commands they offer the platforms' users, and the `places:` rules that narrow them per
+//! place (read here because a place's skills are judged against the enabled ones).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::absolute;
 use crate::config::Config;
+use crate::places::Places;
 use crate::platform::UserCommandSpec;
 use crate::skills::{LoadedSkills, load_skills};
 
@@ -18,6 +21,8 @@ pub(super) struct SkillPackages {
     pub(super) loaded: LoadedSkills,
     /// The user commands of the enabled skills, for the platforms to register.
     pub(super) commands: Vec<UserCommandSpec>,
+    /// The `places:` rules over the enabled skills.
+    pub(super) places: Arc<Places>,
 }
 
 impl SkillPackages {
@@ -41,10 +46,16 @@ impl SkillPackages {
                 input_schema: s.input_schema().clone(),
             })
             .collect();
+        let enabled = loaded
+            .names()
+            .filter(|name| config.skill_enabled(name))
+            .map(str::to_owned);
+        let places = Arc::new(Places::new(config, enabled));
         Ok(Self {
             dir,
             loaded,
             commands,
+            places,
         })
     }
 }

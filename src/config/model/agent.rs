@@ -41,7 +41,7 @@ pub struct AgentConfig {
     /// separated); empty = every skill found in `skillsDir`.
     pub auto_approve_skills: Vec<String>,
     /// Skill packages (`<name>/SKILL.md`, `manifest.json`, `scripts/`). Unset (empty): the
-    /// skills shipped with air-friends (`config::places`).
+    /// skills shipped with air-friends (`config::paths`).
     #[serde(with = "super::shipped_path")]
     pub skills_dir: PathBuf,
     /// The agent's own configuration (`opencode.json`). Unset (empty): the one shipped with

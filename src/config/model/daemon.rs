@@ -86,7 +86,7 @@ impl CatchUpConfig {
 #[serde(default, rename_all = "camelCase")]
 pub struct PromptsConfig {
     /// Folder with `system.md` and its `{{fragment}}` files. Unset (empty): the prompts
-    /// shipped with air-friends (`config::places`).
+    /// shipped with air-friends (`config::paths`).
     #[serde(with = "super::shipped_path")]
     pub dir: PathBuf,
 }

@@ -13,6 +13,7 @@
 mod agent;
 mod context;
 mod daemon;
+mod places;
 mod platforms;
 mod skills;
 
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 pub use agent::*;
 pub use context::*;
 pub use daemon::*;
+pub use places::*;
 pub use platforms::*;
 pub use skills::*;
 
@@ -35,6 +37,9 @@ pub struct Config {
     pub platforms: PlatformsConfig,
     /// Who the bot answers.
     pub access_control: AccessControlConfig,
+    /// Rules that shape the bot per server, channel, thread and DM; the first that fits a
+    /// message wins.
+    pub places: Vec<PlaceRule>,
     /// Per-user message rate limit.
     pub rate_limit: RateLimitConfig,
     /// Messages left unanswered across a restart, and the inbox's memory.
@@ -72,6 +77,7 @@ impl Default for Config {
         Self {
             platforms: PlatformsConfig::default(),
             access_control: AccessControlConfig::default(),
+            places: Vec::new(),
             rate_limit: RateLimitConfig::default(),
             catch_up: CatchUpConfig::default(),
             agent: AgentConfig::default(),
@@ -118,6 +124,20 @@ impl Config {
             .unwrap_or_else(|| self.workspace.repo_path.join("run"))
     }
 
+    /// `agent` as the model gateway serves it: the providers of the places' models
+    /// (`places[].model`) are served too, as if listed in `agent.extraProviders`.
+    pub fn gateway_agent(&self) -> AgentConfig {
+        let mut agent = self.agent.clone();
+        for model in self.places.iter().filter_map(|r| r.model.as_deref()) {
+            if let Some((provider, _)) = model.split_once('/')
+                && !agent.extra_providers.iter().any(|p| p == provider)
+            {
+                agent.extra_providers.push(provider.to_owned());
+            }
+        }
+        agent
+    }
+
     /// Every configured secret value, for log redaction.
     pub fn secret_values(&self) -> Vec<String> {
         PLATFORMS
@@ -130,7 +150,7 @@ impl Config {
 }
 
 /// A folder whose unset value is a shipped folder (`agent.skillsDir`, `agent.configDir`,
-/// `prompts.dir`): `null` in the file, an empty path in the model until `config::places`
+/// `prompts.dir`): `null` in the file, an empty path in the model until `config::paths`
 /// resolves it.
 pub(crate) mod shipped_path {
     use std::path::PathBuf;

@@ -5,6 +5,7 @@
 //! one pass. Each problem names the exact key path.
 
 mod agent;
+mod places;
 mod values;
 
 use std::path::Component;
@@ -19,6 +20,7 @@ impl Config {
         let mut v = Problems::default();
         self.check_platforms(&mut v);
         self.check_access_control(&mut v);
+        self.check_places(&mut v);
         self.check_agent(&mut v);
         self.check_gateway(&mut v);
         self.check_listeners(&mut v);

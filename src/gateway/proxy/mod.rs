@@ -15,7 +15,8 @@
 //!    method, `{rest}` and the absent query are one of the allowed endpoints
 //!    ([`super::endpoints`]; 404 `ENDPOINT_NOT_ALLOWED`);
 //! 6. its key is set in the daemon's environment (503);
-//! 7. the user's and the global daily token budgets are not used up (429);
+//! 7. the user's daily token budgets (in the session's place, and overall) and the global one
+//!    are not used up (429);
 //! 8. the body is within `max_request_body` (413), and a chat-completions body is a JSON object
 //!    (400 `BAD_REQUEST_BODY`), given `stream_options.include_usage` when it streams
 //!    ([`super::request_body`]).
@@ -56,7 +57,7 @@ use super::metrics::{Outcome, UNKNOWN_PROVIDER_LABEL};
 use super::observer::{ProblemKind, ProviderFailure};
 use super::providers::Provider;
 use super::request_body::{self, Outgoing, SentBytes};
-use crate::session::{AuthFailure, SessionHandle, authenticate};
+use crate::session::{AuthFailure, PlaceGrant, SessionHandle, authenticate};
 use crate::skill_api::auth::{auth_status, presented};
 use crate::store::WorkspaceKey;
 
@@ -377,7 +378,7 @@ async fn forward(
         context.origin.user_id.as_str(),
     )
     .ok();
-    check_budget(gateway, workspace.as_ref())
+    check_budget(gateway, workspace.as_ref(), &context.place)
         .await
         .map_err(refuse)?;
     let limit = inner.settings.max_request_body;
@@ -447,18 +448,20 @@ fn target<'g>(
     Ok((provider, endpoint, url))
 }
 
-/// The daily budgets of the session's user (when it has a workspace) and the global one.
+/// The daily budgets of the session's user (when it has a workspace) in its place and
+/// overall, and the global one.
 async fn check_budget(
     gateway: &Gateway,
     workspace: Option<&WorkspaceKey>,
+    place: &PlaceGrant,
 ) -> Result<(), GatewayError> {
     let inner = &gateway.inner;
     if let Some(workspace) = workspace
-        && !inner.budget.is_unlimited()
+        && (!inner.budget.is_unlimited() || place.tokens_per_user_per_day.is_some())
     {
         inner
             .budget
-            .check(&inner.store, workspace)
+            .check_in(&inner.store, workspace, place)
             .await
             .map_err(GatewayError::OverBudget)?;
     }

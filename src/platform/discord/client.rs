@@ -8,7 +8,8 @@
 //!   connected (the stage is read back from serenity's shard manager, which is updated before the
 //!   event is dispatched, so out-of-order event tasks cannot leave a stale value); a watcher polls
 //!   the shard manager every second for the outages serenity reports no stage change for.
-//! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped).
+//! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped),
+//!   with its [`Location`](crate::platform::Location) resolved by [`Channels`] first.
 //! * INTERACTION_CREATE for one of our commands → [`PlatformEvent::Command`], answered
 //!   ephemerally by [`commands::handle`].
 //!
@@ -31,6 +32,7 @@ use serenity::async_trait;
 use serenity::gateway::ShardManager;
 use tokio_util::sync::CancellationToken;
 
+use super::channels::Channels;
 use super::commands::{self, CommandSet, InteractionContext};
 use super::convert::{self, Skip};
 use super::http::{Body, Rest, Route};
@@ -42,8 +44,8 @@ use crate::platform::{ConnectionState, EventSink, PlatformEvent, PlatformKind};
 pub(crate) struct Shared {
     bot_user_id: AtomicU64,
     application_id: AtomicU64,
-    /// Channel → guild (`None` for DM channels), learned from messages and REST look-ups.
-    channel_guilds: Mutex<HashMap<u64, Option<u64>>>,
+    /// What is known about channels: guild, thread or not, parent (bounded).
+    pub(crate) channels: Channels,
     /// User → DM channel.
     dm_channels: Mutex<HashMap<u64, u64>>,
     shard_manager: OnceLock<Arc<ShardManager>>,
@@ -60,21 +62,13 @@ impl Shared {
         self.bot_user_id.load(Ordering::Acquire)
     }
 
-    pub(crate) fn remember_channel(&self, channel: u64, guild: Option<u64>) {
-        self.channel_guilds.locked().insert(channel, guild);
-    }
-
-    pub(crate) fn known_guild(&self, channel: u64) -> Option<Option<u64>> {
-        self.channel_guilds.locked().get(&channel).copied()
-    }
-
     pub(crate) fn known_dm_channel(&self, user: u64) -> Option<u64> {
         self.dm_channels.locked().get(&user).copied()
     }
 
     pub(crate) fn remember_dm_channel(&self, user: u64, channel: u64) {
         self.dm_channels.locked().insert(user, channel);
-        self.remember_channel(channel, None);
+        self.channels.remember_guild(channel, None);
     }
 
     pub(crate) fn set_shard_manager(&self, manager: Arc<ShardManager>) {
@@ -170,6 +164,7 @@ impl DiscordRunner {
         }
         let manager = Arc::clone(&client.shard_manager);
         self.shared.set_shard_manager(Arc::clone(&manager));
+        self.shared.channels.set_cache(Arc::clone(&client.cache));
         tracing::info!(platform = "discord", "connecting to the Discord gateway");
         let outcome = tokio::select! {
             result = client.start() => match result {
@@ -343,11 +338,21 @@ impl EventHandler for Handler {
     }
 
     async fn message(&self, _ctx: Context, message: Message) {
-        self.shared
-            .remember_channel(message.channel_id.get(), message.guild_id.map(|g| g.get()));
+        let channel = message.channel_id.get();
+        let guild = message.guild_id.map(|g| g.get());
+        self.shared.channels.remember_guild(channel, guild);
         let bot = self.shared.bot_user_id_raw();
         match convert::incoming(&message, bot, &self.interactions.guild_ids) {
-            Ok(incoming) => self.deliver(PlatformEvent::Message(incoming)).await,
+            Ok(mut incoming) => {
+                let rest = &self.interactions.rest;
+                tokio::select! {
+                    location = self.shared.channels.location(rest, channel, guild) => {
+                        incoming.location = location;
+                    }
+                    () = self.interactions.shutdown.cancelled() => return,
+                }
+                self.deliver(PlatformEvent::Message(incoming)).await;
+            }
             Err(Skip::OwnMessage | Skip::Bot) => {}
             Err(Skip::OtherGuild) => tracing::debug!(
                 platform = "discord",

@@ -71,8 +71,16 @@ pub(crate) struct RestAttachment {
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct RestChannel {
     pub id: String,
+    /// Discord's channel type (0 text, 1 DM, 4 category, 10–12 threads, 15 forum, …).
+    #[serde(rename = "type", default)]
+    pub kind: u64,
     #[serde(default)]
     pub guild_id: Option<String>,
+    /// A thread's channel or forum; a channel's category.
+    #[serde(default)]
+    pub parent_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// A guild emoji as Discord's REST API returns it.
@@ -228,6 +236,7 @@ pub(crate) fn incoming(
         replied_to_bot,
         is_bot: message.author.bot,
         mentions_bot,
+        location: Default::default(),
     })
 }
 

@@ -12,6 +12,9 @@
 //!   pointed at `apiBaseUrl`) and error mapping.
 //! * `invite.rs`: the invite URL with the scopes and permissions the enabled skills use.
 //! * `convert.rs`: snowflakes, serenity / REST shapes ↔ neutral types, emoji path segments.
+//! * `channels.rs`: what is known about channels (guild, thread or not, parent; bounded memory of
+//!   `GET /channels/{id}`, serenity's cache first) and a message's
+//!   [`Location`](crate::platform::Location) (thread parent, category) for `places:` rules.
 //!
 //! Behaviour: replies reference the anchor without pinging anyone but mentioned users
 //! (`allowed_mentions {parse: [users], replied_user: false}`, `fail_if_not_exists: false`, so a
@@ -21,6 +24,7 @@
 //! messages. Texts are never truncated: empty or too long
 //! is [`PlatformError::InvalidInput`].
 
+mod channels;
 mod client;
 mod commands;
 mod convert;
@@ -187,17 +191,7 @@ impl DiscordAdapter {
     /// The guild of `channel` (`None` for a DM channel), from what the gateway told us or
     /// `GET /channels/{id}`.
     async fn guild_of(&self, channel: u64) -> Result<Option<u64>, PlatformError> {
-        if let Some(known) = self.shared.known_guild(channel) {
-            return Ok(known);
-        }
-        let route = Route::new("get_channel", Method::GET, format!("/channels/{channel}"));
-        let found: RestChannel = self.rest.json(route, Body::Empty).await?;
-        let guild = match found.guild_id.as_deref() {
-            Some(g) => Some(snowflake(g, "guild id")?),
-            None => None,
-        };
-        self.shared.remember_channel(channel, guild);
-        Ok(guild)
+        self.shared.channels.guild(&self.rest, channel).await
     }
 
     async fn guild_emojis(&self, channel: u64) -> Result<Vec<CustomEmoji>, PlatformError> {
@@ -538,6 +532,17 @@ impl PlatformAdapter for DiscordAdapter {
             })
             .collect();
         messages.sort_by_key(|m| m.message_id.as_str().parse::<u64>().unwrap_or(0));
+        if !messages.is_empty() {
+            // Where they were written, as for a live message (so they match the same rules).
+            let location = self
+                .shared
+                .channels
+                .location(&self.rest, channel, guild)
+                .await;
+            for message in &mut messages {
+                message.location = location.clone();
+            }
+        }
         Ok(Missed { messages, more })
     }
 

@@ -288,6 +288,7 @@ impl FakePlatform {
             replied_to_bot: false,
             is_bot: false,
             mentions_bot: !is_dm,
+            location: Default::default(),
         }
     }
 

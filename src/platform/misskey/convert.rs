@@ -81,6 +81,10 @@ pub fn note_to_incoming(
         replied_to_bot,
         is_bot: note.user.is_bot,
         mentions_bot: mentioned_in_text || note.mentions.contains(&bot.user_id),
+        location: crate::platform::Location {
+            community_channel_id: note.channel_id.clone(),
+            ..Default::default()
+        },
     })
 }
 
@@ -120,6 +124,7 @@ pub fn chat_to_incoming(
         replied_to_bot: false,
         is_bot: false,
         mentions_bot: mentioned,
+        location: Default::default(),
     })
 }
 

@@ -136,6 +136,9 @@ pub struct Note {
     /// Attached drive files.
     #[serde(default)]
     pub files: Vec<DriveFile>,
+    /// The channel the note was posted in, if any.
+    #[serde(default)]
+    pub channel_id: Option<String>,
 }
 
 impl Note {

@@ -187,6 +187,7 @@ impl ConsoleAdapter {
                 replied_to_bot: false,
                 is_bot: false,
                 mentions_bot: false,
+                location: Default::default(),
             };
             if sink.send(PlatformEvent::Message(msg)).await.is_err() {
                 break;

@@ -2,7 +2,8 @@
 //! working directory (systemd starts it from `/`):
 //! * a relative path in a configuration file is relative to that file's folder, never the
 //!   working directory (`workspace.repoPath`, `storage.path`, `skillApi.socketDir`,
-//!   `agent.skillsDir`, `agent.configDir`, `agent.sandbox.readOnlyPaths`, `prompts.dir`);
+//!   `agent.skillsDir`, `agent.configDir`, `agent.sandbox.readOnlyPaths`, `prompts.dir`,
+//!   `places[].persona`);
 //! * `agent.skillsDir`, `agent.configDir` and `prompts.dir` left unset are the shipped
 //!   defaults' folders (`crate::shipped`), written from the binary when needed. An operator's
 //!   own folder, when set, replaces the shipped one and is never written.
@@ -75,6 +76,9 @@ pub fn resolve(config: &mut Config, base: Option<&Path>, shipped: &Shipped) {
     rebase(&mut config.agent.config_dir);
     rebase(&mut config.prompts.dir);
     for p in &mut config.agent.sandbox.read_only_paths {
+        rebase(p);
+    }
+    for p in config.places.iter_mut().filter_map(|r| r.persona.as_mut()) {
         rebase(p);
     }
 }

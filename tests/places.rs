@@ -1,0 +1,296 @@
+//! Places end to end (`places:` in the configuration, docs/PLACES.md): the real binary on the
+//! fake Discord, driving the scripted fake ACP agent. One support channel gets its own persona,
+//! model, reply policy and skills; a thread of it is the same place; a DM keeps the global
+//! settings; a channel whose own daily budget is spent is told so without an agent. And
+//! `air-friends places explain` through the binary.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use air_friends::conversation::interaction::BUDGET_TEXT;
+use common::fake_discord::{
+    CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, GUILD_ID, THREAD_ID, USER_ID, user,
+};
+use common::poll::eventually;
+use common::serve::skill_step;
+use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, reply_steps, text_path};
+use common::{TestConfig, bin};
+use serde_json::{Value, json};
+
+/// A text channel whose rule spends nothing: its daily budget per user is 0.
+const SPENT_CHANNEL: &str = "4300";
+
+/// The support desk's persona: its own text, and a fragment of the shared prompts folder.
+const SUPPORT_PERSONA: &str = "You are SUPPORT-DESK, the help desk of this server.\n\n{{safety}}";
+
+/// The model option the fake agent offers (so the daemon selects a place's model by ACP).
+fn model_option() -> Value {
+    json!([{"id": "model", "category": "model", "type": "select",
+        "currentValue": "openrouter/big",
+        "options": [{"value": "openrouter/big", "name": "Big"},
+                    {"value": "openrouter/cheap", "name": "Cheap"}]}])
+}
+
+fn places_yaml(files: &Path) -> String {
+    format!(
+        "places:\n\
+         \x20 - name: support\n\
+         \x20   match: {{platform: discord, channel: '{CHANNEL_ID}'}}\n\
+         \x20   persona: {persona}\n\
+         \x20   model: openrouter/cheap\n\
+         \x20   reply: always\n\
+         \x20   skills: [send-reply]\n\
+         \x20 - name: spent\n\
+         \x20   match: {{category: '{CATEGORY_ID}', channel: '{SPENT_CHANNEL}'}}\n\
+         \x20   tokensPerUserPerDay: 0\n",
+        persona = files.join("support.md").display(),
+    )
+}
+
+/// Every agent reacts (asking permission, then without asking) and replies.
+fn setup(files: &Path) -> DiscordSetup {
+    std::fs::write(files.join("support.md"), SUPPORT_PERSONA).unwrap();
+    let react = skill_step("react-message", "--emoji 👍");
+    let mut steps = vec![
+        react.clone(),
+        json!({"run": react["permission"].as_str().unwrap()}),
+    ];
+    steps.extend(reply_steps(&text_path(files, "answer.md")));
+    DiscordSetup {
+        script: json!({
+            "sessionNew": {"configOptions": model_option()},
+            "turns": [{"steps": steps, "stopReason": "end_turn"}]
+        }),
+        texts: vec![("answer.md", "Here to help.".to_owned())],
+        agent_extra: "  model: openrouter/big\n  warm:\n    enabled: false\n".to_owned(),
+        extra_yaml: places_yaml(files),
+        ..DiscordSetup::default()
+    }
+}
+
+/// The agent log's lines of the `n`-th agent process (0-based), split at each `initialize`.
+fn agent_runs(bot: &DiscordServe) -> Vec<Vec<Value>> {
+    let mut runs: Vec<Vec<Value>> = Vec::new();
+    for line in bot.agent_log_lines() {
+        if line["received"]["method"] == "initialize" {
+            runs.push(Vec::new());
+        }
+        if let Some(run) = runs.last_mut() {
+            run.push(line);
+        }
+    }
+    runs
+}
+
+fn prompt_of(run: &[Value]) -> String {
+    run.iter()
+        .filter(|v| v["received"]["method"] == "session/prompt")
+        .map(|v| v["received"]["params"]["prompt"].to_string())
+        .collect()
+}
+
+fn selected_model(run: &[Value]) -> Option<String> {
+    run.iter()
+        .find(|v| v["received"]["method"] == "session/set_config_option")
+        .map(|v| {
+            v["received"]["params"]["value"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+}
+
+/// The results of the agent's steps in a run (permission decisions, skill outputs).
+fn events_of(run: &[Value]) -> String {
+    run.iter()
+        .filter(|v| v.get("event").is_some())
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_place_gets_its_persona_model_policy_skills_and_budget() {
+    let mut bot = DiscordServe::start(setup).await;
+    bot.fake.add_thread();
+    bot.fake
+        .add_channel(SPENT_CHANNEL, ChannelKind::Text, Some(CATEGORY_ID), "spent");
+    let alice = || user(USER_ID, "alice", false);
+
+    // `reply: always`: a message that does not address the bot is answered in the support
+    // channel, by the support persona on the cheap model, with send-reply only.
+    bot.push(CHANNEL_ID, alice(), "how do I reset my password?");
+    let replies = bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    assert_eq!(
+        replies[0].content,
+        "Here to help.",
+        "{}",
+        bot.agent_events()
+    );
+    bot.wait_interactions_finished(1);
+    let runs = agent_runs(&bot);
+    let support = &runs[0];
+    let prompt = prompt_of(support);
+    assert!(prompt.contains("SUPPORT-DESK"), "{prompt}");
+    assert!(
+        prompt.contains("# Boundaries"),
+        "the persona's {{{{safety}}}} comes from the shared prompts folder: {prompt}"
+    );
+    assert!(
+        !prompt.contains("{{safety}}"),
+        "the include is expanded: {prompt}"
+    );
+    assert!(
+        prompt.contains("Here you may use only these skills: send-reply"),
+        "{prompt}"
+    );
+    assert_eq!(selected_model(support).as_deref(), Some("openrouter/cheap"));
+    let events = events_of(support);
+    assert!(
+        events.contains(r#""allowed":false,"atUs""#) && events.contains("react-message"),
+        "the gate refuses react-message here: {events}"
+    );
+    assert!(
+        bot.logged()
+            .iter()
+            .any(|line| line["message"] == "permission decision"
+                && line["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("not allowed in this place"))),
+        "the daemon logs why"
+    );
+    assert!(
+        events.contains("FORBIDDEN_CONTEXT"),
+        "the Skill API refuses react-message here: {events}"
+    );
+    assert!(
+        bot.fake
+            .requests_to("PUT", &format!("/channels/{CHANNEL_ID}/messages"))
+            .is_empty(),
+        "no reaction in the support channel"
+    );
+
+    // A thread of the support channel is the same place: answered without a mention, in the
+    // thread.
+    bot.push(THREAD_ID, alice(), "and my username?");
+    bot.wait_bot_messages(THREAD_ID, 1).await;
+    bot.wait_interactions_finished(2);
+    assert_eq!(
+        selected_model(&agent_runs(&bot)[1]).as_deref(),
+        Some("openrouter/cheap")
+    );
+
+    // A DM keeps the global settings: the shared persona, agent.model (already current, so
+    // nothing is selected), every skill — the reaction goes through.
+    bot.dm("hello there");
+    bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    bot.wait_interactions_finished(3);
+    let dm = &agent_runs(&bot)[2];
+    let prompt = prompt_of(dm);
+    assert!(!prompt.contains("SUPPORT-DESK"), "{prompt}");
+    assert!(!prompt.contains("Here you may use only"), "{prompt}");
+    assert_eq!(selected_model(dm), None);
+    eventually(WAIT, "the DM's reaction", || {
+        !bot.fake
+            .requests_to("PUT", &format!("/channels/{DM_CHANNEL_ID}/messages"))
+            .is_empty()
+    })
+    .await;
+
+    // Where the rule sets no reply policy, the platform's trigger rules apply: a message that
+    // does not address the bot is not answered (routed in order, before the mention below).
+    bot.push(SPENT_CHANNEL, alice(), "just chatting");
+    // The spent channel's own budget (0 tokens a day) answers in words, without an agent.
+    let before = bot.agents_started();
+    bot.push(
+        SPENT_CHANNEL,
+        alice(),
+        &format!("<@{}> are you there?", common::fake_discord::BOT_ID),
+    );
+    let replies = bot.wait_bot_messages(SPENT_CHANNEL, 1).await;
+    assert_eq!(replies.len(), 1, "the chatter is not answered");
+    assert_eq!(replies[0].content, BUDGET_TEXT);
+    assert_eq!(bot.agents_started(), before, "no agent for a spent place");
+
+    let metrics = bot.metrics().await;
+    for sample in [
+        r#"air_friends_turns_total{platform="discord",place="support",outcome="replied"} 2"#,
+        r#"air_friends_turns_total{platform="discord",place="default",outcome="replied"} 1"#,
+        r#"air_friends_turns_total{platform="discord",place="spent",outcome="over_budget"} 1"#,
+        r#"air_friends_llm_budget_refusals_total{limit="place"} 1"#,
+        r#"air_friends_messages_received_total{platform="discord",decision="ignored"} 1"#,
+    ] {
+        assert!(metrics.contains(sample), "{sample} missing:\n{metrics}");
+    }
+    let finished = bot.wait_interactions_finished(3);
+    let places: Vec<&str> = finished
+        .iter()
+        .map(|line| line["place"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(places, ["support", "support", "default"], "{finished:?}");
+    bot.stop();
+}
+
+/// `places explain` prints each setting and the rule or key it comes from.
+#[test]
+fn places_explain_names_the_rule_behind_each_setting() {
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("support.md"), SUPPORT_PERSONA).unwrap();
+    let config = TestConfig::new(&format!(
+        "agent:\n  model: openrouter/big\n  skillsDir: {skills}\nprompts:\n  dir: {prompts}\n{places}",
+        skills = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("skills")
+            .display(),
+        prompts = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("prompts")
+            .display(),
+        places = places_yaml(files.path()),
+    ));
+    let explain = |place: &str| {
+        let out = Command::new(bin())
+            .args(["places", "explain", "--config"])
+            .arg(&config.path)
+            .arg(place)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, text, err) = explain(&format!(
+        "discord/guild/{GUILD_ID}/parent/{CHANNEL_ID}/channel/9"
+    ));
+    assert!(ok, "{err}");
+    let line = |text: &str, key: &str| -> String {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no {key} line in {text}"))
+            .to_owned()
+    };
+    assert!(line(&text, "rule").contains("support"), "{text}");
+    assert!(line(&text, "model").contains("openrouter/cheap"), "{text}");
+    assert!(
+        line(&text, "model").ends_with("(places.0 (support))"),
+        "{text}"
+    );
+    assert!(line(&text, "reply").contains("always"), "{text}");
+    assert!(line(&text, "skills").contains("send-reply"), "{text}");
+
+    let (ok, text, _) = explain("discord/dm");
+    assert!(ok);
+    assert!(
+        line(&text, "rule").starts_with("rule")
+            && line(&text, "rule").contains("default")
+            && line(&text, "rule").ends_with("(no rule of places fits)"),
+        "{text}"
+    );
+    assert!(line(&text, "model").ends_with("(agent.model)"), "{text}");
+
+    let (ok, _, err) = explain("discord/room/1");
+    assert!(!ok);
+    assert!(err.contains("unknown part \"room\""), "{err}");
+}
