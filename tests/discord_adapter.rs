@@ -1,8 +1,10 @@
 //! The Discord adapter against a fake Discord (REST + gateway on loopback): what users would
 //! notice — messages reaching the router, replies threaded without pings, long texts split in
 //! order, reactions, edits, files, typing, slash commands answered ephemerally, 429s honoured,
-//! reconnects, malformed ids, a token that never leaks, and where a message was written
-//! (category, thread parent) for `places:` rules.
+//! reconnects, malformed ids, a token that never leaks, where a message was written (category,
+//! thread parent, the thread itself) for `places:` rules and the prompt, and threads: their
+//! starter message, opening one from a message, the starter addressed in its parent channel,
+//! archived threads unarchived to answer in them.
 
 mod common;
 
@@ -14,8 +16,8 @@ use air_friends::config::{DiscordConfig, Secret};
 use air_friends::platform::discord::DiscordAdapter;
 use air_friends::platform::{
     ChannelId, CommandReply, ConnectionState, IncomingMessage, Location, MessageId, OutgoingFile,
-    PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, UserCommandSpec,
-    send_text,
+    PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji, ThreadInfo,
+    UserCommandSpec, send_text,
 };
 use common::fake_discord::*;
 use common::poll::eventually;
@@ -1116,6 +1118,34 @@ fn location(thread_parent: Option<&str>, category: Option<&str>) -> Location {
     }
 }
 
+/// Where a message in a thread of `parent` (in [`CATEGORY_ID`]) was written.
+fn thread_location(parent: &str, thread: ThreadInfo) -> Location {
+    Location {
+        thread: Some(thread),
+        ..location(Some(parent), Some(CATEGORY_ID))
+    }
+}
+
+/// [`THREAD_ID`] as a message in it sees it: opened by alice in `#general`.
+fn the_thread() -> ThreadInfo {
+    ThreadInfo {
+        name: "a thread".into(),
+        parent_name: Some("general".into()),
+        in_forum: false,
+        started_by_bot: false,
+    }
+}
+
+/// [`FORUM_POST_ID`] as a message in it sees it: alice's post in the forum.
+fn the_forum_post() -> ThreadInfo {
+    ThreadInfo {
+        name: "a forum post".into(),
+        parent_name: Some("forum".into()),
+        in_forum: true,
+        started_by_bot: false,
+    }
+}
+
 fn find<'a>(received: &'a [IncomingMessage], id: &str) -> &'a IncomingMessage {
     received
         .iter()
@@ -1124,7 +1154,7 @@ fn find<'a>(received: &'a [IncomingMessage], id: &str) -> &'a IncomingMessage {
 }
 
 #[tokio::test]
-async fn live_messages_carry_their_category_and_thread_parent() {
+async fn live_messages_carry_their_category_thread_parent_and_thread() {
     let mut h = connected(Vec::new()).await;
     h.fake.add_thread();
     h.fake.add_forum_post();
@@ -1147,13 +1177,10 @@ async fn live_messages_carry_their_category_and_thread_parent() {
     );
     let thread = find(&received, &in_thread);
     assert_eq!(thread.channel_id, THREAD_ID);
-    assert_eq!(
-        thread.location,
-        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
-    );
+    assert_eq!(thread.location, thread_location(CHANNEL_ID, the_thread()));
     assert_eq!(
         find(&received, &in_post).location,
-        location(Some(FORUM_ID), Some(CATEGORY_ID))
+        thread_location(FORUM_ID, the_forum_post())
     );
     let dm = find(&received, &dm);
     assert!(dm.is_dm);
@@ -1178,7 +1205,7 @@ async fn live_messages_carry_their_category_and_thread_parent() {
     assert_eq!(second[0].message_id, again);
     assert_eq!(
         second[0].location,
-        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
+        thread_location(CHANNEL_ID, the_thread())
     );
     assert_eq!(channel_lookups(&h.fake, THREAD_ID), 1, "remembered");
     assert_eq!(
@@ -1218,7 +1245,7 @@ async fn concurrent_messages_in_a_new_thread_look_it_up_once() {
     assert!(
         received
             .iter()
-            .all(|m| m.location == location(Some(CHANNEL_ID), Some(CATEGORY_ID))),
+            .all(|m| m.location == thread_location(CHANNEL_ID, the_thread())),
         "{received:?}"
     );
     assert_eq!(channel_lookups(&h.fake, THREAD_ID), 1);
@@ -1305,11 +1332,11 @@ async fn missed_messages_carry_the_same_location_as_live_ones() {
     );
     assert_eq!(
         read_back(THREAD_ID).await,
-        location(Some(CHANNEL_ID), Some(CATEGORY_ID))
+        thread_location(CHANNEL_ID, the_thread())
     );
     assert_eq!(
         read_back(FORUM_POST_ID).await,
-        location(Some(FORUM_ID), Some(CATEGORY_ID))
+        thread_location(FORUM_ID, the_forum_post())
     );
     assert_eq!(read_back(DM_CHANNEL_ID).await, Location::default());
     assert_eq!(
@@ -1355,6 +1382,12 @@ fn the_fakes_channels_match_serenitys_model() {
             .values()
             .any(|c| c.id.to_string() == CATEGORY_ID && c.kind == ChannelType::Category)
     );
+    let thread: GuildChannel =
+        serde_json::from_value(thread_json(THREAD_ID, CHANNEL_ID, "t", BOT_ID)).expect("thread");
+    assert_eq!(
+        thread.owner_id.map(|o| o.to_string()).as_deref(),
+        Some(BOT_ID)
+    );
     for (id, kind, parent, expected) in [
         (
             THREAD_ID,
@@ -1377,4 +1410,437 @@ fn the_fakes_channels_match_serenitys_model() {
             Some(parent)
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads: starter messages, opening, the starter in the parent channel, archived threads.
+
+/// [`THREAD_ID`] opened from alice's message in [`CHANNEL_ID`] (the message has the thread's
+/// id and stays in the channel).
+fn add_thread_from_message(fake: &FakeDiscord) {
+    fake.add_thread();
+    fake.seed_message_with_id(
+        CHANNEL_ID,
+        THREAD_ID,
+        USER_ID,
+        "alice",
+        "shall we plan the trip?",
+    );
+}
+
+/// The JSON bodies of the messages posted to `channel`.
+fn posted(fake: &FakeDiscord, channel: &str) -> Vec<Value> {
+    fake.requests_to("POST", &format!("/channels/{channel}/messages"))
+        .into_iter()
+        .filter(|r| r.path == format!("/channels/{channel}/messages"))
+        .map(|r| r.json.unwrap_or(Value::Null))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_threads_starter_is_read_from_its_channel_and_a_forum_posts_from_the_post() {
+    let (fake, adapter) = rest_only().await;
+    add_thread_from_message(&fake);
+    fake.add_forum_post();
+
+    let starter = adapter
+        .thread_starter(&THREAD_ID.into())
+        .await
+        .expect("read")
+        .expect("the thread began with a message");
+    assert_eq!(starter.message_id, THREAD_ID);
+    assert_eq!(starter.content, "shall we plan the trip?");
+    assert_eq!(starter.user_id, USER_ID);
+    assert_eq!(
+        fake.requests_to("GET", &format!("/channels/{CHANNEL_ID}/messages/"))
+            .len(),
+        1,
+        "read in the parent channel"
+    );
+
+    let first = adapter
+        .thread_starter(&FORUM_POST_ID.into())
+        .await
+        .expect("read")
+        .expect("the post began with a message");
+    assert_eq!(first.message_id, FORUM_POST_ID);
+    assert_eq!(first.content, "the post's question");
+    assert_eq!(
+        fake.requests_to(
+            "GET",
+            &format!("/channels/{FORUM_POST_ID}/messages/{FORUM_POST_ID}")
+        )
+        .len(),
+        1,
+        "read in the post itself"
+    );
+
+    for not_a_thread in [CHANNEL_ID, DM_CHANNEL_ID] {
+        assert_eq!(
+            adapter
+                .thread_starter(&not_a_thread.into())
+                .await
+                .expect("answered"),
+            None,
+            "{not_a_thread}"
+        );
+    }
+    // A thread whose starter was deleted has none.
+    fake.add_channel(
+        "4300",
+        ChannelKind::PublicThread,
+        Some(CHANNEL_ID),
+        "orphan",
+    );
+    assert_eq!(
+        adapter
+            .thread_starter(&"4300".into())
+            .await
+            .expect("a 404 is no error"),
+        None
+    );
+    assert!(matches!(
+        adapter.thread_starter(&"x".into()).await,
+        Err(PlatformError::InvalidId(_))
+    ));
+    assert!(matches!(
+        adapter.thread_starter(&"4998".into()).await,
+        Err(PlatformError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn open_thread_names_a_thread_once_and_returns_it_again() {
+    let (fake, adapter) = rest_only().await;
+    let message = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "plans?");
+    let long = format!("Weekend\nplans\r\n\tfor {}", "x".repeat(300));
+    let opened = adapter
+        .open_thread(&CHANNEL_ID.into(), &message.as_str().into(), &long)
+        .await
+        .expect("opened")
+        .expect("Discord has threads");
+    assert_eq!(opened, message.as_str(), "a thread has its message's id");
+    let posts = fake.threads_opened();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(
+        posts[0].path,
+        format!("/channels/{CHANNEL_ID}/messages/{message}/threads")
+    );
+    let body = posts[0].json.clone().expect("json");
+    let name = body["name"].as_str().expect("a name");
+    assert_eq!(name.chars().count(), 100);
+    assert!(name.starts_with("Weekend plans for xxx"), "{name:?}");
+    assert_eq!(body["auto_archive_duration"], 1440);
+
+    // Asked again (Discord answers 160004): the same thread.
+    let again = adapter
+        .open_thread(&CHANNEL_ID.into(), &message.as_str().into(), "other name")
+        .await
+        .expect("answered")
+        .expect("the existing thread");
+    assert_eq!(again, opened);
+    assert_eq!(fake.threads_opened().len(), 2);
+
+    // The new thread is remembered as the bot's: its starter is read without a look-up.
+    let starter = adapter
+        .thread_starter(&opened)
+        .await
+        .expect("read")
+        .expect("its starter");
+    assert_eq!(starter.content, "plans?");
+    assert_eq!(channel_lookups(&fake, opened.as_str()), 0);
+
+    // A name that is nothing once cleaned falls back; a message that is gone is not found.
+    let quiet = fake.seed_message(CHANNEL_ID, USER_ID, "alice", false, "...");
+    adapter
+        .open_thread(&CHANNEL_ID.into(), &quiet.as_str().into(), "\n\t \r")
+        .await
+        .expect("opened");
+    assert_eq!(
+        fake.threads_opened()[2]
+            .json
+            .as_ref()
+            .map(|b| b["name"].clone()),
+        Some(json!("conversation"))
+    );
+    assert!(matches!(
+        adapter
+            .open_thread(&CHANNEL_ID.into(), &"123".into(), "gone")
+            .await,
+        Err(PlatformError::NotFound(_))
+    ));
+    assert!(matches!(
+        adapter
+            .open_thread(&CHANNEL_ID.into(), &"nope".into(), "bad")
+            .await,
+        Err(PlatformError::InvalidId(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_message_in_a_thread_the_bot_opened_says_so() {
+    let mut h = connected(Vec::new()).await;
+    let asked = push_guild_message(&h.fake, CHANNEL_ID, "can we talk about trains?");
+    assert_eq!(next_messages(&mut h, 1).await[0].message_id, asked);
+    let thread = h
+        .adapter
+        .open_thread(&CHANNEL_ID.into(), &asked.as_str().into(), "Trains")
+        .await
+        .expect("opened")
+        .expect("a thread");
+    let inside = push_guild_message(&h.fake, thread.as_str(), "steam ones!");
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, inside);
+    assert_eq!(
+        received[0].location,
+        thread_location(
+            CHANNEL_ID,
+            ThreadInfo {
+                name: "Trains".into(),
+                parent_name: Some("general".into()),
+                in_forum: false,
+                started_by_bot: true,
+            }
+        )
+    );
+    assert_eq!(
+        channel_lookups(&h.fake, thread.as_str()),
+        0,
+        "known since it was opened"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_thread_announced_on_the_gateway_needs_no_look_up() {
+    let mut h = connected(Vec::new()).await;
+    h.fake.add_thread();
+    h.fake.announce_thread(THREAD_ID);
+    // serenity updates its cache in event order, before the message's handler runs.
+    let id = push_guild_message(&h.fake, THREAD_ID, "hello from a thread");
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, id);
+    assert_eq!(
+        received[0].location,
+        thread_location(CHANNEL_ID, the_thread())
+    );
+    assert_eq!(
+        channel_lookups(&h.fake, THREAD_ID),
+        0,
+        "known from THREAD_CREATE"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_starter_is_reacted_to_and_read_in_the_parent_channel() {
+    let (fake, adapter) = rest_only().await;
+    add_thread_from_message(&fake);
+    fake.add_forum_post();
+    let thumbs: ReactionEmoji = "👍".parse().expect("emoji");
+    let segment = "%F0%9F%91%8D".to_owned();
+
+    adapter
+        .add_reaction(&THREAD_ID.into(), &THREAD_ID.into(), &thumbs)
+        .await
+        .expect("reacted to the starter");
+    assert_eq!(fake.reactions(CHANNEL_ID, THREAD_ID), vec![segment.clone()]);
+    let read = adapter
+        .get_message(&THREAD_ID.into(), &THREAD_ID.into())
+        .await
+        .expect("read the starter");
+    assert_eq!(read.content, "shall we plan the trip?");
+    adapter
+        .remove_reaction(&THREAD_ID.into(), &THREAD_ID.into(), &thumbs)
+        .await
+        .expect("removed");
+    assert!(fake.reactions(CHANNEL_ID, THREAD_ID).is_empty());
+
+    // Other messages of the thread, and a forum post's first message, stay where they are.
+    let reply = fake.seed_message(THREAD_ID, USER_ID, "alice", false, "yes!");
+    adapter
+        .add_reaction(&THREAD_ID.into(), &reply.as_str().into(), &thumbs)
+        .await
+        .expect("reacted in the thread");
+    assert_eq!(fake.reactions(THREAD_ID, &reply), vec![segment.clone()]);
+    adapter
+        .add_reaction(&FORUM_POST_ID.into(), &FORUM_POST_ID.into(), &thumbs)
+        .await
+        .expect("reacted to the post");
+    assert_eq!(fake.reactions(FORUM_POST_ID, FORUM_POST_ID), vec![segment]);
+    assert_eq!(
+        channel_lookups(&fake, THREAD_ID),
+        1,
+        "the thread is looked up once, and only for its own id"
+    );
+}
+
+#[tokio::test]
+async fn a_reply_to_the_starter_inside_its_thread_carries_no_reference() {
+    let (fake, adapter) = rest_only().await;
+    add_thread_from_message(&fake);
+    fake.add_forum_post();
+    adapter
+        .send_message(&THREAD_ID.into(), "let's!", Some(&THREAD_ID.into()))
+        .await
+        .expect("sent");
+    adapter
+        .send_files(
+            &THREAD_ID.into(),
+            vec![OutgoingFile::from_bytes("map.txt", b"route".to_vec())],
+            Some("the map"),
+            Some(&THREAD_ID.into()),
+        )
+        .await
+        .expect("files sent");
+    let reply = fake.seed_message(THREAD_ID, USER_ID, "alice", false, "when?");
+    adapter
+        .send_message(&THREAD_ID.into(), "Saturday", Some(&reply.as_str().into()))
+        .await
+        .expect("sent");
+    let bodies = posted(&fake, THREAD_ID);
+    assert_eq!(bodies.len(), 3);
+    assert!(bodies[0].get("message_reference").is_none(), "{bodies:?}");
+    assert!(bodies[1].get("message_reference").is_none(), "{bodies:?}");
+    assert_eq!(bodies[2]["message_reference"]["message_id"], reply.as_str());
+    assert_eq!(fake.messages(THREAD_ID)[0].content, "let's!");
+
+    // A forum post's first message is in the post: the reply references it.
+    adapter
+        .send_message(
+            &FORUM_POST_ID.into(),
+            "good question",
+            Some(&FORUM_POST_ID.into()),
+        )
+        .await
+        .expect("sent");
+    assert_eq!(
+        posted(&fake, FORUM_POST_ID)[0]["message_reference"]["message_id"],
+        FORUM_POST_ID
+    );
+}
+
+#[tokio::test]
+async fn an_archived_thread_is_unarchived_and_the_message_sent() {
+    let (fake, adapter) = rest_only().await;
+    fake.add_thread();
+    fake.archive_thread(THREAD_ID);
+    let sent = adapter
+        .send_message(&THREAD_ID.into(), "back again", None)
+        .await
+        .expect("sent after unarchiving");
+    let patches = fake.channel_patches(THREAD_ID);
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].json, Some(json!({"archived": false})));
+    assert!(!fake.is_archived(THREAD_ID));
+    assert_eq!(posted(&fake, THREAD_ID).len(), 2, "refused once, then sent");
+    assert_eq!(
+        fake.messages(THREAD_ID)
+            .last()
+            .map(|m| (m.id.to_string(), m.content.clone())),
+        Some((sent.message_id.to_string(), "back again".to_owned()))
+    );
+
+    fake.archive_thread(THREAD_ID);
+    let delivery = adapter
+        .send_files(
+            &THREAD_ID.into(),
+            vec![OutgoingFile::from_bytes("notes.txt", b"n".to_vec())],
+            None,
+            None,
+        )
+        .await
+        .expect("files sent after unarchiving");
+    assert_eq!(delivery.messages.len(), 1);
+    assert_eq!(fake.channel_patches(THREAD_ID).len(), 2);
+    let last = fake
+        .requests_to("POST", &format!("/channels/{THREAD_ID}/messages"))
+        .pop()
+        .expect("the retried upload");
+    assert_eq!(
+        last.filenames,
+        vec!["notes.txt"],
+        "the files are sent again"
+    );
+}
+
+#[tokio::test]
+async fn a_thread_that_cannot_be_unarchived_fails_once_with_a_clear_error() {
+    let logs = LogBuffer::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (fake, adapter) = rest_only().await;
+    fake.add_thread();
+    fake.archive_thread(THREAD_ID);
+    fake.refuse_unarchive(403, 50013, "Missing Permissions");
+    let err = adapter
+        .send_message(&THREAD_ID.into(), "anyone?", None)
+        .await
+        .expect_err("refused");
+    match &err {
+        PlatformError::Forbidden(message) => assert!(
+            message.contains("the thread is archived and could not be unarchived"),
+            "{message}"
+        ),
+        other => panic!("expected Forbidden, got {other:?}"),
+    }
+    assert!(!err.is_retryable());
+    assert_eq!(fake.channel_patches(THREAD_ID).len(), 1, "asked once");
+    assert_eq!(posted(&fake, THREAD_ID).len(), 1, "not sent again");
+    assert!(fake.is_archived(THREAD_ID));
+
+    // A locked thread answers the unarchiving with 50083 again: still one try.
+    fake.refuse_unarchive(400, 50083, "Thread is archived");
+    let err = adapter
+        .send_files(
+            &THREAD_ID.into(),
+            vec![OutgoingFile::from_bytes("a.txt", b"a".to_vec())],
+            None,
+            None,
+        )
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, PlatformError::Forbidden(_)), "{err:?}");
+    assert_eq!(fake.channel_patches(THREAD_ID).len(), 2);
+    assert_eq!(posted(&fake, THREAD_ID).len(), 2);
+
+    let logged =
+        String::from_utf8_lossy(&logs.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
+    let warnings: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("could not be unarchived"))
+        .collect();
+    assert_eq!(warnings.len(), 2, "one warning per refused send:\n{logged}");
+    assert!(
+        warnings[0].contains(&format!("channel={THREAD_ID}"))
+            && warnings[0].contains("cause=")
+            && warnings[0].contains("Missing Permissions"),
+        "{}",
+        warnings[0]
+    );
+}
+
+#[tokio::test]
+async fn a_thread_with_a_malformed_owner_is_delivered_without_a_location() {
+    let mut h = connected(Vec::new()).await;
+    let bad = "4400";
+    let mut thread = thread_json(bad, CHANNEL_ID, "odd", USER_ID);
+    thread["owner_id"] = json!("not-a-snowflake");
+    h.fake.add_channel_json(bad, thread);
+    let id = push_guild_message(&h.fake, bad, "hello?");
+    let received = next_messages(&mut h, 1).await;
+    assert_eq!(received[0].message_id, id);
+    assert_eq!(received[0].location, Location::default());
+    assert_eq!(channel_lookups(&h.fake, bad), 1);
+    assert!(matches!(
+        h.adapter.thread_starter(&bad.into()).await,
+        Err(PlatformError::InvalidId(_))
+    ));
+    h.stop().await;
 }

@@ -1,8 +1,9 @@
 //! Places end to end (`places:` in the configuration, docs/PLACES.md): the real binary on the
 //! fake Discord, driving the scripted fake ACP agent. One support channel gets its own persona,
 //! model, reply policy and skills; a thread of it is the same place; a DM keeps the global
-//! settings; a channel whose own daily budget is spent is told so without an agent. And
-//! `air-friends places explain` through the binary.
+//! settings; a channel whose own daily budget is spent is told so without an agent. Threads
+//! and forum posts are conversations of their own, and a thread-per-conversation channel opens
+//! one. And `air-friends places explain` through the binary.
 
 mod common;
 
@@ -11,11 +12,12 @@ use std::process::Command;
 
 use air_friends::conversation::interaction::BUDGET_TEXT;
 use common::fake_discord::{
-    CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, GUILD_ID, THREAD_ID, USER_ID, user,
+    BOT_ID, CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, FORUM_ID, FORUM_POST_ID, GUILD_ID,
+    THREAD_ID, USER_ID, user,
 };
 use common::poll::eventually;
 use common::serve::skill_step;
-use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, reply_steps, text_path};
+use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, one_turn, reply_steps, text_path};
 use common::{TestConfig, bin};
 use serde_json::{Value, json};
 
@@ -230,6 +232,111 @@ async fn each_place_gets_its_persona_model_policy_skills_and_budget() {
         .map(|line| line["place"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(places, ["support", "support", "default"], "{finished:?}");
+    bot.stop();
+}
+
+/// A channel whose threads are not answered (`threads: off`), and one of its threads.
+const QUIET_CHANNEL: &str = "4400";
+const QUIET_THREAD: &str = "4401";
+
+/// `#help` opens a thread per conversation, the forum's posts are answered, the quiet
+/// channel's threads are not.
+fn thread_places(files: &Path) -> DiscordSetup {
+    DiscordSetup {
+        script: one_turn(reply_steps(&text_path(files, "answer.md"))),
+        texts: vec![("answer.md", "Let's look at it here.".to_owned())],
+        extra_yaml: format!(
+            "places:\n\
+             \x20 - {{name: help, match: {{platform: discord, channel: '{CHANNEL_ID}'}}, threads: perConversation}}\n\
+             \x20 - {{name: forum, match: {{parent: '{FORUM_ID}'}}, reply: always}}\n\
+             \x20 - {{name: quiet, match: {{channel: '{QUIET_CHANNEL}'}}, threads: off}}\n"
+        ),
+        ..DiscordSetup::default()
+    }
+}
+
+/// Threads are conversations of their own: a mention in a thread-per-conversation channel
+/// opens one thread from the message, named after it, and is answered inside; the follow-up
+/// there needs no mention and is answered by the same warm agent, with no second thread. A
+/// forum post's name and first message are in the prompt. A `threads: off` place's thread is
+/// not answered while its channel is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_are_conversations_of_their_own() {
+    let mut bot = DiscordServe::start(thread_places).await;
+    bot.fake.add_forum_post();
+    bot.fake
+        .add_channel(QUIET_CHANNEL, ChannelKind::Text, Some(CATEGORY_ID), "quiet");
+    bot.fake.add_channel(
+        QUIET_THREAD,
+        ChannelKind::PublicThread,
+        Some(QUIET_CHANNEL),
+        "quiet thread",
+    );
+    let alice = || user(USER_ID, "alice", false);
+
+    let asked = bot.mention("Printer on fire\nwhat now?");
+    // A thread opened from a message has the message's id.
+    let replies = bot.wait_bot_messages(&asked, 1).await;
+    assert_eq!(replies[0].content, "Let's look at it here.");
+    let opened = bot.fake.threads_opened();
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    assert_eq!(
+        opened[0].path,
+        format!("/channels/{CHANNEL_ID}/messages/{asked}/threads")
+    );
+    assert_eq!(
+        opened[0].json.as_ref().unwrap()["name"],
+        "Printer on fire",
+        "named after the message's first line"
+    );
+    assert!(
+        bot.bot_messages(CHANNEL_ID).is_empty(),
+        "nothing is answered in the channel itself"
+    );
+    bot.wait_interactions_finished(1);
+    let prompt = bot.prompts().last().unwrap().clone();
+    assert!(
+        prompt.contains("This conversation is a thread, \u{201c}Printer on fire\u{201d}"),
+        "{prompt}"
+    );
+    let agents = bot.agents_started();
+
+    // The follow-up in the bot's thread: no mention, answered there by the thread's agent.
+    bot.push(&asked, alice(), "it is still burning");
+    bot.wait_bot_messages(&asked, 2).await;
+    bot.wait_interactions_finished(2);
+    assert_eq!(
+        bot.agents_started(),
+        agents,
+        "the thread's warm agent answered"
+    );
+    assert_eq!(bot.fake.threads_opened().len(), 1, "no second thread");
+    assert!(bot.bot_messages(CHANNEL_ID).is_empty());
+
+    // A forum post: answered in the post, its name and first message in the prompt.
+    bot.push(FORUM_POST_ID, alice(), "any ideas?");
+    bot.wait_bot_messages(FORUM_POST_ID, 1).await;
+    bot.wait_interactions_finished(3);
+    let prompt = bot.prompts().last().unwrap().clone();
+    assert!(
+        prompt
+            .contains("This conversation is a forum post, \u{201c}a forum post\u{201d} in #forum"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("the post's question"), "{prompt}");
+
+    // `threads: off`: the thread's mention is not answered (routed in order, before the
+    // channel's mention, which is).
+    bot.push(QUIET_THREAD, alice(), &format!("<@{BOT_ID}> hello?"));
+    bot.push(QUIET_CHANNEL, alice(), &format!("<@{BOT_ID}> hello?"));
+    bot.wait_bot_messages(QUIET_CHANNEL, 1).await;
+    assert!(bot.bot_messages(QUIET_THREAD).is_empty());
+    let finished = bot.wait_interactions_finished(4);
+    let places: Vec<&str> = finished
+        .iter()
+        .map(|line| line["place"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(places, ["help", "help", "forum", "quiet"], "{finished:?}");
     bot.stop();
 }
 

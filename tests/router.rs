@@ -17,7 +17,8 @@ use air_friends::conversation::{
     ConversationMetrics, Dispatch, Ignore, MessageHandler, Policy, Router, RouterParts,
     RouterSettings, UserRateLimiter,
 };
-use air_friends::platform::fake::FakePlatform;
+use air_friends::places::Places;
+use air_friends::platform::fake::{Call, FakePlatform, Op};
 use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
 use air_friends::store::Store;
 use async_trait::async_trait;
@@ -77,7 +78,7 @@ fn setup(
         Arc::new(FakePlatform::discord()),
         recorder,
         settings,
-        access,
+        policy_with(&access, Places::none()),
         limiter,
         None,
         CancellationToken::new(),
@@ -88,7 +89,7 @@ fn setup_on(
     fake: Arc<FakePlatform>,
     recorder: Recorder,
     settings: RouterSettings,
-    access: AccessControlConfig,
+    policy: Policy,
     limiter: UserRateLimiter,
     inbox: Option<Inbox>,
     draining: CancellationToken,
@@ -97,11 +98,7 @@ fn setup_on(
     let tasks = TaskTracker::new();
     let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
     let router = Router::new(RouterParts {
-        policy: Policy::new(
-            &PlatformsConfig::default(),
-            &access,
-            std::sync::Arc::new(air_friends::places::Places::none()),
-        ),
+        policy,
         limiter,
         settings,
         handler: recorder.clone(),
@@ -118,6 +115,11 @@ fn setup_on(
         recorder,
         tasks,
     }
+}
+
+/// The default trigger rules with `access` and `places`.
+fn policy_with(access: &AccessControlConfig, places: Places) -> Policy {
+    Policy::new(&PlatformsConfig::default(), access, Arc::new(places))
 }
 
 fn settings(max_concurrent: usize, queue: usize) -> RouterSettings {
@@ -392,7 +394,7 @@ fn with_inbox(fake: &Arc<FakePlatform>, store: &Store, draining: bool) -> Setup 
         fake.clone(),
         Recorder::default(),
         settings(2, 10),
-        AccessControlConfig::default(),
+        policy_with(&AccessControlConfig::default(), Places::none()),
         lenient(),
         Some(inbox(store, Duration::from_secs(900))),
         token,
@@ -529,4 +531,76 @@ async fn a_missed_message_follows_the_live_rules_and_a_held_one_is_recorded_not_
         vec![("c".to_owned(), "a minute ago".to_owned())]
     );
     store.close().await.unwrap();
+}
+
+/// A thread-per-conversation place: a mention in the channel opens one thread from the message
+/// (named after it) and is answered in it; the answer's follow-up in that thread needs no
+/// mention. A thread that cannot be opened leaves the message answered in the channel.
+#[tokio::test]
+async fn a_thread_per_conversation_place_answers_in_a_thread_opened_from_the_message() {
+    let config: air_friends::config::Config = serde_yaml::from_str(
+        "places:\n  - {name: help, match: {channel: help}, threads: perConversation}\n",
+    )
+    .unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let s = setup_on(
+        fake.clone(),
+        Recorder::default(),
+        settings(2, 10),
+        policy_with(&config.access_control, Places::new(&config, [])),
+        lenient(),
+        None,
+        CancellationToken::new(),
+    );
+    let first = mention(&fake, "help", "u1", "Printer on fire\nplease help");
+    let first_id = first.message_id.to_string();
+    assert_eq!(s.router.dispatch(first).await, Dispatch::Queued);
+    let rec = s.recorder.clone();
+    eventually(WAIT, "answered", || rec.handled.lock().unwrap().len() == 1).await;
+    let thread = format!("thread-{first_id}");
+    assert_eq!(
+        s.recorder.handled.lock().unwrap()[0],
+        (thread.clone(), "Printer on fire\nplease help".to_owned()),
+        "answered in the thread"
+    );
+    assert_eq!(
+        fake.calls_of(Op::OpenThread),
+        [Call::OpenThread {
+            channel_id: "help".into(),
+            message_id: first_id.clone(),
+            name: "Printer on fire".into(),
+        }]
+    );
+    // The follow-up in the bot's thread: no mention, answered there, no new thread.
+    let mut follow = fake.push_incoming(&thread, "u1", "still burning");
+    follow.is_dm = false;
+    follow.guild_id = Some("g1".into());
+    follow.location.thread_parent_id = Some("help".into());
+    follow.location.thread = Some(air_friends::platform::ThreadInfo {
+        name: "Printer on fire".into(),
+        started_by_bot: true,
+        ..Default::default()
+    });
+    assert_eq!(s.router.dispatch(follow).await, Dispatch::Queued);
+    eventually(WAIT, "follow-up answered", || {
+        rec.handled.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(
+        s.recorder.handled.lock().unwrap()[1],
+        (thread, "still burning".to_owned())
+    );
+    assert_eq!(fake.call_count(Op::OpenThread), 1);
+    // No permission to open threads: answered in the channel.
+    fake.fail_next(
+        Op::OpenThread,
+        air_friends::platform::PlatformError::Forbidden("Missing Permissions".into()),
+    );
+    let denied = mention(&fake, "help", "u2", "another question");
+    assert_eq!(s.router.dispatch(denied).await, Dispatch::Queued);
+    eventually(WAIT, "answered in place", || {
+        rec.handled.lock().unwrap().len() == 3
+    })
+    .await;
+    assert_eq!(s.recorder.handled.lock().unwrap()[2].0, "help");
 }

@@ -4,7 +4,24 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::platform::discord::invite::{application_id, invite_url, permissions};
+use crate::config::{Config, ThreadsPolicy};
+use crate::platform::discord::invite::{
+    CREATE_PUBLIC_THREADS, application_id, invite_url, permissions,
+};
+
+/// What the `places:` rules need beyond the skills: opening threads where a rule says
+/// `threads: perConversation`.
+fn place_permissions(config: &Config) -> u64 {
+    if config
+        .places
+        .iter()
+        .any(|rule| rule.threads == Some(ThreadsPolicy::PerConversation))
+    {
+        CREATE_PUBLIC_THREADS
+    } else {
+        0
+    }
+}
 
 /// Prints the invite URL for the configuration at `config_path`.
 pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> ExitCode {
@@ -12,7 +29,8 @@ pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> Exi
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    let bits = permissions(skills.names().filter(|name| config.skill_enabled(name)));
+    let bits = permissions(skills.names().filter(|name| config.skill_enabled(name)))
+        | place_permissions(&config);
     let slash_commands = skills
         .user_commands()
         .any(|skill| config.skill_enabled(&skill.name));
@@ -27,4 +45,19 @@ pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> Exi
     };
     println!("{}", invite_url(id, bits, slash_commands));
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_per_conversation_place_asks_to_create_threads() {
+        let mut config = Config::default();
+        assert_eq!(place_permissions(&config), 0);
+        config.places =
+            serde_yaml::from_str("- {name: help, match: {channel: '1'}, threads: perConversation}")
+                .unwrap();
+        assert_eq!(place_permissions(&config), CREATE_PUBLIC_THREADS);
+    }
 }

@@ -17,7 +17,7 @@ use crate::attachments::listing::unfetched;
 use crate::config::MemoryAccess;
 use crate::places::Place;
 use crate::platform::{
-    ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformAdapter, UserId,
+    ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformAdapter, ThreadInfo, UserId,
 };
 use crate::session::SessionId;
 use crate::store::{Memory, Scope, Store, WorkspaceKey};
@@ -25,6 +25,9 @@ use crate::text::estimate_tokens;
 
 /// Most custom emojis listed.
 pub const MAX_EMOJIS: usize = 50;
+
+/// The longest part of a thread's first message the prompt quotes, in characters.
+const MAX_STARTER_CHARS: usize = 1500;
 
 /// Prompt sizes (`agent.tokenLimit`, `memory.*Limit`, `context.*`).
 #[derive(Debug, Clone, Copy)]
@@ -79,6 +82,17 @@ pub struct PromptParts {
     pub place_skills: Option<Vec<String>>,
     /// The place turns memories off: none are read for the prompt.
     pub memories_off: bool,
+    /// The thread (or forum post) the message was written in.
+    pub thread: Option<ThreadContext>,
+}
+
+/// What the prompt says about the thread a conversation is in.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadContext {
+    /// Its name and parent.
+    pub info: ThreadInfo,
+    /// The message it began with, unless that is the current message or it is gone.
+    pub starter: Option<ChatMessage>,
 }
 
 /// Drops everything up to and including the last message starting with `/clear`.
@@ -164,6 +178,41 @@ fn session_section(p: &PromptParts) -> String {
     )
 }
 
+/// Where the thread is and how it began; empty outside threads.
+fn thread_section(p: &PromptParts) -> String {
+    let Some(t) = &p.thread else {
+        return String::new();
+    };
+    let name = if t.info.name.is_empty() {
+        "(unnamed)".to_owned()
+    } else {
+        format!("\u{201c}{}\u{201d}", t.info.name)
+    };
+    let parent = t
+        .info
+        .parent_name
+        .as_ref()
+        .map_or_else(String::new, |p| format!(" in #{p}"));
+    let kind = if t.info.in_forum {
+        "a forum post"
+    } else {
+        "a thread"
+    };
+    let mut s =
+        format!("## Thread\nThis conversation is {kind}, {name}{parent}; your replies go into it.");
+    if let Some(starter) = &t.starter {
+        let mut first = starter.clone();
+        if first.content.chars().count() > MAX_STARTER_CHARS {
+            first.content = first.content.chars().take(MAX_STARTER_CHARS).collect();
+            first.content.push('\u{2026}');
+        }
+        let bot = p.bot_user_id.as_ref().map(UserId::as_str);
+        s.push_str("\nIt began with:\n");
+        s.push_str(&message_line(&first, bot, &p.history_files));
+    }
+    s
+}
+
 fn memories_section(p: &PromptParts) -> String {
     if p.memories_off {
         return "## Important memories\n(memories are off in this place)".to_owned();
@@ -236,6 +285,7 @@ pub fn assemble(p: &PromptParts, budget: usize) -> String {
     let mandatory_head = [
         p.system.trim().to_owned(),
         session_section(p),
+        thread_section(p),
         memories_section(p),
     ];
     let current = current_section(p);
@@ -485,6 +535,7 @@ pub async fn gather(
     };
     let recent = recent_before(from, msg, session_id).await;
     let related = related_to(from, msg, &recent, session_id).await;
+    let thread = thread_of(from, msg, session_id).await;
     let emojis = from
         .platform
         .custom_emojis(&msg.channel_id)
@@ -515,7 +566,25 @@ pub async fn gather(
             .as_ref()
             .map(|s| s.iter().cloned().collect()),
         memories_off,
+        thread,
     }
+}
+
+/// The thread `msg` was written in, with its first message (unless that is `msg`).
+async fn thread_of(
+    from: Sources<'_>,
+    msg: &IncomingMessage,
+    session_id: &SessionId,
+) -> Option<ThreadContext> {
+    let info = msg.location.thread.clone()?;
+    let starter = match from.platform.thread_starter(&msg.channel_id).await {
+        Ok(starter) => starter.filter(|m| m.message_id != msg.message_id),
+        Err(e) => {
+            tracing::debug!(session_id = %session_id, error = %e, "could not fetch the thread's first message");
+            None
+        }
+    };
+    Some(ThreadContext { info, starter })
 }
 
 /// The author's important memories within their budget (private ones only in a DM), and how
@@ -697,6 +766,46 @@ mod tests {
         }
         assert!(text.find("first").unwrap() < text.find("second").unwrap());
         assert!(text.contains("/opt/af/skills/send-reply/scripts/send-reply"));
+    }
+
+    /// A thread's name, its parent and its first message (cut) come right after the session
+    /// section; a forum post says so; outside threads there is no such section.
+    #[test]
+    fn a_thread_is_named_with_its_parent_and_first_message() {
+        let mut p = parts();
+        assert!(!assemble(&p, 10_000).contains("## Thread"));
+        let mut starter = chat("77", &"long question ".repeat(200));
+        starter.username = "carol".into();
+        p.thread = Some(ThreadContext {
+            info: ThreadInfo {
+                name: "Printer on fire".into(),
+                parent_name: Some("help".into()),
+                in_forum: false,
+                started_by_bot: false,
+            },
+            starter: Some(starter),
+        });
+        let text = assemble(&p, 10_000);
+        let thread = text.find("## Thread").expect(&text);
+        assert!(text.find("## Session").unwrap() < thread);
+        assert!(thread < text.find("## Important memories").unwrap());
+        assert!(
+            text.contains(
+                "This conversation is a thread, \u{201c}Printer on fire\u{201d} in #help"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("It began with:\n["), "{text}");
+        assert!(text.contains("carol (id 77): long question"), "{text}");
+        assert!(
+            !text.contains(&"long question ".repeat(120)),
+            "the first message is cut"
+        );
+        p.thread.as_mut().unwrap().info.in_forum = true;
+        p.thread.as_mut().unwrap().starter = None;
+        let text = assemble(&p, 10_000);
+        assert!(text.contains("This conversation is a forum post"), "{text}");
+        assert!(!text.contains("It began with"), "{text}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod policy;
 pub mod prompts;
 pub mod ratelimit;
 pub mod router;
+pub mod threads;
 pub mod warm;
 pub mod workspace;
 

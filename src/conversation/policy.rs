@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use crate::config::{
-    AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, TriggerRules,
+    AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, ThreadsPolicy,
+    TriggerRules,
 };
 use crate::places::Places;
 use crate::platform::{IncomingMessage, PlatformKind};
@@ -27,6 +28,8 @@ pub enum Ignore {
     Empty,
     /// The place's rule says `reply: never`.
     PlaceSilent,
+    /// Written in a thread of a place whose rule says `threads: off`.
+    ThreadsOff,
 }
 
 /// Trigger rules for every platform plus access control.
@@ -102,10 +105,18 @@ impl Policy {
             return Err(Ignore::Bot);
         }
         let t = self.triggers(msg.platform);
-        let reply = self.places.of(msg).reply;
+        let place = self.places.of(msg);
+        let reply = place.reply;
         if reply == Some(ReplyPolicy::Never) {
             return Err(Ignore::PlaceSilent);
         }
+        let thread = msg.location.thread.as_ref();
+        if thread.is_some() && place.threads == ThreadsPolicy::Off {
+            return Err(Ignore::ThreadsOff);
+        }
+        // A thread the bot opened for a conversation continues it: no mention needed.
+        let continues = place.threads == ThreadsPolicy::PerConversation
+            && thread.is_some_and(|t| t.started_by_bot);
         let mut content = msg.content.clone();
         let prefixed = !t.command_prefix.is_empty() && content.starts_with(&t.command_prefix);
         if msg.is_dm {
@@ -116,14 +127,17 @@ impl Policy {
                 return Err(Ignore::NotAddressed);
             }
         } else {
-            let addressed = match reply {
-                None => {
-                    (msg.mentions_bot && t.respond_to_mention) || msg.replied_to_bot || prefixed
-                }
-                Some(ReplyPolicy::Mention) => msg.mentions_bot || msg.replied_to_bot || prefixed,
-                Some(ReplyPolicy::Always) => true,
-                Some(ReplyPolicy::Prefix | ReplyPolicy::Never) => prefixed,
-            };
+            let addressed = continues
+                || match reply {
+                    None => {
+                        (msg.mentions_bot && t.respond_to_mention) || msg.replied_to_bot || prefixed
+                    }
+                    Some(ReplyPolicy::Mention) => {
+                        msg.mentions_bot || msg.replied_to_bot || prefixed
+                    }
+                    Some(ReplyPolicy::Always) => true,
+                    Some(ReplyPolicy::Prefix | ReplyPolicy::Never) => prefixed,
+                };
             if !addressed {
                 return Err(Ignore::NotAddressed);
             }
@@ -143,6 +157,15 @@ impl Policy {
             return Err(Ignore::Empty);
         }
         Ok(content)
+    }
+
+    /// Whether answering `msg` (which [`decide`](Self::decide) admitted) first opens a thread
+    /// from it: its place says `threads: perConversation` and it was written in a channel of a
+    /// server, not in a thread or a DM.
+    pub fn opens_thread(&self, msg: &IncomingMessage) -> bool {
+        !msg.is_dm
+            && msg.location.thread.is_none()
+            && self.places.of(msg).threads == ThreadsPolicy::PerConversation
     }
 }
 
@@ -213,6 +236,54 @@ mod tests {
         let mut bot = in_channel("c1", "beep", false);
         bot.is_bot = true;
         assert_eq!(p.decide(&bot, None), Err(Ignore::Bot));
+    }
+
+    /// `threads: off` silences a place's threads but not its channel; `perConversation`
+    /// answers a thread the bot opened without a mention, opens a thread for a message in the
+    /// channel, and never for a DM or a message already in a thread.
+    #[test]
+    fn each_place_answers_threads_by_its_threads_setting() {
+        let p = with_places(
+            "places:\n               - {name: quiet-threads, match: {channel: c1}, threads: off}\n               - {name: help, match: {channel: c2}, threads: perConversation}\n",
+        );
+        let msg = |channel: &str, thread: Option<bool>, mention: bool| {
+            let mut m = public_msg("how do I?");
+            m.channel_id = channel.into();
+            m.mentions_bot = mention;
+            if let Some(started_by_bot) = thread {
+                m.channel_id = format!("{channel}-thread").into();
+                m.location.thread_parent_id = Some(channel.to_owned());
+                m.location.thread = Some(crate::platform::ThreadInfo {
+                    name: "a question".into(),
+                    started_by_bot,
+                    ..Default::default()
+                });
+            }
+            m
+        };
+        assert_eq!(
+            p.decide(&msg("c1", Some(false), true), None),
+            Err(Ignore::ThreadsOff)
+        );
+        assert!(p.decide(&msg("c1", None, true), None).is_ok());
+        // perConversation: the bot's own thread continues without a mention...
+        assert!(p.decide(&msg("c2", Some(true), false), None).is_ok());
+        // ...someone else's thread still needs one.
+        assert_eq!(
+            p.decide(&msg("c2", Some(false), false), None),
+            Err(Ignore::NotAddressed)
+        );
+        assert!(p.opens_thread(&msg("c2", None, true)));
+        assert!(!p.opens_thread(&msg("c2", Some(true), false)));
+        assert!(!p.opens_thread(&msg("c1", None, true)));
+        let mut direct = dm("hi");
+        direct.channel_id = "c2".into();
+        assert!(!p.opens_thread(&direct));
+        // Elsewhere (no rule): follow, and a started-by-bot thread needs a mention like any.
+        assert_eq!(
+            p.decide(&msg("c9", Some(true), false), None),
+            Err(Ignore::NotAddressed)
+        );
     }
 
     fn public_msg(text: &str) -> IncomingMessage {

@@ -24,6 +24,7 @@ use super::inbox::Inbox;
 use super::metrics::ConversationMetrics;
 use super::policy::{Ignore, Policy};
 use super::ratelimit::{RateDecision, UserRateLimiter};
+use super::threads::move_into_thread;
 use crate::platform::{IncomingMessage, PlatformRegistry, UserId};
 
 /// Said when a conversation's queue is full.
@@ -415,6 +416,9 @@ impl Router {
 
     async fn answer(&self, msg: IncomingMessage) {
         let inner = &self.inner;
+        if self.moved_to_thread(&msg).await {
+            return;
+        }
         let permit = tokio::select! {
             p = inner.permits.clone().acquire_owned() => p,
             _ = inner.stop.cancelled() => {
@@ -429,6 +433,45 @@ impl Router {
         };
         let outcome = inner.handler.handle(msg.clone()).await;
         inbox.finished(&msg, outcome).await;
+    }
+
+    /// In a thread-per-conversation place, opens the thread `msg` continues in and queues it
+    /// there (true: that conversation answers it). False: answered here — not such a place,
+    /// or the thread could not be opened (logged; the platform metrics count the failure).
+    async fn moved_to_thread(&self, msg: &IncomingMessage) -> bool {
+        let inner = &self.inner;
+        if !inner.policy.opens_thread(msg) {
+            return false;
+        }
+        let Some(platform) = inner.platforms.get(msg.platform) else {
+            return false;
+        };
+        match move_into_thread(platform.as_ref(), msg).await {
+            Ok(Some(moved)) => {
+                tracing::info!(
+                    platform = %msg.platform,
+                    channel = %msg.channel_id,
+                    thread = %moved.channel_id,
+                    message_id = %msg.message_id,
+                    "conversation moved into its own thread"
+                );
+                if self.enqueue(moved).await == Dispatch::Busy {
+                    self.skipped(msg, "busy").await;
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(
+                    platform = %msg.platform,
+                    channel = %msg.channel_id,
+                    message_id = %msg.message_id,
+                    error = %e,
+                    "could not open a thread for the conversation; answering in the channel"
+                );
+                false
+            }
+        }
     }
 
     async fn reply_quietly(&self, msg: &IncomingMessage, text: &str) {

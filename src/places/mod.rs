@@ -1,9 +1,10 @@
 //! Places: one bot shaped per server, channel, thread and DM (`places:` in the configuration,
 //! `docs/PLACES.md`). The rules are read once into [`Places`]; for each message the first rule
 //! whose `match` fits where it was written ([`Spot`]) gives a [`Place`]: the effective reply
-//! policy, persona, model, skills, budget, attachments, warm agents and memory access, each
-//! the rule's when it sets one, else the global setting's. [`Places::explain`] says, for a
-//! place, what each setting is and where it comes from (`air-friends places explain`).
+//! policy, persona, model, skills, budget, attachments, warm agents, memory access and how
+//! Discord threads are answered, each the rule's when it sets one, else the global setting's.
+//! [`Places::explain`] says, for a place, what each setting is and where it comes from
+//! (`air-friends places explain`).
 //!
 //! The rules' syntax and their coverage are checked by `Config::validate`
 //! (`config/validate/places.rs`, with [`matching`]); the places read here are the ones that
@@ -16,7 +17,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{Config, MemoryAccess, PlaceRule, ReplyPolicy};
+use crate::config::{Config, MemoryAccess, PlaceRule, ReplyPolicy, ThreadsPolicy};
 use crate::platform::IncomingMessage;
 use crate::session::{DEFAULT_PLACE, PlaceGrant};
 pub use spot::{Spot, SpotError};
@@ -55,6 +56,8 @@ pub struct Place {
     pub warm: bool,
     /// What the agent may do with memories.
     pub memory: MemoryAccess,
+    /// How Discord threads are answered.
+    pub threads: ThreadsPolicy,
 }
 
 impl Place {
@@ -238,6 +241,11 @@ impl Places {
                 on_off(place.warm),
                 from(set(|r| r.warm.is_some()), "agent.warm.enabled"),
             ),
+            Explained::new(
+                "threads",
+                place.threads.as_str(),
+                from(set(|r| r.threads.is_some()), "default"),
+            ),
         ]
     }
 }
@@ -257,6 +265,7 @@ impl Globals {
                 attachments: self.attachments,
                 warm: self.warm,
                 memory: MemoryAccess::On,
+                threads: ThreadsPolicy::default(),
             };
         };
         let memory = r.memory.unwrap_or_default();
@@ -286,6 +295,7 @@ impl Globals {
             attachments: self.attachments && r.attachments.unwrap_or(true),
             warm: self.warm && r.warm.unwrap_or(true),
             memory,
+            threads: r.threads.unwrap_or_default(),
         }
     }
 }

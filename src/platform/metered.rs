@@ -33,7 +33,7 @@ struct ErrorLabels {
 }
 
 /// Every `operation` label: one per [`PlatformAdapter`] call.
-const OPERATIONS: [&str; 15] = [
+const OPERATIONS: [&str; 17] = [
     "send_message",
     "edit_message",
     "delete_message",
@@ -49,6 +49,8 @@ const OPERATIONS: [&str; 15] = [
     "custom_emojis",
     "start_typing",
     "missed_messages",
+    "thread_starter",
+    "open_thread",
 ];
 
 /// Every `kind` label ([`PlatformError::kind`]).
@@ -357,6 +359,28 @@ impl PlatformAdapter for Metered {
 
     async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
         self.note("start_typing", self.inner.start_typing(channel_id).await)
+    }
+
+    async fn thread_starter(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Option<ChatMessage>, PlatformError> {
+        self.note(
+            "thread_starter",
+            self.inner.thread_starter(channel_id).await,
+        )
+    }
+
+    async fn open_thread(
+        &self,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
+        name: &str,
+    ) -> Result<Option<ChannelId>, PlatformError> {
+        self.note(
+            "open_thread",
+            self.inner.open_thread(channel_id, message_id, name).await,
+        )
     }
 }
 

@@ -56,7 +56,7 @@ pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
     InvalidEmoji, Location, Missed, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage,
-    UnknownPlatform, UserInfo,
+    ThreadInfo, UnknownPlatform, UserInfo,
 };
 
 /// Every platform the daemon connects to (a new platform adds its entry here, with its
@@ -223,6 +223,30 @@ pub trait PlatformAdapter: Send + Sync {
     async fn start_typing(&self, channel_id: &ChannelId) -> Result<(), PlatformError> {
         let _ = channel_id;
         Ok(())
+    }
+
+    /// The message a thread began with (Discord: the message a thread was opened from, in its
+    /// parent channel, or a forum post's first message), for the prompt. `Ok(None)` when
+    /// `channel_id` is not a thread, the platform has none, or the message was deleted.
+    async fn thread_starter(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Option<ChatMessage>, PlatformError> {
+        let _ = channel_id;
+        Ok(None)
+    }
+
+    /// Opens a thread from the message `message_id` of `channel_id`, named `name` (at most
+    /// 100 characters, cut by the adapter), and returns the thread's channel. A thread already
+    /// opened from that message is returned as it is. `Ok(None)`: the platform has no threads.
+    async fn open_thread(
+        &self,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
+        name: &str,
+    ) -> Result<Option<ChannelId>, PlatformError> {
+        let _ = (channel_id, message_id, name);
+        Ok(None)
     }
 
     /// The feed through which a catch-up reads back what was missed in `channel_id` (the

@@ -161,6 +161,29 @@ pub struct Location {
     /// Misskey: the channel a note was posted in (the note's `channelId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub community_channel_id: Option<String>,
+    /// Discord: the thread or forum post the message was written in (its channel is the
+    /// thread); `None` outside threads or when the adapter could not learn it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<ThreadInfo>,
+}
+
+/// A thread (or forum post) as the prompt names it and the answer policy judges it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadInfo {
+    /// The thread's name (a forum post's title); empty when unknown.
+    #[serde(default)]
+    pub name: String,
+    /// The name of the channel or forum it belongs to, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_name: Option<String>,
+    /// A post in a forum (or media) channel rather than a thread of a text channel.
+    #[serde(default)]
+    pub in_forum: bool,
+    /// The bot opened it (Discord: the thread's `owner_id` is the bot), e.g. for a
+    /// thread-per-conversation place.
+    #[serde(default)]
+    pub started_by_bot: bool,
 }
 
 impl IncomingMessage {

@@ -4,14 +4,23 @@
 //! REST: `GET /gateway[/bot]`, `GET /users/@me`, `GET /users/{id}`, `POST /users/@me/channels`,
 //! `GET /channels/{id}` ([`CHANNEL_ID`] in [`CATEGORY_ID`], the category, the DM channel and
 //! whatever [`FakeDiscord::add_channel`] added; other ids 404), `POST /channels/{id}/messages`
-//! (JSON or multipart with files), `GET /channels/{id}/messages?limit=&before=` (newest first),
-//! `GET|PATCH|DELETE /channels/{id}/messages/{id}`, `PUT|DELETE …/reactions/{emoji}/@me`, `POST
-//! /channels/{id}/typing`, `GET /guilds/{id}/members/{id}`, `GET /guilds/{id}/emojis`, `PUT
+//! (JSON or multipart with files; 400 code 50083 into an archived thread:
+//! [`FakeDiscord::archive_thread`]), `PATCH /channels/{id}` (`{"archived": false}` unarchives;
+//! [`FakeDiscord::refuse_unarchive`] makes it fail), `GET /channels/{id}/messages?limit=&before=`
+//! (newest first), `GET|PATCH|DELETE /channels/{id}/messages/{id}`, `PUT|DELETE
+//! …/reactions/{emoji}/@me` (404 for a message the channel does not hold; the bot's reactions
+//! are kept: [`FakeDiscord::reactions`]), `POST /channels/{id}/messages/{id}/threads` (a public
+//! thread with the message's id, owned by the bot, announced with THREAD_CREATE; 400 code
+//! 160004 when the message already has one), `POST /channels/{id}/typing`, `GET /guilds/{id}/members/{id}`, `GET /guilds/{id}/emojis`, `PUT
 //! /applications/{app}[/guilds/{id}]/commands`, `POST /interactions/{id}/{token}/callback` (204),
 //! `PATCH /webhooks/{app}/{token}/messages/@original`, `POST /webhooks/{app}/{token}`. Every
 //! request is recorded ([`Recorded`]); 429s can be scripted per path ([`FakeDiscord::rate_limit`]).
 //! Attachment downloads: `GET /files/{name}` serves what [`FakeDiscord::serve_file`] put there
 //! (bytes, a redirect, a slow body) and records the request ([`FakeDiscord::file_hits`]).
+//!
+//! Messages are kept per channel, as Discord does: the message a thread was opened from stays in
+//! the parent channel (its id is the thread's), a forum post's first message is in the post
+//! ([`FakeDiscord::add_forum_post`]).
 //!
 //! Gateway: HELLO → IDENTIFY → READY (every field serenity requires) → GUILD_CREATE (the bot
 //! member with a role granting every permission, one category with one text channel in it, one
@@ -19,11 +28,12 @@
 //! RESUMED (`d: {}`); heartbeats are ACKed; IDENTIFY is closed with 4004 for another token
 //! ([`FakeDiscord::expect_token`]) and 4014 while intents are refused
 //! ([`FakeDiscord::refuse_intents`]). Tests push dispatches ([`FakeDiscord::dispatch`],
-//! [`FakeDiscord::push_message`], [`FakeDiscord::push_interaction`]) and can drop the connection
+//! [`FakeDiscord::push_message`], [`FakeDiscord::push_interaction`],
+//! [`FakeDiscord::announce_thread`]) and can drop the connection
 //! ([`FakeDiscord::drop_connection`]) to exercise reconnects.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -58,7 +68,8 @@ pub const DM_CHANNEL_ID: &str = "4001";
 pub const THREAD_ID: &str = "4100";
 /// A forum in [`CATEGORY_ID`] ([`FakeDiscord::add_forum_post`]).
 pub const FORUM_ID: &str = "4200";
-/// A post (a public thread) of [`FORUM_ID`] ([`FakeDiscord::add_forum_post`]).
+/// A post (a public thread) of [`FORUM_ID`] ([`FakeDiscord::add_forum_post`]); its first
+/// message has the same id.
 pub const FORUM_POST_ID: &str = "4201";
 /// A human member.
 pub const USER_ID: &str = "5000";
@@ -153,8 +164,15 @@ struct Inner {
     expected_token: Option<String>,
     /// IDENTIFY is closed with 4014, as without the Message Content intent switched on.
     refusing_intents: bool,
-    /// Guild channels added by tests ([`FakeDiscord::add_channel`]): id → channel object.
+    /// Guild channels added by tests ([`FakeDiscord::add_channel`]) or opened from a message:
+    /// id → channel object.
     channels: HashMap<String, Value>,
+    /// Archived threads: a message sent into one answers 400 code 50083.
+    archived: HashSet<String>,
+    /// What `PATCH /channels/{id}` answers instead of unarchiving: (status, code, message).
+    unarchive_refusal: Option<(u16, u32, String)>,
+    /// The bot's reactions: (channel, message, emoji path segment).
+    reactions: Vec<(String, String, String)>,
 }
 
 /// What a `/files/{name}` request gets.
@@ -324,10 +342,50 @@ impl FakeDiscord {
         content: &str,
         at: chrono::DateTime<chrono::Utc>,
     ) -> String {
-        let mut inner = self.shared.lock();
-        inner.next_id += 1;
-        let id = inner.next_id;
-        inner
+        let id = {
+            let mut inner = self.shared.lock();
+            inner.next_id += 1;
+            inner.next_id
+        };
+        self.store(channel, id, author_id, username, bot, content, at);
+        id.to_string()
+    }
+
+    /// Adds a message with the given `id` from a human to `channel`'s history, written now (the
+    /// message a thread was opened from, whose id is the thread's).
+    pub fn seed_message_with_id(
+        &self,
+        channel: &str,
+        id: &str,
+        author_id: &str,
+        username: &str,
+        content: &str,
+    ) {
+        let id = id.parse().expect("a numeric message id");
+        self.store(
+            channel,
+            id,
+            author_id,
+            username,
+            false,
+            content,
+            chrono::Utc::now(),
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &self,
+        channel: &str,
+        id: u64,
+        author_id: &str,
+        username: &str,
+        bot: bool,
+        content: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) {
+        self.shared
+            .lock()
             .messages
             .entry(channel.to_owned())
             .or_default()
@@ -342,7 +400,6 @@ impl FakeDiscord {
                 attachment_json: Vec::new(),
                 timestamp: at.to_rfc3339(),
             });
-        id.to_string()
     }
 
     /// How many IDENTIFYs / RESUMEs the gateway has received.
@@ -368,11 +425,7 @@ impl FakeDiscord {
 
     /// Sends a dispatch `t` with data `d` on the gateway (queued until a session is ready).
     pub fn dispatch(&self, t: &'static str, d: Value) {
-        let mut inner = self.shared.lock();
-        match &inner.connection {
-            Some(tx) if tx.send(Outbound::Dispatch(t, d.clone())).is_ok() => {}
-            _ => inner.pending.push_back((t, d)),
-        }
+        dispatch_locked(&mut self.shared.lock(), t, d);
     }
 
     /// Pushes a MESSAGE_CREATE (see [`message_create`]) and stores the message in the history.
@@ -478,7 +531,8 @@ impl FakeDiscord {
         );
     }
 
-    /// Adds [`FORUM_ID`], a forum in [`CATEGORY_ID`], and its post [`FORUM_POST_ID`].
+    /// Adds [`FORUM_ID`], a forum in [`CATEGORY_ID`], and its post [`FORUM_POST_ID`] with its
+    /// first message (by [`USER_ID`], id [`FORUM_POST_ID`], in the post itself).
     pub fn add_forum_post(&self) {
         self.add_channel(FORUM_ID, ChannelKind::Forum, Some(CATEGORY_ID), "forum");
         self.add_channel(
@@ -487,6 +541,76 @@ impl FakeDiscord {
             Some(FORUM_ID),
             "a forum post",
         );
+        self.seed_message_with_id(
+            FORUM_POST_ID,
+            FORUM_POST_ID,
+            USER_ID,
+            "alice",
+            "the post's question",
+        );
+    }
+
+    /// Adds a channel that `GET /channels/{id}` serves exactly as `channel` (e.g. with a
+    /// malformed field).
+    pub fn add_channel_json(&self, id: &str, channel: Value) {
+        self.shared.lock().channels.insert(id.to_owned(), channel);
+    }
+
+    /// Announces the channel `id` (one added or opened) with THREAD_CREATE on the gateway.
+    pub fn announce_thread(&self, id: &str) {
+        let mut inner = self.shared.lock();
+        let mut thread = inner.channels.get(id).cloned().expect("a known thread");
+        thread["newly_created"] = json!(true);
+        dispatch_locked(&mut inner, "THREAD_CREATE", thread);
+    }
+
+    /// Archives the thread `id`: messages sent into it answer 400 code 50083 until a
+    /// `PATCH /channels/{id}` with `{"archived": false}`.
+    pub fn archive_thread(&self, id: &str) {
+        let mut inner = self.shared.lock();
+        inner.archived.insert(id.to_owned());
+        if let Some(thread) = inner.channels.get_mut(id) {
+            thread["thread_metadata"]["archived"] = json!(true);
+        }
+    }
+
+    /// Whether the thread `id` is archived.
+    pub fn is_archived(&self, id: &str) -> bool {
+        self.shared.lock().archived.contains(id)
+    }
+
+    /// `PATCH /channels/{id}` answers `status` with Discord's JSON `code` and `message`
+    /// instead of unarchiving (a missing permission: 403, 50013; a locked thread).
+    pub fn refuse_unarchive(&self, status: u16, code: u32, message: &str) {
+        self.shared.lock().unarchive_refusal = Some((status, code, message.to_owned()));
+    }
+
+    /// The `PATCH /channels/{id}` requests (not message edits), in order.
+    pub fn channel_patches(&self, id: &str) -> Vec<Recorded> {
+        let path = format!("/channels/{id}");
+        self.requests_to("PATCH", &path)
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    /// The `POST /channels/{id}/messages/{id}/threads` requests, in order.
+    pub fn threads_opened(&self) -> Vec<Recorded> {
+        self.requests_to("POST", "/channels/")
+            .into_iter()
+            .filter(|r| r.path.ends_with("/threads"))
+            .collect()
+    }
+
+    /// The bot's reactions on message `message` of `channel` (emoji path segments).
+    pub fn reactions(&self, channel: &str, message: &str) -> Vec<String> {
+        self.shared
+            .lock()
+            .reactions
+            .iter()
+            .filter(|(c, m, _)| c == channel && m == message)
+            .map(|(_, _, emoji)| emoji.clone())
+            .collect()
     }
 
     /// A fresh message id (for test-built gateway messages).
@@ -608,6 +732,21 @@ pub fn channel_json(id: &str, kind: ChannelKind, parent_id: Option<&str>, name: 
         ChannelKind::Category => {}
     }
     channel
+}
+
+/// A public thread of `parent` opened by `owner_id` (as `GET /channels/{id}` serves it).
+pub fn thread_json(id: &str, parent: &str, name: &str, owner_id: &str) -> Value {
+    let mut thread = channel_json(id, ChannelKind::PublicThread, Some(parent), name);
+    thread["owner_id"] = json!(owner_id);
+    thread
+}
+
+/// Sends (or queues, until a session is ready) the dispatch `t` with data `d`.
+fn dispatch_locked(inner: &mut Inner, t: &'static str, d: Value) {
+    match &inner.connection {
+        Some(tx) if tx.send(Outbound::Dispatch(t, d.clone())).is_ok() => {}
+        _ => inner.pending.push_back((t, d)),
+    }
 }
 
 /// The GUILD_CREATE payload: the bot member with an all-permissions role, the category
@@ -869,6 +1008,55 @@ async fn serve_download(shared: &Shared, name: &str) -> Response {
     }
 }
 
+/// `PATCH /channels/{id}`: `{"archived": false}` unarchives a thread, unless
+/// [`FakeDiscord::refuse_unarchive`] said otherwise.
+fn unarchive(inner: &mut Inner, id: &str, body: Option<&Value>) -> Response {
+    if !inner.channels.contains_key(id) {
+        return error(StatusCode::NOT_FOUND, 10003, "Unknown Channel");
+    }
+    if let Some((status, code, message)) = &inner.unarchive_refusal {
+        let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::FORBIDDEN);
+        return error(status, *code, message);
+    }
+    if body.and_then(|b| b["archived"].as_bool()) == Some(false) {
+        inner.archived.remove(id);
+        if let Some(thread) = inner.channels.get_mut(id) {
+            thread["thread_metadata"]["archived"] = json!(false);
+        }
+    }
+    ok(inner.channels[id].clone())
+}
+
+/// `POST /channels/{channel}/messages/{message}/threads`: a public thread with the message's
+/// id, owned by the bot, announced on the gateway as Discord does.
+fn open_thread(inner: &mut Inner, channel: &str, message: &str, body: Option<&Value>) -> Response {
+    let held = inner
+        .messages
+        .get(channel)
+        .is_some_and(|list| list.iter().any(|m| m.id.to_string() == message));
+    if !held {
+        return error(StatusCode::NOT_FOUND, 10008, "Unknown Message");
+    }
+    if inner.channels.contains_key(message) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            160004,
+            "A thread has already been created for this message",
+        );
+    }
+    let name = body.and_then(|b| b["name"].as_str()).unwrap_or_default();
+    let length = name.chars().count();
+    if length == 0 || length > 100 {
+        return error(StatusCode::BAD_REQUEST, 50035, "Invalid Form Body");
+    }
+    let thread = thread_json(message, channel, name, BOT_ID);
+    inner.channels.insert(message.to_owned(), thread.clone());
+    let mut created = thread.clone();
+    created["newly_created"] = json!(true);
+    dispatch_locked(inner, "THREAD_CREATE", created);
+    ok(thread)
+}
+
 async fn rest(
     State(shared): State<Shared>,
     method: Method,
@@ -976,6 +1164,17 @@ async fn rest(
             json!({"id": DM_CHANNEL_ID, "type": 1, "recipients": [user(USER_ID, "alice", false)]}),
         ),
         ("GET", ["channels", _]) => error(StatusCode::NOT_FOUND, 10003, "Unknown Channel"),
+        ("PATCH", ["channels", id]) => {
+            let id = (*id).to_owned();
+            unarchive(&mut inner, &id, record.json.as_ref())
+        }
+        ("POST", ["channels", channel, "messages", message, "threads"]) => {
+            let (channel, message) = ((*channel).to_owned(), (*message).to_owned());
+            open_thread(&mut inner, &channel, &message, record.json.as_ref())
+        }
+        ("POST", ["channels", channel, "messages"]) if inner.archived.contains(*channel) => {
+            error(StatusCode::BAD_REQUEST, 50083, "Thread is archived")
+        }
         ("POST", ["channels", channel, "messages"]) => {
             if let Some((count, window)) = inner.send_limit {
                 let now = std::time::Instant::now();
@@ -1074,7 +1273,31 @@ async fn rest(
                 }
             }
         }
-        ("PUT" | "DELETE", ["channels", _, "messages", _, "reactions", _, "@me"]) => {
+        (
+            verb @ ("PUT" | "DELETE"),
+            [
+                "channels",
+                channel,
+                "messages",
+                id,
+                "reactions",
+                emoji,
+                "@me",
+            ],
+        ) => {
+            let held = inner
+                .messages
+                .get(*channel)
+                .is_some_and(|list| list.iter().any(|m| m.id.to_string() == *id));
+            if !held {
+                return error(StatusCode::NOT_FOUND, 10008, "Unknown Message");
+            }
+            let key = ((*channel).to_owned(), (*id).to_owned(), (*emoji).to_owned());
+            if verb == "PUT" {
+                inner.reactions.push(key);
+            } else {
+                inner.reactions.retain(|r| *r != key);
+            }
             StatusCode::NO_CONTENT.into_response()
         }
         ("POST", ["channels", _, "typing"]) => StatusCode::NO_CONTENT.into_response(),

@@ -48,6 +48,9 @@ pub struct PlaceRule {
     /// What the agent may do with memories here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryAccess>,
+    /// How Discord threads are answered here (`follow` when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<ThreadsPolicy>,
 }
 
 /// Where a rule applies: every key given must fit (an empty `match` fits every message). A key
@@ -161,4 +164,29 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error>
         OneOrMany::One(id) => vec![text(id)],
         OneOrMany::Many(ids) => ids.into_iter().map(text).collect(),
     })
+}
+
+/// How a place answers in Discord threads and forum posts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadsPolicy {
+    /// Messages in threads are not answered (the channel itself still is).
+    Off,
+    /// A thread is a conversation of its own, answered by the place's reply policy.
+    #[default]
+    Follow,
+    /// A message the bot answers in the channel opens a thread from it, and the answer and
+    /// every later message in that thread (no mention needed) continue there.
+    PerConversation,
+}
+
+impl ThreadsPolicy {
+    /// The configuration's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadsPolicy::Off => "off",
+            ThreadsPolicy::Follow => "follow",
+            ThreadsPolicy::PerConversation => "perConversation",
+        }
+    }
 }

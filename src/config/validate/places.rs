@@ -5,7 +5,7 @@
 
 use super::Problems;
 use super::values::is_skill_name;
-use crate::config::{Config, PLATFORMS, PlaceMatch, ReplyPolicy};
+use crate::config::{Config, PLATFORMS, PlaceMatch, ReplyPolicy, ThreadsPolicy};
 
 /// The platforms a rule may name.
 const PLATFORM_NAMES: [&str; 3] = ["discord", "misskey", "console"];
@@ -68,6 +68,15 @@ impl Config {
             }
             if rule.reply == Some(ReplyPolicy::Prefix) {
                 self.check_prefix(v, &key, &rule.matches);
+            }
+            if let Some(threads) = rule.threads
+                && threads != ThreadsPolicy::Follow
+                && let Some(why) = threads_cannot_apply(&rule.matches)
+            {
+                v.add(
+                    format!("{key}.threads"),
+                    format!("`{}` can never apply: {why}", threads.as_str()),
+                );
             }
         }
     }
@@ -197,6 +206,18 @@ fn covers(earlier: &PlaceMatch, later: &PlaceMatch) -> bool {
         && channel
 }
 
+/// Why a rule matching `m` never sees a Discord thread: `threads` is a Discord setting, and
+/// DMs have none.
+fn threads_cannot_apply(m: &PlaceMatch) -> Option<&'static str> {
+    if m.platform.as_deref().is_some_and(|p| p != "discord") {
+        return Some("only Discord has threads");
+    }
+    if m.dm == Some(true) {
+        return Some("direct messages have no threads");
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,5 +267,19 @@ mod tests {
                 "{earlier} leaves {later} something"
             );
         }
+    }
+
+    #[test]
+    fn a_threads_setting_where_no_thread_can_be_is_named() {
+        assert!(threads_cannot_apply(&m("{platform: discord, channel: '1'}")).is_none());
+        assert!(threads_cannot_apply(&m("{}")).is_none());
+        assert_eq!(
+            threads_cannot_apply(&m("{platform: misskey}")),
+            Some("only Discord has threads")
+        );
+        assert_eq!(
+            threads_cannot_apply(&m("{dm: true}")),
+            Some("direct messages have no threads")
+        );
     }
 }

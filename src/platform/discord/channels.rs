@@ -1,15 +1,17 @@
 //! What the adapter knows about Discord channels, and where a message was written.
 //!
 //! `places:` rules match a message's [`Location`]: the channel or forum a thread belongs to and
-//! the category a channel (or a thread's channel) sits in. Discord's messages carry neither, so
-//! the adapter learns a channel's [`ChannelFacts`] (guild, thread or not, parent, name) from, in
-//! order:
+//! the category a channel (or a thread's channel) sits in; the prompt and the answer policy read
+//! the thread itself ([`ThreadInfo`]: its name, its channel's name, whether it is a forum post,
+//! whether the bot opened it). Discord's messages carry none of this, so the adapter learns a
+//! channel's [`ChannelFacts`] (guild, kind, parent, name, a thread's owner) from, in order:
 //! 1. serenity's cache, once the gateway runner has started: GUILD_CREATE carries every channel
 //!    with its `parent_id` and the active threads, THREAD_CREATE / CHANNEL_UPDATE keep it current;
 //! 2. this module's memory of earlier look-ups;
 //! 3. `GET /channels/{id}`, at most once per channel while the memory holds it: concurrent
 //!    look-ups of one channel wait for the first, and after a failed one (404, network, timeout)
-//!    the channel is not asked about again for [`RETRY_AFTER_FAILURE`].
+//!    the channel is not asked about again for [`RETRY_AFTER_FAILURE`]. A thread the bot opens
+//!    is remembered at once ([`Channels::remember_facts`]), so its first message asks nothing.
 //!
 //! The memory is bounded ([`CAPACITY`] channels, the oldest forgotten first) so a flood of
 //! channels cannot grow it without limit. Resolving a location never fails and never takes longer
@@ -17,7 +19,9 @@
 //! does not match) and the message is delivered anyway. DMs have no location.
 //!
 //! The live gateway handler and the catch-up's read-back both resolve through
-//! [`Channels::location`], so a missed message and a live one match the same rules.
+//! [`Channels::location`], so a missed message and a live one match the same rules. Names are
+//! kept on one line ([`one_line`]: control characters become spaces) and cut to
+//! [`MAX_NAME_CHARS`], since they reach the prompt.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -31,7 +35,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use super::convert::{RestChannel, snowflake};
 use super::http::{Body, Rest, Route};
-use crate::platform::{Location, PlatformError};
+use crate::platform::{Location, PlatformError, ThreadInfo};
 use crate::sync::Recover;
 
 /// How many channels the memory holds at most; the oldest are forgotten first.
@@ -43,16 +47,19 @@ pub(crate) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(300);
 /// The longest a message waits for its location (both look-ups of a thread together).
 pub(crate) const LOCATION_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// Discord channel names are at most 100 characters; longer ones are cut when remembered.
-const MAX_NAME_CHARS: usize = 100;
+/// Discord channel and thread names are at most 100 characters; longer ones are cut.
+pub(crate) const MAX_NAME_CHARS: usize = 100;
 
-/// Whether a channel is a thread (a forum post is one too).
+/// Whether a channel is a thread (a forum post is one too) or a forum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChannelKind {
     /// An announcement, public or private thread (types 10, 11, 12): its parent is a channel or
     /// forum.
     Thread,
-    /// Anything else (text, forum, voice, category, DM, …): its parent, if any, is a category.
+    /// A forum or media channel (types 15, 16): its threads are posts, whose first message is in
+    /// the post itself; its parent, if any, is a category.
+    Forum,
+    /// Anything else (text, voice, category, DM, …): its parent, if any, is a category.
     Channel,
 }
 
@@ -61,17 +68,14 @@ impl ChannelKind {
     pub(crate) fn from_code(code: u64) -> Self {
         match code {
             10..=12 => ChannelKind::Thread,
+            15 | 16 => ChannelKind::Forum,
             _ => ChannelKind::Channel,
         }
     }
 
+    /// serenity 0.12 names no media channel (16): it is `Unknown(16)`, so the code decides.
     fn from_serenity(kind: ChannelType) -> Self {
-        match kind {
-            ChannelType::NewsThread | ChannelType::PublicThread | ChannelType::PrivateThread => {
-                ChannelKind::Thread
-            }
-            _ => ChannelKind::Channel,
-        }
+        Self::from_code(u64::from(u8::from(kind)))
     }
 }
 
@@ -84,12 +88,15 @@ pub(crate) struct ChannelFacts {
     pub kind: ChannelKind,
     /// A thread's channel or forum; a channel's category; `None` when it has none.
     pub parent: Option<u64>,
-    /// Its name (DMs have none).
+    /// Its name (DMs have none), on one line and at most [`MAX_NAME_CHARS`] long.
     pub name: Option<String>,
+    /// A thread's owner: the user who opened it (`owner_id`); `None` for other channels.
+    pub owner: Option<u64>,
 }
 
 impl ChannelFacts {
-    /// The facts of a `GET /channels/{id}` answer; a malformed guild or parent id is an error.
+    /// The facts of a `GET /channels/{id}` answer; a malformed guild, parent or owner id is an
+    /// error.
     pub(crate) fn from_rest(channel: &RestChannel) -> Result<Self, PlatformError> {
         let id = |value: &Option<String>, what: &str| {
             value.as_deref().map(|v| snowflake(v, what)).transpose()
@@ -99,6 +106,7 @@ impl ChannelFacts {
             kind: ChannelKind::from_code(channel.kind),
             parent: id(&channel.parent_id, "parent channel id")?,
             name: channel.name.as_deref().map(short_name),
+            owner: id(&channel.owner_id, "thread owner id")?,
         })
     }
 
@@ -108,25 +116,49 @@ impl ChannelFacts {
             kind: ChannelKind::from_serenity(channel.kind),
             parent: channel.parent_id.map(SerenityChannelId::get),
             name: Some(short_name(&channel.name)),
+            owner: channel.owner_id.map(|owner| owner.get()),
         }
     }
 }
 
 fn short_name(name: &str) -> String {
-    name.chars().take(MAX_NAME_CHARS).collect()
+    one_line(name, MAX_NAME_CHARS)
+}
+
+/// `text` as a one-line name: every control character (newline, tab, …) becomes a space, runs
+/// of whitespace become one space, the ends are trimmed, and at most `max` characters are kept.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let spaced: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let joined = spaced.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = joined.chars().take(max).collect();
+    cut.trim_end().to_owned()
 }
 
 /// The location of a message in a channel with `facts`; `parent` are the facts of a thread's
-/// parent (unused for other channels).
-pub(crate) fn location_of(facts: &ChannelFacts, parent: Option<&ChannelFacts>) -> Location {
+/// parent (unused for other channels); `bot` is the bot's user id (0 before READY), which tells
+/// a thread the bot opened.
+pub(crate) fn location_of(
+    facts: &ChannelFacts,
+    parent: Option<&ChannelFacts>,
+    bot: u64,
+) -> Location {
     let text = |id: Option<u64>| id.map(|id| id.to_string());
     match facts.kind {
         ChannelKind::Thread => Location {
             thread_parent_id: text(facts.parent),
             category_id: text(parent.and_then(|p| p.parent)),
+            thread: Some(ThreadInfo {
+                name: facts.name.clone().unwrap_or_default(),
+                parent_name: parent.and_then(|p| p.name.clone()),
+                in_forum: parent.is_some_and(|p| p.kind == ChannelKind::Forum),
+                started_by_bot: bot != 0 && facts.owner == Some(bot),
+            }),
             ..Location::default()
         },
-        ChannelKind::Channel => Location {
+        ChannelKind::Forum | ChannelKind::Channel => Location {
             category_id: text(facts.parent),
             ..Location::default()
         },
@@ -305,8 +337,40 @@ impl Channels {
         if let Some(known) = self.known_guild(channel) {
             return Ok(known);
         }
+        Ok(self.needed(rest, channel).await?.guild)
+    }
+
+    /// Remembers what the adapter itself made `channel` (a thread it opened), replacing what was
+    /// known and any failure.
+    pub(crate) fn remember_facts(&self, channel: u64, facts: ChannelFacts) {
+        let mut memory = self.memory.locked();
+        let entry = memory.entry(channel);
+        entry.known = Known::Facts(facts);
+        entry.failed_at = None;
+    }
+
+    /// The facts of `channel` for a caller that needs them (a thread's starter message, where a
+    /// reaction goes): serenity's cache (looked up in `guild`, else the channel's remembered
+    /// guild), the memory, or Discord, asked also when the last look-up failed.
+    pub(crate) async fn facts(
+        &self,
+        rest: &Rest,
+        channel: u64,
+        guild: Option<u64>,
+    ) -> Result<ChannelFacts, PlatformError> {
+        if let Some(guild) = guild.or_else(|| self.known_guild(channel).flatten())
+            && let Some(facts) = self.cached(guild, channel)
+        {
+            return Ok(facts);
+        }
+        self.needed(rest, channel).await
+    }
+
+    /// [`lookup`](Self::lookup) for a caller that needs the answer: asks again after a recent
+    /// failure, and fails with a [`PlatformError`].
+    async fn needed(&self, rest: &Rest, channel: u64) -> Result<ChannelFacts, PlatformError> {
         match self.lookup(rest, channel, AfterFailure::Retry).await {
-            Ok(facts) => Ok(facts.guild),
+            Ok(facts) => Ok(facts),
             Err(LookupError::Platform(error)) => Err(error),
             Err(other) => Err(PlatformError::Transport(format!("get_channel: {other}"))),
         }
@@ -314,8 +378,14 @@ impl Channels {
 
     /// Where a message in `channel` of `guild` was written (see the module documentation);
     /// empty for a DM (`guild` `None`) and for what could not be learned within
-    /// [`LOCATION_TIMEOUT`].
-    pub(crate) async fn location(&self, rest: &Rest, channel: u64, guild: Option<u64>) -> Location {
+    /// [`LOCATION_TIMEOUT`]. `bot` is the bot's user id (0 before READY).
+    pub(crate) async fn location(
+        &self,
+        rest: &Rest,
+        channel: u64,
+        guild: Option<u64>,
+        bot: u64,
+    ) -> Location {
         let Some(guild) = guild else {
             return Location::default();
         };
@@ -329,7 +399,7 @@ impl Channels {
             }
             _ => None,
         };
-        location_of(&facts, parent.as_ref())
+        location_of(&facts, parent.as_ref(), bot)
     }
 
     /// The facts of `channel` (in `guild`) by `deadline`; `None`, logged, when they cannot be
@@ -448,6 +518,20 @@ mod tests {
             kind,
             parent,
             name: None,
+            owner: None,
+        }
+    }
+
+    fn named(
+        kind: ChannelKind,
+        parent: Option<u64>,
+        name: &str,
+        owner: Option<u64>,
+    ) -> ChannelFacts {
+        ChannelFacts {
+            name: Some(name.to_owned()),
+            owner,
+            ..facts(kind, parent)
         }
     }
 
@@ -508,7 +592,8 @@ mod tests {
     #[test]
     fn rest_channels_become_facts_and_bad_ids_are_errors() {
         let thread = rest_channel(serde_json::json!({
-            "id": "20", "type": 11, "guild_id": "1", "parent_id": "10", "name": "a thread"
+            "id": "20", "type": 11, "guild_id": "1", "parent_id": "10", "name": "a thread",
+            "owner_id": "42"
         }));
         assert_eq!(
             ChannelFacts::from_rest(&thread),
@@ -516,9 +601,13 @@ mod tests {
                 guild: Some(1),
                 kind: ChannelKind::Thread,
                 parent: Some(10),
-                name: Some("a thread".into())
+                name: Some("a thread".into()),
+                owner: Some(42),
             })
         );
+        let forum = rest_channel(serde_json::json!({"id": "21", "type": 15, "guild_id": "1"}));
+        let forum = ChannelFacts::from_rest(&forum).expect("forum");
+        assert_eq!((forum.kind, forum.owner), (ChannelKind::Forum, None));
         let dm = rest_channel(serde_json::json!({"id": "30", "type": 1}));
         let dm = ChannelFacts::from_rest(&dm).expect("dm");
         assert_eq!(
@@ -531,6 +620,9 @@ mod tests {
         for bad in [
             serde_json::json!({"id": "20", "type": 11, "guild_id": "1", "parent_id": "abc"}),
             serde_json::json!({"id": "20", "type": 0, "guild_id": "-1"}),
+            serde_json::json!({"id": "20", "type": 11, "guild_id": "1", "owner_id": "7x"}),
+            serde_json::json!({"id": "20", "type": 11, "guild_id": "1", "owner_id": "0"}),
+            serde_json::json!({"id": "20", "type": 11, "guild_id": "1", "owner_id": ""}),
         ] {
             assert!(matches!(
                 ChannelFacts::from_rest(&rest_channel(bad)),
@@ -543,44 +635,147 @@ mod tests {
             (10, ChannelKind::Thread),
             (11, ChannelKind::Thread),
             (12, ChannelKind::Thread),
-            (15, ChannelKind::Channel),
+            (13, ChannelKind::Channel),
+            (15, ChannelKind::Forum),
+            (16, ChannelKind::Forum),
             (u64::MAX, ChannelKind::Channel),
         ] {
             assert_eq!(ChannelKind::from_code(code), kind, "type {code}");
         }
+        for (kind, expected) in [
+            (ChannelType::Forum, ChannelKind::Forum),
+            (ChannelType::Unknown(16), ChannelKind::Forum),
+            (ChannelType::PublicThread, ChannelKind::Thread),
+            (ChannelType::Text, ChannelKind::Channel),
+        ] {
+            assert_eq!(ChannelKind::from_serenity(kind), expected, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn a_malformed_owner_type_is_a_failed_look_up_not_a_panic() {
+        // A number where Discord sends a string: the answer does not decode at all.
+        let decoded = serde_json::from_value::<RestChannel>(serde_json::json!({
+            "id": "20", "type": 11, "owner_id": 42
+        }));
+        assert!(decoded.is_err());
+    }
+
+    #[test]
+    fn names_are_kept_on_one_line_and_cut() {
+        assert_eq!(one_line("  a\nb\r\n\tc  ", 100), "a b c");
+        assert_eq!(one_line("x\u{0}y\u{85}z\u{2028}w", 100), "x y z w");
+        assert_eq!(one_line("abcdef", 3), "abc");
+        assert_eq!(
+            one_line("ab cdef", 3),
+            "ab",
+            "no trailing space after the cut"
+        );
+        assert_eq!(one_line("\n\n", 10), "");
+        let thread = rest_channel(serde_json::json!({
+            "id": "20", "type": 11, "name": "evil\nname\u{1b}[31m"
+        }));
+        assert_eq!(
+            ChannelFacts::from_rest(&thread)
+                .expect("thread")
+                .name
+                .as_deref(),
+            Some("evil name [31m")
+        );
     }
 
     #[test]
     fn locations_follow_threads_to_their_channel_and_category() {
         let text = facts(ChannelKind::Channel, Some(3));
         assert_eq!(
-            location_of(&text, None),
+            location_of(&text, None, 42),
             Location {
                 category_id: Some("3".into()),
                 ..Location::default()
             }
         );
         let thread = facts(ChannelKind::Thread, Some(10));
+        let unnamed = ThreadInfo::default();
         assert_eq!(
-            location_of(&thread, Some(&text)),
+            location_of(&thread, Some(&text), 42),
             Location {
                 thread_parent_id: Some("10".into()),
                 category_id: Some("3".into()),
+                thread: Some(unnamed.clone()),
                 ..Location::default()
             }
         );
         assert_eq!(
-            location_of(&thread, None),
+            location_of(&thread, None, 42),
             Location {
                 thread_parent_id: Some("10".into()),
+                thread: Some(unnamed),
                 ..Location::default()
             },
             "a parent that could not be learned leaves the category empty"
         );
         assert_eq!(
-            location_of(&facts(ChannelKind::Channel, None), None),
+            location_of(&facts(ChannelKind::Channel, None), None, 42),
             Location::default()
         );
+        let forum = named(ChannelKind::Forum, Some(3), "help-forum", None);
+        assert_eq!(
+            location_of(&forum, None, 42),
+            Location {
+                category_id: Some("3".into()),
+                ..Location::default()
+            },
+            "a forum is no thread"
+        );
+    }
+
+    #[test]
+    fn a_threads_location_names_it_its_channel_and_who_opened_it() {
+        let text = named(ChannelKind::Channel, Some(3), "general", None);
+        let forum = named(ChannelKind::Forum, Some(3), "help-forum", None);
+        let by_user = named(ChannelKind::Thread, Some(10), "a thread", Some(7));
+        assert_eq!(
+            location_of(&by_user, Some(&text), 42).thread,
+            Some(ThreadInfo {
+                name: "a thread".into(),
+                parent_name: Some("general".into()),
+                in_forum: false,
+                started_by_bot: false,
+            })
+        );
+        let post = named(ChannelKind::Thread, Some(11), "my question", Some(42));
+        assert_eq!(
+            location_of(&post, Some(&forum), 42).thread,
+            Some(ThreadInfo {
+                name: "my question".into(),
+                parent_name: Some("help-forum".into()),
+                in_forum: true,
+                started_by_bot: true,
+            })
+        );
+        assert!(
+            !location_of(&post, Some(&forum), 0)
+                .thread
+                .is_some_and(|t| t.started_by_bot),
+            "before READY the bot's id is unknown: no thread is the bot's"
+        );
+        let ownerless = named(ChannelKind::Thread, Some(10), "old", None);
+        assert!(
+            !location_of(&ownerless, Some(&text), 42)
+                .thread
+                .is_some_and(|t| t.started_by_bot)
+        );
+    }
+
+    #[test]
+    fn remembered_facts_answer_without_a_look_up() {
+        let channels = Channels::with_capacity(4);
+        channels.remember_failure(9, Instant::now());
+        channels.remember_facts(9, named(ChannelKind::Thread, Some(8), "mine", Some(42)));
+        let memory = channels.memory.locked();
+        let entry = memory.get(9).expect("kept");
+        assert!(entry.failed_at.is_none(), "the failure is forgotten");
+        assert!(matches!(&entry.known, Known::Facts(f) if f.owner == Some(42)));
     }
 
     #[tokio::test]
@@ -589,10 +784,13 @@ mod tests {
         let rest =
             Rest::new(reqwest::Client::new(), Some("http://127.0.0.1:9"), "t").expect("rest");
         let channels = Channels::with_capacity(8);
-        assert_eq!(channels.location(&rest, 5, None).await, Location::default());
+        assert_eq!(
+            channels.location(&rest, 5, None, 42).await,
+            Location::default()
+        );
         assert_eq!(channels.remembered_count(), 0, "a DM is not looked up");
         assert_eq!(
-            channels.location(&rest, 5, Some(1)).await,
+            channels.location(&rest, 5, Some(1), 42).await,
             Location::default()
         );
         let failed_at = channels.memory.locked().get(5).and_then(|e| e.failed_at);

@@ -9,7 +9,8 @@
 //!   event is dispatched, so out-of-order event tasks cannot leave a stale value); a watcher polls
 //!   the shard manager every second for the outages serenity reports no stage change for.
 //! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped),
-//!   with its [`Location`](crate::platform::Location) resolved by [`Channels`] first.
+//!   with its [`Location`](crate::platform::Location) (the thread too) resolved by [`Channels`]
+//!   first.
 //! * INTERACTION_CREATE for one of our commands → [`PlatformEvent::Command`], answered
 //!   ephemerally by [`commands::handle`].
 //!
@@ -44,7 +45,7 @@ use crate::platform::{ConnectionState, EventSink, PlatformEvent, PlatformKind};
 pub(crate) struct Shared {
     bot_user_id: AtomicU64,
     application_id: AtomicU64,
-    /// What is known about channels: guild, thread or not, parent (bounded).
+    /// What is known about channels: guild, kind, parent, name, a thread's owner (bounded).
     pub(crate) channels: Channels,
     /// User → DM channel.
     dm_channels: Mutex<HashMap<u64, u64>>,
@@ -346,7 +347,7 @@ impl EventHandler for Handler {
             Ok(mut incoming) => {
                 let rest = &self.interactions.rest;
                 tokio::select! {
-                    location = self.shared.channels.location(rest, channel, guild) => {
+                    location = self.shared.channels.location(rest, channel, guild, bot) => {
                         incoming.location = location;
                     }
                     () = self.interactions.shutdown.cancelled() => return,

@@ -81,6 +81,9 @@ pub(crate) struct RestChannel {
     pub parent_id: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
+    /// A thread's owner: the user who opened it.
+    #[serde(default)]
+    pub owner_id: Option<String>,
 }
 
 /// A guild emoji as Discord's REST API returns it.

@@ -131,7 +131,17 @@ impl Rest {
         route: Route,
         body: Body,
     ) -> Result<T, PlatformError> {
-        let bytes = self.send(&route, &body).await?;
+        self.json_ref(&route, &body).await
+    }
+
+    /// [`json`](Self::json) with the route and body kept, for a caller that may send them again
+    /// (a message into a thread that had to be unarchived first).
+    pub async fn json_ref<T: DeserializeOwned>(
+        &self,
+        route: &Route,
+        body: &Body,
+    ) -> Result<T, PlatformError> {
+        let bytes = self.send(route, body).await?;
         serde_json::from_slice(&bytes).map_err(|err| {
             tracing::warn!(route = route.label, error = %err, "undecodable Discord response");
             PlatformError::Api {

@@ -17,6 +17,8 @@ pub const READ_MESSAGE_HISTORY: u64 = 1 << 16;
 pub const ADD_REACTIONS: u64 = 1 << 6;
 /// send-file in a server channel.
 pub const ATTACH_FILES: u64 = 1 << 15;
+/// A place with `threads: perConversation` opens a thread from the message it answers.
+pub const CREATE_PUBLIC_THREADS: u64 = 1 << 35;
 
 /// What every installation uses: seeing, answering (replies, edits, errors, reminders) and
 /// reading back.

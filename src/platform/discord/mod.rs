@@ -12,17 +12,23 @@
 //!   pointed at `apiBaseUrl`) and error mapping.
 //! * `invite.rs`: the invite URL with the scopes and permissions the enabled skills use.
 //! * `convert.rs`: snowflakes, serenity / REST shapes ↔ neutral types, emoji path segments.
-//! * `channels.rs`: what is known about channels (guild, thread or not, parent; bounded memory of
-//!   `GET /channels/{id}`, serenity's cache first) and a message's
-//!   [`Location`](crate::platform::Location) (thread parent, category) for `places:` rules.
+//! * `channels.rs`: what is known about channels (guild, thread, forum or channel, parent, name,
+//!   a thread's owner; bounded memory of `GET /channels/{id}`, serenity's cache first) and a
+//!   message's [`Location`](crate::platform::Location) (thread parent, category, the thread
+//!   itself) for `places:` rules and the prompt.
+//! * `threads.rs`: a thread's starter message, opening a thread from a message, the starter of
+//!   a thread opened from a message addressed in its parent channel, archived threads
+//!   unarchived to send into them.
 //!
 //! Behaviour: replies reference the anchor without pinging anyone but mentioned users
 //! (`allowed_mentions {parse: [users], replied_user: false}`, `fail_if_not_exists: false`, so a
 //! reply to a deleted message still arrives); edits are in place; `:name:` custom emojis are
 //! resolved against the channel's guild; history is fetched newest-first and returned oldest-first
 //! (a catch-up's read-back too, back to its cursor); search scans the last [`SEARCH_WINDOW`]
-//! messages. Texts are never truncated: empty or too long
-//! is [`PlatformError::InvalidInput`].
+//! messages. In a thread opened from a message, the starter (whose id is the thread's) is read
+//! and reacted to in the parent channel and never referenced by a reply; a send into an
+//! archived thread unarchives it once (`threads.rs`). Texts are never truncated: empty or too
+//! long is [`PlatformError::InvalidInput`].
 
 mod channels;
 mod client;
@@ -30,6 +36,7 @@ mod commands;
 mod convert;
 mod http;
 pub mod invite;
+mod threads;
 
 pub use client::DiscordRunner;
 pub use commands::CommandSpecError;
@@ -210,8 +217,9 @@ impl DiscordAdapter {
             .collect())
     }
 
-    /// The route of the bot's own reaction (`…/reactions/{emoji}/@me`) on a message, with a
-    /// custom emoji resolved against the channel's guild.
+    /// The route of the bot's own reaction (`…/reactions/{emoji}/@me`) on a message (in the
+    /// parent channel for a thread's starter: [`home_of`](Self::home_of)), with a custom emoji
+    /// resolved against the channel's guild.
     async fn own_reaction_route(
         &self,
         name: &'static str,
@@ -223,10 +231,11 @@ impl DiscordAdapter {
         let channel = snowflake(channel_id.as_str(), "channel id")?;
         let message = snowflake(message_id.as_str(), "message id")?;
         let segment = reaction_segment(&self.resolve_emoji(channel, emoji).await?)?;
+        let home = self.home_of(channel, message).await?;
         Ok(Route::new(
             name,
             method,
-            format!("/channels/{channel}/messages/{message}/reactions/{segment}/@me"),
+            format!("/channels/{home}/messages/{message}/reactions/{segment}/@me"),
         ))
     }
 
@@ -268,12 +277,9 @@ impl DiscordAdapter {
     ) -> Result<SentMessage, PlatformError> {
         check_text(text)?;
         let payload = message_payload(channel, Some(text), reply_to)?;
-        let route = Route::new(
-            "create_message",
-            Method::POST,
-            format!("/channels/{channel}/messages"),
-        );
-        let sent: RestMessage = self.rest.json(route, Body::Json(payload)).await?;
+        let sent = self
+            .create_message(channel, "create_message", Body::Json(payload))
+            .await?;
         Ok(sent.sent())
     }
 
@@ -301,20 +307,12 @@ impl DiscordAdapter {
             parts.push((filename, mime, bytes));
         }
         payload["attachments"] = Value::Array(described);
-        let route = Route::new(
-            "create_message_files",
-            Method::POST,
-            format!("/channels/{channel}/messages"),
-        );
-        let sent: RestMessage = self
-            .rest
-            .json(
-                route,
-                Body::Files {
-                    payload,
-                    files: parts,
-                },
-            )
+        let body = Body::Files {
+            payload,
+            files: parts,
+        };
+        let sent = self
+            .create_message(channel, "create_message_files", body)
             .await?;
         Ok(FileDelivery {
             messages: vec![sent.sent()],
@@ -425,8 +423,9 @@ impl PlatformAdapter for DiscordAdapter {
         reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         let channel = snowflake(channel_id.as_str(), "channel id")?;
-        self.post_text(channel, text, reply_to.map(MessageId::as_str))
-            .await
+        check_text(text)?;
+        let anchor = self.reply_anchor(channel, reply_to).await;
+        self.post_text(channel, text, anchor).await
     }
 
     async fn edit_message(
@@ -471,10 +470,11 @@ impl PlatformAdapter for DiscordAdapter {
     ) -> Result<ChatMessage, PlatformError> {
         let channel = snowflake(channel_id.as_str(), "channel id")?;
         let message = snowflake(message_id.as_str(), "message id")?;
+        let home = self.home_of(channel, message).await?;
         let route = Route::new(
             "get_message",
             Method::GET,
-            format!("/channels/{channel}/messages/{message}"),
+            format!("/channels/{home}/messages/{message}"),
         );
         let found: RestMessage = self.rest.json(route, Body::Empty).await?;
         Ok(found.into_chat())
@@ -537,7 +537,7 @@ impl PlatformAdapter for DiscordAdapter {
             let location = self
                 .shared
                 .channels
-                .location(&self.rest, channel, guild)
+                .location(&self.rest, channel, guild, bot)
                 .await;
             for message in &mut messages {
                 message.location = location.clone();
@@ -639,8 +639,8 @@ impl PlatformAdapter for DiscordAdapter {
         reply_to: Option<&MessageId>,
     ) -> Result<FileDelivery, PlatformError> {
         let channel = snowflake(channel_id.as_str(), "channel id")?;
-        self.post_files(channel, files, caption, reply_to.map(MessageId::as_str))
-            .await
+        let anchor = self.reply_anchor(channel, reply_to).await;
+        self.post_files(channel, files, caption, anchor).await
     }
 
     async fn send_dm(&self, user_id: &UserId, text: &str) -> Result<SentMessage, PlatformError> {
@@ -680,6 +680,22 @@ impl PlatformAdapter for DiscordAdapter {
             format!("/channels/{channel}/typing"),
         );
         self.rest.call(route, Body::Empty).await
+    }
+
+    async fn thread_starter(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Option<ChatMessage>, PlatformError> {
+        self.starter_message(channel_id).await
+    }
+
+    async fn open_thread(
+        &self,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
+        name: &str,
+    ) -> Result<Option<ChannelId>, PlatformError> {
+        self.start_thread(channel_id, message_id, name).await
     }
 }
 

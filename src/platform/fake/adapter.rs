@@ -587,4 +587,36 @@ impl PlatformAdapter for FakePlatform {
         })
         .await
     }
+
+    async fn thread_starter(
+        &self,
+        channel_id: &ChannelId,
+    ) -> Result<Option<ChatMessage>, PlatformError> {
+        self.begin(Call::ThreadStarter {
+            channel_id: channel_id.as_str().into(),
+        })
+        .await?;
+        Ok(self
+            .state()
+            .thread_starters
+            .get(channel_id.as_str())
+            .cloned())
+    }
+
+    /// Discord's fake opens `thread-<message id>` (the same thread again for the same
+    /// message); other platforms have no threads.
+    async fn open_thread(
+        &self,
+        channel_id: &ChannelId,
+        message_id: &MessageId,
+        name: &str,
+    ) -> Result<Option<ChannelId>, PlatformError> {
+        self.begin(Call::OpenThread {
+            channel_id: channel_id.as_str().into(),
+            message_id: message_id.as_str().into(),
+            name: name.into(),
+        })
+        .await?;
+        Ok((self.kind == PlatformKind::Discord).then(|| format!("thread-{message_id}").into()))
+    }
 }

@@ -36,6 +36,10 @@ pub enum Op {
     CustomEmojis,
     /// [`start_typing`](crate::platform::PlatformAdapter::start_typing)
     StartTyping,
+    /// [`thread_starter`](crate::platform::PlatformAdapter::thread_starter)
+    ThreadStarter,
+    /// [`open_thread`](crate::platform::PlatformAdapter::open_thread)
+    OpenThread,
 }
 
 /// One recorded call with all its arguments (recorded before any failure is injected, so failed
@@ -107,6 +111,14 @@ pub enum Call {
     CustomEmojis { channel_id: String },
     /// A call of `start_typing`.
     StartTyping { channel_id: String },
+    /// A call of `thread_starter`.
+    ThreadStarter { channel_id: String },
+    /// A call of `open_thread`.
+    OpenThread {
+        channel_id: String,
+        message_id: String,
+        name: String,
+    },
 }
 
 impl Call {
@@ -127,6 +139,8 @@ impl Call {
             Call::SendDmFiles { .. } => Op::SendDmFiles,
             Call::CustomEmojis { .. } => Op::CustomEmojis,
             Call::StartTyping { .. } => Op::StartTyping,
+            Call::ThreadStarter { .. } => Op::ThreadStarter,
+            Call::OpenThread { .. } => Op::OpenThread,
         }
     }
 }

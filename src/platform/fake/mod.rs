@@ -53,6 +53,8 @@ struct State {
     users: BTreeMap<String, UserInfo>,
     emojis: Vec<CustomEmoji>,
     channel_emojis: HashMap<String, Vec<CustomEmoji>>,
+    /// Per thread channel, the message it began with.
+    thread_starters: HashMap<String, ChatMessage>,
     reactions: BTreeMap<(String, String), Vec<ReactionEmoji>>,
     /// Per operation, what the next calls do: `None` succeeds, `Some(e)` fails with `e`.
     failures: HashMap<Op, VecDeque<Option<PlatformError>>>,
@@ -109,6 +111,7 @@ impl FakePlatform {
             users: BTreeMap::new(),
             emojis: Vec::new(),
             channel_emojis: HashMap::new(),
+            thread_starters: HashMap::new(),
             reactions: BTreeMap::new(),
             failures: HashMap::new(),
             failing_files: HashMap::new(),
@@ -308,6 +311,14 @@ impl FakePlatform {
         self.state()
             .channel_emojis
             .insert(channel_id.into(), emojis);
+        self
+    }
+
+    /// The message the thread `channel_id` began with (what `thread_starter` answers).
+    pub fn set_thread_starter(&self, channel_id: &str, message: ChatMessage) -> &Self {
+        self.state()
+            .thread_starters
+            .insert(channel_id.into(), message);
         self
     }
 
