@@ -122,6 +122,11 @@ pub enum Command {
     /// and exit 0 when it serves (ready or degraded), 1 otherwise, with one line saying why:
     /// for container health checks and monitors.
     Healthcheck(ConfigArg),
+    /// Ask the running daemon to reload its configuration (what can change live: the
+    /// `places:` rules, prompts and personas; the rest is logged as needing a restart). The
+    /// file is checked first and nothing is sent when it fails; the daemon is the process
+    /// holding the configured database. `systemctl reload air-friends` does the same.
+    Reload(ConfigArg),
     /// Inspect the `places:` rules (docs/PLACES.md).
     Places {
         /// What to do.

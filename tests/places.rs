@@ -3,7 +3,8 @@
 //! model, reply policy and skills; a thread of it is the same place; a DM keeps the global
 //! settings; a channel whose own daily budget is spent is told so without an agent. Threads
 //! and forum posts are conversations of their own, and a thread-per-conversation channel opens
-//! one. And `air-friends places explain` through the binary.
+//! one. A reload switches a persona and retires only the affected warm agent. And
+//! `air-friends places explain` through the binary.
 
 mod common;
 
@@ -340,6 +341,103 @@ async fn threads_are_conversations_of_their_own() {
     bot.stop();
 }
 
+/// `support` has its persona and the DM the shared one; every agent replies; warm agents on.
+fn reload_setup(files: &Path) -> DiscordSetup {
+    std::fs::write(files.join("support.md"), SUPPORT_PERSONA).unwrap();
+    std::fs::write(
+        files.join("support2.md"),
+        "You are NEW-DESK, the renewed help desk.\n\n{{safety}}",
+    )
+    .unwrap();
+    DiscordSetup {
+        script: one_turn(reply_steps(&text_path(files, "answer.md"))),
+        texts: vec![("answer.md", "Here to help.".to_owned())],
+        extra_yaml: format!(
+            "places:\n\
+             \x20 - name: support\n\
+             \x20   match: {{platform: discord, channel: '{CHANNEL_ID}'}}\n\
+             \x20   persona: {persona}\n\
+             \x20   reply: always\n",
+            persona = files.join("support.md").display(),
+        ),
+        ..DiscordSetup::default()
+    }
+}
+
+/// Runs `air-friends reload` on `config`: (success, stdout, stderr).
+fn reload(config: &Path) -> (bool, String, String) {
+    let out = Command::new(bin())
+        .args(["reload", "--config"])
+        .arg(config)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A reload switches a place's persona without a restart and retires that place's warm agent
+/// only; a setting that cannot change live is reported as needing a restart and left alone;
+/// a file that fails the check is not sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_switches_a_persona_and_retires_only_the_affected_warm_agent() {
+    let mut bot = DiscordServe::start(reload_setup).await;
+    let alice = || user(USER_ID, "alice", false);
+    bot.push(CHANNEL_ID, alice(), "first question");
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    bot.dm("hello");
+    bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    bot.wait_interactions_finished(2);
+    assert!(bot.prompts()[0].contains("SUPPORT-DESK"));
+    assert_eq!(bot.agents_started(), 2);
+
+    let path = bot.config.path.clone();
+    let original = std::fs::read_to_string(&path).unwrap();
+    // A broken file: refused before anything is sent.
+    std::fs::write(&path, format!("{original}\nnoSuchKey: 1\n")).unwrap();
+    let (ok, _, err) = reload(&path);
+    assert!(!ok);
+    assert!(err.contains("not asked to reload"), "{err}");
+    assert!(err.contains("noSuchKey"), "{err}");
+
+    // The support rule's persona changes (live) and so does agent.idleTimeoutMs (restart).
+    let changed = original
+        .replace("support.md", "support2.md")
+        .replace("idleTimeoutMs: 30000", "idleTimeoutMs: 31000");
+    assert_ne!(changed, original);
+    std::fs::write(&path, changed).unwrap();
+    let (ok, out, err) = reload(&path);
+    assert!(ok, "{err}");
+    assert!(out.contains("asked the daemon (pid"), "{out}");
+    let line = bot.wait_log(|v| v["message"] == "configuration reloaded");
+    assert_eq!(line["changed"], "[\"places\"]", "{line}");
+    assert_eq!(line["needs_restart"], "[\"agent.idleTimeoutMs\"]", "{line}");
+
+    // The support channel: a fresh agent with the new persona.
+    bot.push(CHANNEL_ID, alice(), "second question");
+    bot.wait_bot_messages(CHANNEL_ID, 2).await;
+    bot.wait_interactions_finished(3);
+    assert_eq!(bot.agents_started(), 3, "the support agent was retired");
+    let prompts = bot.prompts();
+    let last = prompts.last().unwrap();
+    assert!(last.contains("NEW-DESK"), "{last}");
+    assert!(!last.contains("SUPPORT-DESK"), "{last}");
+
+    // The DM's place did not change: its warm agent answers.
+    bot.dm("still there?");
+    bot.wait_bot_messages(DM_CHANNEL_ID, 2).await;
+    bot.wait_interactions_finished(4);
+    assert_eq!(bot.agents_started(), 3, "the DM's warm agent was kept");
+    let metrics = bot.metrics().await;
+    assert!(
+        metrics.contains(r#"air_friends_config_reloads_total{outcome="applied"} 1"#),
+        "{metrics}"
+    );
+    bot.stop();
+}
+
 /// `places explain` prints each setting and the rule or key it comes from.
 #[test]
 fn places_explain_names_the_rule_behind_each_setting() {
@@ -400,4 +498,13 @@ fn places_explain_names_the_rule_behind_each_setting() {
     let (ok, _, err) = explain("discord/room/1");
     assert!(!ok);
     assert!(err.contains("unknown part \"room\""), "{err}");
+}
+
+/// `air-friends reload` with no daemon on the configured database says so and fails.
+#[test]
+fn reload_without_a_daemon_says_so() {
+    let config = TestConfig::new("");
+    let (ok, out, err) = reload(&config.path);
+    assert!(!ok, "{out}");
+    assert!(err.contains("no daemon runs on"), "{err}");
 }

@@ -119,7 +119,7 @@ fn setup_on(
 
 /// The default trigger rules with `access` and `places`.
 fn policy_with(access: &AccessControlConfig, places: Places) -> Policy {
-    Policy::new(&PlatformsConfig::default(), access, Arc::new(places))
+    Policy::new(&PlatformsConfig::default(), access, Arc::new(places.into()))
 }
 
 fn settings(max_concurrent: usize, queue: usize) -> RouterSettings {

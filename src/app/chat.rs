@@ -123,6 +123,18 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
             |m| format!("model {m}")
         ),
     );
+    // SIGHUP re-renders the prompt templates (the console's configuration is adjusted at start,
+    // so the file is not re-read).
+    shutdown.spawn(
+        "sighup",
+        super::daemon::on_sighup(
+            None,
+            config.clone(),
+            started.reload.clone(),
+            metrics.clone(),
+            shutdown.draining(),
+        ),
+    );
     shutdown.spawn(
         "console_status",
         console.clone().run_status(shutdown.draining()),

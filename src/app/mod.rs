@@ -10,6 +10,7 @@ mod generate;
 mod healthcheck;
 mod invite;
 mod places;
+mod reload;
 mod restore;
 mod serve;
 mod stats;
@@ -76,6 +77,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Restore { config, file } => restore::restore_main(&config.config, &file),
         Command::Stats(config) => stats::stats_main(&config.config),
         Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
+        Command::Reload(config) => reload::reload_main(&config.config),
         Command::Places {
             command: PlacesCommand::Explain { config, place },
         } => places::explain_main(&config.config, &place),
@@ -338,6 +340,14 @@ fn load_config_and_skills(path: &Path) -> Result<(Config, crate::skills::LoadedS
     Ok((config, skills))
 }
 
+/// Without any model provider key, `agent.model` is OpenCode Zen's free model: set here, the
+/// one home of the rule for a start and a reload. Returns the model when it was set.
+fn keyless_default(config: &mut Config) -> Option<String> {
+    let model = config.agent.keyless_default_model(&ProcessEnv)?.to_owned();
+    config.agent.model = Some(model.clone());
+    Some(model)
+}
+
 /// [`run_with_config`]'s second half, for a configuration already loaded: logs `warnings`
 /// once logging is installed.
 fn run_loaded<A, F, Fut>(
@@ -370,12 +380,11 @@ where
     for w in warnings {
         tracing::warn!(key = %w.path, problem = %w.message, "configuration warning");
     }
-    if let Some(model) = config.agent.keyless_default_model(&ProcessEnv) {
+    if let Some(model) = keyless_default(&mut config) {
         tracing::info!(
             model,
             "no model provider key is set: using OpenCode Zen's free model"
         );
-        config.agent.model = Some(model.to_owned());
     }
     // Before any thread or secret-holding component exists: no process of our uid (an agent
     // left unconfined, a tool it started) may read our memory or /proc/<pid>/environ.

@@ -3,7 +3,7 @@
 //! ops listener, runs until a signal, and shuts down in bounded time.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -24,15 +24,23 @@ use crate::systemd;
 pub fn serve_main(path: &Path) -> ExitCode {
     match super::load_config(path, super::ConfigCheck::Strict) {
         Ok((config, warnings)) => {
-            super::run_loaded(config, &warnings, LogTarget::Stdout, |_| {}, serve)
+            let path = path.to_path_buf();
+            super::run_loaded(
+                config,
+                &warnings,
+                LogTarget::Stdout,
+                |_| {},
+                move |config, tokens| serve(config, path, tokens),
+            )
         }
         Err(code) => code,
     }
 }
 
-/// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully. `live_tokens` is the log
-/// redactor's set the Skill API publishes its live caller tokens into.
-pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
+/// Runs the daemon until SIGTERM/SIGINT, then shuts down gracefully; SIGHUP reloads `path`
+/// (what can change live, see `daemon::on_sighup`). `live_tokens` is the log redactor's set
+/// the Skill API publishes its live caller tokens into.
+pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let readiness = Readiness::new();
     let shutdown = Shutdown::new();
@@ -52,6 +60,16 @@ pub async fn serve(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<(
     )
     .await?;
 
+    shutdown.spawn(
+        "sighup",
+        super::daemon::on_sighup(
+            Some(path),
+            config.clone(),
+            started.reload.clone(),
+            metrics.clone(),
+            shutdown.draining(),
+        ),
+    );
     let ops = OpsListener::start(&config, readiness.clone(), metrics, &shutdown).await?;
 
     // Started: systemd is told now (a platform that cannot connect must not fail the start);

@@ -25,7 +25,7 @@ use super::workspace::SessionDirs;
 use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::{Budget, ModelTurn, ProblemKind};
-use crate::places::{Place, Places};
+use crate::places::{LivePlaces, Place};
 use crate::platform::{
     IncomingMessage, MessageId, PlatformAdapter, PlatformKind, PlatformRegistry,
 };
@@ -68,7 +68,7 @@ pub struct Interactions {
     pub personas: Arc<Personas>,
     /// The `places:` rules: each message's persona, model, skills, attachments, warm agents
     /// and memory access.
-    pub places: Arc<Places>,
+    pub places: Arc<LivePlaces>,
     /// Prompt sizes.
     pub prompt: PromptSettings,
     /// The retry prompt (quotes send-reply and react-message).
@@ -99,7 +99,7 @@ impl MessageHandler for Interactions {
             tracing::error!(platform = %msg.platform, "no adapter for this platform");
             return "failed";
         };
-        let place = self.places.of(&msg);
+        let place = self.places.current().of(&msg);
         let mut timer = self
             .metrics
             .session_started(msg.platform.as_str(), &place.name);

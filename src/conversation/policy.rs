@@ -8,7 +8,7 @@ use crate::config::{
     AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, ThreadsPolicy,
     TriggerRules,
 };
-use crate::places::Places;
+use crate::places::LivePlaces;
 use crate::platform::{IncomingMessage, PlatformKind};
 
 /// Why a message is not answered.
@@ -40,7 +40,7 @@ pub struct Policy {
     /// For a platform without rules: answer nothing.
     silent: TriggerRules,
     access: AccessControlConfig,
-    places: Arc<Places>,
+    places: Arc<LivePlaces>,
 }
 
 impl Policy {
@@ -49,7 +49,7 @@ impl Policy {
     pub fn new(
         platforms: &PlatformsConfig,
         access: &AccessControlConfig,
-        places: Arc<Places>,
+        places: Arc<LivePlaces>,
     ) -> Self {
         let mut triggers: Vec<(PlatformKind, TriggerRules)> = PLATFORMS
             .iter()
@@ -105,7 +105,7 @@ impl Policy {
             return Err(Ignore::Bot);
         }
         let t = self.triggers(msg.platform);
-        let place = self.places.of(msg);
+        let place = self.places.current().of(msg);
         let reply = place.reply;
         if reply == Some(ReplyPolicy::Never) {
             return Err(Ignore::PlaceSilent);
@@ -165,13 +165,14 @@ impl Policy {
     pub fn opens_thread(&self, msg: &IncomingMessage) -> bool {
         !msg.is_dm
             && msg.location.thread.is_none()
-            && self.places.of(msg).threads == ThreadsPolicy::PerConversation
+            && self.places.current().of(msg).threads == ThreadsPolicy::PerConversation
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::places::Places;
     use crate::platform::fake::FakePlatform;
 
     fn policy(f: impl FnOnce(&mut PlatformsConfig, &mut AccessControlConfig)) -> Policy {
@@ -181,8 +182,8 @@ mod tests {
         Policy::new(&p, &a, no_places())
     }
 
-    fn no_places() -> Arc<Places> {
-        Arc::new(Places::new(&crate::config::Config::default(), []))
+    fn no_places() -> Arc<LivePlaces> {
+        Arc::new(Places::new(&crate::config::Config::default(), []).into())
     }
 
     /// `policy` with the `places:` rules of `yaml`.
@@ -191,7 +192,7 @@ mod tests {
         Policy::new(
             &config.platforms,
             &config.access_control,
-            Arc::new(Places::new(&config, [])),
+            Arc::new(Places::new(&config, []).into()),
         )
     }
 

@@ -150,11 +150,12 @@ impl PromptLibrary {
 }
 
 /// The system prompt of every place: the shared library (`prompts.dir`) and one library per
-/// persona the `places:` rules name (`places[].persona`), made once at start.
+/// persona the `places:` rules name (`places[].persona`): those of the rules at start made at
+/// once, one a reloaded rule names for the first time made when it is first needed.
 #[derive(Debug)]
 pub struct Personas {
     shared: std::sync::Arc<PromptLibrary>,
-    own: BTreeMap<PathBuf, std::sync::Arc<PromptLibrary>>,
+    own: Mutex<BTreeMap<PathBuf, std::sync::Arc<PromptLibrary>>>,
 }
 
 impl Personas {
@@ -171,20 +172,30 @@ impl Personas {
                 (p.to_path_buf(), std::sync::Arc::new(library))
             })
             .collect();
-        Self { shared, own }
+        Self {
+            shared,
+            own: Mutex::new(own),
+        }
     }
 
     /// The library of a place whose persona is `persona` (`None`: the shared one).
-    pub fn library(&self, persona: Option<&Path>) -> &std::sync::Arc<PromptLibrary> {
-        persona
-            .and_then(|p| self.own.get(p))
-            .unwrap_or(&self.shared)
+    pub fn library(&self, persona: Option<&Path>) -> std::sync::Arc<PromptLibrary> {
+        let Some(persona) = persona else {
+            return self.shared.clone();
+        };
+        self.own
+            .locked()
+            .entry(persona.to_path_buf())
+            .or_insert_with(|| {
+                std::sync::Arc::new(PromptLibrary::persona(persona, self.shared.dir()))
+            })
+            .clone()
     }
 
     /// Forgets every cached rendering (SIGHUP).
     pub fn invalidate(&self) {
         self.shared.invalidate();
-        for library in self.own.values() {
+        for library in self.own.locked().values() {
             library.invalidate();
         }
     }

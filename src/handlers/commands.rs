@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::render;
 use crate::conversation::workspace::Workspaces;
-use crate::places::{Places, Spot};
+use crate::places::{LivePlaces, Places, Spot};
 use crate::platform::{CommandInvocation, CommandReply};
 use crate::session::{SessionContext, SessionHandle, SessionPurpose};
 use crate::skill_api::{CallContext, SkillApiState, SkillError, invoke};
@@ -28,7 +28,7 @@ pub struct UserCommandRunner {
     state: SkillApiState,
     commands: BTreeSet<String>,
     workspaces: Workspaces,
-    places: Arc<Places>,
+    places: Arc<LivePlaces>,
 }
 
 impl UserCommandRunner {
@@ -44,13 +44,13 @@ impl UserCommandRunner {
             state,
             commands,
             workspaces,
-            places: Arc::new(Places::none()),
+            places: Arc::new(Places::none().into()),
         }
     }
 
     /// Commands judged by the `places:` rules: a skill a place does not allow is refused
     /// there, as it is to the agent.
-    pub fn with_places(mut self, places: Arc<Places>) -> Self {
+    pub fn with_places(mut self, places: Arc<LivePlaces>) -> Self {
         self.places = places;
         self
     }
@@ -108,6 +108,7 @@ impl UserCommandRunner {
             purpose: SessionPurpose::Conversation,
             place: self
                 .places
+                .current()
                 .resolve(&Spot::of_origin(&invocation.origin))
                 .grant(),
             trigger_message_id: invocation.message_id.clone(),

@@ -10,6 +10,7 @@
 //! (`config/validate/places.rs`, with [`matching`]); the places read here are the ones that
 //! passed.
 
+mod live;
 pub mod matching;
 mod spot;
 
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use crate::config::{Config, MemoryAccess, PlaceRule, ReplyPolicy, ThreadsPolicy};
 use crate::platform::IncomingMessage;
 use crate::session::{DEFAULT_PLACE, PlaceGrant};
+pub use live::LivePlaces;
 pub use spot::{Spot, SpotError};
 
 /// The skills that change memories (left out where memory is read-only).

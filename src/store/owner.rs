@@ -104,9 +104,48 @@ impl OwnerLock {
     }
 }
 
+/// The pid of the process that holds `database`'s lock now, `None` when none does (the lock
+/// file is missing or free). The lock is tried, not read alone, so a pid left in the file by a
+/// process that has ended is never taken for a running daemon. (Trying takes the lock for an
+/// instant when it is free: a daemon starting in that instant is refused and may be started
+/// again.)
+pub fn holder(database: &Path) -> Result<Option<u32>, OwnerError> {
+    let lock = lock_path(database);
+    let file = match File::open(&lock) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(OwnerError::Io { lock, source }),
+    };
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        Ok(_free) => Ok(None),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(std::fs::read_to_string(&lock)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())),
+        Err((_, errno)) => Err(OwnerError::Io {
+            lock,
+            source: std::io::Error::from(errno),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_is_the_process_holding_the_lock_not_a_stale_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("air.db");
+        assert_eq!(holder(&db).unwrap(), None, "no lock file");
+        let held = OwnerLock::acquire(&db).unwrap();
+        assert_eq!(holder(&db).unwrap(), Some(std::process::id()));
+        held.release();
+        assert_eq!(
+            holder(&db).unwrap(),
+            None,
+            "the pid left in the file is not a holder"
+        );
+    }
 
     #[test]
     fn one_owner_at_a_time_and_the_lock_goes_with_it() {

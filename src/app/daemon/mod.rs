@@ -8,6 +8,7 @@ mod agent;
 mod jobs;
 mod pipeline;
 mod platforms;
+mod reload;
 mod sandbox;
 mod skill_api;
 mod skills;
@@ -27,6 +28,7 @@ use crate::platform::{EventSink, PlatformAdapter};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::store::owner::OwnerLock;
+pub use reload::{Reloadable, on_sighup};
 
 /// What a started daemon hands back to its caller.
 #[derive(Debug)]
@@ -39,6 +41,8 @@ pub struct Started {
     pub sink: EventSink,
     /// Cancelled when the event loop has ended (its channel closed and emptied, or draining).
     pub events_done: CancellationToken,
+    /// What a reload can change (see [`on_sighup`]).
+    pub reload: Reloadable,
 }
 
 /// Who is told what the running agents are doing and why a model provider failed: the chat
@@ -146,6 +150,11 @@ pub async fn start(
         owner,
         sink,
         events_done: pipeline.events_done,
+        reload: Reloadable {
+            places: skills.places.clone(),
+            personas: pipeline.personas,
+            enabled: skills.enabled.clone(),
+        },
     })
 }
 

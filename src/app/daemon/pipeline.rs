@@ -29,7 +29,7 @@ use crate::conversation::{
 };
 use crate::egress::EgressProxy;
 use crate::handlers::UserCommandRunner;
-use crate::places::Places;
+use crate::places::LivePlaces;
 use crate::platform::{PlatformEvent, PlatformRegistry};
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
@@ -43,6 +43,8 @@ pub(super) struct Pipeline {
     pub(super) launcher: Arc<Launcher>,
     /// The prompt templates.
     pub(super) prompts: Arc<PromptLibrary>,
+    /// Every place's system prompt (re-rendered after a reload).
+    pub(super) personas: Arc<Personas>,
     /// Cancelled when the event loop has ended.
     pub(super) events_done: CancellationToken,
 }
@@ -61,12 +63,19 @@ pub(super) fn start(
     let config = ctx.config;
     let sandboxed = host.sandbox.is_enabled();
     let places = skills.places.clone();
-    let place_names: Vec<&str> = places.names().collect();
+    let current = places.current();
+    let place_names: Vec<&str> = current.names().collect();
     let conversation_metrics =
         ConversationMetrics::new(ctx.metrics, &platforms.kinds(), &place_names);
     let runner = agent::runner(config, skills, host.sandbox, activity);
     let prompts = Arc::new(PromptLibrary::new(&config.prompts.dir));
-    let personas = personas(ctx, prompts.clone());
+    let personas = Arc::new(Personas::new(
+        prompts.clone(),
+        config
+            .places
+            .iter()
+            .filter_map(|rule| rule.persona.as_deref()),
+    ));
     let egress = egress_proxy(config, sandboxed)?;
     let warm = warm_pool(ctx);
     // attachments: the daemon downloads what users attach, from the platforms' own servers.
@@ -94,7 +103,7 @@ pub(super) fn start(
         launcher: launcher.clone(),
         budget: served.gateway.budget().clone(),
         store: ctx.store.clone(),
-        personas,
+        personas: personas.clone(),
         places: places.clone(),
         prompt: prompt_settings(config),
         retry_prompt: retry_prompt(&skills.loaded),
@@ -123,25 +132,9 @@ pub(super) fn start(
     Ok(Pipeline {
         launcher,
         prompts,
+        personas,
         events_done,
     })
-}
-
-/// The system prompt of every place: `shared` (`prompts.dir`) and each persona the `places:`
-/// rules name, re-rendered after a SIGHUP (see [`reload_on_sighup`]).
-fn personas(ctx: Ctx<'_>, shared: Arc<PromptLibrary>) -> Arc<Personas> {
-    let personas = Arc::new(Personas::new(
-        shared,
-        ctx.config
-            .places
-            .iter()
-            .filter_map(|rule| rule.persona.as_deref()),
-    ));
-    ctx.shutdown.spawn(
-        "sighup",
-        reload_on_sighup(personas.clone(), ctx.shutdown.draining()),
-    );
-    personas
 }
 
 /// `agent.sandbox.egressAllowHosts`: a CONNECT proxy on each sandboxed session's folder.
@@ -173,7 +166,7 @@ fn router(
     ctx: Ctx<'_>,
     platforms: &PlatformRegistry,
     interactions: Interactions,
-    places: Arc<Places>,
+    places: Arc<LivePlaces>,
     metrics: ConversationMetrics,
     inbox: Inbox,
 ) -> Router {
@@ -341,26 +334,4 @@ async fn route_events(
         }
     }
     Ok(())
-}
-
-/// SIGHUP makes the next session re-render the prompt templates (they are also re-rendered
-/// whenever a file in the folder changes).
-async fn reload_on_sighup(
-    prompts: Arc<Personas>,
-    draining: CancellationToken,
-) -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).context("cannot install the SIGHUP handler")?;
-    loop {
-        tokio::select! {
-            _ = draining.cancelled() => return Ok(()),
-            got = hup.recv() => {
-                if got.is_none() {
-                    return Ok(());
-                }
-                prompts.invalidate();
-                tracing::info!("SIGHUP: prompt templates will be reloaded");
-            }
-        }
-    }
 }

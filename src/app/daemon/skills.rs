@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::absolute;
 use crate::config::Config;
-use crate::places::Places;
+use crate::places::{LivePlaces, Places};
 use crate::platform::UserCommandSpec;
 use crate::skills::{LoadedSkills, load_skills};
 
@@ -21,8 +21,10 @@ pub(super) struct SkillPackages {
     pub(super) loaded: LoadedSkills,
     /// The user commands of the enabled skills, for the platforms to register.
     pub(super) commands: Vec<UserCommandSpec>,
-    /// The `places:` rules over the enabled skills.
-    pub(super) places: Arc<Places>,
+    /// The `places:` rules over the enabled skills, replaced by a reload.
+    pub(super) places: Arc<LivePlaces>,
+    /// The names of the skills the configuration enables (what a reload's rules narrow).
+    pub(super) enabled: Vec<String>,
 }
 
 impl SkillPackages {
@@ -49,13 +51,15 @@ impl SkillPackages {
         let enabled = loaded
             .names()
             .filter(|name| config.skill_enabled(name))
-            .map(str::to_owned);
-        let places = Arc::new(Places::new(config, enabled));
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        let places = Arc::new(Places::new(config, enabled.iter().cloned()).into());
         Ok(Self {
             dir,
             loaded,
             commands,
             places,
+            enabled,
         })
     }
 }
