@@ -132,6 +132,7 @@ fn stats_command() -> UserCommandSpec {
             },
             "required": ["maxAgeDays"]
         }),
+        hidden_in_guilds: Default::default(),
     }
 }
 

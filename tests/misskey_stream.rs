@@ -113,6 +113,7 @@ fn command_specs() -> Vec<UserCommandSpec> {
             description: "Show memory statistics".into(),
             input_schema: json!({"type": "object", "properties": {},
                 "additionalProperties": false}),
+            hidden_in_guilds: Default::default(),
         },
         UserCommandSpec {
             name: "memory-search".into(),
@@ -122,6 +123,7 @@ fn command_specs() -> Vec<UserCommandSpec> {
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10,
                           "description": "Max results"}
             }, "required": ["query"], "additionalProperties": false}),
+            hidden_in_guilds: Default::default(),
         },
     ]
 }

@@ -13,8 +13,8 @@ use std::process::Command;
 
 use air_friends::conversation::interaction::BUDGET_TEXT;
 use common::fake_discord::{
-    BOT_ID, CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, FORUM_ID, FORUM_POST_ID, GUILD_ID,
-    THREAD_ID, USER_ID, user,
+    APP_ID, BOT_ID, CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, FORUM_ID, FORUM_POST_ID,
+    GUILD_ID, THREAD_ID, USER_ID, user,
 };
 use common::poll::eventually;
 use common::serve::skill_step;
@@ -507,4 +507,92 @@ fn reload_without_a_daemon_says_so() {
     let (ok, out, err) = reload(&config.path);
     assert!(!ok, "{out}");
     assert!(err.contains("no daemon runs on"), "{err}");
+}
+
+/// A user command no place of a server allows is not registered there as a slash command;
+/// one a channel's rule allows is; the DMs' global registration keeps every command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slash_command_is_registered_only_where_a_place_allows_its_skill() {
+    let bot = DiscordServe::start(|_| DiscordSetup {
+        extra_yaml: format!(
+            "places:\n\
+             \x20 - {{name: help, match: {{guild: '{GUILD_ID}', channel: '{CHANNEL_ID}'}}, skills: [send-reply, memory-search]}}\n\
+             \x20 - {{name: server, match: {{guild: '{GUILD_ID}'}}, skills: [send-reply]}}\n"
+        ),
+        ..DiscordSetup::default()
+    })
+    .await;
+    let names = |body: &Value| -> Vec<String> {
+        body.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let guild = bot
+        .wait_requests(
+            "PUT",
+            &format!("/applications/{APP_ID}/guilds/{GUILD_ID}/commands"),
+            1,
+        )
+        .await;
+    assert_eq!(names(guild[0].json.as_ref().unwrap()), ["memory-search"]);
+    let global = bot
+        .wait_requests("PUT", &format!("/applications/{APP_ID}/commands"), 1)
+        .await;
+    let global = names(global[0].json.as_ref().unwrap());
+    assert!(
+        global.contains(&"memory-stats".to_owned()),
+        "the DMs keep every command: {global:?}"
+    );
+    bot.stop();
+}
+
+/// On Misskey a note posted in a channel (its `channelId`) gets that channel's place: its
+/// persona is in the prompt and its name labels the turn; a note elsewhere gets the defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misskey_channel_note_gets_its_channels_place() {
+    use common::fake_misskey::NoteOpts;
+    use common::serve_misskey::{MisskeyServe, MisskeySetup, log_field, reply_steps, script};
+    let files = tempfile::tempdir().unwrap();
+    let persona = files.path().join("club.md");
+    std::fs::write(
+        &persona,
+        "You are CLUB-HOST, the book club's host.\n\n{{safety}}",
+    )
+    .unwrap();
+    let mut serve = MisskeyServe::start(
+        script(reply_steps("Welcome to the club.")),
+        MisskeySetup {
+            extra_yaml: format!(
+                "places:\n  - {{name: book-club, match: {{platform: misskey, channel: club1}}, persona: {}}}\n",
+                persona.display()
+            ),
+            ..MisskeySetup::default()
+        },
+    )
+    .await;
+    serve.fake.mention(
+        "u1",
+        "@airfriends which book this month?",
+        NoteOpts::default().in_channel("club1"),
+    );
+    serve.wait_for_calls("notes/create", 1).await;
+    let finished = serve.wait_for_log("interaction finished", &[("place", json!("book-club"))]);
+    assert_eq!(log_field(&finished, "place"), "book-club");
+    serve
+        .fake
+        .mention("u1", "@airfriends and outside?", NoteOpts::default());
+    serve.wait_for_calls("notes/create", 2).await;
+    serve.wait_for_log("interaction finished", &[("place", json!("default"))]);
+    let prompts: Vec<String> = serve
+        .agent_log_lines()
+        .iter()
+        .filter(|v| v["received"]["method"] == "session/prompt")
+        .map(|v| v["received"]["params"]["prompt"].to_string())
+        .collect();
+    assert!(prompts[0].contains("CLUB-HOST"), "{}", prompts[0]);
+    assert!(!prompts.last().unwrap().contains("CLUB-HOST"));
+    serve.daemon.terminate();
+    assert!(serve.daemon.wait_exit(WAIT).success());
 }

@@ -150,6 +150,30 @@ impl Places {
             .map_or_else(|| self.default.clone(), |i| self.places[i].clone())
     }
 
+    /// Whether some place a public message in Discord guild `guild` can get allows `skill`
+    /// (where none does, its slash command is not registered in that guild). The rules are
+    /// read in order until one fits every message of the guild; the defaults count unless one
+    /// does.
+    pub fn allows_in_guild(&self, guild: &str, skill: &str) -> bool {
+        for (rule, place) in self.rules.iter().zip(&self.places) {
+            let m = &rule.matches;
+            let reachable = m.platform.as_deref().is_none_or(|p| p == "discord")
+                && m.dm != Some(true)
+                && (m.guild.is_empty() || m.guild.iter().any(|g| g == guild));
+            if !reachable {
+                continue;
+            }
+            if place.allows_skill(skill) {
+                return true;
+            }
+            let whole_guild = m.channel.is_empty() && m.parent.is_empty() && m.category.is_empty();
+            if whole_guild {
+                return false;
+            }
+        }
+        self.default.allows_skill(skill)
+    }
+
     /// The place of `msg`.
     pub fn of(&self, msg: &IncomingMessage) -> Arc<Place> {
         if self.is_empty() {

@@ -143,3 +143,30 @@ fn explain_names_the_rule_behind_each_setting() {
     assert_eq!(lines[0].value, "default");
     assert_eq!(lines[0].source, "no rule of places fits");
 }
+
+/// A skill is offered in a guild when some place there allows it: a rule for the whole guild
+/// decides for every message in it; a channel's rule only for its channel, and the defaults
+/// for the rest.
+#[test]
+fn a_skill_is_offered_in_a_guild_where_some_place_allows_it() {
+    let p = places(
+        "places:
+  - {name: help, match: {guild: '1', channel: '10'}, skills: [send-reply, memory-search]}
+  - {name: quiet-server, match: {guild: '1'}, skills: [send-reply]}
+  - {name: dms, match: {dm: true}, skills: []}
+  - {name: misskey, match: {platform: misskey}, skills: [react-message]}
+  - {name: no-memories, match: {guild: '2', channel: '20'}, memory: 'off'}
+",
+    );
+    assert!(p.allows_in_guild("1", "send-reply"));
+    assert!(p.allows_in_guild("1", "memory-search"), "#10 allows it");
+    assert!(
+        !p.allows_in_guild("1", "react-message"),
+        "nothing in guild 1 allows it; the DM and Misskey rules do not count"
+    );
+    assert!(
+        p.allows_in_guild("2", "memory-save"),
+        "the defaults apply outside #20"
+    );
+    assert!(p.allows_in_guild("3", "react-message"));
+}

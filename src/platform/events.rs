@@ -107,4 +107,7 @@ pub struct UserCommandSpec {
     pub description: String,
     /// The skill's `input_schema` (JSON Schema object): options are generated from it.
     pub input_schema: Value,
+    /// Discord servers (guild ids) where no place allows the skill (`places[].skills`): its
+    /// slash command is not registered there.
+    pub hidden_in_guilds: std::collections::BTreeSet<String>,
 }

@@ -264,7 +264,7 @@ impl FakeMisskey {
         let params = json!({
             "text": text, "visibility": opts.visibility,
             "visibleUserIds": opts.visible_user_ids, "replyId": opts.reply_id,
-            "fileIds": opts.file_ids,
+            "fileIds": opts.file_ids, "channelId": opts.channel_id,
         });
         let id = insert_note(&mut inner, user_id, &params);
         pack_note(&inner, &id, true)
@@ -537,6 +537,8 @@ pub struct NoteOpts {
     pub visibility: &'static str,
     pub visible_user_ids: Vec<String>,
     pub reply_id: Option<String>,
+    /// The Misskey channel the note is posted in (`channelId`).
+    pub channel_id: Option<String>,
     pub file_ids: Vec<String>,
 }
 
@@ -547,6 +549,7 @@ impl Default for NoteOpts {
             visible_user_ids: Vec::new(),
             reply_id: None,
             file_ids: Vec::new(),
+            channel_id: None,
         }
     }
 }
@@ -561,6 +564,11 @@ impl NoteOpts {
 
     pub fn reply_to(mut self, note_id: &str) -> Self {
         self.reply_id = Some(note_id.into());
+        self
+    }
+
+    pub fn in_channel(mut self, channel_id: &str) -> Self {
+        self.channel_id = Some(channel_id.into());
         self
     }
 
@@ -665,6 +673,7 @@ fn insert_note(inner: &mut Inner, user_id: &str, params: &Value) -> String {
         "reactions": {}, "reactionEmojis": {}, "emojis": {},
         "fileIds": params["fileIds"].as_array().cloned().unwrap_or_default(),
         "replyId": params["replyId"].clone(), "renoteId": null, "mentions": mentions,
+        "channelId": params["channelId"].clone(),
     });
     inner.notes.insert(id.clone(), note);
     id

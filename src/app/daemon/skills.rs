@@ -39,6 +39,14 @@ impl SkillPackages {
         for warning in loaded.warnings() {
             tracing::warn!(warning = %warning, "skill package warning");
         }
+        let enabled = loaded
+            .names()
+            .filter(|name| config.skill_enabled(name))
+            .map(str::to_owned)
+            .collect::<Vec<_>>();
+        let rules = Places::new(config, enabled.iter().cloned());
+        // A command no place of a configured guild allows is not registered there.
+        let guilds = &config.platforms.discord.guild_ids;
         let commands: Vec<UserCommandSpec> = loaded
             .user_commands()
             .filter(|s| config.skill_enabled(&s.name))
@@ -46,14 +54,14 @@ impl SkillPackages {
                 name: s.name.clone(),
                 description: s.description().to_owned(),
                 input_schema: s.input_schema().clone(),
+                hidden_in_guilds: guilds
+                    .iter()
+                    .filter(|guild| !rules.allows_in_guild(guild, &s.name))
+                    .cloned()
+                    .collect(),
             })
             .collect();
-        let enabled = loaded
-            .names()
-            .filter(|name| config.skill_enabled(name))
-            .map(str::to_owned)
-            .collect::<Vec<_>>();
-        let places = Arc::new(Places::new(config, enabled.iter().cloned()).into());
+        let places = Arc::new(rules.into());
         Ok(Self {
             dir,
             loaded,

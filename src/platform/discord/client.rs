@@ -262,8 +262,7 @@ impl Handler {
                 Method::PUT,
                 format!("/applications/{app}/guilds/{guild}/commands"),
             );
-            rest.call(route, Body::Json(set.registration_body(None)))
-                .await?;
+            rest.call(route, Body::Json(set.guild_body(*guild))).await?;
         }
         let global = match commands::global_contexts(!guilds.is_empty(), self.allow_dm) {
             Some(contexts) => set.registration_body(Some(&contexts)),

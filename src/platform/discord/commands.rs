@@ -64,6 +64,8 @@ struct SlashCommand {
     name: String,
     description: String,
     options: Vec<SlashOption>,
+    /// Guilds where no place allows the skill: not registered there.
+    hidden_in_guilds: std::collections::BTreeSet<String>,
 }
 
 /// A spec that cannot become a slash command.
@@ -104,12 +106,23 @@ impl CommandSet {
         (Self { commands }, errors)
     }
 
+    /// The bulk-overwrite body of guild `guild`: the commands some place there allows.
+    pub fn guild_body(&self, guild: u64) -> Value {
+        let guild = guild.to_string();
+        self.body(None, |command| !command.hidden_in_guilds.contains(&guild))
+    }
+
     /// The bulk-overwrite body. Global commands carry the interaction `contexts` they are usable
     /// in (0 = guild, 1 = bot DM); guild commands (`None`) carry none.
     pub fn registration_body(&self, contexts: Option<&[u8]>) -> Value {
+        self.body(contexts, |_| true)
+    }
+
+    fn body(&self, contexts: Option<&[u8]>, offered: impl Fn(&SlashCommand) -> bool) -> Value {
         Value::Array(
             self.commands
                 .iter()
+                .filter(|command| offered(command))
                 .map(|command| {
                     let mut body = json!({
                         "name": command.name,
@@ -251,6 +264,7 @@ fn command_from_spec(spec: &UserCommandSpec) -> Result<SlashCommand, CommandSpec
         name: spec.name.clone(),
         description: description(Some(&spec.description), &spec.name),
         options,
+        hidden_in_guilds: spec.hidden_in_guilds.clone(),
     })
 }
 
@@ -526,6 +540,7 @@ mod tests {
                 },
                 "required": ["maxAgeDays"]
             }),
+            hidden_in_guilds: Default::default(),
         }
     }
 

@@ -391,6 +391,7 @@ mod tests {
             name: name.into(),
             description: format!("The {name} command"),
             input_schema: schema,
+            hidden_in_guilds: Default::default(),
         };
         vec![
             spec(
