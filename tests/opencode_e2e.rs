@@ -270,33 +270,10 @@ async fn chat_with_the_real_opencode_answers_through_skills_and_the_gateway() {
     let real_key = "sk-fake-provider-key-only-the-daemon-holds";
     // The operator's own OpenCode configuration names the fake upstream directly; the daemon
     // repoints it at the gateway.
-    let inline = json!({
-        "model": "fake/fake-model",
-        "small_model": "fake/fake-model",
-        "enabled_providers": ["fake"],
-        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
-            "options": {"baseURL": llm.base_url, "apiKey": real_key},
-            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
-                "limit": {"context": 128000, "output": 4096}}}}},
-        "skills": {"paths": [skills.display().to_string()]}
-    });
     let config = |budget: Option<u64>| {
-        json!({
-            "workspace": {"repoPath": data},
-            "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
-            "agent": {
-                "command": bin,
-                "args": ["acp"],
-                "model": "fake/fake-model",
-                "skillsDir": skills,
-                "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
-                "connectTimeoutMs": 60000,
-                "providers": {"fake": {"baseUrl": llm.base_url, "apiKeyEnv": "FAKE_LLM_KEY",
-                    "authHeader": "bearer"}},
-                "budget": {"tokensPerUserPerDay": budget},
-                "env": with_inline_config(&inline)
-            }
-        })
+        let mut config = fake_chat_config(&data, &bin, &skills, &llm.base_url, real_key, &[]);
+        config["agent"]["budget"] = json!({"tokensPerUserPerDay": budget});
+        config
     };
     let key_env = [("FAKE_LLM_KEY", real_key)];
     let chat = |config: serde_json::Value, line: &'static str| {
@@ -424,31 +401,14 @@ async fn provider_failure(bin: &Path, base_url: &str) -> ProviderFailureSeen {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
-    let inline = json!({
-        "model": "fake/fake-model",
-        "small_model": "fake/fake-model",
-        "enabled_providers": ["fake"],
-        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
-            "options": {"baseURL": base_url, "apiKey": "unused"},
-            "models": {"fake-model": {"name": "Fake Model", "tool_call": true,
-                "limit": {"context": 128000, "output": 4096}}}}},
-        "skills": {"paths": [skills.display().to_string()]}
-    });
-    let config = json!({
-        "workspace": {"repoPath": dir.path().join("data")},
-        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
-        "agent": {
-            "command": bin,
-            "args": ["acp"],
-            "model": "fake/fake-model",
-            "skillsDir": skills,
-            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
-            "connectTimeoutMs": 60000,
-            "providers": {"fake": {"baseUrl": base_url, "apiKeyEnv": "FAKE_LLM_KEY",
-                "authHeader": "bearer"}},
-            "env": with_inline_config(&inline)
-        }
-    });
+    let config = fake_chat_config(
+        &dir.path().join("data"),
+        bin,
+        &skills,
+        base_url,
+        "unused",
+        &[],
+    );
     let config_path = dir.path().join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let mut child = tokio::process::Command::new(common::bin())
@@ -588,6 +548,51 @@ fn with_inline_config(inline: &serde_json::Value) -> serde_json::Value {
     let mut env = common::opencode::offline_env();
     env["OPENCODE_CONFIG_CONTENT"] = json!(inline.to_string());
     env
+}
+
+/// An `air-friends chat` configuration on the real OpenCode whose own configuration (inline)
+/// names the fake LLM at `llm_url` as provider `fake` with model `fake-model` (the agent's)
+/// and the `more` models, with `key`; the daemon holds the key (`FAKE_LLM_KEY`) and repoints
+/// OpenCode at its gateway.
+fn fake_chat_config(
+    data: &Path,
+    bin: &Path,
+    skills: &Path,
+    llm_url: &str,
+    key: &str,
+    more: &[&str],
+) -> serde_json::Value {
+    let mut models = serde_json::Map::new();
+    for name in std::iter::once("fake-model").chain(more.iter().copied()) {
+        models.insert(
+            name.to_owned(),
+            json!({"name": name, "tool_call": true, "limit": {"context": 128000, "output": 4096}}),
+        );
+    }
+    let inline = json!({
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "enabled_providers": ["fake"],
+        "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake LLM",
+            "options": {"baseURL": llm_url, "apiKey": key},
+            "models": models}},
+        "skills": {"paths": [skills.display().to_string()]}
+    });
+    json!({
+        "workspace": {"repoPath": data},
+        "prompts": {"dir": Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts")},
+        "agent": {
+            "command": bin,
+            "args": ["acp"],
+            "model": "fake/fake-model",
+            "skillsDir": skills,
+            "configDir": Path::new(env!("CARGO_MANIFEST_DIR")).join("agent-config"),
+            "connectTimeoutMs": 60000,
+            "providers": {"fake": {"baseUrl": llm_url, "apiKeyEnv": "FAKE_LLM_KEY",
+                "authHeader": "bearer"}},
+            "env": with_inline_config(&inline)
+        }
+    })
 }
 
 /// Runs `air-friends chat` once on `config` (written into `dir`) with `HOME` at `home`, no
@@ -1108,4 +1113,61 @@ async fn opencode_consolidates_memories_through_the_real_memory_skills() {
     assert_eq!(enabled("mem_tea"), Some(true));
     drop(store);
     daemon.terminate();
+}
+
+/// A place's persona and model reach the real OpenCode: the console's place has its own
+/// persona file and model, OpenCode is switched to that model over ACP, and the model
+/// provider (the fake LLM behind the gateway) is asked for it with the persona's text in the
+/// conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_places_persona_and_model_reach_the_real_opencode() {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let persona = dir.path().join("desk.md");
+    std::fs::write(
+        &persona,
+        "You are DESK-PERSONA-7, the help desk of this place.\n\n{{safety}}",
+    )
+    .unwrap();
+    let reply = "The desk is open.";
+    let llm = FakeLlm::start(common::fake_llm::reply_steps(&workspace, &skills, reply)).await;
+    let key = "sk-fake-provider-key-only-the-daemon-holds";
+    let mut config = fake_chat_config(&data, &bin, &skills, &llm.base_url, key, &["fake-cheap"]);
+    config["places"] = json!([{
+        "name": "desk",
+        "match": {"platform": "console"},
+        "persona": persona,
+        "model": "fake/fake-cheap",
+    }]);
+    let (stdout, stderr) = chat_once(
+        dir.path(),
+        &home,
+        config,
+        &[("FAKE_LLM_KEY", key)],
+        "is the desk open?\n",
+    )
+    .await;
+    assert!(
+        stdout.contains(&format!("air-friends> {reply}")),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let requests = llm.requests();
+    assert!(!requests.is_empty(), "the model was never asked");
+    for r in &requests {
+        assert_eq!(
+            r["model"], "fake-cheap",
+            "the place's model (stderr:\n{stderr})"
+        );
+    }
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.to_string().contains("DESK-PERSONA-7")),
+        "the place's persona reaches the model"
+    );
 }
