@@ -129,8 +129,7 @@ impl Interactions {
                 return "failed";
             }
         };
-        if (!self.budget.is_unlimited() || place.tokens_per_user_per_day.is_some())
-            && let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str())
+        if let Ok(key) = WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str())
             && self
                 .budget
                 .check_in(&self.store, &key, &place.grant())

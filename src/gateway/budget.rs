@@ -79,13 +79,8 @@ impl Budget {
         }
     }
 
-    /// Whether no limit is configured (then checks never touch the store).
-    pub fn is_unlimited(&self) -> bool {
-        self.per_user.is_none() && self.total.is_none()
-    }
-
     /// `Ok` when `workspace` may use the model today in the place of `grant`: the place's own
-    /// limit, then [`check`](Self::check)'s.
+    /// limit, then [`check`](Self::check)'s. Without any limit set it reads nothing.
     pub async fn check_in(
         &self,
         store: &Store,
@@ -112,9 +107,6 @@ impl Budget {
                     "token budget not checked: the usage could not be read"
                 ),
             }
-        }
-        if self.is_unlimited() {
-            return Ok(());
         }
         self.check_on(store, workspace, day).await
     }

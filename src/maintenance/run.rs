@@ -149,7 +149,7 @@ impl Maintenance {
             run.outcome = RunOutcome::Skipped.as_str().into();
             return None;
         }
-        if !self.budget.is_unlimited() && self.budget.check(&self.store, ws).await.is_err() {
+        if self.budget.check(&self.store, ws).await.is_err() {
             run.outcome = RunOutcome::OverBudget.as_str().into();
             return None;
         }

@@ -1,6 +1,7 @@
 //! The `places:` rules in force. A reload (SIGHUP, `air-friends reload`) replaces them whole:
-//! every reader takes the current rules once per message ([`LivePlaces::current`]) and keeps
-//! that snapshot for the message's whole turn, so a turn never mixes the old rules and the new.
+//! each reader takes the current rules when it decides ([`LivePlaces::current`]) — the answer
+//! policy when a message arrives, the interaction when its turn begins — and a turn keeps the
+//! place it began with to its end, so one turn never mixes the old rules and the new.
 
 use std::sync::{Arc, RwLock};
 

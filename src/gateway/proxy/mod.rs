@@ -456,9 +456,7 @@ async fn check_budget(
     place: &PlaceGrant,
 ) -> Result<(), GatewayError> {
     let inner = &gateway.inner;
-    if let Some(workspace) = workspace
-        && (!inner.budget.is_unlimited() || place.tokens_per_user_per_day.is_some())
-    {
+    if let Some(workspace) = workspace {
         inner
             .budget
             .check_in(&inner.store, workspace, place)
