@@ -1,6 +1,7 @@
 //! Name rules used in several layers, each in one place: what a skill may be called (checked
 //! by the configuration, the skill validator and the Skill API's registry), what a Discord id
-//! looks like (the configuration's `guildIds` and the Discord adapter), and how a parameter's
+//! looks like (the configuration's `guildIds` and the Discord adapter), what can name a language
+//! of the daemon's texts (the configuration and `conversation::notices`), and how a parameter's
 //! camelCase name is spelled as a command-line flag (the skill client and Misskey's text
 //! commands).
 
@@ -22,6 +23,18 @@ pub fn parse_snowflake(id: &str) -> Option<u64> {
         return None;
     }
     id.parse::<u64>().ok().filter(|v| *v != 0)
+}
+
+/// A language tag naming a file of the daemon's texts: BCP 47-like (`en`, `ja`, `pt-BR`,
+/// `zh-Hant`) — 2-3 lowercase letters, then `-`-separated parts of 1-8 letters or digits — so it
+/// is also a safe file name.
+pub fn is_language_tag(tag: &str) -> bool {
+    let mut parts = tag.split('-');
+    let primary = parts.next().unwrap_or_default();
+    tag.len() <= 35
+        && (2..=3).contains(&primary.len())
+        && primary.bytes().all(|b| b.is_ascii_lowercase())
+        && parts.all(|p| (1..=8).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// `reminderId` (or `reminder_id`) → `reminder-id`: a parameter as a flag.
@@ -113,5 +126,17 @@ mod tests {
         }
         assert_eq!(to_kebab("message_file"), "message-file");
         assert_eq!(to_kebab("Id"), "id", "no leading hyphen");
+    }
+
+    #[test]
+    fn language_tags_are_safe_file_names() {
+        for good in ["en", "ja", "pt-BR", "zh-Hant", "yue"] {
+            assert!(is_language_tag(good), "{good}");
+        }
+        for bad in [
+            "", "e", "EN", "english", "../en", "en/..", "en-", "ja.md", "en_US", "d\u{e9}",
+        ] {
+            assert!(!is_language_tag(bad), "{bad}");
+        }
     }
 }

@@ -3,15 +3,14 @@
 //! through the daemon's gateway to a fake provider (answering 401, 429 or 500) or to a port
 //! where nothing listens, then waits as OpenCode does while it retries. The daemon ends the turn
 //! `agent.modelFailureGraceMs` after the first failure and tells the user why in the words of
-//! `prompts/model-failures.md`; the operator gets one log record per cause (not per request),
+//! `prompts/texts/en.md`; the operator gets one log record per cause (not per request),
 //! `model_failures_total` and `/readyz` degraded until a request succeeds again.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use air_friends::conversation::failure_texts::FailureTexts;
-use air_friends::conversation::interaction::ERROR_TEXT;
+use air_friends::conversation::notices::{Notice, Notices};
 use air_friends::gateway::ProblemKind;
 use common::fake_discord::CHANNEL_ID;
 use common::fake_provider::FakeProvider;
@@ -52,8 +51,10 @@ async fn a_failing_model_is_told_to_the_user_in_words_within_seconds() {
         ..DiscordSetup::default()
     })
     .await;
-    let texts =
-        FailureTexts::new(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts"));
+    let texts = Notices::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts"),
+        "en",
+    );
 
     let cases = [
         ("fake 401", ProblemKind::KeyRejected),
@@ -67,9 +68,9 @@ async fn a_failing_model_is_told_to_the_user_in_words_within_seconds() {
         bot.mention(&format!("question {n}"));
         let replies = bot.wait_bot_messages(CHANNEL_ID, n + 1).await;
         let took = sent.elapsed();
-        let expected = texts.text(*kind).await;
+        let expected = texts.text("en", Notice::Model(*kind));
         assert_eq!(replies[n].content, expected, "{what}");
-        assert_ne!(replies[n].content, ERROR_TEXT);
+        assert_ne!(replies[n].content, Notice::Error.english());
         assert!(
             took < Duration::from_millis(GRACE_MS + 5_000),
             "{what}: told after {took:?}"

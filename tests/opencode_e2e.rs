@@ -23,7 +23,7 @@ use air_friends::attachments::{
     AttachmentMetrics, AttachmentSettings, Attachments, Origins, SystemLookup,
 };
 use air_friends::config::SandboxConfig;
-use air_friends::conversation::failure_texts::FailureTexts;
+use air_friends::conversation::notices::{Notice, Notices};
 use air_friends::gateway::ProblemKind;
 use air_friends::platform::{Attachment, PlatformKind};
 use common::fake_llm::{FakeLlm, Step};
@@ -536,7 +536,7 @@ async fn assert_told(seen: &ProviderFailureSeen, actionable: &str, kind: Problem
     );
     assert!(stderr.contains(cause), "no log record:\n{stderr}");
     let prompts = Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts");
-    let expected = FailureTexts::new(&prompts).text(kind).await;
+    let expected = Notices::load(&prompts, "en").text("en", Notice::Model(kind));
     let (reply, after) = &seen.reply;
     eprintln!("{cause}: the user was told after {after:?}");
     assert!(reply.contains(&expected), "{reply:?}");

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use air_friends::conversation::interaction::BUDGET_TEXT;
+use air_friends::conversation::notices::{Notice, Notices};
 use common::fake_discord::{
     APP_ID, BOT_ID, CATEGORY_ID, CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, FORUM_ID, FORUM_POST_ID,
     GUILD_ID, THREAD_ID, USER_ID, user,
@@ -47,7 +47,8 @@ fn places_yaml(files: &Path) -> String {
          \x20   skills: [send-reply]\n\
          \x20 - name: spent\n\
          \x20   match: {{category: '{CATEGORY_ID}', channel: '{SPENT_CHANNEL}'}}\n\
-         \x20   tokensPerUserPerDay: 0\n",
+         \x20   tokensPerUserPerDay: 0\n\
+         \x20   language: ja\n",
         persona = files.join("support.md").display(),
     )
 }
@@ -205,7 +206,8 @@ async fn each_place_gets_its_persona_model_policy_skills_and_budget() {
     // Where the rule sets no reply policy, the platform's trigger rules apply: a message that
     // does not address the bot is not answered (routed in order, before the mention below).
     bot.push(SPENT_CHANNEL, alice(), "just chatting");
-    // The spent channel's own budget (0 tokens a day) answers in words, without an agent.
+    // The spent channel's own budget (0 tokens a day) answers in words, without an agent, in
+    // the place's language (the shipped Japanese texts).
     let before = bot.agents_started();
     bot.push(
         SPENT_CHANNEL,
@@ -214,7 +216,10 @@ async fn each_place_gets_its_persona_model_policy_skills_and_budget() {
     );
     let replies = bot.wait_bot_messages(SPENT_CHANNEL, 1).await;
     assert_eq!(replies.len(), 1, "the chatter is not answered");
-    assert_eq!(replies[0].content, BUDGET_TEXT);
+    let japanese = Notices::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts"), "en")
+        .text("ja", Notice::OutOfBudget);
+    assert!(japanese.contains("また明日"), "{japanese}");
+    assert_eq!(replies[0].content, japanese);
     assert_eq!(bot.agents_started(), before, "no agent for a spent place");
 
     let metrics = bot.metrics().await;
@@ -484,6 +489,20 @@ fn places_explain_names_the_rule_behind_each_setting() {
     );
     assert!(line(&text, "reply").contains("always"), "{text}");
     assert!(line(&text, "skills").contains("send-reply"), "{text}");
+    assert!(
+        line(&text, "language").contains(" en ")
+            && line(&text, "language").ends_with("(prompts.language)"),
+        "{text}"
+    );
+    let (ok, text, _) = explain(&format!(
+        "discord/guild/{GUILD_ID}/category/{CATEGORY_ID}/channel/{SPENT_CHANNEL}"
+    ));
+    assert!(ok);
+    assert!(
+        line(&text, "language").contains(" ja ")
+            && line(&text, "language").ends_with("(places.1 (spent))"),
+        "{text}"
+    );
 
     let (ok, text, _) = explain("discord/dm");
     assert!(ok);

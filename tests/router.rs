@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use air_friends::config::{AccessControlConfig, PlatformsConfig, ReplyTo};
 use air_friends::conversation::inbox::{Inbox, InboxSettings};
-use air_friends::conversation::router::BUSY_TEXT;
+use air_friends::conversation::notices::{Notice, Notices};
 use air_friends::conversation::{
     ConversationMetrics, Dispatch, Ignore, MessageHandler, Policy, Router, RouterParts,
     RouterSettings, UserRateLimiter,
@@ -108,6 +108,7 @@ fn setup_on(
         draining,
         stop: CancellationToken::new(),
         inbox,
+        notices: Arc::new(Notices::built_in()),
     });
     Setup {
         router,
@@ -257,7 +258,7 @@ async fn overflow_gets_a_busy_reply_not_silence() {
     assert_eq!(s.router.dispatch(overflow).await, Dispatch::Busy);
     let sent = s.fake.sent();
     assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].text, BUSY_TEXT);
+    assert_eq!(sent[0].text, Notice::Busy.english());
     assert_eq!(sent[0].reply_to.as_deref(), Some(overflow_id.as_str()));
     gate.add_permits(10);
     eventually(WAIT, "three handled", || {
@@ -298,7 +299,7 @@ async fn rate_limit_starts_a_cooldown_announced_once_and_whitelist_bypasses() {
     );
     let notices: Vec<String> = s.fake.sent().into_iter().map(|m| m.text).collect();
     assert_eq!(notices.len(), 1, "{notices:?}");
-    assert!(notices[0].contains("2 minutes"), "{notices:?}");
+    assert!(notices[0].contains("about 2 min."), "{notices:?}");
     for i in 0..5 {
         let m = mention(&s.fake, "a", "vip", &format!("v{i}"));
         assert_eq!(s.router.dispatch(m).await, Dispatch::Queued);

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use air_friends::conversation::interaction::ERROR_TEXT;
+use air_friends::conversation::notices::Notice;
 use common::fake_discord::{
     APP_ID, BOT_ID, CHANNEL_ID, DM_CHANNEL_ID, GUILD_ID, OTHER_BOT_ID, interaction_create, user,
 };
@@ -533,7 +533,7 @@ async fn bots_are_ignored_and_a_silent_agent_gets_one_error_reply() {
     // A human gets exactly one short error reply, threaded to their message.
     let trigger = bot.mention("hello?");
     let replies = bot.wait_bot_messages(CHANNEL_ID, 1).await;
-    assert_eq!(replies[0].content, ERROR_TEXT);
+    assert_eq!(replies[0].content, Notice::Error.english());
     let finished = bot.wait_interactions_finished(1);
     assert_eq!(finished[0]["responded"], false);
     assert_eq!(bot.bot_messages(CHANNEL_ID).len(), 1, "one error reply");

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use air_friends::conversation::interaction::ERROR_TEXT;
+use air_friends::conversation::notices::Notice;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 
@@ -72,7 +72,7 @@ async fn mentions_get_threaded_replies_with_the_notes_visibility() {
     assert_eq!(bot_notes[0]["visibility"], "specified");
     assert_eq!(bot_notes[1]["replyId"], id(&home));
     assert_eq!(bot_notes[1]["visibility"], "home");
-    assert!(bot_notes.iter().all(|n| text(n) != ERROR_TEXT));
+    assert!(bot_notes.iter().all(|n| text(n) != Notice::Error.english()));
     assert!(
         serve
             .fake
@@ -235,7 +235,7 @@ async fn a_long_reply_arrives_as_several_notes_in_order() {
         assert_eq!(stored["text"], sent["text"]);
         assert_eq!(stored["replyId"], id(&anchor), "{stored}");
     }
-    assert!(bot_notes.iter().all(|n| text(n) != ERROR_TEXT));
+    assert!(bot_notes.iter().all(|n| text(n) != Notice::Error.english()));
     stop(&mut serve);
 }
 
@@ -397,7 +397,7 @@ async fn a_silent_agent_yields_one_error_reply_and_bot_notes_are_ignored() {
     assert_eq!(log_field(&finished, "responded"), false);
     let created = serve.wait_for_calls("notes/create", 1).await;
     assert_eq!(created.len(), 1, "{created:?}");
-    assert_eq!(created[0]["text"], ERROR_TEXT);
+    assert_eq!(created[0]["text"], Notice::Error.english());
     assert_eq!(created[0]["replyId"], id(&asked));
     // The agent got the one retry prompt before the daemon gave up.
     let prompts = serve

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use air_friends::conversation::interaction::MEMORY_LIMIT_TEXT;
+use air_friends::conversation::notices::Notice;
 use common::fake_discord::CHANNEL_ID;
 use common::serve_discord::{DiscordServe, DiscordSetup, WAIT, one_turn};
 use serde_json::{Value, json};
@@ -68,7 +68,7 @@ async fn a_resource_attack_from_the_sandbox_leaves_the_daemon_ready_and_the_user
         "the attack was over before readiness could be watched"
     );
     let replies = bot.wait_bot_messages(CHANNEL_ID, 1).await;
-    assert_eq!(replies[0].content, MEMORY_LIMIT_TEXT);
+    assert_eq!(replies[0].content, Notice::MemoryLimit.english());
     assert!(
         peak < before + 64 * 1024,
         "the daemon's RSS went from {before} to {peak} KiB"

@@ -10,6 +10,8 @@
 //! * every name in a list of skills (`skills.disabled`, `agent.autoApproveSkills`,
 //!   `places[].skills`) is a skill found there, with the closest one suggested;
 //! * every `places[].persona` is a prompt file or a folder with `system.md`;
+//! * every language (`prompts.language`, `places[].language`) has `texts/{language}.md` in
+//!   `prompts.dir` (English is built in);
 //! * `agent.command` resolves to an executable as the daemon finds it ([`AgentLookup`]: directly,
 //!   on `PATH`, or for the default `opencode` in the folder `air-friends setup` installs it to);
 //! * every `agent.sandbox.readOnlyPaths` entry exists.
@@ -19,6 +21,8 @@
 //!   agent without the configuration shipped with air-friends, which works but is rarely meant;
 //! * no platform enabled: `serve` answers nobody, which is legitimate for a config only used by
 //!   `air-friends chat`;
+//! * a language file's skipped sections and the texts it leaves out; an old
+//!   `model-failures.md` that is no longer read;
 //! * a place that names a disabled skill, or turns on attachments or warm agents while they
 //!   are off everywhere (it stays off).
 
@@ -167,6 +171,9 @@ fn check_machine(
         ));
     }
 
+    if prompts.is_dir() {
+        check_texts(config, errors, warnings);
+    }
     check_skills(config, errors, warnings);
     check_personas(config, errors);
     check_place_switches(config, warnings);
@@ -214,6 +221,46 @@ fn check_machine(
                 "no platform is enabled: serve answers nobody (fine for `air-friends chat`); \
                  set {}",
                 switches.join(" or ")
+            ),
+        ));
+    }
+}
+
+/// Every language the configuration names has its texts (`conversation::notices`); a prompts
+/// folder of an older version still holding `model-failures.md` is told where its texts go now.
+fn check_texts(config: &Config, errors: &mut Vec<ConfigIssue>, warnings: &mut Vec<ConfigIssue>) {
+    let prompts = &config.prompts.dir;
+    let languages = std::iter::once((
+        "prompts.language".to_owned(),
+        config.prompts.language.as_str(),
+    ))
+    .chain(config.places.iter().enumerate().filter_map(|(i, rule)| {
+        rule.language
+            .as_deref()
+            .map(|l| (format!("places.{i}.language"), l))
+    }));
+    let found = crate::conversation::notices::check_languages(prompts, languages);
+    errors.extend(
+        found
+            .errors
+            .into_iter()
+            .map(|(key, why)| ConfigIssue::new(key, why)),
+    );
+    warnings.extend(
+        found
+            .warnings
+            .into_iter()
+            .map(|(key, why)| ConfigIssue::new(key, why)),
+    );
+    let old = prompts.join("model-failures.md");
+    if old.is_file() {
+        warnings.push(ConfigIssue::new(
+            "prompts.dir",
+            format!(
+                "{} is no longer read: its sections belong in {}/texts/{}.md (docs/PLACES.md)",
+                old.display(),
+                prompts.display(),
+                config.prompts.language
             ),
         ));
     }

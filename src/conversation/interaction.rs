@@ -14,10 +14,10 @@ use tracing::Instrument;
 
 pub use super::context::PromptSettings;
 use super::context::{PromptParts, Sources, assemble, assemble_followup, gather, shown_ids};
-use super::failure_texts::FailureTexts;
 use super::inbox::Inbox;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
+use super::notices::{Notice, Notices};
 use super::prompts::Personas;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
@@ -34,18 +34,6 @@ use crate::store::Store;
 use crate::store::WorkspaceKey;
 use crate::text::estimate_tokens;
 use tokio::time::Instant;
-
-/// Sent when the agent produced nothing for the user.
-pub const ERROR_TEXT: &str = "I ran into a problem answering that, please try again.";
-
-/// Sent instead of starting an agent when a daily token budget is used up.
-pub const BUDGET_TEXT: &str = "I've used up what I'm allowed to think for today, so I can't answer right now. Let's talk again tomorrow!";
-
-/// The answer when the user's workspace has reached `agent.sandbox.limits.maxWorkspaceMb`.
-pub const WORKSPACE_FULL_TEXT: &str = "My notebook for you is full, so I can't work on this right now. The bot's operator has been told.";
-
-/// The answer when the agent was stopped at its sandbox's memory limit.
-pub const MEMORY_LIMIT_TEXT: &str = "That needed more memory than I'm allowed to use, so I had to stop. Could you ask for something smaller?";
 
 /// The `turns_total` outcome of a turn that ended without an answer because every model
 /// request of it failed (the user got the failure's text).
@@ -79,8 +67,9 @@ pub struct Interactions {
     pub warm: Option<WarmPool>,
     /// Fetches the current message's attachments (`attachments`); `None` when off.
     pub attachments: Option<Attachments>,
-    /// What a user is told when the model could not answer (`prompts/model-failures.md`).
-    pub failure_texts: FailureTexts,
+    /// What a user is told when no answer can come, in the place's language
+    /// (`prompts/texts/`).
+    pub notices: Arc<Notices>,
     /// Where a message is marked answered as soon as its user received something; `None`
     /// without an inbox.
     pub inbox: Option<Inbox>,
@@ -125,7 +114,7 @@ impl Interactions {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(platform = %msg.platform, error = %e, "cannot map the user to a workspace");
-                self.error_reply(platform, msg, ERROR_TEXT).await;
+                self.tell(platform, msg, place, Notice::Error).await;
                 return "failed";
             }
         };
@@ -137,12 +126,7 @@ impl Interactions {
                 .is_err()
         {
             // The budget check logged and counted the refusal; no agent is started.
-            if let Err(e) = platform
-                .send_message(&msg.channel_id, BUDGET_TEXT, Some(&msg.message_id))
-                .await
-            {
-                tracing::warn!(platform = %msg.platform, error = %e, "could not send the budget reply");
-            }
+            self.tell(platform, msg, place, Notice::OutOfBudget).await;
             return "over_budget";
         }
         if let Some(full) = self.launcher.workspaces.full(&workspace).await {
@@ -153,12 +137,7 @@ impl Interactions {
                 cap_bytes = full.cap,
                 "workspace full (agent.sandbox.limits.maxWorkspaceMb); no agent started"
             );
-            if let Err(e) = platform
-                .send_message(&msg.channel_id, WORKSPACE_FULL_TEXT, Some(&msg.message_id))
-                .await
-            {
-                tracing::warn!(platform = %msg.platform, error = %e, "could not send the workspace-full reply");
-            }
+            self.tell(platform, msg, place, Notice::WorkspaceFull).await;
             return "workspace_full";
         }
         let system = match self
@@ -223,7 +202,7 @@ impl Interactions {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(platform = %msg.platform, error = %e, "cannot start a session");
-                self.error_reply(platform, msg, ERROR_TEXT).await;
+                self.tell(platform, msg, place, Notice::Error).await;
                 return "failed";
             }
         };
@@ -401,15 +380,15 @@ impl Interactions {
         let mut label = outcome.map_or("failed", Outcome::label);
         let model = model_failure(handle);
         if !responded && !cancelled_by_the_user(msg, outcome) {
-            let text = match (outcome, model) {
-                (Some(Outcome::MemoryLimit), _) => MEMORY_LIMIT_TEXT.to_owned(),
+            let notice = match (outcome, model) {
+                (Some(Outcome::MemoryLimit), _) => Notice::MemoryLimit,
                 (_, Some(kind)) => {
                     label = MODEL_FAILED;
-                    self.failure_texts.text(kind).await
+                    Notice::Model(kind)
                 }
-                _ => ERROR_TEXT.to_owned(),
+                _ => Notice::Error,
             };
-            self.error_reply(platform, msg, &text).await;
+            self.tell(platform, msg, place, notice).await;
         }
         tracing::info!(
             session_id = %session_id,
@@ -566,13 +545,20 @@ impl Interactions {
         }
     }
 
-    /// `text` (a fixed sentence) in answer to `msg`.
-    async fn error_reply(&self, platform: &dyn PlatformAdapter, msg: &IncomingMessage, text: &str) {
+    /// `notice`, in the place's language, in answer to `msg`.
+    async fn tell(
+        &self,
+        platform: &dyn PlatformAdapter,
+        msg: &IncomingMessage,
+        place: &Place,
+        notice: Notice,
+    ) {
+        let text = self.notices.text(&place.language, notice);
         if let Err(e) = platform
-            .send_message(&msg.channel_id, text, Some(&msg.message_id))
+            .send_message(&msg.channel_id, &text, Some(&msg.message_id))
             .await
         {
-            tracing::warn!(platform = %msg.platform, error = %e, "could not send the error reply");
+            tracing::warn!(platform = %msg.platform, notice = notice.key(), error = %e, "could not tell the user why there is no answer");
         }
     }
 }

@@ -6,11 +6,11 @@
 
 pub mod catch_up;
 pub mod context;
-pub mod failure_texts;
 pub mod inbox;
 pub mod interaction;
 pub mod launch;
 pub mod metrics;
+pub mod notices;
 pub mod policy;
 pub mod prompts;
 pub mod ratelimit;

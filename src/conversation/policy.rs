@@ -8,7 +8,7 @@ use crate::config::{
     AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, ThreadsPolicy,
     TriggerRules,
 };
-use crate::places::LivePlaces;
+use crate::places::{LivePlaces, Place};
 use crate::platform::{IncomingMessage, PlatformKind};
 
 /// Why a message is not answered.
@@ -92,6 +92,11 @@ impl Policy {
             .any(|e| *e == account || *e == channel)
     }
 
+    /// The place `msg` was written in, under the rules in force now.
+    pub fn place(&self, msg: &IncomingMessage) -> Arc<Place> {
+        self.places.current().of(msg)
+    }
+
     /// Decides; on success returns the content to answer (command prefix removed).
     pub fn decide(
         &self,
@@ -105,7 +110,7 @@ impl Policy {
             return Err(Ignore::Bot);
         }
         let t = self.triggers(msg.platform);
-        let place = self.places.current().of(msg);
+        let place = self.place(msg);
         let reply = place.reply;
         if reply == Some(ReplyPolicy::Never) {
             return Err(Ignore::PlaceSilent);

@@ -22,14 +22,11 @@ use tokio_util::task::TaskTracker;
 
 use super::inbox::Inbox;
 use super::metrics::ConversationMetrics;
+use super::notices::{Notice, Notices};
 use super::policy::{Ignore, Policy};
 use super::ratelimit::{RateDecision, UserRateLimiter};
 use super::threads::move_into_thread;
 use crate::platform::{IncomingMessage, PlatformRegistry, UserId};
-
-/// Said when a conversation's queue is full.
-pub const BUSY_TEXT: &str =
-    "I'm a bit busy right now and can't take more messages here. Please try again in a moment.";
 
 /// How long a message key is remembered by the duplicate guard.
 const DEDUP_TTL: Duration = Duration::from_secs(3600);
@@ -101,6 +98,7 @@ struct Queue {
 
 struct Inner {
     inbox: Option<Inbox>,
+    notices: Arc<Notices>,
     policy: Policy,
     limiter: UserRateLimiter,
     settings: RouterSettings,
@@ -150,6 +148,8 @@ pub struct RouterParts {
     pub stop: CancellationToken,
     /// Where every admitted message is recorded and settles; `None`: in memory only.
     pub inbox: Option<Inbox>,
+    /// The busy and rate-limit texts, in each place's language.
+    pub notices: Arc<Notices>,
 }
 
 impl Router {
@@ -159,6 +159,7 @@ impl Router {
         Self {
             inner: Arc::new(Inner {
                 inbox: parts.inbox,
+                notices: parts.notices,
                 policy: parts.policy,
                 limiter: parts.limiter,
                 settings: parts.settings,
@@ -256,11 +257,7 @@ impl Router {
                 RateDecision::Allowed => {}
                 RateDecision::StartedCooldown(cooldown) => {
                     let minutes = cooldown.as_secs().div_ceil(60).max(1);
-                    let text = format!(
-                        "You're sending messages faster than I can keep up with. I'll listen again in about {minutes} minute{}.",
-                        if minutes == 1 { "" } else { "s" }
-                    );
-                    self.reply_quietly(msg, &text).await;
+                    self.tell(msg, Notice::TooFast { minutes }).await;
                     self.skipped(msg, "rate_limited").await;
                     return Dispatch::RateLimited;
                 }
@@ -334,7 +331,7 @@ impl Router {
                 Ok(()) => return Dispatch::Queued,
                 Err(mpsc::error::TrySendError::Full(m)) => {
                     tracing::warn!(conversation = %key, "conversation queue full; answering busy");
-                    self.reply_quietly(&m, BUSY_TEXT).await;
+                    self.tell(&m, Notice::Busy).await;
                     return Dispatch::Busy;
                 }
                 Err(mpsc::error::TrySendError::Closed(m)) => {
@@ -474,15 +471,18 @@ impl Router {
         }
     }
 
-    async fn reply_quietly(&self, msg: &IncomingMessage, text: &str) {
+    /// `notice`, in the language of `msg`'s place, in answer to `msg`.
+    async fn tell(&self, msg: &IncomingMessage, notice: Notice) {
         let Some(platform) = self.inner.platforms.get(msg.platform) else {
             return;
         };
+        let language = self.inner.policy.place(msg).language.clone();
+        let text = self.inner.notices.text(&language, notice);
         if let Err(e) = platform
-            .send_message(&msg.channel_id, text, Some(&msg.message_id))
+            .send_message(&msg.channel_id, &text, Some(&msg.message_id))
             .await
         {
-            tracing::warn!(platform = %msg.platform, channel = %msg.channel_id, error = %e, "could not send a notice");
+            tracing::warn!(platform = %msg.platform, channel = %msg.channel_id, notice = notice.key(), error = %e, "could not send a notice");
         }
     }
 

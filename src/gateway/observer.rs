@@ -41,7 +41,7 @@ impl ProblemKind {
     ];
 
     /// The class's name: the `class` label of the metrics and logs, and its section in
-    /// `prompts/model-failures.md`.
+    /// `prompts/texts/{language}.md` (`conversation::notices`).
     pub fn as_str(self) -> &'static str {
         match self {
             ProblemKind::KeyNotSet => "key_not_set",

@@ -1,8 +1,8 @@
 //! Places: one bot shaped per server, channel, thread and DM (`places:` in the configuration,
 //! `docs/PLACES.md`). The rules are read once into [`Places`]; for each message the first rule
 //! whose `match` fits where it was written ([`Spot`]) gives a [`Place`]: the effective reply
-//! policy, persona, model, skills, budget, attachments, warm agents, memory access and how
-//! Discord threads are answered, each the rule's when it sets one, else the global setting's.
+//! policy, persona, model, skills, budget, attachments, warm agents, memory access, how
+//! Discord threads are answered and the language of the daemon's own texts, each the rule's when it sets one, else the global setting's.
 //! [`Places::explain`] says, for a place, what each setting is and where it comes from
 //! (`air-friends places explain`).
 //!
@@ -60,6 +60,8 @@ pub struct Place {
     pub memory: MemoryAccess,
     /// How Discord threads are answered.
     pub threads: ThreadsPolicy,
+    /// The language of the daemon's own texts to users (`conversation::notices`).
+    pub language: Arc<str>,
 }
 
 impl Place {
@@ -96,6 +98,7 @@ struct Globals {
     warm: bool,
     tokens_per_user_per_day: Option<u64>,
     enabled_skills: Vec<String>,
+    language: Arc<str>,
 }
 
 impl Places {
@@ -108,6 +111,7 @@ impl Places {
             warm: config.agent.warm.enabled,
             tokens_per_user_per_day: config.agent.budget.tokens_per_user_per_day,
             enabled_skills: skills.into_iter().collect(),
+            language: Arc::from(config.prompts.language.as_str()),
         };
         let places = config
             .places
@@ -272,6 +276,11 @@ impl Places {
                 place.threads.as_str(),
                 from(set(|r| r.threads.is_some()), "default"),
             ),
+            Explained::new(
+                "language",
+                &*place.language,
+                from(set(|r| r.language.is_some()), "prompts.language"),
+            ),
         ]
     }
 }
@@ -292,6 +301,7 @@ impl Globals {
                 warm: self.warm,
                 memory: MemoryAccess::On,
                 threads: ThreadsPolicy::default(),
+                language: self.language.clone(),
             };
         };
         let memory = r.memory.unwrap_or_default();
@@ -322,6 +332,10 @@ impl Globals {
             warm: self.warm && r.warm.unwrap_or(true),
             memory,
             threads: r.threads.unwrap_or_default(),
+            language: r
+                .language
+                .as_deref()
+                .map_or_else(|| self.language.clone(), Arc::from),
         }
     }
 }

@@ -364,3 +364,51 @@ fn places_name_real_skills_and_personas() {
         ]
     );
 }
+
+#[test]
+fn every_language_needs_its_texts_and_an_old_failure_file_is_pointed_to_its_new_home() {
+    let m = Machine::new();
+    std::fs::create_dir(m.path("prompts/texts")).unwrap();
+    std::fs::write(
+        m.path("prompts/texts/ja.md"),
+        "## busy\n忙しい\n## nope\nx\n",
+    )
+    .unwrap();
+    let places = "places:\n  - {name: tokyo, match: {dm: false}, language: ja}\n  - {name: rome, match: {dm: true}, language: it}\n";
+    let got = m.errors(&m.config("", places));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with("places.1.language: no texts for \"it\"") && got[0].contains("it.md"),
+        "{got:?}"
+    );
+
+    let one_place = "places:\n  - {name: tokyo, match: {dm: false}, language: ja}\n";
+    std::fs::write(m.path("prompts/model-failures.md"), "## unreachable\nold\n").unwrap();
+    let got = m.warnings(&m.config("", one_place));
+    assert!(
+        got.iter()
+            .any(|w| w.starts_with("places.0.language:")
+                && w.contains("\"nope\" names no daemon text")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|w| w.starts_with("places.0.language:") && w.contains("has no text for too_fast")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|w| w.starts_with("prompts.dir:")
+            && w.contains("model-failures.md is no longer read")
+            && w.contains("texts/en.md")),
+        "{got:?}"
+    );
+
+    // A tag that cannot name a file is the file's own error.
+    let config = m.config("", "").replace("prompts:\n", "prompts:\n  language: ../x\n");
+    let got = m.errors(&config);
+    assert!(
+        got.iter()
+            .any(|e| e.starts_with("prompts.language: \"../x\" is not a language tag")),
+        "{got:?}"
+    );
+}

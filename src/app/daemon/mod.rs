@@ -153,6 +153,7 @@ pub async fn start(
         reload: Reloadable {
             places: skills.places.clone(),
             personas: pipeline.personas,
+            notices: pipeline.notices,
             enabled: skills.enabled.clone(),
         },
     })

@@ -17,10 +17,10 @@ use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::config::Config;
 use crate::conversation::catch_up::{CatchUp, CatchUpParts, CatchUpSettings, FEED_PAUSE};
-use crate::conversation::failure_texts::FailureTexts;
 use crate::conversation::inbox::{Inbox, InboxSettings};
 use crate::conversation::interaction::{Interactions, PromptSettings};
 use crate::conversation::launch::Launcher;
+use crate::conversation::notices::Notices;
 use crate::conversation::prompts::{Personas, PromptLibrary};
 use crate::conversation::warm::{WarmMetrics, WarmPool, WarmSettings};
 use crate::conversation::workspace::Workspaces;
@@ -45,6 +45,8 @@ pub(super) struct Pipeline {
     pub(super) prompts: Arc<PromptLibrary>,
     /// Every place's system prompt (re-rendered after a reload).
     pub(super) personas: Arc<Personas>,
+    /// The daemon's own texts to users (re-read after a reload).
+    pub(super) notices: Arc<Notices>,
     /// Cancelled when the event loop has ended.
     pub(super) events_done: CancellationToken,
 }
@@ -76,6 +78,7 @@ pub(super) fn start(
             .iter()
             .filter_map(|rule| rule.persona.as_deref()),
     ));
+    let notices = Arc::new(Notices::load(&config.prompts.dir, &config.prompts.language));
     let egress = egress_proxy(config, sandboxed)?;
     let warm = warm_pool(ctx);
     // attachments: the daemon downloads what users attach, from the platforms' own servers.
@@ -109,7 +112,7 @@ pub(super) fn start(
         retry_prompt: retry_prompt(&skills.loaded),
         metrics: conversation_metrics.clone(),
         warm,
-        failure_texts: FailureTexts::new(&config.prompts.dir),
+        notices: notices.clone(),
         inbox: Some(inbox.clone()),
     };
     let router = router(
@@ -117,6 +120,7 @@ pub(super) fn start(
         platforms,
         interactions,
         places,
+        notices.clone(),
         conversation_metrics.clone(),
         inbox.clone(),
     );
@@ -133,6 +137,7 @@ pub(super) fn start(
         launcher,
         prompts,
         personas,
+        notices,
         events_done,
     })
 }
@@ -167,6 +172,7 @@ fn router(
     platforms: &PlatformRegistry,
     interactions: Interactions,
     places: Arc<LivePlaces>,
+    notices: Arc<Notices>,
     metrics: ConversationMetrics,
     inbox: Inbox,
 ) -> Router {
@@ -182,6 +188,7 @@ fn router(
         draining: ctx.shutdown.draining(),
         stop: ctx.shutdown.stop(),
         inbox: Some(inbox),
+        notices,
     })
 }
 

@@ -1,7 +1,8 @@
 //! Reloading without a restart: SIGHUP (`air-friends reload` and systemd's `ExecReload` send
 //! it) re-reads the configuration file, checks it exactly as `serve` does at start, and puts
-//! in force what can change live — the `places:` rules, and the prompt templates and
-//! personas, which are re-rendered for the next turn. A warm agent whose place, persona or
+//! in force what can change live — the `places:` rules and `prompts.language`, the prompt
+//! templates and personas, which are re-rendered for the next turn, and the daemon's own texts
+//! to users (`prompts.dir/texts/`), which are read again. A warm agent whose place, persona or
 //! model changed is retired at its conversation's next message (its start fingerprint no
 //! longer matches); the others are kept. Everything else that changed (listeners, storage,
 //! platforms, the agent's settings, …) is reported as needing a restart and left as it was,
@@ -19,6 +20,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ProcessEnv};
+use crate::conversation::notices::Notices;
 use crate::conversation::prompts::Personas;
 use crate::observability::Metrics;
 use crate::places::{LivePlaces, Places};
@@ -30,6 +32,8 @@ pub struct Reloadable {
     pub(super) places: Arc<LivePlaces>,
     /// Every place's system prompt.
     pub(super) personas: Arc<Personas>,
+    /// The daemon's own texts to users.
+    pub(super) notices: Arc<Notices>,
     /// The skills the running configuration enables (a reload's rules narrow these).
     pub(super) enabled: Vec<String>,
 }
@@ -96,7 +100,8 @@ pub async fn on_sighup(
         }
         live.personas.invalidate();
         let Some(path) = path.clone() else {
-            tracing::info!("SIGHUP: prompt templates will be reloaded");
+            live.reread_texts(&running.prompts.language).await;
+            tracing::info!("SIGHUP: prompt templates and texts will be reloaded");
             continue;
         };
         let checked = tokio::task::spawn_blocking(move || {
@@ -108,6 +113,7 @@ pub async fn on_sighup(
             Ok(checked) => {
                 let mut new = checked.config;
                 super::super::keyless_default(&mut new);
+                live.reread_texts(&new.prompts.language).await;
                 live.apply(&mut running, new)
             }
             Err(rejected) => Outcome::Refused(rejected.error.issues().join("; ")),
@@ -135,16 +141,33 @@ pub async fn on_sighup(
 }
 
 impl Reloadable {
+    /// Re-reads the daemon's texts to users, `language` being the global one (on the blocking
+    /// pool).
+    async fn reread_texts(&self, language: &str) {
+        let notices = self.notices.clone();
+        let language = language.to_owned();
+        if let Err(e) = tokio::task::spawn_blocking(move || notices.reload(&language)).await {
+            tracing::error!(error = %e, "re-reading the daemon's texts panicked; the old ones stay");
+        }
+    }
+
     /// Puts `new`'s live sections in force and records them in `running`; says what else
     /// changed.
     pub fn apply(&self, running: &mut Config, new: Config) -> Outcome {
         let needs_restart = needs_restart(running, &new);
         let mut changed = Vec::new();
-        if running.places != new.places {
+        let language_changed = running.prompts.language != new.prompts.language;
+        if running.places != new.places || language_changed {
             self.places
                 .replace(Places::new(&new, self.enabled.iter().cloned()));
+        }
+        if running.places != new.places {
             running.places = new.places;
             changed.push("places");
+        }
+        if language_changed {
+            running.prompts.language = new.prompts.language;
+            changed.push("prompts.language");
         }
         Outcome::Applied {
             changed,
@@ -162,7 +185,7 @@ pub fn needs_restart(running: &Config, new: &Config) -> Vec<String> {
     };
     let mut keys = Vec::new();
     differing(&old, &now, "", 2, &mut keys);
-    keys.retain(|k| k != "places" && !k.starts_with("places."));
+    keys.retain(|k| k != "places" && !k.starts_with("places.") && k != "prompts.language");
     if running.secret_values() != new.secret_values()
         && !keys.iter().any(|k| k.starts_with("platforms"))
     {
@@ -215,8 +238,37 @@ mod tests {
         Reloadable {
             places: Arc::new(Places::none().into()),
             personas: Arc::new(Personas::new(shared, [])),
+            notices: Arc::new(Notices::built_in()),
             enabled: vec!["send-reply".into(), "react-message".into()],
         }
+    }
+
+    #[test]
+    fn the_global_language_changes_live_for_places_without_their_own() {
+        let live = reloadable();
+        let mut running = config("places:\n  - {name: lounge, match: {dm: true}, language: de}\n");
+        live.places.replace(Places::new(&running, []));
+        let new = config(
+            "prompts:\n  language: ja\nplaces:\n  - {name: lounge, match: {dm: true}, language: de}\n",
+        );
+        let outcome = live.apply(&mut running, new);
+        assert_eq!(
+            outcome,
+            Outcome::Applied {
+                changed: vec!["prompts.language"],
+                needs_restart: vec![],
+            }
+        );
+        let at = |spot: &str| {
+            live.places
+                .current()
+                .resolve(&spot.parse().unwrap())
+                .language
+                .clone()
+        };
+        assert_eq!(&*at("discord/guild/1/channel/2"), "ja");
+        assert_eq!(&*at("discord/dm"), "de");
+        assert_eq!(running.prompts.language, "ja");
     }
 
     #[test]

@@ -81,6 +81,9 @@ impl CatchUpConfig {
     }
 }
 
+/// The language whose daemon texts are built in (English).
+pub const BUILT_IN_LANGUAGE: &str = "en";
+
 /// Prompt templates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -89,12 +92,17 @@ pub struct PromptsConfig {
     /// shipped with air-friends (`config::paths`).
     #[serde(with = "super::shipped_path")]
     pub dir: PathBuf,
+    /// The language of the daemon's own texts to users (busy, rate limit, budget, failures):
+    /// `{dir}/texts/{language}.md`, or the built-in English for `en`. A place may set its own
+    /// (`places[].language`).
+    pub language: String,
 }
 
 impl Default for PromptsConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::new(),
+            language: BUILT_IN_LANGUAGE.to_owned(),
         }
     }
 }

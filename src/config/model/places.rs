@@ -51,6 +51,9 @@ pub struct PlaceRule {
     /// How Discord threads are answered here (`follow` when unset).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadsPolicy>,
+    /// The language of the daemon's own texts to users here, instead of `prompts.language`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 /// Where a rule applies: every key given must fit (an empty `match` fits every message). A key

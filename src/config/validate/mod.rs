@@ -353,6 +353,9 @@ impl Config {
         if self.workspace.repo_path.as_os_str().is_empty() {
             v.add("workspace.repoPath", "must not be empty");
         }
+        if !crate::names::is_language_tag(&self.prompts.language) {
+            v.add("prompts.language", not_a_language(&self.prompts.language));
+        }
         if let Err(problem) = check_log_filter(&self.logging.level) {
             v.add(
                 "logging.level",
@@ -364,6 +367,13 @@ impl Config {
             );
         }
     }
+}
+
+/// Why `tag` cannot name a language of the daemon's texts.
+pub(super) fn not_a_language(tag: &str) -> String {
+    format!(
+        "{tag:?} is not a language tag (like `en`, `ja` or `pt-BR`: it names the file texts/{{language}}.md of prompts.dir)"
+    )
 }
 
 /// Collected problems.

@@ -66,6 +66,11 @@ impl Config {
                     );
                 }
             }
+            if let Some(language) = &rule.language
+                && !crate::names::is_language_tag(language)
+            {
+                v.add(format!("{key}.language"), super::not_a_language(language));
+            }
             if rule.reply == Some(ReplyPolicy::Prefix) {
                 self.check_prefix(v, &key, &rule.matches);
             }
