@@ -615,3 +615,68 @@ async fn a_misskey_channel_note_gets_its_channels_place() {
     serve.daemon.terminate();
     assert!(serve.daemon.wait_exit(WAIT).success());
 }
+
+/// At start-up the bot's permissions in each channel it sees are checked against what the
+/// channel's place asks: one warning names each channel that lacks something, its place and
+/// what is missing. A channel hidden from the bot, one whose place never answers, and one that
+/// has everything are not named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_names_the_permissions_a_place_needs_and_the_bot_lacks() {
+    const BOT_ROLE: &str = "3001";
+    const SEND_MESSAGES: u64 = 1 << 11;
+    const ADD_REACTIONS: u64 = 1 << 6;
+    const VIEW_CHANNEL: u64 = 1 << 10;
+    const CREATE_PUBLIC_THREADS: u64 = 1 << 35;
+    let denying = |id: &str, name: &str, deny: u64| {
+        let mut channel =
+            common::fake_discord::channel_json(id, ChannelKind::Text, Some(CATEGORY_ID), name);
+        channel["permission_overwrites"] =
+            json!([{"id": BOT_ROLE, "type": 0, "allow": "0", "deny": deny.to_string()}]);
+        channel
+    };
+    // Everything an installation could be given, but Administrator (which overrides every
+    // channel's overwrites).
+    const ADMINISTRATOR: u64 = 1 << 3;
+    let mut bot = DiscordServe::start(|_| DiscordSetup {
+        role_permissions: Some(((1u64 << 51) - 1) & !ADMINISTRATOR),
+        guild_channels: vec![
+            denying("4400", "no-send", SEND_MESSAGES | ADD_REACTIONS),
+            denying("4401", "hidden", VIEW_CHANNEL),
+            denying("4402", "help", CREATE_PUBLIC_THREADS),
+            denying("4403", "quiet", SEND_MESSAGES),
+            denying("4404", "replies-only", ADD_REACTIONS),
+        ],
+        extra_yaml: "places:\n\
+             \x20 - {name: help, match: {channel: '4402'}, threads: perConversation}\n\
+             \x20 - {name: quiet, match: {channel: '4403'}, reply: never}\n\
+             \x20 - {name: plain, match: {channel: '4404'}, skills: [send-reply]}\n"
+            .to_owned(),
+        ..DiscordSetup::default()
+    })
+    .await;
+    let record = bot.logged_or_wait(|l| {
+        l["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("the bot lacks permissions"))
+    });
+    let fields = &record;
+    assert_eq!(record["level"], "WARN", "{record}");
+    assert_eq!(
+        fields["guild_id"].as_u64(),
+        GUILD_ID.parse().ok(),
+        "{record}"
+    );
+    assert_eq!(fields["channels"], 2, "{record}");
+    let missing = fields["missing"].as_str().unwrap();
+    assert_eq!(
+        missing,
+        "#no-send (4400, place default): Add Reactions, Send Messages; \
+         #help (4402, place help): Create Public Threads",
+        "{record}"
+    );
+    assert!(
+        fields["fix"].as_str().unwrap().contains("invite-url"),
+        "{record}"
+    );
+    bot.stop();
+}

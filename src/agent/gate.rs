@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 
 use super::shell::{self, Word};
 use crate::confine::{ProgramRefusal, canonical_program, is_at_or_inside};
+use crate::skills::autoapprove::CommandSkill;
 use crate::skills::manifest::{LEGACY_FREE_TEXT_FLAGS, SINGLE_FILE_FLAG};
 
 /// Whether the argument `word` is a removed free-text flag (`--message` or `--message=…`, and
@@ -66,8 +67,9 @@ pub struct ApprovalRules {
     pub skills_dir: PathBuf,
     /// Auto-approved script entrypoints relative to skills_dir, e.g. "send-reply/scripts/send-reply".
     pub entrypoints: Vec<String>,
-    /// Programs of command-based skills (manifest `command`), matched against the whole program word.
-    pub command_prefixes: Vec<String>,
+    /// Programs of command-based skills (manifest `command`), matched against the whole program
+    /// word, with their skills.
+    pub command_prefixes: Vec<CommandSkill>,
     /// True when the sandbox mounts skills_dir read-only at `{workspace}/skills` (so the relative
     /// form `skills/<entry>` — optionally `./skills/<entry>` — reaches the real skills); false in
     /// `agent.sandbox.mode: none`, where relative skill paths are refused (they would name a file
@@ -197,9 +199,15 @@ impl PermissionGate {
             ));
         }
         if let Some(program) = first.as_bare_literal()
-            && let Some(prefix) = self.rules.command_prefixes.iter().find(|p| *p == program)
+            && let Some(command) = self
+                .rules
+                .command_prefixes
+                .iter()
+                .find(|c| c.program == program)
         {
-            return Decision::allow(format!("command-based skill {prefix:?}"));
+            return self.in_scope(&command.skill, || {
+                format!("command-based skill {:?}", command.program)
+            });
         }
         let script = match first.as_bare_literal() {
             Some(p) if INTERPRETERS.contains(&p) => match words.get(1) {
@@ -217,14 +225,20 @@ impl PermissionGate {
         match self.entrypoint(path, workspace, cwd) {
             Ok(entry) => {
                 let skill = entry.split('/').next().unwrap_or(entry);
-                match &self.scope {
-                    Some(scope) if !scope.contains(skill) => Decision::deny(format!(
-                        "skill {skill:?} is not allowed in this place (places[].skills)"
-                    )),
-                    _ => Decision::allow(format!("skill entrypoint {entry:?}")),
-                }
+                self.in_scope(skill, || format!("skill entrypoint {entry:?}"))
             }
             Err(reason) => Decision::deny(reason),
+        }
+    }
+
+    /// Approves an invocation of `skill` (why: `approved`) unless the session's place leaves the
+    /// skill out.
+    fn in_scope(&self, skill: &str, approved: impl FnOnce() -> String) -> Decision {
+        match &self.scope {
+            Some(scope) if !scope.contains(skill) => Decision::deny(format!(
+                "skill {skill:?} is not allowed in this place (places[].skills)"
+            )),
+            _ => Decision::allow(approved()),
         }
     }
 
@@ -558,6 +572,27 @@ mod tests {
                 .decide_command(&save.display().to_string(), &w.workspace)
                 .allow
         );
+    }
+
+    /// A command-based skill (manifest `command`) is scoped like a script: its program is
+    /// refused where the place leaves the skill out.
+    #[test]
+    fn a_scoped_gate_refuses_a_command_skill_the_place_leaves_out() {
+        let w = World::new();
+        let only_reply = Arc::new(BTreeSet::from(["send-reply".to_owned()]));
+        let scoped = w.gate(false).scoped(Some(only_reply));
+        let d = scoped.decide_command("agent-browser open https://example.org", &w.workspace);
+        assert!(!d.allow);
+        assert_eq!(
+            d.reason,
+            "skill \"agent-browser\" is not allowed in this place (places[].skills)"
+        );
+        let with_browser = Arc::new(BTreeSet::from(["agent-browser".to_owned()]));
+        let d = w
+            .gate(false)
+            .scoped(Some(with_browser))
+            .decide_command("agent-browser open https://example.org", &w.workspace);
+        assert!(d.allow, "{}", d.reason);
     }
 
     #[test]

@@ -141,6 +141,11 @@ impl Places {
             .chain([DEFAULT_PLACE])
     }
 
+    /// The skills the configuration enables (what a place without its own list may use).
+    pub fn enabled_skills(&self) -> impl Iterator<Item = &String> {
+        self.globals.enabled_skills.iter()
+    }
+
     /// Whether there are no rules (every message gets the global settings).
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use super::duties::PlaceDuties;
 use super::{ConnectionState, EventSink, PlatformAdapter, PlatformKind, UserCommandSpec};
 use crate::config::PlatformsConfig;
 
@@ -27,8 +28,12 @@ pub type ReceiveLoop = Box<
 >;
 
 /// Builds one platform's adapter and its receive loop.
-pub type Build =
-    fn(&PlatformsConfig, reqwest::Client, Vec<UserCommandSpec>) -> anyhow::Result<Connected>;
+pub type Build = fn(
+    &PlatformsConfig,
+    reqwest::Client,
+    Vec<UserCommandSpec>,
+    Arc<dyn PlaceDuties>,
+) -> anyhow::Result<Connected>;
 
 /// A connected platform: its adapter and the receive loop that feeds its events.
 pub type Connected = (Arc<dyn PlatformAdapter>, ReceiveLoop);
@@ -39,7 +44,8 @@ pub struct Connector {
     /// The platform.
     pub kind: PlatformKind,
     /// Its adapter and receive loop from the configuration (called only when it is enabled),
-    /// sharing the daemon's HTTP client; `commands` are the user commands to offer.
+    /// sharing the daemon's HTTP client; `commands` are the user commands to offer, `duties`
+    /// what the `places:` rules ask of the bot (for the platform's own permission checks).
     pub build: Build,
 }
 

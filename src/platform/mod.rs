@@ -19,7 +19,8 @@
 //!   [`EventSink`], and the [`ConnectionState`] that readiness reads.
 //! * [`PlatformRegistry`]: the adapters of the running daemon, by [`PlatformKind`].
 //! * [`CONNECTORS`] ([`connect`]): how each platform is built from the configuration and
-//!   connected.
+//!   connected; [`duties`]: what the `places:` rules ask of the bot per channel, for an
+//!   adapter's own checks.
 //! * [`send_text`] / [`send_dm_text`]: split a long text with
 //!   [`split_message`](crate::text::split_message) and send every part, reporting what was
 //!   delivered even when a later part fails.
@@ -33,6 +34,7 @@
 
 pub mod connect;
 pub mod discord;
+pub mod duties;
 pub mod error;
 pub mod events;
 #[cfg(any(test, feature = "test-util"))]

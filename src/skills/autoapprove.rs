@@ -13,8 +13,27 @@ pub struct AutoApproveList {
     /// `memory-save/scripts/memory-save`.
     pub entrypoints: Vec<String>,
     /// Programs of command-based skills (`agent-browser`), compared with a command's whole
-    /// program word.
-    pub command_prefixes: Vec<String>,
+    /// program word, each with its skill (which a place's `skills` may leave out).
+    pub command_prefixes: Vec<CommandSkill>,
+}
+
+/// A command-based skill (manifest `command`): the program its invocations run, and its name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CommandSkill {
+    /// The program word.
+    pub program: String,
+    /// The skill's name.
+    pub skill: String,
+}
+
+/// A skill whose program has its name.
+impl From<&str> for CommandSkill {
+    fn from(name: &str) -> Self {
+        Self {
+            program: name.to_owned(),
+            skill: name.to_owned(),
+        }
+    }
 }
 
 impl AutoApproveList {
@@ -36,7 +55,10 @@ impl AutoApproveList {
         for name in names {
             match skills.get(&name) {
                 Some(spec) => match (&spec.manifest.command, &spec.manifest.entrypoint) {
-                    (Some(cmd), _) => list.command_prefixes.push(cmd.clone()),
+                    (Some(cmd), _) => list.command_prefixes.push(CommandSkill {
+                        program: cmd.clone(),
+                        skill: name.clone(),
+                    }),
                     (None, Some(ep)) => list
                         .entrypoints
                         .push(format!("{name}/{}", ep.trim_start_matches("./"))),
@@ -48,7 +70,8 @@ impl AutoApproveList {
         list.entrypoints.sort();
         list.entrypoints.dedup();
         list.command_prefixes.sort();
-        list.command_prefixes.dedup();
+        list.command_prefixes
+            .dedup_by(|a, b| a.program == b.program);
         list
     }
 }

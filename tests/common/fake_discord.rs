@@ -173,6 +173,11 @@ struct Inner {
     unarchive_refusal: Option<(u16, u32, String)>,
     /// The bot's reactions: (channel, message, emoji path segment).
     reactions: Vec<(String, String, String)>,
+    /// Channels GUILD_CREATE lists besides its own ([`FakeDiscord::add_guild_channel`]).
+    guild_channels: Vec<Value>,
+    /// The server-wide permissions of `@everyone` and the bot's role in GUILD_CREATE (every
+    /// permission, Administrator included, unless set: [`FakeDiscord::set_role_permissions`]).
+    role_permissions: Option<u64>,
 }
 
 /// What a `/files/{name}` request gets.
@@ -552,6 +557,19 @@ impl FakeDiscord {
 
     /// Adds a channel that `GET /channels/{id}` serves exactly as `channel` (e.g. with a
     /// malformed field).
+    /// Lists `channel` (a channel object) in the next GUILD_CREATE, as a channel of the guild
+    /// when the bot connects — with its `permission_overwrites`, which the bot's permissions are
+    /// computed from.
+    pub fn add_guild_channel(&self, channel: Value) {
+        self.shared.lock().guild_channels.push(channel);
+    }
+
+    /// Gives `@everyone` and the bot's role `bits` server-wide in the next GUILD_CREATE (without
+    /// Administrator, channel overwrites then count).
+    pub fn set_role_permissions(&self, bits: u64) {
+        self.shared.lock().role_permissions = Some(bits);
+    }
+
     pub fn add_channel_json(&self, id: &str, channel: Value) {
         self.shared.lock().channels.insert(id.to_owned(), channel);
     }
@@ -752,12 +770,19 @@ fn dispatch_locked(inner: &mut Inner, t: &'static str, d: Value) {
 /// The GUILD_CREATE payload: the bot member with an all-permissions role, the category
 /// [`CATEGORY_ID`] with the text channel [`CHANNEL_ID`] in it, and the `:blobcat:` emoji.
 pub fn guild_create() -> Value {
+    guild_create_with(&[], None)
+}
+
+/// [`guild_create`] with `extra` channels listed too, and the roles' permissions `roles`
+/// (every permission when `None`).
+pub fn guild_create_with(extra: &[Value], roles: Option<u64>) -> Value {
+    let permissions = roles.map_or_else(|| ALL_PERMISSIONS.to_owned(), |bits| bits.to_string());
     let role = |id: &str, name: &str| {
         json!({
             "id": id, "name": name, "color": 0,
             "colors": {"primary_color": 0, "secondary_color": null, "tertiary_color": null},
             "hoist": false, "icon": null, "unicode_emoji": null, "position": 0,
-            "permissions": ALL_PERMISSIONS, "managed": false, "mentionable": false, "flags": 0
+            "permissions": permissions, "managed": false, "mentionable": false, "flags": 0
         })
     };
     let mut guild = json!({
@@ -788,6 +813,9 @@ pub fn guild_create() -> Value {
     });
     if let (Some(base), Value::Object(more)) = (guild.as_object_mut(), more) {
         base.extend(more);
+    }
+    if let Some(channels) = guild["channels"].as_array_mut() {
+        channels.extend(extra.iter().cloned());
     }
     guild
 }
@@ -851,7 +879,11 @@ async fn session(shared: Shared, socket: WebSocket) {
                             return;
                         }
                         let url = format!("ws://{}/gateway", shared.addr);
-                        vec![frame(&shared, "READY", ready(&url)), frame(&shared, "GUILD_CREATE", guild_create())]
+                        let (extra, roles) = {
+                            let inner = shared.lock();
+                            (inner.guild_channels.clone(), inner.role_permissions)
+                        };
+                        vec![frame(&shared, "READY", ready(&url)), frame(&shared, "GUILD_CREATE", guild_create_with(&extra, roles))]
                     }
                     Some(6) => {
                         shared.lock().resumes += 1;

@@ -84,6 +84,11 @@ pub struct DiscordSetup {
     /// The fake closes IDENTIFY with 4014, as Discord does when the Message Content intent is
     /// off: the start waits until `/readyz` says Discord is not connected instead of ready.
     pub refused_intents: bool,
+    /// Channels the fake's GUILD_CREATE lists besides its own (with their overwrites).
+    pub guild_channels: Vec<Value>,
+    /// The server-wide permissions of the fake's roles (every one, Administrator included,
+    /// when unset).
+    pub role_permissions: Option<u64>,
 }
 
 /// Where [`Setup::texts`] entries are written, given the files folder.
@@ -100,6 +105,12 @@ impl DiscordServe {
         let files = tempfile::tempdir().unwrap();
         let setup = prepare(files.path());
         fake.refuse_intents(setup.refused_intents);
+        if let Some(bits) = setup.role_permissions {
+            fake.set_role_permissions(bits);
+        }
+        for channel in &setup.guild_channels {
+            fake.add_guild_channel(channel.clone());
+        }
         for (name, text) in &setup.texts {
             std::fs::write(text_path(files.path(), name), text).unwrap();
         }

@@ -404,7 +404,9 @@ fn every_language_needs_its_texts_and_an_old_failure_file_is_pointed_to_its_new_
     );
 
     // A tag that cannot name a file is the file's own error.
-    let config = m.config("", "").replace("prompts:\n", "prompts:\n  language: ../x\n");
+    let config = m
+        .config("", "")
+        .replace("prompts:\n", "prompts:\n  language: ../x\n");
     let got = m.errors(&config);
     assert!(
         got.iter()

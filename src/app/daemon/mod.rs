@@ -112,7 +112,8 @@ pub async fn start(
     let setup = async {
         let (store, owner) = store::open(config).await?;
         let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
-        let (platforms, sink, events) = platforms::start(ctx, extra, &skills.commands)?;
+        let (platforms, sink, events) =
+            platforms::start(ctx, extra, &skills.commands, skills.places.clone())?;
         let semantic = store::start_embeddings(ctx).await?;
         let handlers = skill_api::skill_handlers(ctx, &platforms, &skills, semantic)?;
         anyhow::Ok((store, owner, platforms, sink, events, handlers))

@@ -12,6 +12,7 @@ use super::Ctx;
 use crate::config::PLATFORMS;
 use crate::ops::Readiness;
 use crate::platform::CONNECTORS;
+use crate::platform::duties::PlaceDuties;
 use crate::platform::metered::PlatformMetrics;
 use crate::platform::{
     ConnectionState, EventSink, PlatformAdapter, PlatformEvent, PlatformKind, PlatformRegistry,
@@ -28,6 +29,7 @@ pub(super) fn start(
     ctx: Ctx<'_>,
     extra: Vec<Arc<dyn PlatformAdapter>>,
     commands: &[UserCommandSpec],
+    duties: Arc<dyn PlaceDuties>,
 ) -> anyhow::Result<(PlatformRegistry, EventSink, mpsc::Receiver<PlatformEvent>)> {
     let (config, shutdown) = (ctx.config, ctx.shutdown);
     let http = http_client()?;
@@ -47,8 +49,12 @@ pub(super) fn start(
         if !enabled {
             continue;
         }
-        let (adapter, receive) =
-            (connector.build)(&config.platforms, http.clone(), commands.to_vec())?;
+        let (adapter, receive) = (connector.build)(
+            &config.platforms,
+            http.clone(),
+            commands.to_vec(),
+            duties.clone(),
+        )?;
         platforms.insert(metered.wrap(adapter));
         let state = connection_check(ctx.readiness, &metered, connector.kind);
         let (sink, draining) = (sink.clone(), shutdown.draining());

@@ -11,6 +11,8 @@
 //! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped),
 //!   with its [`Location`](crate::platform::Location) (the thread too) resolved by [`Channels`]
 //!   first.
+//! * GUILD_CREATE: the bot's permissions in each channel are checked against what its place
+//!   asks ([`permissions`](super::permissions)); what is missing is one warning per server.
 //! * INTERACTION_CREATE for one of our commands → [`PlatformEvent::Command`], answered
 //!   ephemerally by [`commands::handle`].
 //!
@@ -26,8 +28,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use reqwest::Method;
 use serenity::all::{
-    ClientBuilder, ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents,
-    HttpBuilder, Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent,
+    ClientBuilder, ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents, Guild,
+    HttpBuilder, Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent, UserId,
 };
 use serenity::async_trait;
 use serenity::gateway::ShardManager;
@@ -37,7 +39,9 @@ use super::channels::Channels;
 use super::commands::{self, CommandSet, InteractionContext};
 use super::convert::{self, Skip};
 use super::http::{Body, Rest, Route};
+use super::permissions::Reports;
 use crate::config::Secret;
+use crate::platform::duties::PlaceDuties;
 use crate::platform::{ConnectionState, EventSink, PlatformEvent, PlatformKind};
 
 /// State shared by the adapter and the gateway handler.
@@ -102,6 +106,7 @@ pub struct DiscordRunner {
     pub(crate) guild_ids: Vec<u64>,
     pub(crate) allow_dm: bool,
     pub(crate) reply_timeout: Duration,
+    pub(crate) duties: Arc<dyn PlaceDuties>,
 }
 
 impl std::fmt::Debug for DiscordRunner {
@@ -120,6 +125,13 @@ impl DiscordRunner {
     /// token for 15).
     pub fn with_command_reply_timeout(mut self, timeout: Duration) -> Self {
         self.reply_timeout = timeout;
+        self
+    }
+
+    /// What the `places:` rules ask of the bot per channel, checked against its permissions at
+    /// each GUILD_CREATE (default: every enabled skill everywhere).
+    pub fn with_place_duties(mut self, duties: Arc<dyn PlaceDuties>) -> Self {
+        self.duties = duties;
         self
     }
 
@@ -152,6 +164,8 @@ impl DiscordRunner {
             state: state.clone(),
             allow_dm: self.allow_dm,
             registered: AtomicBool::new(false),
+            duties: Arc::clone(&self.duties),
+            permissions: Reports::default(),
         };
         let connect =
             ClientBuilder::new_with_http(builder.build(), intents()).event_handler(handler);
@@ -247,6 +261,8 @@ struct Handler {
     state: ConnectionState,
     allow_dm: bool,
     registered: AtomicBool,
+    duties: Arc<dyn PlaceDuties>,
+    permissions: Reports,
 }
 
 impl Handler {
@@ -315,6 +331,16 @@ impl EventHandler for Handler {
                 tracing::error!(platform = "discord", error = %error, "slash command registration failed");
             }
         }
+    }
+
+    async fn guild_create(&self, _ctx: Context, guild: Guild, _is_new: Option<bool>) {
+        let guilds = &self.interactions.guild_ids;
+        let bot = self.shared.bot_user_id_raw();
+        if bot == 0 || (!guilds.is_empty() && !guilds.contains(&guild.id.get())) {
+            return;
+        }
+        self.permissions
+            .check(&guild, UserId::new(bot), self.duties.as_ref());
     }
 
     async fn resume(&self, _ctx: Context, _event: ResumedEvent) {

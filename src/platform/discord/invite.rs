@@ -34,12 +34,17 @@ const SKILL_PERMISSIONS: &[(&str, u64)] = &[
 
 /// The permission bits the enabled `skills` use.
 pub fn permissions<'a>(skills: impl IntoIterator<Item = &'a str>) -> u64 {
-    skills.into_iter().fold(ALWAYS, |bits, skill| {
-        bits | SKILL_PERMISSIONS
-            .iter()
-            .find(|(name, _)| *name == skill)
-            .map_or(0, |(_, extra)| *extra)
-    })
+    let skills: Vec<&str> = skills.into_iter().collect();
+    ALWAYS | skill_permissions(|skill| skills.contains(&skill))
+}
+
+/// The bits beyond answering that the skills `allows` lets the agent use take (the permission
+/// check of a place uses them too: `permissions`).
+pub fn skill_permissions(allows: impl Fn(&str) -> bool) -> u64 {
+    SKILL_PERMISSIONS
+        .iter()
+        .filter(|(name, _)| allows(name))
+        .fold(0, |bits, (_, extra)| bits | extra)
 }
 
 /// The invite URL for application `client_id` with `permissions`, and the slash-command scope

@@ -36,6 +36,7 @@ mod commands;
 mod convert;
 mod http;
 pub mod invite;
+mod permissions;
 mod threads;
 
 pub use client::DiscordRunner;
@@ -122,10 +123,12 @@ pub(crate) fn connect(
     config: &crate::config::PlatformsConfig,
     http: reqwest::Client,
     commands: Vec<UserCommandSpec>,
+    duties: Arc<dyn crate::platform::duties::PlaceDuties>,
 ) -> anyhow::Result<crate::platform::connect::Connected> {
     use anyhow::Context as _;
     let (adapter, runner) =
         DiscordAdapter::new(&config.discord, http, commands).context("Discord set-up")?;
+    let runner = runner.with_place_duties(duties);
     Ok((
         adapter,
         Box::new(move |sink, state, draining| Box::pin(runner.run(sink, state, draining))),
@@ -191,6 +194,7 @@ impl DiscordAdapter {
             guild_ids,
             allow_dm: config.allow_dm,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
+            duties: Arc::new(crate::platform::duties::NoRules),
         };
         Ok((adapter, runner))
     }

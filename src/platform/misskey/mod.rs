@@ -143,6 +143,8 @@ pub(crate) fn connect(
     config: &crate::config::PlatformsConfig,
     http: reqwest::Client,
     commands: Vec<UserCommandSpec>,
+    // Misskey has no permissions per channel to check.
+    _duties: Arc<dyn crate::platform::duties::PlaceDuties>,
 ) -> anyhow::Result<crate::platform::connect::Connected> {
     use anyhow::Context as _;
     let adapter =
