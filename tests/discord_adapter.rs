@@ -1122,7 +1122,7 @@ fn location(thread_parent: Option<&str>, category: Option<&str>) -> Location {
 /// Where a message in a thread of `parent` (in [`CATEGORY_ID`]) was written.
 fn thread_location(parent: &str, thread: ThreadInfo) -> Location {
     Location {
-        thread: Some(thread),
+        thread: Some(Box::new(thread)),
         ..location(Some(parent), Some(CATEGORY_ID))
     }
 }

@@ -577,11 +577,11 @@ async fn a_thread_per_conversation_place_answers_in_a_thread_opened_from_the_mes
     follow.is_dm = false;
     follow.guild_id = Some("g1".into());
     follow.location.thread_parent_id = Some("help".into());
-    follow.location.thread = Some(air_friends::platform::ThreadInfo {
+    follow.location.thread = Some(Box::new(air_friends::platform::ThreadInfo {
         name: "Printer on fire".into(),
         started_by_bot: true,
         ..Default::default()
-    });
+    }));
     assert_eq!(s.router.dispatch(follow).await, Dispatch::Queued);
     eventually(WAIT, "follow-up answered", || {
         rec.handled.lock().unwrap().len() == 2

@@ -11,7 +11,7 @@ use air_friends::conversation::notices::Notice;
 use chrono::{SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use common::fake_misskey::{BOT_ID, NoteOpts};
+use common::fake_misskey::{BOT_ID, FakeError, NoteOpts};
 use common::serve::{readyz_check, skill_script};
 use common::serve_misskey::{MisskeyServe, MisskeySetup, WAIT, log_field, reply_steps, script};
 
@@ -575,5 +575,136 @@ async fn a_mention_and_a_chat_sent_while_the_bot_was_stopped_are_answered_after_
         2,
         "answered once"
     );
+    stop(&mut serve);
+}
+
+/// A reply chain is one conversation keyed by its root note: a reply to the bot's answer is
+/// answered by the same warm agent, in a reply to that note; a chain the bot never saw is
+/// found from its ancestors (`notes/conversation`) and kept together from then on; a direct
+/// (`specified`) reply in a public chain is a conversation of its own, so what it shows is
+/// never in the agent that answers the public notes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_chain_is_one_conversation_keyed_by_its_root_note() {
+    let mut serve =
+        MisskeyServe::start(script(reply_steps("Noted.")), MisskeySetup::default()).await;
+
+    // Alice begins a chain; the bot answers it, then her reply to the answer.
+    let first = serve
+        .fake
+        .mention("u1", "@airfriends let us plan a trip", NoteOpts::default());
+    let created = serve.wait_for_calls("notes/create", 1).await;
+    assert_eq!(created[0]["replyId"], id(&first));
+    let answer = serve
+        .wait_for("the bot's first note", || {
+            serve
+                .fake
+                .notes()
+                .into_iter()
+                .find(|n| n["userId"] == BOT_ID)
+        })
+        .await;
+    let reply = serve.fake.create_note(
+        "u1",
+        "what about Kyoto?",
+        NoteOpts::default().reply_to(&id(&answer)),
+    );
+    serve.fake.push_main("reply", reply.clone());
+    let created = serve.wait_for_calls("notes/create", 2).await;
+    assert_eq!(
+        created[1]["replyId"],
+        id(&reply),
+        "answered where it was asked"
+    );
+    assert_eq!(serve.agents_started(), 1, "the chain's warm agent answered");
+
+    // A chain the bot never saw: Bob, Alice, then Bob asks the bot three notes down.
+    let top = serve
+        .fake
+        .create_note("u2", "anyone been to Sapporo?", NoteOpts::default());
+    let middle = serve.fake.create_note(
+        "u1",
+        "in winter, yes",
+        NoteOpts::default().reply_to(&id(&top)),
+    );
+    let ask = serve.fake.mention(
+        "u2",
+        "@airfriends what should we see there?",
+        NoteOpts::default().reply_to(&id(&middle)),
+    );
+    let created = serve.wait_for_calls("notes/create", 3).await;
+    assert_eq!(created[2]["replyId"], id(&ask));
+    assert_eq!(serve.agents_started(), 2, "another chain, another agent");
+    let bots_answer = serve
+        .fake
+        .notes()
+        .into_iter()
+        .find(|n| n["userId"] == BOT_ID && n["replyId"] == id(&ask))
+        .expect("the answer to Bob");
+    let follow_up = serve.fake.create_note(
+        "u2",
+        "and to eat?",
+        NoteOpts::default().reply_to(&id(&bots_answer)),
+    );
+    serve.fake.push_main("reply", follow_up.clone());
+    let created = serve.wait_for_calls("notes/create", 4).await;
+    assert_eq!(created[3]["replyId"], id(&follow_up));
+    assert_eq!(
+        serve.agents_started(),
+        2,
+        "the looked-up chain stays one conversation"
+    );
+
+    // Alice answers the bot in her chain, but only to the bot: a conversation of its own.
+    let last_answer = serve
+        .fake
+        .notes()
+        .into_iter()
+        .find(|n| n["userId"] == BOT_ID && n["replyId"] == id(&reply))
+        .expect("the answer to Kyoto");
+    let direct = serve.fake.create_note(
+        "u1",
+        "between us: my budget is small",
+        NoteOpts::visibility("specified")
+            .visible_to(&[BOT_ID])
+            .reply_to(&id(&last_answer)),
+    );
+    serve.fake.push_main("reply", direct.clone());
+    let created = serve.wait_for_calls("notes/create", 5).await;
+    assert_eq!(created[4]["replyId"], id(&direct));
+    assert_eq!(created[4]["visibility"], "specified");
+    assert_eq!(
+        serve.agents_started(),
+        3,
+        "a direct reply never reuses the public agent"
+    );
+    stop(&mut serve);
+}
+
+/// When the chain above a note cannot be read, the note is still answered — in a conversation
+/// of its own — and the operator gets one warning naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_that_cannot_be_read_still_gets_its_answer() {
+    let mut serve =
+        MisskeyServe::start(script(reply_steps("Noted.")), MisskeySetup::default()).await;
+    let top = serve
+        .fake
+        .create_note("u2", "anyone been to Sapporo?", NoteOpts::default());
+    // The root look-up is the first read of the chain; the prompt's own read then succeeds.
+    serve.fake.script(
+        "notes/conversation",
+        vec![Some(FakeError::new(400, "NO_SUCH_NOTE", "No such note."))],
+    );
+    let ask = serve.fake.mention(
+        "u1",
+        "@airfriends what should we see there?",
+        NoteOpts::default().reply_to(&id(&top)),
+    );
+    let created = serve.wait_for_calls("notes/create", 1).await;
+    assert_eq!(created[0]["replyId"], id(&ask));
+    let warning = serve.wait_for_log(
+        "could not read the reply chain above a note; it starts a conversation of its own",
+        &[("message_id", json!(id(&ask)))],
+    );
+    assert_eq!(warning["level"], "WARN", "{warning}");
     stop(&mut serve);
 }

@@ -584,7 +584,10 @@ async fn thread_of(
             None
         }
     };
-    Some(ThreadContext { info, starter })
+    Some(ThreadContext {
+        info: *info,
+        starter,
+    })
 }
 
 /// The author's important memories within their budget (private ones only in a DM), and how

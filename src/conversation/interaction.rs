@@ -284,7 +284,8 @@ impl Interactions {
             pool.retire(agent, "terminated");
             return None;
         }
-        let termination = handle.begin_turn(Some(msg.message_id.clone()));
+        let termination =
+            handle.begin_turn_at(Some(msg.channel_id.clone()), Some(msg.message_id.clone()));
         self.answered_early(&handle, msg);
         let session_id = handle.id().clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, place = %place.name, warm = true);

@@ -259,11 +259,11 @@ mod tests {
             if let Some(started_by_bot) = thread {
                 m.channel_id = format!("{channel}-thread").into();
                 m.location.thread_parent_id = Some(channel.to_owned());
-                m.location.thread = Some(crate::platform::ThreadInfo {
+                m.location.thread = Some(Box::new(crate::platform::ThreadInfo {
                     name: "a question".into(),
                     started_by_bot,
                     ..Default::default()
-                });
+                }));
             }
             m
         };

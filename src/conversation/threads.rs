@@ -63,12 +63,12 @@ pub async fn move_into_thread(
     };
     let mut moved = msg.clone();
     moved.location.thread_parent_id = Some(msg.channel_id.as_str().to_owned());
-    moved.location.thread = Some(ThreadInfo {
+    moved.location.thread = Some(Box::new(ThreadInfo {
         name,
         parent_name: None,
         in_forum: false,
         started_by_bot: true,
-    });
+    }));
     moved.channel_id = thread;
     Ok(Some(moved))
 }

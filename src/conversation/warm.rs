@@ -123,11 +123,12 @@ impl ConversationKey {
         }
     }
 
-    /// The conversation `msg` belongs to.
+    /// The conversation `msg` belongs to (a Misskey reply chain is one, whichever note of it
+    /// `msg` is: [`IncomingMessage::conversation`]).
     pub fn of(msg: &IncomingMessage) -> Self {
         Self {
             platform: msg.platform,
-            channel_id: msg.channel_id.clone(),
+            channel_id: msg.conversation().into(),
             user_id: msg.user_id.clone(),
         }
     }

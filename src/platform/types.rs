@@ -164,7 +164,12 @@ pub struct Location {
     /// Discord: the thread or forum post the message was written in (its channel is the
     /// thread); `None` outside threads or when the adapter could not learn it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread: Option<ThreadInfo>,
+    pub thread: Option<Box<ThreadInfo>>,
+    /// The conversation the message belongs to when that is not its channel alone — Misskey:
+    /// a reply chain, `note:{root}` (`misskey/chains.rs`) — so the chain is queued and kept
+    /// warm as one while each answer still goes to the message's own channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 /// A thread (or forum post) as the prompt names it and the answer policy judges it.
@@ -199,10 +204,20 @@ impl IncomingMessage {
         }
     }
 
-    /// The conversation this message belongs to, `platform:channelId`: the key of the
-    /// per-conversation FIFO.
+    /// The conversation this message belongs to, `platform:channelId` (or the adapter's
+    /// [`Location::conversation`] in place of the channel): the key of the per-conversation
+    /// FIFO.
     pub fn conversation_key(&self) -> String {
-        format!("{}:{}", self.platform, self.channel_id)
+        format!("{}:{}", self.platform, self.conversation())
+    }
+
+    /// What identifies the message's conversation on its platform: its channel, unless the
+    /// adapter named a conversation wider than it ([`Location::conversation`]).
+    pub fn conversation(&self) -> &str {
+        self.location
+            .conversation
+            .as_deref()
+            .unwrap_or(self.channel_id.as_str())
     }
 
     /// The duplicate-guard key, `platform:messageId`.

@@ -17,7 +17,7 @@ use super::{
     TurnSlot, TurnSlots,
 };
 use crate::observability::LiveSecrets;
-use crate::platform::MessageId;
+use crate::platform::{ChannelId, MessageId};
 use crate::sync::lock;
 
 /// What [`SessionRegistry::register`] returns to the agent runner.
@@ -139,11 +139,25 @@ impl SessionHandle {
     /// await. Counts as activity (the session does not expire between turns while its agent is
     /// kept).
     pub fn begin_turn(&self, trigger_message_id: Option<MessageId>) -> TerminationSignal {
+        self.begin_turn_at(None, trigger_message_id)
+    }
+
+    /// [`begin_turn`](Self::begin_turn), the turn answering in `channel` when given: a
+    /// conversation wider than one channel (a Misskey reply chain, each of whose notes is its
+    /// own channel) moves its kept session to the channel of the message it answers now.
+    pub fn begin_turn_at(
+        &self,
+        channel: Option<ChannelId>,
+        trigger_message_id: Option<MessageId>,
+    ) -> TerminationSignal {
         let termination = TerminationSignal::default();
         {
             let mut turn = lock(&self.entry.turn);
             let mut context = SessionContext::clone(&turn.context);
             context.trigger_message_id = trigger_message_id;
+            if let Some(channel) = channel {
+                context.origin.channel_id = channel;
+            }
             turn.number += 1;
             turn.context = Arc::new(context);
             turn.termination = termination.clone();
@@ -531,6 +545,22 @@ pub(crate) mod tests {
             "c1",
             "the rest is kept"
         );
+    }
+
+    /// A kept session answering the next note of a Misskey chain moves to that note's channel
+    /// for the turn; the rest of its context stays.
+    #[test]
+    fn a_turn_may_move_the_session_to_another_channel_of_its_conversation() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let r = registry.register(context()).unwrap();
+        r.handle
+            .begin_turn_at(Some("note:n2".into()), Some("n2".into()));
+        let context = r.handle.context();
+        assert_eq!(context.origin.channel_id, "note:n2");
+        assert_eq!(context.trigger_message_id, Some("n2".into()));
+        assert_eq!(context.origin.user_id, "u1");
+        r.handle.begin_turn(Some("n3".into()));
+        assert_eq!(r.handle.context().origin.channel_id, "note:n2", "kept");
     }
 
     #[test]

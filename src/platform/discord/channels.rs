@@ -150,12 +150,12 @@ pub(crate) fn location_of(
         ChannelKind::Thread => Location {
             thread_parent_id: text(facts.parent),
             category_id: text(parent.and_then(|p| p.parent)),
-            thread: Some(ThreadInfo {
+            thread: Some(Box::new(ThreadInfo {
                 name: facts.name.clone().unwrap_or_default(),
                 parent_name: parent.and_then(|p| p.name.clone()),
                 in_forum: parent.is_some_and(|p| p.kind == ChannelKind::Forum),
                 started_by_bot: bot != 0 && facts.owner == Some(bot),
-            }),
+            })),
             ..Location::default()
         },
         ChannelKind::Forum | ChannelKind::Channel => Location {
@@ -701,7 +701,7 @@ mod tests {
             Location {
                 thread_parent_id: Some("10".into()),
                 category_id: Some("3".into()),
-                thread: Some(unnamed.clone()),
+                thread: Some(Box::new(unnamed.clone())),
                 ..Location::default()
             }
         );
@@ -709,7 +709,7 @@ mod tests {
             location_of(&thread, None, 42),
             Location {
                 thread_parent_id: Some("10".into()),
-                thread: Some(unnamed),
+                thread: Some(Box::new(unnamed)),
                 ..Location::default()
             },
             "a parent that could not be learned leaves the category empty"
@@ -736,22 +736,22 @@ mod tests {
         let by_user = named(ChannelKind::Thread, Some(10), "a thread", Some(7));
         assert_eq!(
             location_of(&by_user, Some(&text), 42).thread,
-            Some(ThreadInfo {
+            Some(Box::new(ThreadInfo {
                 name: "a thread".into(),
                 parent_name: Some("general".into()),
                 in_forum: false,
                 started_by_bot: false,
-            })
+            }))
         );
         let post = named(ChannelKind::Thread, Some(11), "my question", Some(42));
         assert_eq!(
             location_of(&post, Some(&forum), 42).thread,
-            Some(ThreadInfo {
+            Some(Box::new(ThreadInfo {
                 name: "my question".into(),
                 parent_name: Some("help-forum".into()),
                 in_forum: true,
                 started_by_bot: true,
-            })
+            }))
         );
         assert!(
             !location_of(&post, Some(&forum), 0)

@@ -117,7 +117,8 @@ impl MisskeyAdapter {
             };
             self.remember_user(note.user.clone());
             match note_to_incoming(&note, identity, notification.kind == "reply") {
-                Ok(incoming) => {
+                Ok(mut incoming) => {
+                    incoming.location.conversation = Some(self.conversation_of(&note).await);
                     by_note.insert(note.id.clone(), incoming);
                 }
                 Err(skip) => tracing::debug!(platform = "misskey", message_id = %note.id,

@@ -22,6 +22,7 @@
 //! messages apart (`bot_user_id` is `None` until then).
 
 mod api;
+mod chains;
 mod commands;
 mod convert;
 mod ids;
@@ -125,6 +126,8 @@ pub struct MisskeyAdapter {
     users: Mutex<HashMap<String, User>>,
     /// Subscribed chat peers and recently delivered ids; survives reconnects.
     memory: Mutex<stream::StreamMemory>,
+    /// The root note of each known note's reply chain (`chains.rs`).
+    roots: chains::Roots,
 }
 
 impl std::fmt::Debug for MisskeyAdapter {
@@ -193,6 +196,7 @@ impl MisskeyAdapter {
             identity: RwLock::new(None),
             users: Mutex::new(HashMap::new()),
             memory: Mutex::new(stream::StreamMemory::new(options.max_chat_peers)),
+            roots: chains::Roots::default(),
         })
     }
 

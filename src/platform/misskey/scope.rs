@@ -50,6 +50,21 @@ impl Readers {
     }
 }
 
+/// A short tag naming who may read a `specified` note (its author and `visibleUserIds`, in
+/// any order); `None` for a note anyone may read. Notes with the same readers get the same tag
+/// (`chains.rs` keys a direct chain's conversation with it).
+pub fn readers_tag(note: &Note) -> Option<String> {
+    use std::hash::{Hash, Hasher};
+    match Readers::of(note) {
+        Readers::Anyone => None,
+        Readers::Only(users) => {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            users.hash(&mut hasher);
+            Some(format!("{:016x}", hasher.finish()))
+        }
+    }
+}
+
 /// The thread of one note channel: its trigger note and who reads what the session writes there
 /// (the bot's answer keeps the trigger's visibility, `send.rs`).
 #[derive(Debug, Clone)]
@@ -134,6 +149,22 @@ mod tests {
         let group = ThreadScope::of(&note("t", "alice", "specified", &["bot", "carol"]));
         assert!(group.admits(&note("n", "bot", "specified", &["alice", "carol"])));
         assert!(!group.admits(&note("n", "bot", "specified", &["alice"])));
+    }
+
+    #[test]
+    fn the_readers_tag_names_the_readers_of_a_specified_note_only() {
+        assert_eq!(readers_tag(&note("n", "alice", "public", &[])), None);
+        assert_eq!(readers_tag(&note("n", "alice", "followers", &[])), None);
+        let to_bot = readers_tag(&note("n", "alice", "specified", &["bot"])).unwrap();
+        // The bot's answer, specified to alice: the same two readers.
+        assert_eq!(
+            readers_tag(&note("m", "bot", "specified", &["alice"])).as_deref(),
+            Some(to_bot.as_str())
+        );
+        assert_ne!(
+            readers_tag(&note("m", "alice", "specified", &["bot", "carol"])).as_deref(),
+            Some(to_bot.as_str())
+        );
     }
 
     #[test]

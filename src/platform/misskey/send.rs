@@ -324,6 +324,7 @@ impl MisskeyAdapter {
             params.insert("fileIds".into(), json!(file_ids));
         }
         let created: CreatedNote = self.api.call("notes/create", Value::Object(params)).await?;
+        self.remember_reply(&created.created_note.id, parent_id);
         Ok(SentMessage {
             message_id: created.created_note.id.into(),
             timestamp: created.created_note.created_at,

@@ -350,7 +350,10 @@ impl Streamer {
         }
         self.adapter.remember_user(note.user.clone());
         match note_to_incoming(&note, &self.identity, reply_event) {
-            Ok(incoming) => self.dispatch(incoming).await,
+            Ok(mut incoming) => {
+                incoming.location.conversation = Some(self.adapter.conversation_of(&note).await);
+                self.dispatch(incoming).await
+            }
             Err(skip) => {
                 tracing::debug!(platform = "misskey", message_id = %note.id,
                     reason = skip.as_str(), "note ignored");
