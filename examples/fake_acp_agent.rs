@@ -11,6 +11,10 @@
 //!                  "run": null,                 // "run": a shell command run first (as below)
 //!                  "promptCapabilities": {"image": true}},  // advertised as is (default {})
 //!   "sessionNew": {"configOptions": [], "hang": false},
+//!   "resume": "resume",                      // advertise `sessionCapabilities.resume`
+//!                                            // ("load": `loadSession`); sessions are kept as
+//!                                            // files in $XDG_DATA_HOME/fake-acp/sessions/
+//!   "resumeError": null,                     // a message: resume/load answer this error
 //!   "ignoreStdinEof": false,                 // keep running after stdin closes (kill tests)
 //!   "ignoreTerm": false,                     // ignore SIGTERM
 //!   "turns": [                               // one per session/prompt; the last repeats
@@ -49,6 +53,13 @@ struct Agent {
     session: String,
     cwd: String,
     turn: usize,
+}
+
+/// Where sessions are kept across processes (`$XDG_DATA_HOME/fake-acp/sessions`), like
+/// OpenCode keeps its database in its data folder.
+fn sessions_dir() -> Option<std::path::PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")?;
+    Some(std::path::Path::new(&data).join("fake-acp/sessions"))
 }
 
 enum In {
@@ -374,7 +385,10 @@ async fn main() {
                 agent.respond(
                     &id,
                     json!({"protocolVersion": version,
-                    "agentCapabilities": {"loadSession": false, "promptCapabilities": init.get("promptCapabilities").cloned().unwrap_or(json!({}))}, "authMethods": [],
+                    "agentCapabilities": {
+                        "loadSession": agent.script["resume"] == "load",
+                        "sessionCapabilities": if agent.script["resume"] == "resume" { json!({"resume": {}}) } else { json!({}) },
+                        "promptCapabilities": init.get("promptCapabilities").cloned().unwrap_or(json!({}))}, "authMethods": [],
                     "agentInfo": {"name": "fake-acp-agent", "version": "0.0.0"}}),
                 );
             }
@@ -387,11 +401,40 @@ async fn main() {
                     agent.cwd = cwd.to_owned();
                 }
                 agent.session = format!("ses_fake_{}", std::process::id());
+                if let Some(dir) = sessions_dir().filter(|_| agent.script["resume"].is_string()) {
+                    let _ = std::fs::create_dir_all(&dir)
+                        .and_then(|()| std::fs::write(dir.join(&agent.session), "kept"));
+                }
                 let mut result = json!({"sessionId": agent.session});
                 if let Some(opts) = new.get("configOptions") {
                     result["configOptions"] = opts.clone();
                 }
                 agent.respond(&id, result);
+            }
+            "session/resume" | "session/load" => {
+                let wanted = msg["params"]["sessionId"].as_str().unwrap_or_default();
+                let kept = !wanted.is_empty()
+                    && !wanted.contains('/')
+                    && sessions_dir().is_some_and(|dir| dir.join(wanted).is_file());
+                if let Some(e) = agent.script["resumeError"].as_str() {
+                    agent.respond_error(&id, -32603, e);
+                } else if !kept {
+                    agent.respond_error(&id, -32002, &format!("Resource not found: {wanted}"));
+                } else {
+                    if let Some(cwd) = msg["params"]["cwd"].as_str() {
+                        agent.cwd = cwd.to_owned();
+                    }
+                    agent.session = wanted.to_owned();
+                    agent.log(json!({"event": "resumed", "sessionId": wanted}));
+                    agent.respond(
+                        &id,
+                        if msg["method"] == "session/load" {
+                            Value::Null
+                        } else {
+                            json!({})
+                        },
+                    );
+                }
             }
             "session/set_config_option" => agent.respond(&id, json!({})),
             "session/prompt" => {

@@ -681,22 +681,13 @@ async fn with_no_provider_key_chat_uses_the_free_model_through_the_gateway() {
     }
 }
 
-/// A conversation continues on the same OpenCode session: the second message of the chat is
-/// prompted on the warm agent (no new OpenCode process, no new ACP session), so the model's
-/// request for turn 2 carries turn 1 — the first message and the tool calls the agent made
-/// for it — while the daemon's prompt for turn 2 holds only what is new.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_second_message_continues_the_same_opencode_session() {
-    let bin = common::opencode::opencode();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let workspace = data.join("workspaces/console/local");
-    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
-    // Steps restart with each user message; the answer depends on which one it is.
-    let mut steps = common::fake_llm::reply_steps(&workspace, &skills, "First answer.");
-    let ws = workspace.clone();
+/// The fake LLM's steps of the two-message name conversation: the agent writes "First
+/// answer." for "my name is Ada" and "Second answer." for "what is my name?" (the newest user
+/// message decides; steps restart with each one) into the payload folder of the newest session
+/// the request names, then sends it.
+fn name_steps(workspace: &Path, skills: &Path) -> Vec<Step> {
+    let mut steps = common::fake_llm::reply_steps(workspace, skills, "First answer.");
+    let ws = workspace.to_path_buf();
     steps[0] = Step::Dynamic(Arc::new(move |req| {
         let session = common::fake_llm::find_in_request(req, "Session id: ")
             .expect("the conversation names the session");
@@ -720,6 +711,41 @@ async fn the_second_message_continues_the_same_opencode_session() {
             json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
         )
     }));
+    steps
+}
+
+/// The text of the newest user message of the model's last request.
+fn newest_user_text(requests: &[serde_json::Value]) -> String {
+    requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .into_iter()
+        .flatten()
+        .rev()
+        .filter(|m| m["role"] == "user")
+        .find_map(|m| {
+            m["content"]
+                .as_str()
+                .or_else(|| m["content"][0]["text"].as_str())
+        })
+        .expect("a user message")
+        .to_owned()
+}
+
+/// A conversation continues on the same OpenCode session: the second message of the chat is
+/// prompted on the warm agent (no new OpenCode process, no new ACP session), so the model's
+/// request for turn 2 carries turn 1 — the first message and the tool calls the agent made
+/// for it — while the daemon's prompt for turn 2 holds only what is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_message_continues_the_same_opencode_session() {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let steps = name_steps(&workspace, &skills);
     let llm = FakeLlm::start(steps).await;
     let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
     let (stdout, stderr) = chat_once(
@@ -750,22 +776,67 @@ async fn the_second_message_continues_the_same_opencode_session() {
         last.contains("First answer.") && last.matches("send-reply").count() >= 2,
         "turn 1's tool calls are not in turn 2's context: {last}"
     );
-    let user_texts: Vec<&str> = requests
-        .last()
-        .and_then(|r| r["messages"].as_array())
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| {
-            m["content"]
-                .as_str()
-                .or_else(|| m["content"][0]["text"].as_str())
-        })
-        .collect();
-    let newest = user_texts.last().expect("a user message");
+    let newest = newest_user_text(&requests);
     assert!(
         newest.contains("what is my name?") && !newest.contains("## Session"),
         "the warm prompt repeats the whole first prompt: {newest}"
+    );
+}
+
+/// A conversation survives a restart: a first `air-friends chat` run is told "my name is Ada"
+/// and exits, stopping its agent; a second run on the same data folder starts a new OpenCode
+/// process that resumes the conversation's session from its state folder
+/// (`agent-state/`), is prompted with only what is new (the new session id, the message), and
+/// the model's request for the new message carries turn 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_resumes_its_opencode_session_after_a_restart() {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let steps = name_steps(&workspace, &skills);
+    let llm = FakeLlm::start(steps).await;
+    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
+    let log = [("RUST_LOG", "air_friends=info")];
+    let (stdout, stderr) =
+        chat_once(dir.path(), &home, config.clone(), &log, "my name is Ada\n").await;
+    assert!(
+        stdout.contains("air-friends> First answer."),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let before = llm.requests().len();
+    let (stdout, stderr) = chat_once(dir.path(), &home, config, &log, "what is my name?\n").await;
+    assert!(
+        stdout.contains("air-friends> Second answer."),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("agent session resumed"),
+        "the second run did not resume:\n{stderr}"
+    );
+    let requests = llm.requests();
+    let turn_two: Vec<String> = requests[before..].iter().map(ToString::to_string).collect();
+    let last = turn_two.last().expect("the model was asked in turn 2");
+    assert!(
+        last.contains("my name is Ada") && last.contains("what is my name?"),
+        "turn 2 lost turn 1 across the restart: {last}"
+    );
+    let newest = newest_user_text(&requests);
+    assert!(
+        newest.contains("what is my name?")
+            && newest.contains("continues on your earlier session")
+            && !newest.contains("my name is Ada"),
+        "the resumed prompt is not the short follow-up: {newest}"
+    );
+    assert!(
+        std::fs::read_dir(data.join("agent-state"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().join("opencode").is_dir()),
+        "OpenCode's data is in the conversation's state folder"
     );
 }
 

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use air_friends::agent::sandbox::{SANDBOX_API_PORT, SANDBOX_PROXY_PORT, sandbox_api_url};
+use air_friends::agent::sandbox::{Mounts, SANDBOX_API_PORT, SANDBOX_PROXY_PORT, sandbox_api_url};
 use air_friends::agent::{
     AgentRun, AgentRunner, ApprovalRules, Outcome, PermissionGate, RunnerSettings, Sandbox,
     SandboxSetup,
@@ -1031,10 +1031,13 @@ async fn sandbox_init_passes_the_agents_stdio_and_exit_status_through() {
         let wrapped = sandbox.wrap(
             Path::new("/usr/bin/bash"),
             &["-c".into(), script.into()],
-            &ws,
-            false,
-            Some(&sockets),
-            None,
+            &Mounts {
+                workspace: &ws,
+                dm: false,
+                api_socket_dir: Some(&sockets),
+                staging: None,
+                state: None,
+            },
         );
         assert!(
             wrapped.args.iter().any(|a| a == "sandbox-init"),

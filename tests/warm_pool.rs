@@ -118,6 +118,8 @@ impl World {
                     env,
                     model: None,
                     skills: None,
+                    state_dir: None,
+                    resume: None,
                 },
                 &never,
                 &never,

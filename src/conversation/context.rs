@@ -369,9 +369,32 @@ pub fn assemble_followup(
     shown: &std::collections::HashSet<String>,
     budget: usize,
 ) -> String {
+    followup(p, shown, budget, None)
+}
+
+/// What a resumed session (`conversation::continuity`: an earlier agent's session, resumed by
+/// a new agent process) is told: as [`assemble_followup`], but with the session section first
+/// (its session id and payload folder are new) and instructions that say so.
+pub fn assemble_resumed(
+    p: &PromptParts,
+    shown: &std::collections::HashSet<String>,
+    budget: usize,
+) -> String {
+    followup(p, shown, budget, Some(session_section(p)))
+}
+
+fn followup(
+    p: &PromptParts,
+    shown: &std::collections::HashSet<String>,
+    budget: usize,
+    session: Option<String>,
+) -> String {
     let bot = p.bot_user_id.as_ref().map(UserId::as_str);
     let current = current_section(p);
-    let mut left = budget.saturating_sub(estimate_tokens(&current) + estimate_tokens(FOLLOWUP) + 2);
+    let instructions = if session.is_some() { RESUMED } else { FOLLOWUP };
+    let head = session.as_deref().map_or(0, estimate_tokens);
+    let mut left =
+        budget.saturating_sub(estimate_tokens(&current) + estimate_tokens(instructions) + head + 2);
     let files = files_section(p, &mut left);
     let mut take = |lines: Vec<String>| -> Vec<String> {
         let mut kept = Vec::new();
@@ -401,7 +424,7 @@ pub fn assemble_followup(
     };
     let recent = take(new_messages(&p.recent));
     let related = take(new_messages(&p.related));
-    let mut sections = Vec::new();
+    let mut sections: Vec<String> = session.into_iter().collect();
     if !memories.is_empty() {
         sections.push(format!(
             "## New important memories\n{}",
@@ -424,7 +447,7 @@ pub fn assemble_followup(
     if !files.is_empty() {
         sections.push(files);
     }
-    sections.push(FOLLOWUP.to_owned());
+    sections.push(instructions.to_owned());
     sections.join("\n\n")
 }
 
@@ -433,6 +456,13 @@ const FOLLOWUP: &str = "## Instructions\n\
 This is a new turn of the same conversation and session: same skills, same payload folder, and \
 a fresh reply quota. Answer the current message with the send-reply skill (one successful call), \
 or react with react-message. Your own text output is never shown.";
+
+/// The instructions that end a resumed session's prompt.
+const RESUMED: &str = "## Instructions\n\
+This conversation continues on your earlier session, after a restart: the session id and the \
+payload folder are new (see Session above; earlier paths no longer work), the skills are the \
+same, and the reply quota is fresh. Answer the current message with the send-reply skill (one \
+successful call), or react with react-message. Your own text output is never shown.";
 
 /// The ids a prompt built from `p` shows: its messages and (as `memory:<id>`) memories.
 pub fn shown_ids(p: &PromptParts) -> impl Iterator<Item = String> + '_ {
@@ -739,6 +769,29 @@ mod tests {
             .map(|m| m.message_id.into_string())
             .collect();
         assert_eq!(kept, ["5"]);
+    }
+
+    /// A resumed session is told its new session id and what is new, never the system prompt
+    /// or what it was shown.
+    #[test]
+    fn a_resumed_prompt_names_the_new_session_and_only_what_is_new() {
+        let mut p = parts();
+        p.session_id = "s2".into();
+        p.recent = vec![chat("1", "seen before"), chat("2", "new since")];
+        let shown = std::collections::HashSet::from(["1".to_owned()]);
+        let text = assemble_resumed(&p, &shown, 10_000);
+        assert!(text.starts_with("## Session\n- Session id: s2"), "{text}");
+        assert!(
+            text.contains("new since") && !text.contains("seen before"),
+            "{text}"
+        );
+        assert!(!text.contains("You are a friendly"), "{text}");
+        assert!(text.ends_with(RESUMED), "{text}");
+        let warm = assemble_followup(&p, &shown, 10_000);
+        assert!(
+            !warm.contains("## Session") && warm.ends_with(FOLLOWUP),
+            "{warm}"
+        );
     }
 
     #[test]

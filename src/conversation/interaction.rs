@@ -13,7 +13,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use super::context::PromptSettings;
-use super::context::{PromptParts, Sources, assemble, assemble_followup, gather, shown_ids};
+use super::context::{
+    PromptParts, Sources, assemble, assemble_followup, assemble_resumed, gather, shown_ids,
+};
+use super::continuity::Continuity;
 use super::inbox::Inbox;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
@@ -73,6 +76,9 @@ pub struct Interactions {
     /// Where a message is marked answered as soon as its user received something; `None`
     /// without an inbox.
     pub inbox: Option<Inbox>,
+    /// Each conversation's agent session kept on disk and resumed by its next cold start
+    /// (`agent.continuity`); `None` when off.
+    pub continuity: Option<Continuity>,
 }
 
 impl std::fmt::Debug for Interactions {
@@ -154,9 +160,10 @@ impl Interactions {
         };
         // Warm agents where the place keeps them.
         let warm = self.warm.as_ref().filter(|_| place.warm);
-        let fingerprint = match warm {
-            Some(_) => self.fingerprint(&system, place).await,
-            None => 0,
+        let fingerprint = if warm.is_some() || self.continuity.is_some() {
+            self.fingerprint(&system, place).await
+        } else {
+            0
         };
         if let Some(pool) = warm
             && let Take::Hit(agent) = pool.take(&ConversationKey::of(msg), fingerprint)
@@ -213,8 +220,13 @@ impl Interactions {
 
         let outcome = async {
             let mut parts = gather(self.sources(platform, place), msg, system, &session_id).await;
-            let spec = self.launcher.agent_spec(&resources, place.model.clone());
-            let shown: HashSet<String> = shown_ids(&parts).collect();
+            let mut spec = self.launcher.agent_spec(&resources, place.model.clone());
+            let prepared = self.prepare_continuity(msg, fingerprint).await;
+            if let Some(prepared) = &prepared {
+                spec.state_dir = Some(prepared.folder.clone());
+                spec.resume = prepared.resume.as_ref().map(|r| r.acp_session.clone());
+            }
+            let mut shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are
             // done, knowing whether the agent takes pictures.
@@ -231,8 +243,19 @@ impl Interactions {
                     parts.files = files;
                     parts.history_files = history_files;
                     let pictures = picture_tokens(&parts);
-                    let prompt = assemble(&parts, self.prompt.token_limit.saturating_sub(pictures));
-                    context_tokens = estimate_tokens(&prompt) + pictures;
+                    let limit = self.prompt.token_limit.saturating_sub(pictures);
+                    // A resumed session remembers its earlier turns: only what is new.
+                    let resumed = prepared.and_then(|p| p.resume).filter(|_| live.resumed());
+                    let prompt = match &resumed {
+                        Some(earlier) => {
+                            let prompt = assemble_resumed(&parts, &earlier.shown, limit);
+                            shown.extend(earlier.shown.iter().cloned());
+                            context_tokens = earlier.context_tokens;
+                            prompt
+                        }
+                        None => assemble(&parts, limit),
+                    };
+                    context_tokens += estimate_tokens(&prompt) + pictures;
                     let spec_turn =
                         self.turn_spec(prompt, self.images(&parts), &turn, &handle, None);
                     self.started("cold", received);
@@ -245,6 +268,10 @@ impl Interactions {
                 Some(live) => close_turn(live, &handle).await,
                 None => false,
             };
+            if let Some(live) = &live {
+                self.keep_session(msg, live, &outcome, fingerprint, &shown, context_tokens)
+                    .await;
+            }
             match (live, warm) {
                 (Some(live), Some(pool)) if keeps_warm(&outcome) && closed => pool.put(
                     ConversationKey::of(msg),
@@ -338,9 +365,21 @@ impl Interactions {
             && model_failure(&handle).is_none()
         {
             tracing::warn!(session_id = %session_id, detail = ?outcome, "the warm agent failed before answering; starting a fresh one");
+            if let Some(continuity) = &self.continuity {
+                continuity.forget(msg).await;
+            }
             pool.retire(agent, "failed");
             return None;
         }
+        self.keep_session(
+            msg,
+            &agent.live,
+            &outcome,
+            agent.fingerprint,
+            &agent.shown,
+            agent.context_tokens,
+        )
+        .await;
         if !close_turn(&agent.live, &handle).await {
             pool.retire(agent, "terminated");
         } else if keeps_warm(&outcome) {
@@ -543,6 +582,46 @@ impl Interactions {
             skills_dir: &self.launcher.env.skills_dir,
             sizes: &self.prompt,
             place,
+        }
+    }
+
+    /// The state folder of `msg`'s conversation and the session to resume there, when
+    /// continuity is on (a folder that cannot be made is logged: the turn goes on without).
+    async fn prepare_continuity(
+        &self,
+        msg: &IncomingMessage,
+        fingerprint: u64,
+    ) -> Option<crate::conversation::continuity::Prepared> {
+        let continuity = self.continuity.as_ref()?;
+        match continuity.prepare(msg, fingerprint).await {
+            Ok(prepared) => Some(prepared),
+            Err(e) => {
+                tracing::warn!(platform = %msg.platform, error = %e, "no state folder for the conversation; its agent starts without continuity");
+                None
+            }
+        }
+    }
+
+    /// After a turn: the conversation's session is recorded for its next agent to resume, or
+    /// forgotten when the turn failed.
+    async fn keep_session(
+        &self,
+        msg: &IncomingMessage,
+        live: &LiveAgent,
+        outcome: &Outcome,
+        fingerprint: u64,
+        shown: &HashSet<String>,
+        context_tokens: usize,
+    ) {
+        let Some(continuity) = &self.continuity else {
+            return;
+        };
+        if keeps_warm(outcome) {
+            continuity
+                .record(msg, live.acp_session(), fingerprint, shown, context_tokens)
+                .await;
+        } else {
+            continuity.forget(msg).await;
         }
     }
 

@@ -178,6 +178,8 @@ impl Launcher {
             env,
             model,
             skills: resources.registered.handle.context().place.skills.clone(),
+            state_dir: None,
+            resume: None,
         }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod catch_up;
 pub mod context;
+pub mod continuity;
 pub mod inbox;
 pub mod interaction;
 pub mod launch;

@@ -17,6 +17,7 @@
 //!   `llm_usage_place` the same per place (a place's own limit).
 //! * `inbox`: the platform messages handed to the router and where each stands (queued,
 //!   answered, failed, skipped), so none is answered twice or lost across restarts.
+//! * `continuity`: per conversation, the folder and session id its next agent resumes from.
 //! * `cursors`: per platform feed, the newest message seen and when the bot was last addressed
 //!   there, so a start or a fresh connection can fetch what arrived meanwhile.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
@@ -30,6 +31,7 @@
 
 pub mod analytics;
 pub mod backup;
+mod continuity;
 mod cursors;
 mod db;
 pub mod import;
@@ -56,6 +58,7 @@ use tokio::sync::watch;
 
 use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 
+pub use continuity::ContinuityRecord;
 pub use cursors::CatchUpCursor;
 pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};

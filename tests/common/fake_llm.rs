@@ -28,10 +28,11 @@ pub enum Step {
     Text(String),
 }
 
-/// The value after `marker` in any message of the request (up to whitespace or a backtick),
-/// e.g. the session id after `Session id: `.
+/// The value after `marker` in the newest message of the request that has it (up to
+/// whitespace or a backtick), e.g. the session id after `Session id: ` (a resumed session is
+/// told its new one after the old).
 pub fn find_in_request(req: &Value, marker: &str) -> Option<String> {
-    req["messages"].as_array()?.iter().find_map(|m| {
+    req["messages"].as_array()?.iter().rev().find_map(|m| {
         let text = match &m["content"] {
             Value::String(s) => s.clone(),
             other => other.to_string(),

@@ -38,6 +38,8 @@ pub struct LiveAgent {
     /// The console's status: a turn is open from `start` (or the prompt) to its end.
     pub(super) turn_open: bool,
     pub(super) turns: u32,
+    /// The ACP session is an earlier one, resumed (it remembers the earlier turns).
+    pub(super) resumed: bool,
 }
 
 impl std::fmt::Debug for LiveAgent {
@@ -51,6 +53,17 @@ impl std::fmt::Debug for LiveAgent {
 }
 
 impl LiveAgent {
+    /// Whether the agent resumed an earlier session ([`AgentSpec::resume`](super::AgentSpec::resume))
+    /// rather than starting a new one.
+    pub fn resumed(&self) -> bool {
+        self.resumed
+    }
+
+    /// The agent's own session id (what a later agent resumes).
+    pub fn acp_session(&self) -> &str {
+        &self.acp_session
+    }
+
     /// Our session id.
     pub fn session_id(&self) -> &str {
         &self.conn.session_id

@@ -122,6 +122,8 @@ impl AgentRun {
                 env: self.env,
                 model: None,
                 skills: None,
+                state_dir: None,
+                resume: None,
             },
             TurnSpec {
                 prompt: self.prompt,
@@ -155,6 +157,11 @@ pub struct AgentSpec {
     /// The only skills whose scripts the permission gate approves (a place's `skills`);
     /// `None`: every one.
     pub skills: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
+    /// The conversation's agent-state folder, the agent's data folder (its session database):
+    /// `conversation::continuity`. `None`: the agent's data lives and dies with the process.
+    pub state_dir: Option<PathBuf>,
+    /// The agent session to resume there instead of starting a new one.
+    pub resume: Option<String>,
 }
 
 impl std::fmt::Debug for AgentSpec {

@@ -15,8 +15,8 @@ use super::{AgentRun, AgentSpec, Outcome, PROTOCOL_VERSION, RunnerSettings, stag
 use crate::agent::activity::{Activity, ActivityObserver, ActivityReporter};
 use crate::agent::gate::PermissionGate;
 use crate::agent::process::{AgentProcess, Launch};
-use crate::agent::sandbox::Sandbox;
 use crate::agent::sandbox::cgroup::AgentCgroup;
+use crate::agent::sandbox::{Mounts, Sandbox};
 
 /// Runs ACP sessions with a permission gate, each agent inside the sandbox.
 #[derive(Debug, Clone)]
@@ -87,12 +87,13 @@ impl AgentRunner {
             tracing::info!(session_id = %session_id, outcome = outcome.label(), detail = ?outcome, "agent session ended");
             Err(outcome)
         };
+        let resume = spec.resume.clone();
         let (mut process, mut conn) = match self.spawn(spec).await {
             Ok(p) => p,
             Err(outcome) => return ended(outcome),
         };
         let connected = tokio::select! {
-            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn, model.as_deref())) => match r {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn, model.as_deref(), resume.as_deref())) => match r {
                 Ok(Ok(id)) => Ok(id),
                 Ok(Err(reason)) => Err(Outcome::Failed { reason }),
                 Err(_) => Err(Outcome::TimedOut { phase: "connect" }),
@@ -101,11 +102,16 @@ impl AgentRunner {
             _ = shutdown.cancelled() => Err(Outcome::Cancelled),
         };
         match connected {
-            Ok((acp_session, accepts_images)) => Ok(LiveAgent {
+            Ok(Connected {
+                acp_session,
+                accepts_images,
+                resumed,
+            }) => Ok(LiveAgent {
                 process,
                 conn,
                 acp_session,
                 accepts_images,
+                resumed,
                 settings: self.settings.clone(),
                 wrapper_depth: if self.sandbox.is_enabled() { 3 } else { 0 },
                 turn_open: true,
@@ -137,16 +143,19 @@ impl AgentRunner {
             tracing::warn!(session_id = %spec.session_id, "agent.sandbox.mode is none: this agent runs unconfined");
         }
         let mut env = spec.env.clone();
-        self.sandbox.adjust_env(&mut env);
+        self.sandbox.adjust_env(&mut env, spec.state_dir.as_deref());
         self.sandbox
             .adjust_network_env(&mut env, spec.api_socket_dir.as_deref());
         let command = self.sandbox.wrap(
             Path::new(&self.settings.command),
             &self.settings.args,
-            &workspace,
-            spec.dm,
-            spec.api_socket_dir.as_deref(),
-            staging.as_deref(),
+            &Mounts {
+                workspace: &workspace,
+                dm: spec.dm,
+                api_socket_dir: spec.api_socket_dir.as_deref(),
+                staging: staging.as_deref(),
+                state: spec.state_dir.as_deref(),
+            },
         );
         let launch = Launch {
             program: &command.program,
@@ -188,6 +197,7 @@ impl AgentRunner {
         let workspace = spec.workspace.clone();
         let env = spec.env.clone();
         let socket_dir = spec.api_socket_dir.clone();
+        let state_dir = spec.state_dir.clone();
         let label = spec.session_id.clone();
         tokio::task::spawn_blocking(move || {
             let canonical = workspace.canonicalize()?;
@@ -197,6 +207,9 @@ impl AgentRunner {
                 .filter(|s| std::fs::symlink_metadata(s).is_ok_and(|m| m.is_dir()));
             if let Some(user) = sandbox.agent_user() {
                 hand_over_session_paths(staging.as_deref(), socket_dir.as_deref(), user)?;
+                if let Some(state) = &state_dir {
+                    crate::agent::sandbox::hand_over(state, user)?;
+                }
             }
             let cgroup = sandbox
                 .agent_cgroup(&label)
@@ -207,13 +220,15 @@ impl AgentRunner {
         .map_err(std::io::Error::other)?
     }
 
-    /// initialize + session/new (+ selection of `model`). Returns the ACP session id and whether
-    /// the agent takes image content blocks.
+    /// initialize + session/new (+ selection of `model`), or the resumption of `resume` when
+    /// the agent can (`session/resume`, else `session/load`; a refusal falls back to
+    /// `session/new`, logged).
     async fn connect(
         &self,
         conn: &mut Connection,
         model: Option<&str>,
-    ) -> Result<(String, bool), String> {
+        resume: Option<&str>,
+    ) -> Result<Connected, String> {
         let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
         let init = conn
             .request_serving(
@@ -243,6 +258,18 @@ impl AgentRunner {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let cwd = std::path::absolute(&conn.workspace).unwrap_or_else(|_| conn.workspace.clone());
+        if let Some(earlier) = resume
+            && let Some(session) = self.resume(conn, &init, earlier, &cwd).await
+        {
+            if let Some(model) = model {
+                self.reselect_model(conn, &session, model).await;
+            }
+            return Ok(Connected {
+                acp_session: session,
+                accepts_images: images,
+                resumed: true,
+            });
+        }
         let new = conn
             .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
             .await
@@ -256,7 +283,68 @@ impl AgentRunner {
         if let Some(model) = model {
             self.select_model(conn, &session, &new, model).await;
         }
-        Ok((session, images))
+        Ok(Connected {
+            acp_session: session,
+            accepts_images: images,
+            resumed: false,
+        })
+    }
+
+    /// Resumes session `earlier` with the method the agent advertised in `init`
+    /// (`sessionCapabilities.resume`, else `loadSession`); `None` (logged) when it cannot or
+    /// refuses, so a new session starts. A `session/load` replays the history as updates, which
+    /// the connection serves and nobody shows.
+    async fn resume(
+        &self,
+        conn: &mut Connection,
+        init: &Value,
+        earlier: &str,
+        cwd: &Path,
+    ) -> Option<String> {
+        let caps = init.get("agentCapabilities");
+        let method = if caps
+            .and_then(|c| c.pointer("/sessionCapabilities/resume"))
+            .is_some_and(|r| !r.is_null())
+        {
+            "session/resume"
+        } else if caps
+            .and_then(|c| c.get("loadSession"))
+            .and_then(Value::as_bool)
+            == Some(true)
+        {
+            "session/load"
+        } else {
+            tracing::info!(session_id = %conn.session_id, "the agent cannot resume a session; starting a new one");
+            return None;
+        };
+        let far = Duration::from_secs(24 * 3600);
+        let params = json!({"sessionId": earlier, "cwd": cwd, "mcpServers": []});
+        match conn.request_serving(method, params, far).await {
+            Ok(_) => {
+                tracing::info!(session_id = %conn.session_id, acp_session = earlier, method, "agent session resumed");
+                Some(earlier.to_owned())
+            }
+            Err(e) => {
+                tracing::warn!(session_id = %conn.session_id, acp_session = earlier, method, error = %e, "the agent did not resume the conversation's session; starting a new one");
+                None
+            }
+        }
+    }
+
+    /// Selects `model` on a resumed session (which announces no options): asked once, a
+    /// refusal logged at debug (the session keeps the model it had).
+    async fn reselect_model(&self, conn: &mut Connection, session: &str, model: &str) {
+        let params = json!({"sessionId": session, "configId": "model", "value": model});
+        if let Err(e) = conn
+            .request_serving(
+                "session/set_config_option",
+                params,
+                Duration::from_secs(24 * 3600),
+            )
+            .await
+        {
+            tracing::debug!(session_id = %conn.session_id, model, error = %e, "model selection on a resumed session failed");
+        }
     }
 
     async fn select_model(&self, conn: &mut Connection, session: &str, new: &Value, model: &str) {
@@ -300,6 +388,13 @@ impl AgentRunner {
             }
         }
     }
+}
+
+/// What connecting gave.
+struct Connected {
+    acp_session: String,
+    accepts_images: bool,
+    resumed: bool,
 }
 
 /// Gives a root daemon's agent user what the sandbox binds for it beside its workspace: its

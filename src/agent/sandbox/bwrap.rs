@@ -6,8 +6,8 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use super::{
-    API_SOCKET_NAME, SANDBOX_API_PORT, SANDBOX_HOME, SANDBOX_PROXY_PORT, SANDBOX_SOCKET_DIR,
-    SandboxError, SandboxSetup,
+    API_SOCKET_NAME, Mounts, SANDBOX_API_PORT, SANDBOX_HOME, SANDBOX_PROXY_PORT,
+    SANDBOX_SOCKET_DIR, SandboxError, SandboxSetup,
 };
 use crate::agent::lockdown::{HostUser, Limit};
 use crate::config::SandboxConfig;
@@ -111,13 +111,10 @@ impl Bwrap {
         &self,
         program: &Path,
         args: &[String],
-        workspace: &Path,
-        dm: bool,
-        api_socket_dir: Option<&Path>,
-        staging: Option<&Path>,
+        mounts: &Mounts<'_>,
     ) -> Vec<OsString> {
-        let mut out = self.mount_args(workspace, dm, api_socket_dir, staging);
-        self.start_under_init(&mut out, api_socket_dir.is_some());
+        let mut out = self.mount_args(mounts);
+        self.start_under_init(&mut out, mounts.api_socket_dir.is_some());
         let agent = self.agent_program.as_deref().unwrap_or(program);
         out.push(agent.as_os_str().to_os_string());
         out.extend(args.iter().map(OsString::from));
@@ -132,7 +129,13 @@ impl Bwrap {
         api_socket_dir: &Path,
         marker: &Path,
     ) -> Vec<OsString> {
-        let mut out = self.mount_args(workspace, false, Some(api_socket_dir), None);
+        let mut out = self.mount_args(&Mounts {
+            workspace,
+            dm: false,
+            api_socket_dir: Some(api_socket_dir),
+            staging: None,
+            state: None,
+        });
         out.extend(self.init_args());
         self.relay_args(&mut out);
         extend(&mut out, &["--check".as_ref(), marker.as_os_str()]);
@@ -140,19 +143,17 @@ impl Bwrap {
     }
 
     /// bubblewrap's options for a session, up to and including `--chdir WORKSPACE --`.
-    fn mount_args(
-        &self,
-        workspace: &Path,
-        dm: bool,
-        api_socket_dir: Option<&Path>,
-        staging: Option<&Path>,
-    ) -> Vec<OsString> {
+    fn mount_args(&self, mounts: &Mounts<'_>) -> Vec<OsString> {
+        let workspace = mounts.workspace;
         let mut out = self.base.clone();
-        self.bind_workspace(&mut out, workspace, dm);
-        if let Some(staging) = staging {
+        self.bind_workspace(&mut out, workspace, mounts.dm);
+        if let Some(staging) = mounts.staging {
             bind_staging(&mut out, workspace, staging);
         }
-        if let Some(dir) = api_socket_dir {
+        if let Some(state) = mounts.state {
+            bind_state(&mut out, state);
+        }
+        if let Some(dir) = mounts.api_socket_dir {
             // bubblewrap brings up `lo` in the new network namespace; nothing else exists there.
             extend(
                 &mut out,
@@ -497,4 +498,28 @@ pub(super) fn install_root(program: &Path) -> PathBuf {
 
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The conversation's agent-state folder, read-write, as the agent's data folder
+/// (`$XDG_DATA_HOME` is `{SANDBOX_HOME}/.local/share`). The folders above it are made on the
+/// private `/tmp` first, open to the agent user like the home itself.
+fn bind_state(out: &mut Vec<OsString>, state: &Path) {
+    let local = format!("{SANDBOX_HOME}/.local");
+    let share = format!("{SANDBOX_HOME}/.local/share");
+    extend(
+        out,
+        &[
+            "--perms".as_ref(),
+            "0777".as_ref(),
+            "--dir".as_ref(),
+            local.as_ref(),
+            "--perms".as_ref(),
+            "0777".as_ref(),
+            "--dir".as_ref(),
+            share.as_ref(),
+            "--bind".as_ref(),
+            state.as_os_str(),
+            share.as_ref(),
+        ],
+    );
 }

@@ -217,6 +217,22 @@ pub struct Wrapped {
     pub args: Vec<OsString>,
 }
 
+/// What a session's sandbox binds besides the system and the agent's runtime.
+#[derive(Debug, Clone, Copy)]
+pub struct Mounts<'a> {
+    /// The user's workspace (read-write; the agent's cwd).
+    pub workspace: &'a Path,
+    /// A direct message: the workspace's `private/` is the real one.
+    pub dm: bool,
+    /// The folder holding the session's `api.sock` (the sandbox then has no network).
+    pub api_socket_dir: Option<&'a Path>,
+    /// The session's staging folder, bound over `$TMPDIR/{session}`.
+    pub staging: Option<&'a Path>,
+    /// The conversation's agent-state folder (`conversation::continuity`), bound read-write as
+    /// the agent's data folder (`$XDG_DATA_HOME`), so its session survives the process.
+    pub state: Option<&'a Path>,
+}
+
 impl Sandbox {
     /// No sandbox (`agent.sandbox.mode: none`).
     pub fn none() -> Self {
@@ -309,15 +325,7 @@ impl Sandbox {
     /// agent reaches the Skill API over TCP). With one and `api_socket_dir` (the folder holding
     /// the session's `api.sock`), the sandbox has no network and the agent runs under
     /// `sandbox-init`, relaying [`sandbox_api_url`] to that socket.
-    pub fn wrap(
-        &self,
-        program: &Path,
-        args: &[String],
-        workspace: &Path,
-        dm: bool,
-        api_socket_dir: Option<&Path>,
-        staging: Option<&Path>,
-    ) -> Wrapped {
+    pub fn wrap(&self, program: &Path, args: &[String], mounts: &Mounts<'_>) -> Wrapped {
         let Some(b) = &self.bwrap else {
             return Wrapped {
                 program: program.to_path_buf(),
@@ -326,14 +334,22 @@ impl Sandbox {
         };
         Wrapped {
             program: b.program.clone(),
-            args: b.session_args(program, args, workspace, dm, api_socket_dir, staging),
+            args: b.session_args(program, args, mounts),
         }
     }
 
     /// Sets what differs inside the sandbox in the agent's environment: its home (and XDG
-    /// folders) on the private `/tmp`. Nothing changes without a sandbox.
-    pub fn adjust_env(&self, env: &mut std::collections::BTreeMap<String, String>) {
+    /// folders) on the private `/tmp`. Without a sandbox only the data folder changes, to the
+    /// conversation's `state` folder when there is one.
+    pub fn adjust_env(
+        &self,
+        env: &mut std::collections::BTreeMap<String, String>,
+        state: Option<&Path>,
+    ) {
         if self.bwrap.is_none() {
+            if let Some(state) = state {
+                env.insert("XDG_DATA_HOME".into(), state.display().to_string());
+            }
             return;
         }
         env.insert("HOME".into(), SANDBOX_HOME.into());
@@ -646,16 +662,22 @@ mod tests {
         let w = Sandbox::none().wrap(
             Path::new("opencode"),
             &["acp".into()],
-            Path::new("/ws"),
-            false,
-            Some(Path::new("/sockets/s1")),
-            None,
+            &Mounts {
+                workspace: Path::new("/ws"),
+                dm: false,
+                api_socket_dir: Some(Path::new("/sockets/s1")),
+                staging: None,
+                state: None,
+            },
         );
         assert_eq!(w.program, PathBuf::from("opencode"));
         assert_eq!(w.args, vec![OsString::from("acp")]);
         let mut env = std::collections::BTreeMap::from([("HOME".to_owned(), "/root".to_owned())]);
-        Sandbox::none().adjust_env(&mut env);
+        Sandbox::none().adjust_env(&mut env, None);
         assert_eq!(env["HOME"], "/root");
+        assert!(!env.contains_key("XDG_DATA_HOME"));
+        Sandbox::none().adjust_env(&mut env, Some(Path::new("/repo/agent-state/f1")));
+        assert_eq!(env["XDG_DATA_HOME"], "/repo/agent-state/f1");
     }
 
     /// The bubblewrap arguments, space-joined, that start `/a/agent acp` in `/ws/u1`.
@@ -686,10 +708,13 @@ mod tests {
         let wrapped = sandbox.wrap(
             Path::new("agent"),
             &["acp".into()],
-            Path::new("/ws/u1"),
-            dm,
-            api_socket_dir,
-            Some(Path::new("/ws/u1/tmp/s1")),
+            &Mounts {
+                workspace: Path::new("/ws/u1"),
+                dm,
+                api_socket_dir,
+                staging: Some(Path::new("/ws/u1/tmp/s1")),
+                state: None,
+            },
         );
         let args: Vec<String> = wrapped
             .args

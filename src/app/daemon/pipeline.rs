@@ -17,6 +17,7 @@ use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
 use crate::config::Config;
 use crate::conversation::catch_up::{CatchUp, CatchUpParts, CatchUpSettings, FEED_PAUSE};
+use crate::conversation::continuity::{Continuity, ContinuitySettings};
 use crate::conversation::inbox::{Inbox, InboxSettings};
 use crate::conversation::interaction::{Interactions, PromptSettings};
 use crate::conversation::launch::Launcher;
@@ -114,6 +115,7 @@ pub(super) fn start(
         warm,
         notices: notices.clone(),
         inbox: Some(inbox.clone()),
+        continuity: continuity(ctx),
     };
     let router = router(
         ctx,
@@ -241,6 +243,20 @@ fn inbox(ctx: Ctx<'_>, metrics: &ConversationMetrics) -> Inbox {
             Ok(())
         });
     inbox
+}
+
+/// Each conversation's agent session kept on disk (`agent.continuity`), its expiry running
+/// hourly; `None` when off.
+fn continuity(ctx: Ctx<'_>) -> Option<Continuity> {
+    let settings = ContinuitySettings::of(ctx.config)?;
+    let continuity = Continuity::new(ctx.store.clone(), settings);
+    let expiring = continuity.clone();
+    ctx.shutdown
+        .spawn_service("continuity_expiry", move |stop| async move {
+            expiring.run_expiry(INBOX_PRUNE_EVERY, stop).await;
+            Ok(())
+        });
+    Some(continuity)
 }
 
 /// `rateLimit`: messages per window per user, and the silence after the limit is hit.

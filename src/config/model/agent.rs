@@ -66,6 +66,33 @@ pub struct AgentConfig {
     pub budget: BudgetConfig,
     /// Agents kept alive between the turns of a conversation.
     pub warm: WarmConfig,
+    /// A conversation's agent session kept on disk, resumed after a restart or eviction.
+    pub continuity: ContinuityConfig,
+}
+
+/// `agent.continuity`: each conversation's agent keeps its own session data in a folder of its
+/// own (`{workspace.repoPath}/agent-state/`), and the next agent of a conversation whose agent
+/// was stopped — a restart, the idle timeout, eviction — resumes that session
+/// (`session/resume`, else `session/load`) and is prompted with only what is new.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ContinuityConfig {
+    /// `false`: a stopped conversation's next agent starts a new session.
+    pub enabled: bool,
+    /// A conversation not written to for this many days is forgotten (its folder deleted).
+    pub keep_days: u32,
+    /// A conversation's folder over this size starts afresh.
+    pub max_state_mb: u64,
+}
+
+impl Default for ContinuityConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            keep_days: 14,
+            max_state_mb: 256,
+        }
+    }
 }
 
 /// `agent.warm`: after a turn, the conversation's agent process and its ACP session stay alive
@@ -135,6 +162,7 @@ impl Default for AgentConfig {
             extra_providers: Vec::new(),
             budget: BudgetConfig::default(),
             warm: WarmConfig::default(),
+            continuity: ContinuityConfig::default(),
         }
     }
 }

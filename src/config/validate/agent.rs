@@ -11,6 +11,20 @@ impl Config {
     pub(super) fn check_agent(&self, v: &mut Problems) {
         self.check_agent_limits(v);
         self.check_warm(v);
+        let c = &self.agent.continuity;
+        if c.enabled {
+            for (key, zero) in [
+                ("agent.continuity.keepDays", c.keep_days == 0),
+                ("agent.continuity.maxStateMb", c.max_state_mb == 0),
+            ] {
+                if zero {
+                    v.add(
+                        key,
+                        "must be greater than 0 (agent.continuity.enabled: false turns it off)",
+                    );
+                }
+            }
+        }
         self.check_token_limit(v);
         self.check_agent_names(v);
         self.check_agent_env(v);
