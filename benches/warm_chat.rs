@@ -9,8 +9,11 @@
 //! printed), and the prompt bytes sent. After a warm round, the resident memory (`VmRSS`) of the
 //! idle warm agent's processes (bubblewrap, the relay, OpenCode) and of the daemon.
 //!
+//! With `WARM_BENCH_ONLY=resume`: the first message after a restart, the conversation's
+//! session resumed (`agent.continuity`) against a new one.
+//!
 //! Run: `cargo bench --bench warm_chat`. Knobs: `WARM_BENCH_ROUNDS` (default 3 per side),
-//! `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Warm agents"), earlier runs
+//! `OPENCODE_BIN`, `WARM_BENCH_ONLY`. Results are recorded in `docs/PERFORMANCE.md` ("Warm agents"), earlier runs
 //! in `docs/performance/agents.md`.
 
 #[path = "../tests/common/fake_llm.rs"]
@@ -99,8 +102,31 @@ fn descendants(pid: u32) -> Vec<u32> {
 /// (agent processes' RSS, daemon RSS) in KiB with the agent idle after the last answer.
 async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let home = dir.path().join("home");
+    chat(
+        bin,
+        dir.path(),
+        &Run {
+            warm,
+            continuity: false,
+            messages: MESSAGES,
+        },
+    )
+    .await
+}
+
+/// What one `air-friends chat` run does.
+struct Run {
+    warm: bool,
+    continuity: bool,
+    messages: usize,
+}
+
+/// One `air-friends chat` run in `dir` (its data folder kept there across runs), typing
+/// `run.messages` messages; the samples and, for a warm run, the idle agent's memory.
+async fn chat(bin: &Path, dir: &Path, run: &Run) -> (Vec<Sample>, Option<(u64, u64)>) {
+    let warm = run.warm;
+    let data = dir.join("data");
+    let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let workspace = data.join("workspaces/console/local");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -108,7 +134,8 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
     let llm = FakeLlm::start(fake_llm::reply_steps(&workspace, &skills, "Noted.")).await;
     let mut config = opencode::zen_chat_config(&data, bin, &llm.base_url);
     config["agent"]["warm"] = json!({"enabled": warm});
-    let config_path = dir.path().join("config.yaml");
+    config["agent"]["continuity"] = json!({"enabled": run.continuity});
+    let config_path = dir.join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_air-friends"))
         .args(["chat", "--config"])
@@ -141,7 +168,7 @@ async fn round(bin: &Path, warm: bool) -> (Vec<Sample>, Option<(u64, u64)>) {
     let mut stdin = child.stdin.take().unwrap();
     let mut samples = Vec::new();
     let mut last_typed: Option<std::time::Instant> = None;
-    for i in 0..MESSAGES {
+    for i in 0..run.messages {
         // send-reply's own rate limit (10 a minute per user, bursts of 3) would refuse a
         // faster pace: a message at most every PACE.
         if let Some(at) = last_typed {
@@ -206,6 +233,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var("WARM_BENCH_ONLY").as_deref() == Ok("resume") {
+        resume_rounds(&rt, &bin, rounds);
+        return;
+    }
     let mut by_side: [Vec<Vec<Sample>>; 2] = [Vec::new(), Vec::new()];
     let mut memory = Vec::new();
     for r in 0..rounds {
@@ -251,6 +282,43 @@ fn main() {
             "idle warm agent: {:.0} MiB (all its processes), daemon {:.0} MiB",
             agents as f64 / 1024.0,
             daemon as f64 / 1024.0
+        );
+    }
+}
+
+/// Continuity after a restart against a cold start: per round and side, one `chat` run with one
+/// message, then a second run on the same data folder with one more; with continuity the second
+/// run's agent resumes the session, without it starts a new one. Alternated like the rounds.
+fn resume_rounds(rt: &tokio::runtime::Runtime, bin: &Path, rounds: usize) {
+    let mut by_side: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..rounds {
+        for side in [r % 2, 1 - r % 2] {
+            let continuity = side == 0;
+            let dir = tempfile::tempdir().unwrap();
+            let run = Run {
+                warm: true,
+                continuity,
+                messages: 1,
+            };
+            rt.block_on(chat(bin, dir.path(), &run));
+            let (after_restart, _) = rt.block_on(chat(bin, dir.path(), &run));
+            by_side[side].extend(after_restart);
+        }
+    }
+    println!(
+        "the first message after a restart, real OpenCode + fake LLM, {rounds} per side, medians:"
+    );
+    println!("side | start (typed -> prompt sent) | reply | prompt bytes");
+    for (side, name) in [
+        (0, "resumed (continuity on)"),
+        (1, "new session (continuity off)"),
+    ] {
+        let samples = &by_side[side];
+        println!(
+            "{name} | {:.0} ms | {:.0} ms | {}",
+            median(samples.iter().map(|s| s.start).collect()).as_secs_f64() * 1e3,
+            median(samples.iter().map(|s| s.reply).collect()).as_secs_f64() * 1e3,
+            samples.iter().map(|s| s.prompt_bytes).max().unwrap_or(0),
         );
     }
 }

@@ -76,7 +76,15 @@ async fn a_refused_intent_is_one_actionable_record_and_readyz_says_it() {
     })
     .await;
     let scratch = tempfile::tempdir().unwrap();
-    let (code, line) = healthcheck(scratch.path(), &bot.ops_addr);
+    // The start waited for "not connected", which readiness says before the refusal too: the
+    // refusal's own words come once the gateway closed the connection.
+    let (code, line) = tokio::task::block_in_place(|| {
+        common::poll::blocking_poll(common::serve_discord::WAIT, || {
+            let (code, line) = healthcheck(scratch.path(), &bot.ops_addr);
+            line.contains("refused").then_some((code, line))
+        })
+    })
+    .unwrap_or_else(|| healthcheck(scratch.path(), &bot.ops_addr));
     assert_eq!(code, Some(1), "{line}");
     assert!(
         line.contains(
