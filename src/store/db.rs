@@ -135,6 +135,7 @@ impl Db {
                 source: Arc::new(e),
             })?;
         }
+        create_private(path)?;
         let mut conn = Connection::open(path)?;
         configure(&conn)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
@@ -332,6 +333,27 @@ fn configure(conn: &Connection) -> Result<(), StoreError> {
 
 /// A configured connection to `path` of the writer's kind (read-write, no SQLite mutex: each
 /// connection is used by one thread at a time).
+/// Creates a database file that does not exist yet readable by its owner only (0600; SQLite
+/// gives its `-wal` and `-shm` files the database file's mode): it holds private memories and
+/// conversations, whatever the process's umask. An existing file keeps its mode (an operator's
+/// group access, the package's).
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Io {
+            context: format!("creating {}", path.display()),
+            source: Arc::new(e),
+        }),
+    }
+}
+
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(
         path,
@@ -658,6 +680,28 @@ mod tests {
     };
 
     /// A database with one table `t (n)`, and its path.
+    #[tokio::test]
+    async fn a_new_database_and_its_wal_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let store = crate::store::Store::open(&path).await.unwrap();
+        for file in ["new.db", "new.db-wal", "new.db-shm"] {
+            let mode = std::fs::metadata(dir.path().join(file))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{file}: {mode:o}");
+        }
+        store.close().await.unwrap();
+        // An existing file keeps its mode.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let store = crate::store::Store::open(&path).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o640);
+        store.close().await.unwrap();
+    }
+
     async fn open_with_table(dir: &tempfile::TempDir) -> (Db, PathBuf) {
         let path = dir.path().join("t.db");
         let db = Db::open_blocking(&path, HOOKS).unwrap();
