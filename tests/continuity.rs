@@ -7,6 +7,7 @@
 
 mod common;
 
+use air_friends::conversation::notices::Notice;
 use common::fake_discord::{CHANNEL_ID, DM_CHANNEL_ID};
 use common::serve_discord::{DiscordServe, DiscordSetup, one_turn, reply_steps, text_path};
 use serde_json::{Value, json};
@@ -237,6 +238,58 @@ async fn a_conversations_state_folder_is_its_own_and_loses_planted_links() {
             .iter()
             .any(|v| v["received"]["method"] == "session/resume"),
         "the public conversation resumed"
+    );
+    bot.stop();
+}
+
+/// A state folder that is gone (removed, a restored database on a new machine) starts a new
+/// session without a word to the user; an agent that cannot start on its kept state gets an
+/// empty folder and a new session at the next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_unusable_state_folder_starts_afresh() {
+    let mut bot = DiscordServe::start(|files| setup(files, json!({"resume": "resume"}))).await;
+    let script = |files: &std::path::Path, extra: Value| {
+        let mut script = one_turn(reply_steps(&text_path(files, "answer.md")));
+        script["resume"] = json!("resume");
+        if let (Value::Object(script), Value::Object(extra)) = (&mut script, extra) {
+            script.extend(extra);
+        }
+        script
+    };
+    bot.mention("first");
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    bot.restart(false).await;
+    let root = bot.config.dir.path().join("data/agent-state");
+    for folder in std::fs::read_dir(&root).unwrap().flatten() {
+        std::fs::remove_dir_all(folder.path()).unwrap();
+    }
+    bot.mention("second");
+    let replies = bot.wait_bot_messages(CHANNEL_ID, 2).await;
+    assert_eq!(replies[1].content, "Noted.", "answered as usual");
+    assert!(
+        received(&bot, "session/resume").is_empty(),
+        "nothing to resume"
+    );
+    assert_eq!(received(&bot, "session/new").len(), 2);
+
+    // The next agent cannot even start: the user is told once; the message after that gets
+    // a new session in an emptied folder, not another try at the kept one.
+    bot.restart(false).await;
+    let files = bot.files.path().to_path_buf();
+    bot.agent.write(script(
+        &files,
+        json!({"initialize": {"error": "the database is damaged"}}),
+    ));
+    bot.mention("third");
+    let replies = bot.wait_bot_messages(CHANNEL_ID, 3).await;
+    assert_eq!(replies[2].content, Notice::Error.english());
+    bot.agent.write(script(&files, json!({})));
+    bot.mention("fourth");
+    let replies = bot.wait_bot_messages(CHANNEL_ID, 4).await;
+    assert_eq!(replies[3].content, "Noted.");
+    assert!(
+        received(&bot, "session/resume").is_empty(),
+        "the kept session was forgotten after the failed start"
     );
     bot.stop();
 }

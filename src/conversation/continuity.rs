@@ -11,8 +11,8 @@
 //!
 //! It starts afresh (the folder emptied, a new session) when the fingerprint changed, when the
 //! session reached `agent.warm.maxTurns` or `maxContextTokens` (the limits a warm agent is
-//! retired at), when the folder grew over `maxStateMb`, and after a turn that failed
-//! ([`Continuity::forget`]). A conversation untouched for `keepDays` is forgotten with its
+//! retired at), when the folder grew over `maxStateMb`, after a turn that failed and after an
+//! agent that could not start on it ([`Continuity::forget`]). A conversation untouched for `keepDays` is forgotten with its
 //! folder ([`Continuity::expire`]). Before each start the folder loses every symbolic link
 //! and special file an agent may have left in it, so nothing it planted points outside.
 //!

@@ -261,7 +261,14 @@ impl Interactions {
                     self.started("cold", received);
                     (live.prompt(&spec_turn).await, Some(live))
                 }
-                Err(outcome) => (outcome, None),
+                Err(outcome) => {
+                    // An agent that could not start on the conversation's kept state (a
+                    // damaged session database, say) gets an empty folder next time.
+                    if let Some(continuity) = &self.continuity {
+                        continuity.forget(msg).await;
+                    }
+                    (outcome, None)
+                }
             };
             turn.finish().await;
             let closed = match &live {
