@@ -290,10 +290,7 @@ fn ready_folder(root: &Path, folder: &Path, keep: bool, max_bytes: u64) -> std::
         .recursive(true)
         .mode(0o700)
         .create(root)?;
-    let kept = keep && folder.is_dir() && {
-        let (bytes, _) = clean(folder)?;
-        bytes <= max_bytes
-    };
+    let kept = keep && folder.is_dir() && { clean(folder)? <= max_bytes };
     if !kept {
         match std::fs::remove_dir_all(folder) {
             Ok(()) => {}
@@ -305,27 +302,26 @@ fn ready_folder(root: &Path, folder: &Path, keep: bool, max_bytes: u64) -> std::
     Ok(kept)
 }
 
-/// Removes every symbolic link and special file under `dir` (never following a link); returns
-/// the bytes of the regular files left and how many entries were removed.
-fn clean(dir: &Path) -> std::io::Result<(u64, usize)> {
+/// Removes every symbolic link and special file under `dir` (never following a link; the walk
+/// keeps its own stack, so however deep an agent nested its folders the thread's stack is not
+/// at stake); returns the bytes of the regular files left.
+fn clean(dir: &Path) -> std::io::Result<u64> {
     let mut bytes = 0;
-    let mut removed = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let kind = std::fs::symlink_metadata(&path)?;
-        if kind.is_dir() {
-            let (b, r) = clean(&path)?;
-            bytes += b;
-            removed += r;
-        } else if kind.is_file() {
-            bytes += kind.len();
-        } else {
-            std::fs::remove_file(&path)?;
-            removed += 1;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let kind = std::fs::symlink_metadata(&path)?;
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file() {
+                bytes += kind.len();
+            } else {
+                std::fs::remove_file(&path)?;
+            }
         }
     }
-    Ok((bytes, removed))
+    Ok(bytes)
 }
 
 /// Deletes the folders under `root` not in `named`; returns how many.

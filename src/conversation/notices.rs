@@ -93,11 +93,6 @@ impl Notice {
         }
     }
 
-    /// Whether `key` names a notice.
-    pub fn is_key(key: &str) -> bool {
-        OWN_KEYS.contains(&key) || ProblemKind::from_name(key).is_some()
-    }
-
     /// The placeholders its text may hold.
     fn placeholders(self) -> &'static [&'static str] {
         match self {
