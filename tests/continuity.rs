@@ -9,7 +9,9 @@ mod common;
 
 use air_friends::conversation::notices::Notice;
 use common::fake_discord::{CHANNEL_ID, DM_CHANNEL_ID};
-use common::serve_discord::{DiscordServe, DiscordSetup, one_turn, reply_steps, text_path};
+use common::serve_discord::{
+    DiscordServe, DiscordSetup, noted_setup, one_turn, reply_steps, text_path,
+};
 use serde_json::{Value, json};
 
 /// The agent log lines of method `method`, in order.
@@ -22,15 +24,7 @@ fn received(bot: &DiscordServe, method: &str) -> Vec<Value> {
 }
 
 fn setup(files: &std::path::Path, extra: Value) -> DiscordSetup {
-    let mut script = one_turn(reply_steps(&text_path(files, "answer.md")));
-    if let (Value::Object(script), Value::Object(extra)) = (&mut script, extra) {
-        script.extend(extra);
-    }
-    DiscordSetup {
-        script,
-        texts: vec![("answer.md", "Noted.".to_owned())],
-        ..DiscordSetup::default()
-    }
+    noted_setup(files, extra)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

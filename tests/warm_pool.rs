@@ -139,7 +139,7 @@ impl World {
 }
 
 fn key(user: &str) -> ConversationKey {
-    ConversationKey::new(PlatformKind::Console, &format!("dm-{user}"), user)
+    ConversationKey::new(PlatformKind::Console, &format!("dm-{user}"), user, true)
 }
 
 fn pool(max_processes: usize, idle: Duration, max_turns: u32) -> WarmPool {
@@ -149,6 +149,7 @@ fn pool(max_processes: usize, idle: Duration, max_turns: u32) -> WarmPool {
             max_processes,
             max_turns,
             max_context_tokens: 64_000,
+            start_ahead: true,
         },
         WarmMetrics::unregistered(),
     )
@@ -303,4 +304,60 @@ async fn shutdown_stops_every_agent_and_releases_its_session() {
     pool.put(key("dave"), late);
     assert!(pool.is_empty());
     until_gone(pid).await;
+}
+
+/// An agent started ahead of a message takes a place only when one is free, never for a
+/// conversation that has an agent, and is the first to go when the pool needs room — before
+/// older agents that served a conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_started_ahead_take_only_free_places_and_go_first() {
+    let w = World::new();
+    let pool = pool(2, Duration::from_secs(60), 20);
+    let alice = w.agent("alice", 7).await;
+    let alice_pid = alice.live.pid().unwrap();
+    pool.put(key("alice"), alice);
+    assert!(
+        pool.begin_ahead(&key("alice")).is_none(),
+        "alice has an agent"
+    );
+    let ahead = pool.begin_ahead(&key("bob")).expect("a free place");
+    assert!(
+        pool.begin_ahead(&key("bob")).is_none(),
+        "one start at a time per conversation"
+    );
+    assert!(
+        pool.begin_ahead(&key("carol")).is_none(),
+        "the reserved place counts against the cap"
+    );
+    let mut bob = w.agent("bob", 7).await;
+    bob.first = Some(Default::default());
+    let bob_pid = bob.live.pid().unwrap();
+    pool.put_ahead(ahead, bob);
+    assert_eq!(pool.len(), 2);
+    // A conversation's agent comes back: the unused one goes, not the older alice.
+    let dave = w.agent("dave", 7).await;
+    pool.put(key("dave"), dave);
+    until_gone(bob_pid).await;
+    assert!(alive(alice_pid));
+    assert!(matches!(pool.take(&key("bob"), 7), Take::Miss("none")));
+    match pool.take(&key("alice"), 7) {
+        Take::Hit(agent) => agent.retire().await,
+        Take::Miss(reason) => panic!("alice's agent went: {reason}"),
+    }
+    // A message waits for its conversation's agent being started ahead.
+    let ahead = pool.begin_ahead(&key("erin")).expect("a free place");
+    let waiter = {
+        let pool = pool.clone();
+        tokio::spawn(
+            async move { matches!(pool.take_waiting(&key("erin"), 7).await, Take::Hit(_)) },
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the message waits for the start");
+    let erin = w.agent("erin", 7).await;
+    pool.put_ahead(ahead, erin);
+    assert!(waiter.await.unwrap(), "and gets the agent started for it");
+    let stop = CancellationToken::new();
+    stop.cancel();
+    pool.clone().run(stop).await.unwrap();
 }

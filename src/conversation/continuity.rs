@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 
+use super::warm::ConversationKey;
 use crate::config::Config;
-use crate::platform::IncomingMessage;
 use crate::store::{ContinuityRecord, Store};
 
 /// The folder under `workspace.repoPath` holding every conversation's state folder.
@@ -104,14 +104,18 @@ pub enum ContinuityError {
     },
 }
 
-/// The key of `msg`'s conversation: platform, private or public, conversation, user.
-pub fn key_of(msg: &IncomingMessage) -> String {
+/// The key of a conversation's record: platform, private or public, conversation, user.
+pub fn key_of(conversation: &ConversationKey) -> String {
     format!(
         "{}/{}/{}/{}",
-        msg.platform,
-        if msg.is_dm { "private" } else { "public" },
-        msg.conversation(),
-        msg.user_id
+        conversation.platform(),
+        if conversation.is_dm() {
+            "private"
+        } else {
+            "public"
+        },
+        conversation.channel(),
+        conversation.user()
     )
 }
 
@@ -121,14 +125,14 @@ impl Continuity {
         Self { store, settings }
     }
 
-    /// The state folder of `msg`'s conversation for an agent started with `fingerprint`, and
+    /// The state folder of `conversation` for an agent started with `fingerprint`, and
     /// the session to resume there when it may be (see the module documentation).
     pub async fn prepare(
         &self,
-        msg: &IncomingMessage,
+        conversation: &ConversationKey,
         fingerprint: u64,
     ) -> Result<Prepared, ContinuityError> {
-        let key = key_of(msg);
+        let key = key_of(conversation);
         let record = self.store.continuity_get(&key).await?;
         let s = &self.settings;
         let candidate = record.as_ref().and_then(|r| {
@@ -149,8 +153,8 @@ impl Continuity {
             .map_or_else(|| crate::store::new_id("st"), |r| r.folder.clone());
         let fresh = |name: String| ContinuityRecord {
             conversation: key.clone(),
-            platform: msg.platform.as_str().to_owned(),
-            user_id: msg.user_id.as_str().to_owned(),
+            platform: conversation.platform().as_str().to_owned(),
+            user_id: conversation.user().to_owned(),
             folder: name,
             acp_session: None,
             fingerprint,
@@ -188,17 +192,17 @@ impl Continuity {
         })
     }
 
-    /// Records that `msg`'s conversation's session `acp_session` (started with `fingerprint`)
+    /// Records that `conversation`'s session `acp_session` (started with `fingerprint`)
     /// has now been shown `shown` and sent `context_tokens`: one more turn on it.
     pub async fn record(
         &self,
-        msg: &IncomingMessage,
+        conversation: &ConversationKey,
         acp_session: &str,
         fingerprint: u64,
         shown: &HashSet<String>,
         context_tokens: usize,
     ) {
-        let key = key_of(msg);
+        let key = key_of(conversation);
         let result = async {
             let Some(mut record) = self.store.continuity_get(&key).await? else {
                 return Ok(());
@@ -223,10 +227,10 @@ impl Continuity {
         }
     }
 
-    /// Forgets `msg`'s conversation's session after a turn that failed: the next start is
+    /// Forgets `conversation`'s session after a turn that failed: the next start is
     /// afresh (the folder is emptied then).
-    pub async fn forget(&self, msg: &IncomingMessage) {
-        let key = key_of(msg);
+    pub async fn forget(&self, conversation: &ConversationKey) {
+        let key = key_of(conversation);
         let result = async {
             let Some(mut record) = self.store.continuity_get(&key).await? else {
                 return Ok(());
@@ -354,11 +358,8 @@ mod tests {
     use super::*;
     use crate::platform::PlatformKind;
 
-    fn message(channel: &str, user: &str, dm: bool) -> IncomingMessage {
-        let fake = crate::platform::fake::FakePlatform::new(PlatformKind::Discord);
-        let mut msg = fake.push_incoming(channel, user, "hi");
-        msg.is_dm = dm;
-        msg
+    fn message(channel: &str, user: &str, dm: bool) -> ConversationKey {
+        ConversationKey::new(PlatformKind::Discord, channel, user, dm)
     }
 
     async fn continuity(dir: &Path, max_bytes: u64) -> Continuity {

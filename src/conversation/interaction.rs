@@ -23,7 +23,7 @@ use super::metrics::ConversationMetrics;
 use super::notices::{Notice, Notices};
 use super::prompts::Personas;
 use super::router::MessageHandler;
-use super::warm::{ConversationKey, Take, WarmAgent, WarmPool};
+use super::warm::{ConversationKey, Take, Unprompted, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
 use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
@@ -45,7 +45,8 @@ pub const MODEL_FAILED: &str = "model_failed";
 /// How often the typing indicator is refreshed (Discord shows it for about 10 s).
 const TYPING_EVERY: Duration = Duration::from_secs(8);
 
-/// The pipeline behind the router.
+/// The pipeline behind the router (cloning shares everything it holds).
+#[derive(Clone)]
 pub struct Interactions {
     /// Platform adapters.
     pub platforms: PlatformRegistry,
@@ -102,6 +103,10 @@ impl MessageHandler for Interactions {
         timer.outcome(outcome);
         outcome
     }
+
+    async fn prestart(&self, typing: crate::platform::Typing) {
+        self.start_for_typing(typing).await;
+    }
 }
 
 impl Interactions {
@@ -146,18 +151,7 @@ impl Interactions {
             self.tell(platform, msg, place, Notice::WorkspaceFull).await;
             return "workspace_full";
         }
-        let system = match self
-            .personas
-            .library(place.persona.as_deref())
-            .system_prompt()
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(platform = %msg.platform, error = %e, "cannot render the system prompt");
-                String::new()
-            }
-        };
+        let system = self.system_prompt(msg.platform, place).await;
         // Warm agents where the place keeps them.
         let warm = self.warm.as_ref().filter(|_| place.warm);
         let fingerprint = if warm.is_some() || self.continuity.is_some() {
@@ -165,19 +159,21 @@ impl Interactions {
         } else {
             0
         };
-        if let Some(pool) = warm
-            && let Take::Hit(agent) = pool.take(&ConversationKey::of(msg), fingerprint)
-            && let Some(label) = self.warm_turn(platform, msg, place, *agent, received).await
-        {
-            return label;
-        }
-        let turn = ColdTurn {
+        let turn = TurnStart {
             workspace,
             system,
             fingerprint,
             received,
             warm,
         };
+        if let Some(pool) = warm
+            && let Take::Hit(agent) = pool
+                .take_waiting(&ConversationKey::of(msg), fingerprint)
+                .await
+            && let Some(label) = self.warm_turn(platform, msg, place, *agent, &turn).await
+        {
+            return label;
+        }
         self.cold_turn(platform, msg, place, turn).await
     }
 
@@ -188,10 +184,10 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
-        place: &Place,
-        turn: ColdTurn<'_>,
+        place: &Arc<Place>,
+        turn: TurnStart<'_>,
     ) -> &'static str {
-        let ColdTurn {
+        let TurnStart {
             workspace,
             system,
             fingerprint,
@@ -221,7 +217,9 @@ impl Interactions {
         let outcome = async {
             let mut parts = gather(self.sources(platform, place), msg, system, &session_id).await;
             let mut spec = self.launcher.agent_spec(&resources, place.model.clone());
-            let prepared = self.prepare_continuity(msg, fingerprint).await;
+            let prepared = self
+                .prepare_continuity(&ConversationKey::of(msg), fingerprint)
+                .await;
             if let Some(prepared) = &prepared {
                 spec.state_dir = Some(prepared.folder.clone());
                 spec.resume = prepared.resume.as_ref().map(|r| r.acp_session.clone());
@@ -265,7 +263,7 @@ impl Interactions {
                     // An agent that could not start on the conversation's kept state (a
                     // damaged session database, say) gets an empty folder next time.
                     if let Some(continuity) = &self.continuity {
-                        continuity.forget(msg).await;
+                        continuity.forget(&ConversationKey::of(msg)).await;
                     }
                     (outcome, None)
                 }
@@ -280,10 +278,11 @@ impl Interactions {
                     .await;
             }
             match (live, warm) {
-                (Some(live), Some(pool)) if keeps_warm(&outcome) && closed => pool.put(
-                    ConversationKey::of(msg),
-                    WarmAgent::new(live, resources, fingerprint, context_tokens, shown),
-                ),
+                (Some(live), Some(pool)) if keeps_warm(&outcome) && closed => {
+                    let kept = WarmAgent::new(live, resources, fingerprint, context_tokens, shown);
+                    let retired = pool.put(ConversationKey::of(msg), kept);
+                    self.succeed(msg, place, retired);
+                }
                 (live, _) => {
                     if let Some(live) = live {
                         live.stop().await;
@@ -307,9 +306,9 @@ impl Interactions {
         &self,
         platform: &dyn PlatformAdapter,
         msg: &IncomingMessage,
-        place: &Place,
+        place: &Arc<Place>,
         mut agent: WarmAgent,
-        received: Instant,
+        start: &TurnStart<'_>,
     ) -> Option<&'static str> {
         let pool = self.warm.as_ref()?;
         let handle = agent.resources.registered.handle.clone();
@@ -323,30 +322,35 @@ impl Interactions {
         self.answered_early(&handle, msg);
         let session_id = handle.id().clone();
         let span = tracing::info_span!("session", session_id = %session_id, platform = %msg.platform, channel = %msg.channel_id, place = %place.name, warm = true);
+        // An agent started ahead gets its first prompt: the whole one, or what is new since
+        // the session it resumed.
+        let first = agent.first.take();
+        let first_turn = first.is_some();
         let outcome = async {
-            let mut parts = gather(
-                self.sources(platform, place),
-                msg,
-                String::new(),
-                &session_id,
-            )
-            .await;
+            let system = if first_turn {
+                start.system.clone()
+            } else {
+                String::new()
+            };
+            let mut parts = gather(self.sources(platform, place), msg, system, &session_id).await;
+            let shown = (!first_turn).then_some(&agent.shown);
             (parts.files, parts.history_files) = self
-                .receive(
-                    msg,
-                    place,
-                    &parts,
-                    Some(&agent.shown),
-                    &agent.resources.dirs,
-                )
+                .receive(msg, place, &parts, shown, &agent.resources.dirs)
                 .await;
             parts.vision = agent.live.accepts_images();
             let pictures = picture_tokens(&parts);
-            let prompt = assemble_followup(
-                &parts,
-                &agent.shown,
-                self.prompt.token_limit.saturating_sub(pictures),
-            );
+            let limit = self.prompt.token_limit.saturating_sub(pictures);
+            let prompt = match first {
+                None => assemble_followup(&parts, &agent.shown, limit),
+                Some(Unprompted { resumed: None }) => assemble(&parts, limit),
+                Some(Unprompted {
+                    resumed: Some(earlier),
+                }) => {
+                    agent.context_tokens = earlier.context_tokens;
+                    agent.shown.extend(earlier.shown.iter().cloned());
+                    assemble_resumed(&parts, &earlier.shown, limit)
+                }
+            };
             agent.shown.extend(shown_ids(&parts));
             agent.context_tokens += estimate_tokens(&prompt) + pictures;
             let turn = self.turn_watch(msg, &termination);
@@ -359,7 +363,10 @@ impl Interactions {
                 &handle,
                 Some(first_sign),
             );
-            self.started("warm", received);
+            self.started(
+                if first_turn { "prestarted" } else { "warm" },
+                start.received,
+            );
             let outcome = agent.live.prompt(&spec).await;
             turn.finish().await;
             outcome
@@ -373,7 +380,7 @@ impl Interactions {
         {
             tracing::warn!(session_id = %session_id, detail = ?outcome, "the warm agent failed before answering; starting a fresh one");
             if let Some(continuity) = &self.continuity {
-                continuity.forget(msg).await;
+                continuity.forget(&ConversationKey::of(msg)).await;
             }
             pool.retire(agent, "failed");
             return None;
@@ -390,7 +397,8 @@ impl Interactions {
         if !close_turn(&agent.live, &handle).await {
             pool.retire(agent, "terminated");
         } else if keeps_warm(&outcome) {
-            pool.put(ConversationKey::of(msg), agent);
+            let retired = pool.put(ConversationKey::of(msg), agent);
+            self.succeed(msg, place, retired);
         } else {
             pool.retire(agent, "failed");
         }
@@ -545,10 +553,26 @@ impl Interactions {
         }
     }
 
+    /// The place's rendered system prompt (empty, logged, when it cannot be rendered).
+    pub(super) async fn system_prompt(&self, platform: PlatformKind, place: &Place) -> String {
+        match self
+            .personas
+            .library(place.persona.as_deref())
+            .system_prompt()
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(platform = %platform, error = %e, "cannot render the system prompt");
+                String::new()
+            }
+        }
+    }
+
     /// What a warm agent was started with: the rendered system prompt, every file of the
     /// skills folder (path, size, modification time), and its place's rule and model. A
     /// different value retires it.
-    async fn fingerprint(&self, system: &str, place: &Place) -> u64 {
+    pub(super) async fn fingerprint(&self, system: &str, place: &Place) -> u64 {
         use std::hash::{Hash, Hasher};
         let skills = self.launcher.env.skills_dir.clone();
         let tree = tokio::task::spawn_blocking(move || tree_fingerprint(&skills))
@@ -594,16 +618,16 @@ impl Interactions {
 
     /// The state folder of `msg`'s conversation and the session to resume there, when
     /// continuity is on (a folder that cannot be made is logged: the turn goes on without).
-    async fn prepare_continuity(
+    pub(super) async fn prepare_continuity(
         &self,
-        msg: &IncomingMessage,
+        conversation: &ConversationKey,
         fingerprint: u64,
     ) -> Option<crate::conversation::continuity::Prepared> {
         let continuity = self.continuity.as_ref()?;
-        match continuity.prepare(msg, fingerprint).await {
+        match continuity.prepare(conversation, fingerprint).await {
             Ok(prepared) => Some(prepared),
             Err(e) => {
-                tracing::warn!(platform = %msg.platform, error = %e, "no state folder for the conversation; its agent starts without continuity");
+                tracing::warn!(platform = %conversation.platform(), error = %e, "no state folder for the conversation; its agent starts without continuity");
                 None
             }
         }
@@ -623,12 +647,19 @@ impl Interactions {
         let Some(continuity) = &self.continuity else {
             return;
         };
+        let conversation = ConversationKey::of(msg);
         if keeps_warm(outcome) {
             continuity
-                .record(msg, live.acp_session(), fingerprint, shown, context_tokens)
+                .record(
+                    &conversation,
+                    live.acp_session(),
+                    fingerprint,
+                    shown,
+                    context_tokens,
+                )
                 .await;
         } else {
-            continuity.forget(msg).await;
+            continuity.forget(&conversation).await;
         }
     }
 
@@ -650,8 +681,9 @@ impl Interactions {
     }
 }
 
-/// What a cold turn starts from.
-struct ColdTurn<'a> {
+/// What a turn starts from (the system prompt is sent when its agent is new to the
+/// conversation: a cold start, or the first prompt of one started ahead).
+struct TurnStart<'a> {
     workspace: PathBuf,
     system: String,
     fingerprint: u64,

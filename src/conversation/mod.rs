@@ -2,8 +2,10 @@
 //! rate limit, the inbox that records each and survives restarts, the catch-up that reads back
 //! what was sent while the daemon was away), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
 //! with the memory maintenance job), one interaction end to end, what a user is told when the
-//! model could not answer, and the agents kept warm between a conversation's turns.
+//! model could not answer, the agents kept warm between a conversation's turns and those started
+//! ahead of its next message.
 
+pub mod ahead;
 pub mod catch_up;
 pub mod context;
 pub mod continuity;

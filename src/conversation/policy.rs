@@ -8,8 +8,9 @@ use crate::config::{
     AccessControlConfig, PLATFORMS, PlatformsConfig, ReplyPolicy, ReplyTo, ThreadsPolicy,
     TriggerRules,
 };
+use crate::places::Spot;
 use crate::places::{LivePlaces, Place};
-use crate::platform::{IncomingMessage, PlatformKind};
+use crate::platform::{IncomingMessage, Origin, PlatformKind, Typing};
 
 /// Why a message is not answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,12 +85,55 @@ impl Policy {
 
     /// True when `platform/account/user` or `platform/channel/channel` is whitelisted.
     pub fn is_whitelisted(&self, msg: &IncomingMessage) -> bool {
-        let account = format!("{}/account/{}", msg.platform, msg.user_id);
-        let channel = format!("{}/channel/{}", msg.platform, msg.channel_id);
+        self.whitelists(&msg.origin())
+    }
+
+    fn whitelists(&self, origin: &Origin) -> bool {
+        let account = format!("{}/account/{}", origin.platform, origin.user_id);
+        let channel = format!("{}/channel/{}", origin.platform, origin.channel_id);
         self.access
             .whitelist
             .iter()
             .any(|e| *e == account || *e == channel)
+    }
+
+    fn allows(&self, origin: &Origin) -> bool {
+        match self.access.reply_to {
+            ReplyTo::All => true,
+            ReplyTo::Public => !origin.is_dm || self.whitelists(origin),
+            ReplyTo::Whitelist => self.whitelists(origin),
+        }
+    }
+
+    /// Whether whatever `typing` is about to send will be answered, whatever its text: a DM
+    /// (unless DMs are off or the place wants a prefix), a place that answers every message,
+    /// or a thread the bot opened for a conversation — by someone access control lets in, in
+    /// the conversation it is written in (not a `perConversation` channel, whose answer moves
+    /// to a new thread). Its agent may then be started before the message arrives.
+    pub fn expects_message(&self, typing: &Typing, bot_user_id: Option<&str>) -> bool {
+        let origin = &typing.origin;
+        if bot_user_id.is_some_and(|id| origin.user_id == id) {
+            return false;
+        }
+        let place = self
+            .places
+            .current()
+            .resolve(&Spot::at(origin, &typing.location));
+        let thread = typing.location.thread.as_ref();
+        if place.reply == Some(ReplyPolicy::Never)
+            || (thread.is_some() && place.threads == ThreadsPolicy::Off)
+        {
+            return false;
+        }
+        let answered = if origin.is_dm {
+            self.triggers(origin.platform).allow_dm && place.reply != Some(ReplyPolicy::Prefix)
+        } else if place.threads == ThreadsPolicy::PerConversation {
+            thread.is_some_and(|t| t.started_by_bot)
+                || thread.is_some() && place.reply == Some(ReplyPolicy::Always)
+        } else {
+            place.reply == Some(ReplyPolicy::Always)
+        };
+        answered && self.allows(origin)
     }
 
     /// The place `msg` was written in, under the rules in force now.
@@ -150,12 +194,7 @@ impl Policy {
         if prefixed {
             content = content[t.command_prefix.len()..].trim_start().to_owned();
         }
-        let allowed = match self.access.reply_to {
-            ReplyTo::All => true,
-            ReplyTo::Public => !msg.is_dm || self.is_whitelisted(msg),
-            ReplyTo::Whitelist => self.is_whitelisted(msg),
-        };
-        if !allowed {
+        if !self.allows(&msg.origin()) {
             return Err(Ignore::NotAllowed);
         }
         if content.trim().is_empty() && msg.attachments.is_empty() {
@@ -396,5 +435,71 @@ mod tests {
         let mut other_platform = addressed.clone();
         other_platform.platform = PlatformKind::Misskey;
         assert_eq!(wl.decide(&other_platform, None), Err(Ignore::NotAllowed));
+    }
+
+    /// A typing user's message is expected (its agent worth starting) only where any message
+    /// of theirs would be answered: DMs, `reply: always` places, bot-opened threads — never a
+    /// mention-only channel, a prefix place, a silent place, a `perConversation` channel
+    /// (the answer moves to a new thread), the bot itself or someone access control keeps out.
+    #[test]
+    fn a_message_is_expected_only_where_any_message_would_be_answered() {
+        let p = with_places(
+            "places:\n  - {name: lounge, match: {channel: c1}, reply: always}\n  - {name: quiet, match: {channel: c2}, reply: never}\n  - {name: tpc, match: {channel: c3}, reply: always, threads: perConversation}\n  - {name: dm-prefix, match: {dm: true, platform: misskey}, reply: prefix}\n",
+        );
+        let typing = |channel: &str, dm: bool| Typing {
+            origin: Origin {
+                platform: PlatformKind::Discord,
+                channel_id: channel.into(),
+                guild_id: (!dm).then(|| "g1".to_owned()),
+                user_id: "u1".into(),
+                username: String::new(),
+                is_dm: dm,
+            },
+            location: Default::default(),
+        };
+        assert!(p.expects_message(&typing("d1", true), Some("bot")));
+        assert!(p.expects_message(&typing("c1", false), Some("bot")));
+        assert!(
+            !p.expects_message(&typing("c9", false), Some("bot")),
+            "mention-only"
+        );
+        assert!(
+            !p.expects_message(&typing("c2", false), Some("bot")),
+            "silent"
+        );
+        assert!(
+            !p.expects_message(&typing("c3", false), Some("bot")),
+            "moves to a thread"
+        );
+        assert!(
+            !p.expects_message(&typing("d1", true), Some("u1")),
+            "the bot itself"
+        );
+        let mut misskey_dm = typing("chat:u1", true);
+        misskey_dm.origin.platform = PlatformKind::Misskey;
+        assert!(!p.expects_message(&misskey_dm, None), "a prefix place");
+        // In a thread of the thread-per-conversation channel the conversation stays put.
+        let mut in_thread = typing("t1", false);
+        in_thread.location.thread_parent_id = Some("c3".into());
+        in_thread.location.thread = Some(Box::new(crate::platform::ThreadInfo {
+            started_by_bot: true,
+            ..Default::default()
+        }));
+        let p3 = with_places(
+            "places:\n  - {name: tpc, match: {parent: c3}, threads: perConversation}\n",
+        );
+        assert!(p3.expects_message(&in_thread, Some("bot")));
+        in_thread.location.thread.as_mut().unwrap().started_by_bot = false;
+        assert!(
+            !p3.expects_message(&in_thread, Some("bot")),
+            "someone else's thread"
+        );
+        let dms_off = policy(|p, _| p.discord.allow_dm = false);
+        assert!(!dms_off.expects_message(&typing("d1", true), None));
+        let whitelist = policy(|_, a| a.reply_to = ReplyTo::Whitelist);
+        assert!(
+            !whitelist.expects_message(&typing("d1", true), None),
+            "not whitelisted"
+        );
     }
 }

@@ -26,7 +26,7 @@ use super::notices::{Notice, Notices};
 use super::policy::{Ignore, Policy};
 use super::ratelimit::{RateDecision, UserRateLimiter};
 use super::threads::move_into_thread;
-use crate::platform::{IncomingMessage, PlatformRegistry, UserId};
+use crate::platform::{IncomingMessage, PlatformRegistry, Typing, UserId};
 
 /// How long a message key is remembered by the duplicate guard.
 const DEDUP_TTL: Duration = Duration::from_secs(3600);
@@ -40,6 +40,12 @@ pub trait MessageHandler: Send + Sync + 'static {
     /// Returns the turn's outcome (`turns_total`'s label), which settles the message in the
     /// inbox.
     async fn handle(&self, msg: IncomingMessage) -> &'static str;
+
+    /// A message that will be answered is probably seconds away (`typing`): the handler may
+    /// start its agent ahead. Handlers that keep no agents between messages ignore it.
+    async fn prestart(&self, typing: Typing) {
+        let _ = typing;
+    }
 }
 
 /// Router settings.
@@ -180,6 +186,34 @@ impl Router {
     /// Routes one incoming message.
     pub async fn dispatch(&self, msg: IncomingMessage) -> Dispatch {
         self.route(msg, None, true).await
+    }
+
+    /// Someone is typing. When whatever they send will be answered ([`Policy::expects_message`])
+    /// and their conversation is not being answered now (its agent comes back warm), the
+    /// handler may start their agent ahead, on the router's tracked tasks.
+    pub fn typing(&self, typing: Typing) {
+        let inner = &self.inner;
+        if inner.draining.is_cancelled() {
+            return;
+        }
+        let bot_id = inner
+            .platforms
+            .get(typing.origin.platform)
+            .and_then(|p| p.bot_user_id());
+        if !inner
+            .policy
+            .expects_message(&typing, bot_id.as_ref().map(UserId::as_str))
+        {
+            return;
+        }
+        let key = format!("{}:{}", typing.origin.platform, typing.conversation());
+        if inner.queues.locked().contains_key(&key) {
+            return;
+        }
+        let handler = inner.handler.clone();
+        inner
+            .tasks
+            .spawn(async move { handler.prestart(typing).await });
     }
 
     /// Routes a message a catch-up read back: the same rules, duplicate guard, inbox record and

@@ -12,6 +12,11 @@
 //! since it started (its [`fingerprint`](WarmAgent::fingerprint)), when it died, and at
 //! shutdown ([`WarmPool::run`]). Retiring runs on the pool's own tracked tasks, never on the
 //! caller's turn.
+//!
+//! An agent may also enter the pool unprompted, started ahead of its conversation's next
+//! message (`conversation::ahead`): it takes a place only when one is free
+//! ([`WarmPool::begin_ahead`]), a message arriving meanwhile waits for it
+//! ([`WarmPool::take_waiting`]), and it is the first to go when room is needed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,16 +28,18 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::continuity::Resumable;
 use super::workspace::{SessionDirs, Workspaces};
 use crate::agent::LiveAgent;
 use crate::config::WarmConfig;
 use crate::egress::EgressSession;
 use crate::observability::Metrics;
-use crate::platform::{ChannelId, IncomingMessage, PlatformKind, UserId};
+use crate::platform::{ChannelId, IncomingMessage, PlatformKind, Typing, UserId};
 use crate::session::{RegisteredSession, SessionRegistry};
 use crate::skill_api::socket::SessionSocket;
 use crate::sync::lock;
@@ -70,6 +77,8 @@ pub struct WarmSettings {
     pub max_turns: u32,
     /// Estimated prompt tokens before an agent is retired.
     pub max_context_tokens: usize,
+    /// Whether agents may be started ahead of a message ([`WarmPool::begin_ahead`]).
+    pub start_ahead: bool,
 }
 
 impl WarmSettings {
@@ -82,6 +91,7 @@ impl WarmSettings {
                 .map_or_else(default_max_processes, |n| n as usize),
             max_turns: config.max_turns,
             max_context_tokens: config.max_context_tokens as usize,
+            start_ahead: config.start_ahead,
         })
     }
 }
@@ -104,33 +114,67 @@ fn mem_total_bytes(meminfo: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A conversation: one user in one channel of one platform (also what the DM flag, the
-/// workspace and the Skill API session's context follow from).
+/// A conversation: one user in one channel of one platform, private (a DM) or public (also
+/// what the workspace and the Skill API session's context follow from).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConversationKey {
     platform: PlatformKind,
     channel_id: ChannelId,
     user_id: UserId,
+    dm: bool,
 }
 
 impl ConversationKey {
-    /// The conversation of `user_id` in `channel_id` on `platform`.
-    pub fn new(platform: PlatformKind, channel_id: &str, user_id: &str) -> Self {
+    /// The conversation of `user_id` in `channel_id` on `platform`, a DM when `dm`.
+    pub fn new(platform: PlatformKind, channel_id: &str, user_id: &str, dm: bool) -> Self {
         Self {
             platform,
             channel_id: channel_id.into(),
             user_id: user_id.into(),
+            dm,
         }
     }
 
     /// The conversation `msg` belongs to (a Misskey reply chain is one, whichever note of it
     /// `msg` is: [`IncomingMessage::conversation`]).
     pub fn of(msg: &IncomingMessage) -> Self {
-        Self {
-            platform: msg.platform,
-            channel_id: msg.conversation().into(),
-            user_id: msg.user_id.clone(),
-        }
+        Self::new(
+            msg.platform,
+            msg.conversation(),
+            msg.user_id.as_str(),
+            msg.is_dm,
+        )
+    }
+
+    /// The conversation a typing user's message would belong to.
+    pub fn of_typing(typing: &Typing) -> Self {
+        let origin = &typing.origin;
+        Self::new(
+            origin.platform,
+            typing.conversation(),
+            origin.user_id.as_str(),
+            origin.is_dm,
+        )
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> PlatformKind {
+        self.platform
+    }
+
+    /// The conversation's channel (or wider conversation id, such as a Misskey reply chain's).
+    pub fn channel(&self) -> &str {
+        self.channel_id.as_str()
+    }
+
+    /// The user.
+    pub fn user(&self) -> &str {
+        self.user_id.as_str()
+    }
+
+    /// Whether it is a direct message.
+    pub fn is_dm(&self) -> bool {
+        self.dm
     }
 }
 
@@ -165,6 +209,16 @@ impl SessionResources {
     }
 }
 
+/// What an agent started ahead of its conversation's next message (a typing user, a
+/// retired agent's successor) still needs: its first prompt is the whole one, or — when it
+/// resumed the conversation's recorded session — only what is new since.
+#[derive(Debug, Default)]
+pub struct Unprompted {
+    /// The recorded session it resumed, with what that session's prompts showed; `None`: a
+    /// new session.
+    pub resumed: Option<Resumable>,
+}
+
 /// An agent between turns, with what it has seen.
 pub struct WarmAgent {
     /// The process and its ACP session.
@@ -177,6 +231,8 @@ pub struct WarmAgent {
     pub context_tokens: usize,
     /// Ids of the messages and memories its prompts showed (a later prompt shows only others).
     pub shown: HashSet<String>,
+    /// Started ahead and never prompted (`None` once its first turn began).
+    pub first: Option<Unprompted>,
     last_used: Instant,
 }
 
@@ -195,7 +251,21 @@ impl WarmAgent {
             fingerprint,
             context_tokens,
             shown,
+            first: None,
             last_used: Instant::now(),
+        }
+    }
+
+    /// An agent started ahead of its conversation's next message, not prompted yet.
+    pub fn ahead(
+        live: LiveAgent,
+        resources: SessionResources,
+        fingerprint: u64,
+        resumed: Option<Resumable>,
+    ) -> Self {
+        Self {
+            first: Some(Unprompted { resumed }),
+            ..Self::new(live, resources, fingerprint, 0, HashSet::new())
         }
     }
 
@@ -232,7 +302,18 @@ pub struct WarmMetrics {
     retired: Family<ReasonLabels, Counter>,
     processes: Gauge,
     start_latency: Family<StartLabels, Histogram>,
+    prestart: Family<OutcomeLabels, Counter>,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: String,
+}
+
+/// Every outcome of an agent started ahead (`air_friends_prestart_total{outcome}`): its
+/// message came (`used`), it was stopped unprompted (`expired`), it could not start
+/// (`failed`).
+pub const PRESTART_OUTCOMES: [&str; 3] = ["used", "expired", "failed"];
 
 impl WarmMetrics {
     /// Registers the families in `metrics`, every label set at 0.
@@ -248,7 +329,12 @@ impl WarmMetrics {
                 reason: reason.into(),
             }));
         }
-        for start in ["cold", "warm"] {
+        for outcome in PRESTART_OUTCOMES {
+            drop(m.prestart.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            }));
+        }
+        for start in ["cold", "warm", "prestarted"] {
             drop(m.start_latency.get_or_create(&StartLabels {
                 start: start.into(),
             }));
@@ -276,8 +362,13 @@ impl WarmMetrics {
             );
             r.register(
                 "turn_start_seconds",
-                "From the message to the prompt sent to the agent, by cold or warm start",
+                "From the message to the prompt sent to the agent, by cold, warm or prestarted start",
                 m.start_latency.clone(),
+            );
+            r.register(
+                "prestart",
+                "Agents started ahead of a message (a typing user, a retired agent's successor), by what became of them",
+                m.prestart.clone(),
             );
         });
         m
@@ -290,6 +381,7 @@ impl WarmMetrics {
             misses: Family::default(),
             retired: Family::default(),
             processes: Gauge::default(),
+            prestart: Family::default(),
             start_latency: Family::new_with_constructor(|| {
                 Histogram::new([
                     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -305,6 +397,15 @@ impl WarmMetrics {
                 start: start.into(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// Counts what became of an agent started ahead (one of [`PRESTART_OUTCOMES`]).
+    pub fn prestarted(&self, outcome: &str) {
+        self.prestart
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
     fn miss(&self, reason: &str) {
@@ -324,9 +425,36 @@ impl WarmMetrics {
     }
 }
 
+/// How long a message waits for its conversation's agent being started ahead.
+pub const AHEAD_WAIT: Duration = Duration::from_secs(60);
+
+/// A conversation's place in the pool, reserved while its agent is started ahead
+/// ([`WarmPool::begin_ahead`]); dropping it frees the place and lets waiting messages on.
+pub struct Ahead {
+    pool: WarmPool,
+    key: ConversationKey,
+    _done: watch::Sender<()>,
+}
+
+impl Ahead {
+    /// The conversation.
+    pub fn key(&self) -> &ConversationKey {
+        &self.key
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        lock(&self.pool.shared.starting).remove(&self.key);
+    }
+}
+
 struct PoolShared {
     settings: WarmSettings,
     idle: Mutex<HashMap<ConversationKey, WarmAgent>>,
+    /// Conversations whose agent is being started ahead; the receiver ends when it is in
+    /// `idle` (or could not start). Locked after `idle` when both are.
+    starting: Mutex<HashMap<ConversationKey, watch::Receiver<()>>>,
     closed: AtomicBool,
     retiring: TaskTracker,
     metrics: WarmMetrics,
@@ -354,6 +482,7 @@ impl WarmPool {
             shared: Arc::new(PoolShared {
                 settings,
                 idle: Mutex::new(HashMap::new()),
+                starting: Mutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
                 retiring: TaskTracker::new(),
                 metrics,
@@ -404,15 +533,94 @@ impl WarmPool {
             }
             None => {
                 self.shared.metrics.hits.inc();
+                if agent.first.is_some() {
+                    self.shared.metrics.prestarted("used");
+                }
                 Take::Hit(Box::new(agent))
             }
         }
     }
 
+    /// [`take`](Self::take), after the agent being started ahead for the conversation (if
+    /// one is) is ready or has failed — a message typed while its agent starts waits the
+    /// rest of that start rather than starting a second one (at most [`AHEAD_WAIT`]).
+    pub async fn take_waiting(&self, key: &ConversationKey, fingerprint: u64) -> Take {
+        let pending = lock(&self.shared.starting).get(key).cloned();
+        if let Some(mut ready) = pending
+            && tokio::time::timeout(AHEAD_WAIT, ready.changed())
+                .await
+                .is_err()
+        {
+            tracing::warn!(platform = %key.platform, "the agent started ahead is still not ready; starting another");
+        }
+        self.take(key, fingerprint)
+    }
+
+    /// Reserves a place for an agent of `key` started ahead of its next message: `None` when
+    /// that is off (`startAhead: false`), the conversation has one (idle, or being started), the pool is closing, or the pool
+    /// has no room left — an agent started ahead never pushes out one that has served a
+    /// conversation. Until the returned [`Ahead`] is handed to
+    /// [`put_ahead`](Self::put_ahead) or dropped, the conversation's messages wait for it.
+    pub fn begin_ahead(&self, key: &ConversationKey) -> Option<Ahead> {
+        if !self.shared.settings.start_ahead || self.shared.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        let idle = lock(&self.shared.idle);
+        let mut starting = lock(&self.shared.starting);
+        if idle.contains_key(key)
+            || starting.contains_key(key)
+            || idle.len() + starting.len() >= self.shared.settings.max_processes
+        {
+            return None;
+        }
+        let (done, ready) = watch::channel(());
+        starting.insert(key.clone(), ready);
+        Some(Ahead {
+            pool: self.clone(),
+            key: key.clone(),
+            _done: done,
+        })
+    }
+
+    /// Keeps an agent started ahead (see [`begin_ahead`](Self::begin_ahead)) for its
+    /// conversation's next message — unless the conversation got an agent back meanwhile,
+    /// the pool filled up, or it is shutting down: then it is stopped (`expired`).
+    pub fn put_ahead(&self, ahead: Ahead, mut agent: WarmAgent) {
+        agent.last_used = Instant::now();
+        let refused = {
+            let mut idle = lock(&self.shared.idle);
+            if self.shared.closed.load(Ordering::Acquire) {
+                Some((agent, "shutdown"))
+            } else if idle.contains_key(&ahead.key)
+                || idle.len() >= self.shared.settings.max_processes
+            {
+                Some((agent, "evicted"))
+            } else {
+                idle.insert(ahead.key.clone(), agent);
+                None
+            }
+        };
+        self.shared.metrics.processes.set(self.len() as i64);
+        drop(ahead);
+        if let Some((agent, reason)) = refused {
+            self.retire(agent, reason);
+        }
+    }
+
+    /// Runs `task` on the pool's tracked tasks (shutdown waits for it): an agent's start
+    /// ahead of a message.
+    pub fn spawn<F>(&self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.shared.retiring.spawn(task);
+    }
+
     /// Keeps `agent` for the conversation's next message — unless it has had `maxTurns` turns
-    /// or `maxContextTokens` of prompts, or the pool is shutting down. The least recently used
-    /// agents are retired when the pool would hold more than `maxProcesses`.
-    pub fn put(&self, key: ConversationKey, mut agent: WarmAgent) {
+    /// or `maxContextTokens` of prompts, or the pool is shutting down: then it is retired, and
+    /// the reason returned. Agents started ahead and never used, then the least recently used
+    /// ones, are retired when the pool would hold more than `maxProcesses`.
+    pub fn put(&self, key: ConversationKey, mut agent: WarmAgent) -> Option<&'static str> {
         let s = &self.shared.settings;
         let full = if self.shared.closed.load(Ordering::Acquire) {
             Some("shutdown")
@@ -425,7 +633,7 @@ impl WarmPool {
         };
         if let Some(reason) = full {
             self.retire(agent, reason);
-            return;
+            return full;
         }
         agent.last_used = Instant::now();
         let mut evicted = Vec::new();
@@ -435,11 +643,12 @@ impl WarmPool {
                 // Two agents of one conversation (one started while the other was busy).
                 evicted.push(previous);
             }
+            // Agents started ahead and never used go first, then the least recently used.
             while idle.len() > s.max_processes {
                 let Some(oldest) = idle
                     .iter()
                     .filter(|(k, _)| **k != key)
-                    .min_by_key(|(_, a)| a.last_used)
+                    .min_by_key(|(_, a)| (a.first.is_none(), a.last_used))
                     .map(|(k, _)| k.clone())
                 else {
                     break;
@@ -451,11 +660,15 @@ impl WarmPool {
         for agent in evicted {
             self.retire(agent, "evicted");
         }
+        None
     }
 
     /// Retires `agent` on the pool's tracked tasks.
     pub fn retire(&self, agent: WarmAgent, reason: &'static str) {
         self.shared.metrics.retired(reason);
+        if agent.first.is_some() {
+            self.shared.metrics.prestarted("expired");
+        }
         tracing::info!(session_id = %agent.live.session_id(), reason, turns = agent.live.turns(), "warm agent retired");
         self.shared.retiring.spawn(agent.retire());
     }

@@ -88,7 +88,39 @@ impl Budget {
         grant: &PlaceGrant,
     ) -> Result<(), BudgetExceeded> {
         let day = Utc::now().date_naive();
-        if let Some(limit) = grant.tokens_per_user_per_day {
+        match self.used_up(store, workspace, Some(grant), day).await {
+            Some((kind, used, limit)) => Err(self.refused(kind, workspace, used, limit)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether [`check_in`](Self::check_in) would refuse, without counting or logging a
+    /// refusal (an agent started ahead of a message that may never come).
+    pub async fn would_refuse(
+        &self,
+        store: &Store,
+        workspace: &WorkspaceKey,
+        grant: &PlaceGrant,
+    ) -> bool {
+        let day = Utc::now().date_naive();
+        self.used_up(store, workspace, Some(grant), day)
+            .await
+            .is_some()
+    }
+
+    /// The first limit used up on `day` (the place's, when `grant` is given, then the user's
+    /// and the total): which, how much was used, and the limit. A usage that cannot be read is
+    /// logged and that limit not checked.
+    async fn used_up(
+        &self,
+        store: &Store,
+        workspace: &WorkspaceKey,
+        grant: Option<&PlaceGrant>,
+        day: NaiveDate,
+    ) -> Option<(BudgetLimit, u64, u64)> {
+        if let Some((grant, limit)) =
+            grant.and_then(|g| g.tokens_per_user_per_day.map(|limit| (g, limit)))
+        {
             match store
                 .llm_usage_in_place_on(day, workspace, &grant.name)
                 .await
@@ -96,7 +128,7 @@ impl Budget {
                 Ok(usage) => {
                     let used = usage.total_tokens();
                     if used >= limit {
-                        return Err(self.refused(BudgetLimit::Place, workspace, used, limit));
+                        return Some((BudgetLimit::Place, used, limit));
                     }
                 }
                 Err(error) => tracing::error!(
@@ -108,7 +140,26 @@ impl Budget {
                 ),
             }
         }
-        self.check_on(store, workspace, day).await
+        let limits = [
+            (BudgetLimit::PerUser, self.per_user, Some(workspace)),
+            (BudgetLimit::Total, self.total, None),
+        ];
+        for (limit_kind, limit, scope) in limits {
+            let Some(limit) = limit else { continue };
+            match store.llm_usage_on(day, scope).await {
+                Ok(usage) if usage.total_tokens() >= limit => {
+                    return Some((limit_kind, usage.total_tokens(), limit));
+                }
+                Ok(_) => {}
+                Err(error) => tracing::error!(
+                    %workspace,
+                    limit = limit_kind.as_str(),
+                    error = %error,
+                    "token budget not checked: the usage could not be read"
+                ),
+            }
+        }
+        None
     }
 
     /// Counts and logs a refusal.
@@ -151,28 +202,9 @@ impl Budget {
         workspace: &WorkspaceKey,
         day: NaiveDate,
     ) -> Result<(), BudgetExceeded> {
-        let limits = [
-            (BudgetLimit::PerUser, self.per_user, Some(workspace)),
-            (BudgetLimit::Total, self.total, None),
-        ];
-        for (limit_kind, limit, scope) in limits {
-            let Some(limit) = limit else { continue };
-            let used = match store.llm_usage_on(day, scope).await {
-                Ok(usage) => usage.total_tokens(),
-                Err(error) => {
-                    tracing::error!(
-                        %workspace,
-                        limit = limit_kind.as_str(),
-                        error = %error,
-                        "token budget not checked: the usage could not be read"
-                    );
-                    continue;
-                }
-            };
-            if used >= limit {
-                return Err(self.refused(limit_kind, workspace, used, limit));
-            }
+        match self.used_up(store, workspace, None, day).await {
+            Some((kind, used, limit)) => Err(self.refused(kind, workspace, used, limit)),
+            None => Ok(()),
         }
-        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::platform::{IncomingMessage, Origin, PlatformKind};
+use crate::platform::{IncomingMessage, Location, Origin, PlatformKind};
 
 /// The facts a rule's `match` is judged on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,15 +28,16 @@ pub struct Spot {
 impl Spot {
     /// Where `msg` was written.
     pub fn of(msg: &IncomingMessage) -> Self {
-        let discord = msg.platform == PlatformKind::Discord;
+        Self::at(&msg.origin(), &msg.location)
+    }
+
+    /// Where a message from `origin` at `location` would be written (a typing user's).
+    pub fn at(origin: &Origin, location: &Location) -> Self {
         Self {
-            platform: msg.platform,
-            dm: msg.is_dm,
-            guild: msg.guild_id.clone(),
-            channel: discord.then(|| msg.channel_id.as_str().to_owned()),
-            parent: msg.location.thread_parent_id.clone(),
-            category: msg.location.category_id.clone(),
-            community_channel: msg.location.community_channel_id.clone(),
+            parent: location.thread_parent_id.clone(),
+            category: location.category_id.clone(),
+            community_channel: location.community_channel_id.clone(),
+            ..Self::of_origin(origin)
         }
     }
 

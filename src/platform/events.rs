@@ -3,7 +3,8 @@
 //! Adapters push [`PlatformEvent`]s into an [`EventSink`] (a bounded channel read by the
 //! conversation router): ordinary messages, and user commands (Discord slash commands, Misskey
 //! `/command` text) that run a skill handler without an agent and are answered through the
-//! invocation's reply channel. [`ConnectionState`] is what `/readyz` reads.
+//! invocation's reply channel, and typing signs (a message is probably coming: its agent may
+//! be started ahead). [`ConnectionState`] is what `/readyz` reads.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,7 @@ use crate::sync::Recover;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{IncomingMessage, MessageId, Origin, PlatformKind};
+use super::{IncomingMessage, Location, MessageId, Origin, PlatformKind};
 
 /// Where adapters send what they receive.
 pub type EventSink = mpsc::Sender<PlatformEvent>;
@@ -30,6 +31,28 @@ pub enum PlatformEvent {
     /// never delivered, so the daemon reads it back (the catch-up). Not sent on a resume,
     /// which replays what was missed.
     Connected(PlatformKind),
+    /// A user started typing (Discord's TYPING_START): their message is probably seconds away.
+    Typing(Typing),
+}
+
+/// Someone typing where the bot can see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Typing {
+    /// Who and where (the username may be empty: a DM's typing event does not carry it).
+    pub origin: Origin,
+    /// Where in the platform, as a message written there would carry it.
+    pub location: Location,
+}
+
+impl Typing {
+    /// The conversation a message written now would belong to (see
+    /// [`IncomingMessage::conversation`]).
+    pub fn conversation(&self) -> &str {
+        self.location
+            .conversation
+            .as_deref()
+            .unwrap_or(self.origin.channel_id.as_str())
+    }
 }
 
 /// A human running a skill directly.

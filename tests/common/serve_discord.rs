@@ -44,6 +44,20 @@ pub fn one_turn(steps: Vec<Value>) -> Value {
     json!({"turns": [{"steps": steps, "stopReason": "end_turn"}]})
 }
 
+/// A setup whose agent answers every turn with "Noted." through send-reply, its script
+/// extended with the keys of `script_extra` (e.g. `{"resume": "resume"}`).
+pub fn noted_setup(files: &Path, script_extra: Value) -> DiscordSetup {
+    let mut script = one_turn(reply_steps(&text_path(files, "answer.md")));
+    if let (Value::Object(script), Value::Object(extra)) = (&mut script, script_extra) {
+        script.extend(extra);
+    }
+    DiscordSetup {
+        script,
+        texts: vec![("answer.md", "Noted.".to_owned())],
+        ..DiscordSetup::default()
+    }
+}
+
 /// The daemon, the fake Discord it talks to, and the files of the test.
 pub struct DiscordServe {
     pub fake: FakeDiscord,

@@ -133,8 +133,13 @@ pub(super) fn start(
         resuming.resume(inbox.resumable().await).await;
         Ok(())
     });
-    let events_done =
-        spawn_event_loop(ctx.shutdown, catch_up, served.user_commands.clone(), events);
+    let events_done = spawn_event_loop(
+        ctx.shutdown,
+        catch_up,
+        router.clone(),
+        served.user_commands.clone(),
+        events,
+    );
     Ok(Pipeline {
         launcher,
         prompts,
@@ -311,6 +316,7 @@ fn retry_prompt(skills: &LoadedSkills) -> Option<String> {
 fn spawn_event_loop(
     shutdown: &Shutdown,
     catch_up: CatchUp,
+    router: Router,
     commands: Arc<UserCommandRunner>,
     events: mpsc::Receiver<PlatformEvent>,
 ) -> CancellationToken {
@@ -318,7 +324,7 @@ fn spawn_event_loop(
     let done = events_done.clone();
     let loop_shutdown = shutdown.clone();
     shutdown.spawn("router", async move {
-        let result = route_events(catch_up, commands, events, loop_shutdown).await;
+        let result = route_events(catch_up, router, commands, events, loop_shutdown).await;
         done.cancel();
         result
     });
@@ -327,9 +333,10 @@ fn spawn_event_loop(
 
 /// Reads platform events until draining: messages go to the router through the catch-up
 /// (which moves its cursors), user commands run directly (each in its own tracked task), a platform's new
-/// session starts a catch-up. The catch-up's cursors are loaded before the first event.
+/// session starts a catch-up, a typing user may get their agent started ahead. The catch-up's cursors are loaded before the first event.
 async fn route_events(
     catch_up: CatchUp,
+    router: Router,
     commands: Arc<UserCommandRunner>,
     mut events: mpsc::Receiver<PlatformEvent>,
     shutdown: Shutdown,
@@ -347,6 +354,7 @@ async fn route_events(
                 catch_up.dispatch(msg).await;
             }
             Some(PlatformEvent::Connected(platform)) => catch_up.connected(platform),
+            Some(PlatformEvent::Typing(typing)) => router.typing(typing),
             Some(PlatformEvent::Command(invocation)) => {
                 let commands = commands.clone();
                 shutdown.spawn("user_command", async move {

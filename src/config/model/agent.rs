@@ -113,6 +113,10 @@ pub struct WarmConfig {
     pub max_turns: u32,
     /// ... or when the prompts it was sent add up to more than this many estimated tokens.
     pub max_context_tokens: u32,
+    /// Start a conversation's agent before its message when the message is predictable: a
+    /// user typing in a DM or in a place that answers every message (Discord), and a retired
+    /// agent's successor. Such agents take only free places of `maxProcesses`.
+    pub start_ahead: bool,
 }
 
 impl Default for WarmConfig {
@@ -123,6 +127,7 @@ impl Default for WarmConfig {
             max_processes: None,
             max_turns: 20,
             max_context_tokens: 64_000,
+            start_ahead: true,
         }
     }
 }

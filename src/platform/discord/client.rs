@@ -11,6 +11,9 @@
 //! * MESSAGE_CREATE → [`PlatformEvent::Message`] (own, bot and other-guild messages skipped),
 //!   with its [`Location`](crate::platform::Location) (the thread too) resolved by [`Channels`]
 //!   first.
+//! * TYPING_START (DMs and server channels) → [`PlatformEvent::Typing`], located like a
+//!   message (own, bot and other-guild typing skipped; whether it is worth an agent is the
+//!   router's to judge).
 //! * GUILD_CREATE: the bot's permissions in each channel are checked against what its place
 //!   asks ([`permissions`](super::permissions)); what is missing is one warning per server.
 //! * INTERACTION_CREATE for one of our commands → [`PlatformEvent::Command`], answered
@@ -29,7 +32,8 @@ use anyhow::Context as _;
 use reqwest::Method;
 use serenity::all::{
     ClientBuilder, ConnectionStage, Context, EventHandler, GatewayError, GatewayIntents, Guild,
-    HttpBuilder, Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent, UserId,
+    HttpBuilder, Interaction, Message, Ready, ResumedEvent, ShardId, ShardStageUpdateEvent,
+    TypingStartEvent, UserId,
 };
 use serenity::async_trait;
 use serenity::gateway::ShardManager;
@@ -85,12 +89,15 @@ impl Shared {
     }
 }
 
-/// Gateway intents the adapter needs. MESSAGE_CONTENT is privileged.
+/// Gateway intents the adapter needs. MESSAGE_CONTENT is privileged; the typing intents let a
+/// DM's (or an answer-everything place's) agent start before the message arrives.
 pub(crate) fn intents() -> GatewayIntents {
     GatewayIntents::GUILDS
         | GatewayIntents::GUILD_MESSAGES
         | GatewayIntents::DIRECT_MESSAGES
         | GatewayIntents::MESSAGE_CONTENT
+        | GatewayIntents::DIRECT_MESSAGE_TYPING
+        | GatewayIntents::GUILD_MESSAGE_TYPING
 }
 
 /// Runs the Discord gateway connection of a [`DiscordAdapter`](super::DiscordAdapter); obtained
@@ -386,6 +393,24 @@ impl EventHandler for Handler {
                 "message from a guild outside guildIds ignored"
             ),
         }
+    }
+
+    async fn typing_start(&self, _ctx: Context, event: TypingStartEvent) {
+        let channel = event.channel_id.get();
+        let guild = event.guild_id.map(|g| g.get());
+        self.shared.channels.remember_guild(channel, guild);
+        let bot = self.shared.bot_user_id_raw();
+        let Ok(mut typing) = convert::typing(&event, bot, &self.interactions.guild_ids) else {
+            return;
+        };
+        let rest = &self.interactions.rest;
+        tokio::select! {
+            location = self.shared.channels.location(rest, channel, guild, bot) => {
+                typing.location = location;
+            }
+            () = self.interactions.shutdown.cancelled() => return,
+        }
+        self.deliver(PlatformEvent::Typing(typing)).await;
     }
 
     async fn interaction_create(&self, _ctx: Context, interaction: Interaction) {

@@ -7,11 +7,12 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use serenity::model::channel::Message;
+use serenity::model::event::TypingStartEvent;
 
 use super::DiscordSetupError;
 use crate::platform::{
-    Attachment, ChatMessage, CustomEmoji, IncomingMessage, MessageId, PlatformError, PlatformKind,
-    ReactionEmoji, SentMessage, UserInfo,
+    Attachment, ChatMessage, CustomEmoji, IncomingMessage, MessageId, Origin, PlatformError,
+    PlatformKind, ReactionEmoji, SentMessage, Typing, UserInfo,
 };
 
 /// Parses a Discord snowflake (a non-zero unsigned 64-bit decimal number), naming `what` in the
@@ -239,6 +240,42 @@ pub(crate) fn incoming(
         replied_to_bot,
         is_bot: message.author.bot,
         mentions_bot,
+        location: Default::default(),
+    })
+}
+
+/// A TYPING_START as the daemon's [`Typing`] (its location still empty), or why it is skipped:
+/// the bot's own, a bot member's, another guild's.
+pub(crate) fn typing(
+    event: &TypingStartEvent,
+    bot_id: u64,
+    guild_ids: &[u64],
+) -> Result<Typing, Skip> {
+    if bot_id != 0 && event.user_id.get() == bot_id {
+        return Err(Skip::OwnMessage);
+    }
+    if event.member.as_ref().is_some_and(|m| m.user.bot) {
+        return Err(Skip::Bot);
+    }
+    if let Some(guild) = event.guild_id
+        && !guild_ids.is_empty()
+        && !guild_ids.contains(&guild.get())
+    {
+        return Err(Skip::OtherGuild);
+    }
+    Ok(Typing {
+        origin: Origin {
+            platform: PlatformKind::Discord,
+            channel_id: event.channel_id.to_string().into(),
+            guild_id: event.guild_id.map(|g| g.to_string()),
+            user_id: event.user_id.to_string().into(),
+            username: event
+                .member
+                .as_ref()
+                .map(|m| m.user.name.clone())
+                .unwrap_or_default(),
+            is_dm: event.guild_id.is_none(),
+        },
         location: Default::default(),
     })
 }
