@@ -20,6 +20,8 @@
 mod fake_llm;
 #[path = "../tests/common/opencode.rs"]
 mod opencode;
+#[path = "support/procs.rs"]
+mod procs;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
 use fake_llm::FakeLlm;
+use procs::{descendants, rss_kb};
 use serde_json::json;
 
 const MESSAGES: usize = 5;
@@ -49,53 +52,6 @@ fn log_time(line: &str) -> Option<SystemTime> {
     let t = chrono::DateTime::parse_from_rfc3339(stamp).ok()?;
     let micros = u64::try_from(t.timestamp_micros()).ok()?;
     Some(SystemTime::UNIX_EPOCH + Duration::from_micros(micros))
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// Every descendant of `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(p) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok());
-        if let Some(ppid) = ppid {
-            parents.push((p, ppid));
-        }
-    }
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for (child, parent) in &parents {
-            if *parent == p {
-                out.push(*child);
-                frontier.push(*child);
-            }
-        }
-    }
-    out
 }
 
 /// One round: five messages in one conversation. Returns the samples and, for a warm round,

@@ -19,7 +19,9 @@ use air_friends::conversation::{
 };
 use air_friends::places::Places;
 use air_friends::platform::fake::{Call, FakePlatform, Op};
-use air_friends::platform::{IncomingMessage, PlatformAdapter, PlatformRegistry};
+use air_friends::platform::{
+    IncomingMessage, Origin, PlatformAdapter, PlatformKind, PlatformRegistry, Typing,
+};
 use air_friends::store::Store;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
@@ -39,6 +41,8 @@ struct Recorder {
     max_running: AtomicUsize,
     gate: Option<Arc<Semaphore>>,
     delay: Duration,
+    /// The channels of the typing signs passed on to start an agent ahead.
+    typed: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -58,6 +62,13 @@ impl MessageHandler for Recorder {
             .push((msg.channel_id.to_string(), msg.content.clone()));
         self.running.fetch_sub(1, Ordering::SeqCst);
         "replied"
+    }
+
+    async fn prestart(&self, typing: Typing) {
+        self.typed
+            .lock()
+            .unwrap()
+            .push(typing.origin.channel_id.to_string());
     }
 }
 
@@ -604,4 +615,50 @@ async fn a_thread_per_conversation_place_answers_in_a_thread_opened_from_the_mes
     })
     .await;
     assert_eq!(s.recorder.handled.lock().unwrap()[2].0, "help");
+}
+
+/// A typing sign where the message would be answered whatever it says (a DM) is passed on to
+/// start its agent ahead; one in a mention-only channel, one from the bot itself, and one in
+/// a conversation being answered now (its agent comes back warm) are not.
+#[tokio::test]
+async fn a_typing_sign_is_passed_on_only_where_a_message_is_expected_and_not_being_answered() {
+    let gate = Arc::new(Semaphore::new(0));
+    let s = setup(
+        Recorder {
+            gate: Some(gate.clone()),
+            ..Recorder::default()
+        },
+        settings(4, 4),
+        AccessControlConfig::default(),
+        lenient(),
+    );
+    let typing = |channel: &str, user: &str, dm: bool| Typing {
+        origin: Origin {
+            platform: PlatformKind::Discord,
+            channel_id: channel.into(),
+            guild_id: (!dm).then(|| "g1".to_owned()),
+            user_id: user.into(),
+            username: String::new(),
+            is_dm: dm,
+        },
+        location: Default::default(),
+    };
+    let typed = || s.recorder.typed.lock().unwrap().clone();
+    s.router.typing(typing("dm-1", "u1", true));
+    s.router.typing(typing("c1", "u1", false));
+    let bot = s.fake.bot_user_id().expect("the fake has a bot id");
+    s.router.typing(typing("dm-2", bot.as_str(), true));
+    eventually(WAIT, "the DM's typing passed on", || typed() == ["dm-1"]).await;
+    // The DM's conversation is being answered (its turn waits at the gate): no second agent.
+    let dm = s.fake.push_incoming_dm("u1", "hello");
+    let channel = dm.channel_id.to_string();
+    assert_eq!(s.router.dispatch(dm).await, Dispatch::Queued);
+    s.router.typing(typing(&channel, "u1", true));
+    gate.add_permits(1);
+    eventually(WAIT, "the message answered", || {
+        s.recorder.handled.lock().unwrap().len() == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(typed(), ["dm-1"], "nothing else was passed on");
 }
