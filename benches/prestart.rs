@@ -11,8 +11,11 @@
 //! MESSAGE_CREATE pushed into the gateway → the daemon's log record with its wall-clock
 //! timestamp) and message → the answer posted. Sides alternate which goes first.
 //!
+//! With `PRESTART_BENCH_ONLY=memory`: the idle agent's memory and CPU time with OpenCode's
+//! defaults against candidate settings (`PRESTART_BENCH_VARIANT`), cold rounds alternated.
+//!
 //! Run: `cargo bench --bench prestart`. Knobs: `PRESTART_BENCH_ROUNDS` (default 3 per side),
-//! `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Agents started ahead").
+//! `PRESTART_BENCH_LEAD_MS`, `PRESTART_BENCH_ONLY`, `PRESTART_BENCH_VARIANT`, `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Agents started ahead").
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -27,6 +30,7 @@ use common::Daemon;
 use common::fake_discord::{DM_CHANNEL_ID, FakeDiscord, GUILD_ID, USER_ID, message_create, user};
 use common::fake_llm::{FakeLlm, reply_steps};
 use common::serve_discord::TOKEN;
+use procs::Usage;
 use serde_json::json;
 
 /// How long before the message the typing sign comes (Discord users type for seconds), unless
@@ -57,17 +61,18 @@ fn record_time(v: &serde_json::Value) -> Option<SystemTime> {
     Some(SystemTime::UNIX_EPOCH + Duration::from_micros(micros))
 }
 
-/// What one round measured: both messages, and the idle warm agent's memory by command
-/// (processes, `VmRSS`, `RssAnon` in KiB) after the second.
+/// What one round measured: both messages, and the idle warm agent's memory and CPU time by
+/// command after the second.
 struct Round {
     samples: [Sample; 2],
     /// Typing sign → the agent started ahead is in the pool (the typing side).
     ahead: Option<Duration>,
-    memory: BTreeMap<String, (usize, u64, u64)>,
+    usage: BTreeMap<String, Usage>,
 }
 
-/// One daemon: the first DM (after a typing sign when `typing`) and a second one.
-async fn round(bin: &Path, typing: bool) -> Round {
+/// One daemon: the first DM (after a typing sign when `typing`) and a second one; the agent
+/// gets `agent_env` besides the tests' offline settings.
+async fn round(bin: &Path, typing: bool, agent_env: &[(&str, &str)]) -> Round {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let home = dir.path().join("home");
@@ -80,6 +85,9 @@ async fn round(bin: &Path, typing: bool) -> Round {
     config["platforms"] = json!({"discord": {
         "enabled": true, "token": TOKEN, "apiBaseUrl": fake.api_base_url(),
         "gatewayUrl": fake.gateway_url(), "guildIds": [GUILD_ID]}});
+    for (key, value) in agent_env {
+        config["agent"]["env"][*key] = json!(value);
+    }
     config["logging"] = json!({"level": "info"});
     config["health"] = json!({"port": 0});
     config["skillApi"] = json!({"port": 0});
@@ -153,13 +161,13 @@ async fn round(bin: &Path, typing: bool) -> Round {
     });
     // The agent is idle and warm now (the answer is out; its turn has ended).
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let memory = procs::memory_by_command(daemon.child.id());
+    let usage = procs::usage_by_command(daemon.child.id());
     daemon.terminate();
     daemon.wait_exit(Duration::from_secs(30));
     Round {
         samples: [samples[0], samples[1]],
         ahead,
-        memory,
+        usage,
     }
 }
 
@@ -182,17 +190,21 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if std::env::var("PRESTART_BENCH_ONLY").as_deref() == Ok("memory") {
+        memory_rounds(&rt, &bin, rounds);
+        return;
+    }
     // [side][message]: side 0 typing ahead, 1 cold.
     let mut by_side: [[Vec<Sample>; 2]; 2] = Default::default();
-    let mut memory = Vec::new();
+    let mut usage = Vec::new();
     let mut ahead = Vec::new();
     for r in 0..rounds {
         for side in [r % 2, 1 - r % 2] {
-            let result = rt.block_on(round(&bin, side == 0));
+            let result = rt.block_on(round(&bin, side == 0, &[]));
             for (i, s) in result.samples.into_iter().enumerate() {
                 by_side[side][i].push(s);
             }
-            memory.push(result.memory);
+            usage.push(result.usage);
             ahead.extend(result.ahead);
         }
     }
@@ -215,19 +227,73 @@ fn main() {
             );
         }
     }
-    println!("an idle warm agent after two turns, per round: command: processes, VmRSS, RssAnon");
-    for (r, m) in memory.iter().enumerate() {
-        let total: u64 = m.values().map(|(_, rss, _)| rss).sum();
-        let parts: Vec<String> = m
-            .iter()
-            .map(|(name, (n, rss, anon))| {
-                format!("{name}: {n}, {} MiB, {} MiB", rss / 1024, anon / 1024)
-            })
-            .collect();
+    println!(
+        "an idle warm agent after two turns, per round: command: processes, VmRSS, RssAnon, CPU"
+    );
+    for (r, u) in usage.iter().enumerate() {
+        println!("round {r}: {}", describe(u));
+    }
+}
+
+/// One round's usage by command, on one line.
+fn describe(usage: &BTreeMap<String, Usage>) -> String {
+    let total: u64 = usage.values().map(|u| u.rss_kb).sum();
+    let parts: Vec<String> = usage
+        .iter()
+        .map(|(name, u)| {
+            format!(
+                "{name}: {}, {} MiB, {} MiB, {} ms",
+                u.processes,
+                u.rss_kb / 1024,
+                u.anon_kb / 1024,
+                u.cpu_ms
+            )
+        })
+        .collect();
+    format!("total {} MiB | {}", total / 1024, parts.join(" | "))
+}
+
+/// The agent's memory with OpenCode's defaults against candidate settings
+/// (`PRESTART_BENCH_VARIANT`, `KEY=VALUE` pairs separated by spaces; default
+/// `BUN_JSC_forceRAMSize=268435456`, JavaScriptCore sizing its heap for 256 MiB of RAM): cold
+/// rounds alternated, the idle agent's memory and CPU time after two turns, and both replies.
+fn memory_rounds(rt: &tokio::runtime::Runtime, bin: &Path, rounds: usize) {
+    let variant = std::env::var("PRESTART_BENCH_VARIANT")
+        .unwrap_or_else(|_| "BUN_JSC_forceRAMSize=268435456".into());
+    let pairs: Vec<(&str, &str)> = variant
+        .split_whitespace()
+        .filter_map(|p| p.split_once('='))
+        .collect();
+    let sides: [(&str, &[(&str, &str)]); 2] = [("defaults", &[]), (&variant, &pairs)];
+    let mut by_side: [Vec<Round>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..rounds {
+        for side in [r % 2, 1 - r % 2] {
+            by_side[side].push(rt.block_on(round(bin, false, sides[side].1)));
+        }
+    }
+    println!(
+        "an idle warm agent after two turns, real OpenCode in the sandbox + fake LLM, {rounds} rounds per side, medians:"
+    );
+    println!(
+        "settings | OpenCode VmRSS | RssAnon | OpenCode CPU (start + 2 turns) | first reply | second reply"
+    );
+    for (side, (name, _)) in sides.iter().enumerate() {
+        let results = &by_side[side];
+        let of = |f: fn(&Usage) -> u64| {
+            let mut v: Vec<u64> = results
+                .iter()
+                .map(|r| r.usage.get("opencode.exe").map_or(0, f))
+                .collect();
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
         println!(
-            "round {r}: total {} MiB | {}",
-            total / 1024,
-            parts.join(" | ")
+            "{name} | {} MiB | {} MiB | {} ms | {:.0} ms | {:.0} ms",
+            of(|u| u.rss_kb) / 1024,
+            of(|u| u.anon_kb) / 1024,
+            of(|u| u.cpu_ms),
+            median(results.iter().map(|r| r.samples[0].reply).collect()).as_secs_f64() * 1e3,
+            median(results.iter().map(|r| r.samples[1].reply).collect()).as_secs_f64() * 1e3,
         );
     }
 }

@@ -595,9 +595,8 @@ fn fake_chat_config(
     })
 }
 
-/// Runs `air-friends chat` once on `config` (written into `dir`) with `HOME` at `home`, no
-/// provider key or `AGENT_MODEL` from the test's own environment but `env`, and `line` typed;
-/// returns its stdout and stderr once it exited successfully.
+/// `air-friends chat` with `config` in `dir`: types `line` (one or more lines at once) and
+/// returns (stdout, stderr) once the chat has answered and exited.
 async fn chat_once(
     dir: &Path,
     home: &Path,
@@ -605,7 +604,20 @@ async fn chat_once(
     env: &[(&str, &str)],
     line: &str,
 ) -> (String, String) {
-    use tokio::io::AsyncWriteExt;
+    chat_paced(dir, home, config, env, &[line], Duration::ZERO).await
+}
+
+/// `air-friends chat` with `config` in `dir`, typing each of `lines` once the answer to the
+/// one before is printed and `pause` has passed; (stdout, stderr) once it has exited.
+async fn chat_paced(
+    dir: &Path,
+    home: &Path,
+    config: serde_json::Value,
+    env: &[(&str, &str)],
+    lines: &[&str],
+    pause: Duration,
+) -> (String, String) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let config_path = dir.join("config.yaml");
     std::fs::write(&config_path, serde_yaml::to_string(&config).unwrap()).unwrap();
     let mut command = tokio::process::Command::new(common::bin());
@@ -631,16 +643,44 @@ async fn chat_once(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    let (answers_tx, mut answers) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let stdout = child.stdout.take().unwrap();
+    let reader = tokio::spawn(async move {
+        let mut out = String::new();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("air-friends> ") {
+                let _ = answers_tx.send(());
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    });
+    let mut stderr_pipe = child.stderr.take().unwrap();
+    let stderr_reader = tokio::spawn(async move {
+        let mut err = String::new();
+        let _ = stderr_pipe.read_to_string(&mut err).await;
+        err
+    });
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(line.as_bytes()).await.unwrap();
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            tokio::time::timeout(Duration::from_secs(120), answers.recv())
+                .await
+                .expect("an answer to the line before");
+            tokio::time::sleep(pause).await;
+        }
+        stdin.write_all(line.as_bytes()).await.unwrap();
+    }
     drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+    let status = tokio::time::timeout(Duration::from_secs(120), child.wait())
         .await
         .expect("chat finished")
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "stderr:\n{stderr}");
+    let stdout = reader.await.unwrap();
+    let stderr = stderr_reader.await.unwrap();
+    assert!(status.success(), "stderr:\n{stderr}");
     (stdout, stderr)
 }
 
@@ -685,6 +725,35 @@ async fn with_no_provider_key_chat_uses_the_free_model_through_the_gateway() {
 /// answer." for "my name is Ada" and "Second answer." for "what is my name?" (the newest user
 /// message decides; steps restart with each one) into the payload folder of the newest session
 /// the request names, then sends it.
+/// A chat for the name tests: a data and a home folder in `dir`, the fake LLM answering with
+/// [`name_steps`], and the configuration for the real OpenCode against it.
+struct NameChat {
+    dir: tempfile::TempDir,
+    data: PathBuf,
+    home: PathBuf,
+    llm: FakeLlm,
+    config: serde_json::Value,
+}
+
+async fn name_chat() -> NameChat {
+    let bin = common::opencode::opencode();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let workspace = data.join("workspaces/console/local");
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let llm = FakeLlm::start(name_steps(&workspace, &skills)).await;
+    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
+    NameChat {
+        dir,
+        data,
+        home,
+        llm,
+        config,
+    }
+}
+
 fn name_steps(workspace: &Path, skills: &Path) -> Vec<Step> {
     let mut steps = common::fake_llm::reply_steps(workspace, skills, "First answer.");
     let ws = workspace.to_path_buf();
@@ -738,16 +807,13 @@ fn newest_user_text(requests: &[serde_json::Value]) -> String {
 /// for it — while the daemon's prompt for turn 2 holds only what is new.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_message_continues_the_same_opencode_session() {
-    let bin = common::opencode::opencode();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let workspace = data.join("workspaces/console/local");
-    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
-    let steps = name_steps(&workspace, &skills);
-    let llm = FakeLlm::start(steps).await;
-    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
+    let NameChat {
+        dir,
+        data: _,
+        home,
+        llm,
+        config,
+    } = name_chat().await;
     let (stdout, stderr) = chat_once(
         dir.path(),
         &home,
@@ -790,16 +856,13 @@ async fn the_second_message_continues_the_same_opencode_session() {
 /// the model's request for the new message carries turn 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_resumes_its_opencode_session_after_a_restart() {
-    let bin = common::opencode::opencode();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let workspace = data.join("workspaces/console/local");
-    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
-    let steps = name_steps(&workspace, &skills);
-    let llm = FakeLlm::start(steps).await;
-    let config = common::opencode::zen_chat_config(&data, &bin, &llm.base_url);
+    let NameChat {
+        dir,
+        data,
+        home,
+        llm,
+        config,
+    } = name_chat().await;
     let log = [("RUST_LOG", "air_friends=info")];
     let (stdout, stderr) =
         chat_once(dir.path(), &home, config.clone(), &log, "my name is Ada\n").await;
@@ -837,6 +900,101 @@ async fn a_conversation_resumes_its_opencode_session_after_a_restart() {
             .flatten()
             .any(|e| e.path().join("opencode").is_dir()),
         "OpenCode's data is in the conversation's state folder"
+    );
+}
+
+/// The idle timeout evicts a conversation's agent; its next message starts a new OpenCode
+/// process that resumes the session from the state folder, so the model's request carries the
+/// earlier turn while the prompt holds only what is new.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_resumes_its_opencode_session_after_an_idle_eviction() {
+    let NameChat {
+        dir,
+        data: _,
+        home,
+        llm,
+        mut config,
+    } = name_chat().await;
+    config["agent"]["warm"] = json!({"idleMs": 1000, "startAhead": false});
+    let (stdout, stderr) = chat_paced(
+        dir.path(),
+        &home,
+        config,
+        &[("RUST_LOG", "air_friends=info")],
+        &["my name is Ada\n", "what is my name?\n"],
+        Duration::from_millis(2_500),
+    )
+    .await;
+    assert!(
+        stdout.contains("air-friends> First answer.")
+            && stdout.contains("air-friends> Second answer."),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("warm agent retired") && l.contains("idle")),
+        "the first agent was retired for idleness:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("agent session resumed"),
+        "the second agent did not resume:\n{stderr}"
+    );
+    let requests = llm.requests();
+    let last = requests.last().expect("the model was asked").to_string();
+    assert!(
+        last.contains("my name is Ada") && last.contains("what is my name?"),
+        "turn 2 lost turn 1 across the eviction: {last}"
+    );
+    let newest = newest_user_text(&requests);
+    assert!(
+        newest.contains("continues on your earlier session") && !newest.contains("my name is Ada"),
+        "the resumed prompt is not the short follow-up: {newest}"
+    );
+}
+
+/// A conversation's state folder damaged between two runs (OpenCode's session database
+/// overwritten with junk): the next message is still answered, on a new session, with no
+/// error for the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_state_folder_falls_back_to_a_new_session_without_an_error() {
+    let NameChat {
+        dir,
+        data,
+        home,
+        llm: _llm,
+        config,
+    } = name_chat().await;
+    let log = [("RUST_LOG", "air_friends=info")];
+    let (stdout, _) = chat_once(dir.path(), &home, config.clone(), &log, "my name is Ada\n").await;
+    assert!(stdout.contains("air-friends> First answer."), "{stdout}");
+    let mut damaged = 0;
+    let mut stack = vec![data.join("agent-state")];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "db") {
+                std::fs::write(&path, b"this is not a database").unwrap();
+                damaged += 1;
+            } else if path.to_string_lossy().ends_with("-wal")
+                || path.to_string_lossy().ends_with("-shm")
+            {
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+    }
+    assert!(damaged > 0, "OpenCode kept no database in the state folder");
+    let (stdout, stderr) = chat_once(dir.path(), &home, config, &log, "what is my name?\n").await;
+    assert!(
+        stdout.contains("air-friends> Second answer."),
+        "the user got no answer:\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let error = Notices::built_in().text("en", Notice::Error);
+    assert!(
+        !stdout.contains(error.trim()),
+        "the user was told of an error:\n{stdout}"
     );
 }
 

@@ -56,18 +56,48 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
-/// The descendants of `pid` by command name (`/proc/{pid}/comm`): (processes, `VmRSS`,
-/// `RssAnon`) in KiB — what an agent's memory is made of.
-pub fn memory_by_command(pid: u32) -> BTreeMap<String, (usize, u64, u64)> {
-    let mut out: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
+/// What the processes of one command use.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    /// How many processes.
+    pub processes: usize,
+    /// `VmRSS`, KiB.
+    pub rss_kb: u64,
+    /// `RssAnon` (heap and other private memory), KiB.
+    pub anon_kb: u64,
+    /// User and system CPU time so far, milliseconds.
+    pub cpu_ms: u64,
+}
+
+/// User plus system CPU time of `pid` so far, in milliseconds (`/proc/{pid}/stat`, clock ticks
+/// of 10 ms).
+pub fn cpu_ms(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit(')').next()?.to_owned();
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After the command: state is field 3, utime 14 and stime 15 (1-based).
+            let utime: u64 = fields.get(11)?.parse().ok()?;
+            let stime: u64 = fields.get(12)?.parse().ok()?;
+            Some((utime + stime) * 10)
+        })
+        .unwrap_or(0)
+}
+
+/// The descendants of `pid` by command name (`/proc/{pid}/comm`) — what an agent's memory and
+/// CPU time are made of.
+pub fn usage_by_command(pid: u32) -> BTreeMap<String, Usage> {
+    let mut out: BTreeMap<String, Usage> = BTreeMap::new();
     for p in descendants(pid) {
         let name = std::fs::read_to_string(format!("/proc/{p}/comm"))
             .map(|s| s.trim().to_owned())
             .unwrap_or_else(|_| "?".into());
         let entry = out.entry(name).or_default();
-        entry.0 += 1;
-        entry.1 += rss_kb(p);
-        entry.2 += status_kb(p, "RssAnon:");
+        entry.processes += 1;
+        entry.rss_kb += rss_kb(p);
+        entry.anon_kb += status_kb(p, "RssAnon:");
+        entry.cpu_ms += cpu_ms(p);
     }
     out
 }

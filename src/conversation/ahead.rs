@@ -136,19 +136,10 @@ impl Interactions {
         // Nothing of the session is callable until its first turn begins.
         resources.registered.handle.end_turn();
         let session_id = resources.registered.session_id.clone();
-        let mut spec = self.launcher.agent_spec(&resources, place.model.clone());
-        let prepared = self.prepare_continuity(&key, fingerprint).await;
-        if let Some(prepared) = &prepared {
-            spec.state_dir = Some(prepared.folder.clone());
-            spec.resume = prepared.resume.as_ref().map(|r| r.acp_session.clone());
-        }
+        let spec = self.launcher.agent_spec(&resources, place.model.clone());
         let never = CancellationToken::new();
-        match self
-            .launcher
-            .runner
-            .start(spec, &never, &self.launcher.stop)
-            .await
-        {
+        let (started, prepared) = self.start_on_state(spec, &key, fingerprint, &never).await;
+        match started {
             Ok(live) => {
                 let resumed = prepared.and_then(|p| p.resume).filter(|_| live.resumed());
                 tracing::info!(session_id = %session_id, platform = %key.platform(), place = %place.name, why, resumed = resumed.is_some(), "agent started ahead of the message");
@@ -160,9 +151,6 @@ impl Interactions {
             Err(outcome) => {
                 tracing::warn!(session_id = %session_id, platform = %key.platform(), why, detail = ?outcome, "the agent started ahead of the message did not start");
                 pool.metrics().prestarted("failed");
-                if let Some(continuity) = &self.continuity {
-                    continuity.forget(&key).await;
-                }
                 resources.release().await;
             }
         }

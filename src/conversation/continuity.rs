@@ -11,9 +11,11 @@
 //!
 //! It starts afresh (the folder emptied, a new session) when the fingerprint changed, when the
 //! session reached `agent.warm.maxTurns` or `maxContextTokens` (the limits a warm agent is
-//! retired at), when the folder grew over `maxStateMb`, after a turn that failed and after an
-//! agent that could not start on it ([`Continuity::forget`]). A conversation untouched for `keepDays` is forgotten with its
-//! folder ([`Continuity::expire`]). Before each start the folder loses every symbolic link
+//! retired at), when the folder grew over `maxStateMb`, and after a turn that failed
+//! ([`Continuity::forget`]); an agent that cannot start on the kept session is started once
+//! more on the emptied folder (`Interactions::start_on_state`). A conversation untouched for
+//! `keepDays` is forgotten with its folder ([`Continuity::expire`]). Before each start the
+//! folder loses every symbolic link
 //! and special file an agent may have left in it, so nothing it planted points outside.
 //!
 //! Private and public conversations of one user never share a folder (the key says which), so

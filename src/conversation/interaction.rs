@@ -16,7 +16,7 @@ pub use super::context::PromptSettings;
 use super::context::{
     PromptParts, Sources, assemble, assemble_followup, assemble_resumed, gather, shown_ids,
 };
-use super::continuity::Continuity;
+use super::continuity::{Continuity, Prepared};
 use super::inbox::Inbox;
 use super::launch::Launcher;
 use super::metrics::ConversationMetrics;
@@ -25,7 +25,7 @@ use super::prompts::Personas;
 use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, Unprompted, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
-use crate::agent::{LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
+use crate::agent::{AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
 use crate::attachments::{Attachments, Received};
 use crate::gateway::{Budget, ModelTurn, ProblemKind};
 use crate::places::{LivePlaces, Place};
@@ -216,22 +216,14 @@ impl Interactions {
 
         let outcome = async {
             let mut parts = gather(self.sources(platform, place), msg, system, &session_id).await;
-            let mut spec = self.launcher.agent_spec(&resources, place.model.clone());
-            let prepared = self
-                .prepare_continuity(&ConversationKey::of(msg), fingerprint)
-                .await;
-            if let Some(prepared) = &prepared {
-                spec.state_dir = Some(prepared.folder.clone());
-                spec.resume = prepared.resume.as_ref().map(|r| r.acp_session.clone());
-            }
+            let spec = self.launcher.agent_spec(&resources, place.model.clone());
             let mut shown: HashSet<String> = shown_ids(&parts).collect();
             let turn = self.turn_watch(msg, &resources.registered.termination);
             // The downloads overlap the agent's start-up; the prompt is built once both are
             // done, knowing whether the agent takes pictures.
-            let (started, (files, history_files)) = tokio::join!(
-                self.launcher
-                    .runner
-                    .start(spec, &turn.terminate, &self.launcher.stop),
+            let key = ConversationKey::of(msg);
+            let ((started, prepared), (files, history_files)) = tokio::join!(
+                self.start_on_state(spec, &key, fingerprint, &turn.terminate),
                 self.receive(msg, place, &parts, None, &resources.dirs),
             );
             let mut context_tokens = 0;
@@ -259,14 +251,7 @@ impl Interactions {
                     self.started("cold", received);
                     (live.prompt(&spec_turn).await, Some(live))
                 }
-                Err(outcome) => {
-                    // An agent that could not start on the conversation's kept state (a
-                    // damaged session database, say) gets an empty folder next time.
-                    if let Some(continuity) = &self.continuity {
-                        continuity.forget(&ConversationKey::of(msg)).await;
-                    }
-                    (outcome, None)
-                }
+                Err(outcome) => (outcome, None),
             };
             turn.finish().await;
             let closed = match &live {
@@ -622,7 +607,7 @@ impl Interactions {
         &self,
         conversation: &ConversationKey,
         fingerprint: u64,
-    ) -> Option<crate::conversation::continuity::Prepared> {
+    ) -> Option<Prepared> {
         let continuity = self.continuity.as_ref()?;
         match continuity.prepare(conversation, fingerprint).await {
             Ok(prepared) => Some(prepared),
@@ -631,6 +616,46 @@ impl Interactions {
                 None
             }
         }
+    }
+
+    /// Starts `spec`'s agent on `conversation`'s state folder (when continuity is on), resuming
+    /// its kept session where it may. An agent that cannot start on the kept state (OpenCode
+    /// exits on a damaged session database) is started once more on an emptied folder, so the
+    /// user still gets an answer; any failed start leaves the conversation to start afresh
+    /// next time. Returns the start's result and the folder it used.
+    pub(super) async fn start_on_state(
+        &self,
+        mut spec: AgentSpec,
+        conversation: &ConversationKey,
+        fingerprint: u64,
+        terminate: &CancellationToken,
+    ) -> (Result<LiveAgent, Outcome>, Option<Prepared>) {
+        let runner = &self.launcher.runner;
+        let prepared = self.prepare_continuity(conversation, fingerprint).await;
+        apply_state(&mut spec, prepared.as_ref());
+        let again = prepared
+            .as_ref()
+            .is_some_and(|p| p.resume.is_some())
+            .then(|| spec.clone());
+        let outcome = match runner.start(spec, terminate, &self.launcher.stop).await {
+            Ok(live) => return (Ok(live), prepared),
+            Err(outcome) => outcome,
+        };
+        let Some(continuity) = &self.continuity else {
+            return (Err(outcome), prepared);
+        };
+        continuity.forget(conversation).await;
+        let Some(mut spec) = again else {
+            return (Err(outcome), prepared);
+        };
+        tracing::warn!(platform = %conversation.platform(), detail = ?outcome, "the agent could not start on the conversation's kept session; starting afresh on an emptied state folder");
+        let emptied = self.prepare_continuity(conversation, fingerprint).await;
+        apply_state(&mut spec, emptied.as_ref());
+        let started = runner.start(spec, terminate, &self.launcher.stop).await;
+        if started.is_err() {
+            continuity.forget(conversation).await;
+        }
+        (started, emptied)
     }
 
     /// After a turn: the conversation's session is recorded for its next agent to resume, or
@@ -679,6 +704,12 @@ impl Interactions {
             tracing::warn!(platform = %msg.platform, notice = notice.key(), error = %e, "could not tell the user why there is no answer");
         }
     }
+}
+
+/// Points `spec` at the conversation's state folder and the session to resume there.
+fn apply_state(spec: &mut AgentSpec, prepared: Option<&Prepared>) {
+    spec.state_dir = prepared.map(|p| p.folder.clone());
+    spec.resume = prepared.and_then(|p| p.resume.as_ref().map(|r| r.acp_session.clone()));
 }
 
 /// What a turn starts from (the system prompt is sent when its agent is new to the
