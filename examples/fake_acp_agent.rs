@@ -13,7 +13,7 @@
 //!   "sessionNew": {"configOptions": [], "hang": false},
 //!   "resume": "resume",                      // advertise `sessionCapabilities.resume`
 //!                                            // ("load": `loadSession`); sessions are kept as
-//!                                            // files in $XDG_DATA_HOME/fake-acp/sessions/
+//!                                            // lines of $XDG_DATA_HOME/opencode/opencode.db
 //!   "resumeError": null,                     // a message: resume/load answer this error
 //!   "ignoreStdinEof": false,                 // keep running after stdin closes (kill tests)
 //!   "ignoreTerm": false,                     // ignore SIGTERM
@@ -55,11 +55,12 @@ struct Agent {
     turn: usize,
 }
 
-/// Where sessions are kept across processes (`$XDG_DATA_HOME/fake-acp/sessions`), like
-/// OpenCode keeps its database in its data folder.
-fn sessions_dir() -> Option<std::path::PathBuf> {
+/// Where sessions are kept across processes, one id a line: where OpenCode keeps its session
+/// database (`$XDG_DATA_HOME/opencode/opencode.db`), the one file of its data folder the
+/// daemon keeps between starts.
+fn sessions_file() -> Option<std::path::PathBuf> {
     let data = std::env::var_os("XDG_DATA_HOME")?;
-    Some(std::path::Path::new(&data).join("fake-acp/sessions"))
+    Some(std::path::Path::new(&data).join("opencode/opencode.db"))
 }
 
 enum In {
@@ -401,9 +402,16 @@ async fn main() {
                     agent.cwd = cwd.to_owned();
                 }
                 agent.session = format!("ses_fake_{}", std::process::id());
-                if let Some(dir) = sessions_dir().filter(|_| agent.script["resume"].is_string()) {
-                    let _ = std::fs::create_dir_all(&dir)
-                        .and_then(|()| std::fs::write(dir.join(&agent.session), "kept"));
+                if let Some(file) = sessions_file().filter(|_| agent.script["resume"].is_string()) {
+                    use std::io::Write as _;
+                    let _ =
+                        std::fs::create_dir_all(file.parent().unwrap_or(&file)).and_then(|()| {
+                            std::fs::OpenOptions::new()
+                                .create(true)
+                                .append(true)
+                                .open(&file)
+                                .and_then(|mut f| writeln!(f, "{}", agent.session))
+                        });
                 }
                 let mut result = json!({"sessionId": agent.session});
                 if let Some(opts) = new.get("configOptions") {
@@ -414,8 +422,9 @@ async fn main() {
             "session/resume" | "session/load" => {
                 let wanted = msg["params"]["sessionId"].as_str().unwrap_or_default();
                 let kept = !wanted.is_empty()
-                    && !wanted.contains('/')
-                    && sessions_dir().is_some_and(|dir| dir.join(wanted).is_file());
+                    && sessions_file()
+                        .and_then(|file| std::fs::read_to_string(file).ok())
+                        .is_some_and(|ids| ids.lines().any(|id| id == wanted));
                 if let Some(e) = agent.script["resumeError"].as_str() {
                     agent.respond_error(&id, -32603, e);
                 } else if !kept {

@@ -136,10 +136,10 @@ async fn a_refused_resume_starts_a_new_session_and_the_user_is_answered() {
 
 /// A hostile agent in the real sandbox plants files, a configuration and links in its data
 /// folder (its conversation's state folder): another conversation of the same user (a DM)
-/// never sees them, and before the first conversation's next start every link is gone while
-/// its session resumes.
+/// never sees them, and before the first conversation's next start everything but the session
+/// database is gone (links, configuration, plugins) while its session resumes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_conversations_state_folder_is_its_own_and_loses_planted_links() {
+async fn a_conversations_state_folder_is_its_own_and_keeps_only_its_session_database() {
     let plant = "mkdir -p \"$XDG_DATA_HOME/opencode/plugin\" && echo evil > \"$XDG_DATA_HOME/opencode/plugin/evil.js\" \
                  && echo '{\"plugin\":[\"evil\"]}' > \"$XDG_DATA_HOME/opencode.json\" \
                  && ln -sfn /etc \"$XDG_DATA_HOME/escape\" && ln -sfn / \"$XDG_DATA_HOME/opencode/root\" && echo planted";
@@ -184,7 +184,7 @@ async fn a_conversations_state_folder_is_its_own_and_loses_planted_links() {
     bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
     let views = seen(&bot);
     assert_eq!(views.len(), 2, "{views:?}");
-    for planted in ["escape", "opencode.json", "opencode"] {
+    for planted in ["escape", "opencode.json", "plugin", "root"] {
         assert!(
             !views[1].contains(planted),
             "the DM saw {planted}: {}",
@@ -208,25 +208,24 @@ async fn a_conversations_state_folder_is_its_own_and_loses_planted_links() {
         .expect("the public folder with the planted link")
         .clone();
 
-    // ... and after a restart its next start removes every link and resumes the session.
+    // ... and after a restart its next start keeps only the session database: no link, no
+    // planted file; the session resumes from it.
     bot.restart(false).await;
     bot.mention("again in public");
     bot.wait_bot_messages(CHANNEL_ID, 2).await;
     assert!(
-        public.join("opencode.json").is_file(),
-        "the same folder, kept"
+        public.join("opencode/opencode.db").is_file(),
+        "the same folder, its database kept"
     );
-    // What the agent found at its start: the files it left, no link.
     let views = seen(&bot);
     assert_eq!(views.len(), 3, "{views:?}");
-    assert!(
-        views[2].contains("./opencode/plugin/evil.js") && views[2].contains("./opencode.json"),
-        "{}",
+    let found: Vec<&str> = views[2]["seen: ".len()..].split_whitespace().collect();
+    assert_eq!(
+        found,
+        ["./opencode", "./opencode/opencode.db"],
+        "what the agent found at its start: {}",
         views[2]
     );
-    for link in ["./escape", "./opencode/root"] {
-        assert!(!views[2].contains(link), "{link} survived: {}", views[2]);
-    }
     assert!(
         bot.agent_log_lines()
             .iter()

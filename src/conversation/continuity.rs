@@ -15,8 +15,9 @@
 //! ([`Continuity::forget`]); an agent that cannot start on the kept session is started once
 //! more on the emptied folder (`Interactions::start_on_state`). A conversation untouched for
 //! `keepDays` is forgotten with its folder ([`Continuity::expire`]). Before each start the
-//! folder loses every symbolic link
-//! and special file an agent may have left in it, so nothing it planted points outside.
+//! folder loses everything but the agent's session database ([`KEPT_STATE`]): no link an
+//! agent planted points outside, and no configuration, instructions, plugin or program it
+//! planted is there for the next process to read.
 //!
 //! Private and public conversations of one user never share a folder (the key says which), so
 //! what a session was shown in a DM is never in an agent answering in public.
@@ -288,15 +289,15 @@ impl Continuity {
 }
 
 /// Makes `folder` (under `root`, made 0700) ready for an agent: kept when `keep` and not over
-/// `max_bytes` (returns true), else emptied (false). A kept folder loses its symbolic links
-/// and special files.
+/// `max_bytes` (returns true), else emptied (false). A kept folder loses everything but the
+/// session database ([`prune`]).
 fn ready_folder(root: &Path, folder: &Path, keep: bool, max_bytes: u64) -> std::io::Result<bool> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(root)?;
-    let kept = keep && folder.is_dir() && { clean(folder)? <= max_bytes };
+    let kept = keep && folder.is_dir() && { prune(folder)? <= max_bytes };
     if !kept {
         match std::fs::remove_dir_all(folder) {
             Ok(()) => {}
@@ -308,23 +309,46 @@ fn ready_folder(root: &Path, folder: &Path, keep: bool, max_bytes: u64) -> std::
     Ok(kept)
 }
 
-/// Removes every symbolic link and special file under `dir` (never following a link; the walk
-/// keeps its own stack, so however deep an agent nested its folders the thread's stack is not
-/// at stake); returns the bytes of the regular files left.
-fn clean(dir: &Path) -> std::io::Result<u64> {
+/// What an agent keeps in its state folder between starts (paths under the folder, which is
+/// its `$XDG_DATA_HOME`): OpenCode's session database and its journal files — what resuming a
+/// session needs, and nothing OpenCode reads as configuration, instructions, plugins or
+/// programs.
+pub const KEPT_STATE: [&str; 3] = [
+    "opencode/opencode.db",
+    "opencode/opencode.db-wal",
+    "opencode/opencode.db-shm",
+];
+
+/// Removes everything under `dir` but the regular files of [`KEPT_STATE`] (never following a
+/// link: a link or special file at a kept path goes too); returns the bytes of what is left.
+/// Whatever a hijacked turn planted — configuration, instructions, a plugin, a program, a link
+/// pointing out — is gone before the next start.
+fn prune(dir: &Path) -> std::io::Result<u64> {
+    prune_within(dir, dir)
+}
+
+/// [`prune`] of `folder`, `root` itself or a folder on the way to a kept file (so the walk is
+/// never deeper than [`KEPT_STATE`]'s paths), each path judged relative to `root`.
+fn prune_within(root: &Path, folder: &Path) -> std::io::Result<u64> {
     let mut bytes = 0;
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let kind = std::fs::symlink_metadata(&path)?;
-            if kind.is_dir() {
-                pending.push(path);
-            } else if kind.is_file() {
-                bytes += kind.len();
-            } else {
-                std::fs::remove_file(&path)?;
-            }
+    for entry in std::fs::read_dir(folder)? {
+        let path = entry?.path();
+        let relative = path
+            .strip_prefix(root)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let on_the_way = KEPT_STATE
+            .iter()
+            .any(|kept| kept.starts_with(&format!("{relative}/")));
+        let kind = std::fs::symlink_metadata(&path)?;
+        if kind.is_file() && KEPT_STATE.contains(&relative.as_str()) {
+            bytes += kind.len();
+        } else if kind.is_dir() && on_the_way {
+            bytes += prune_within(root, &path)?;
+        } else if kind.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
         }
     }
     Ok(bytes)
@@ -386,7 +410,8 @@ mod tests {
         let first = c.prepare(&msg, 7).await.unwrap();
         assert_eq!(first.resume, None, "nothing to resume yet");
         assert!(first.folder.is_dir());
-        std::fs::write(first.folder.join("opencode.db"), "sessions").unwrap();
+        std::fs::create_dir_all(first.folder.join("opencode")).unwrap();
+        std::fs::write(first.folder.join("opencode/opencode.db"), "sessions").unwrap();
         let shown = HashSet::from(["m1".to_owned()]);
         c.record(&msg, "ses_a", 7, &shown, 500).await;
 
@@ -400,12 +425,12 @@ mod tests {
                 context_tokens: 500
             })
         );
-        assert!(again.folder.join("opencode.db").is_file(), "kept");
+        assert!(again.folder.join("opencode/opencode.db").is_file(), "kept");
 
         // Another fingerprint: afresh, the folder emptied.
         let changed = c.prepare(&msg, 8).await.unwrap();
         assert_eq!(changed.resume, None);
-        assert!(!changed.folder.join("opencode.db").exists());
+        assert!(!changed.folder.join("opencode/opencode.db").exists());
     }
 
     #[tokio::test]
@@ -428,9 +453,10 @@ mod tests {
 
         // Over the size cap: afresh.
         c.record(&public, "ses_q", 1, &HashSet::new(), 10).await;
-        std::fs::write(a.folder.join("big"), vec![0u8; 200]).unwrap();
+        std::fs::create_dir_all(a.folder.join("opencode")).unwrap();
+        std::fs::write(a.folder.join("opencode/opencode.db"), vec![0u8; 200]).unwrap();
         assert_eq!(c.prepare(&public, 1).await.unwrap().resume, None);
-        assert!(!a.folder.join("big").exists());
+        assert!(!a.folder.join("opencode/opencode.db").exists());
 
         // A failed turn: afresh.
         c.record(&public, "ses_r", 1, &HashSet::new(), 10).await;
@@ -439,19 +465,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn links_an_agent_left_are_removed_and_unknown_folders_expire() {
+    async fn only_the_session_database_is_kept_and_unknown_folders_expire() {
         let dir = tempfile::tempdir().unwrap();
         let c = continuity(dir.path(), 1 << 20).await;
         let msg = message("c1", "u1", false);
         let p = c.prepare(&msg, 1).await.unwrap();
         c.record(&msg, "ses_a", 1, &HashSet::new(), 10).await;
-        std::fs::create_dir(p.folder.join("opencode")).unwrap();
+        std::fs::create_dir_all(p.folder.join("opencode/plugin")).unwrap();
+        std::fs::write(p.folder.join("opencode/opencode.db"), b"kept").unwrap();
+        std::fs::write(p.folder.join("opencode/plugin/evil.js"), b"planted").unwrap();
+        std::fs::write(p.folder.join("opencode.json"), b"{}").unwrap();
         std::os::unix::fs::symlink("/etc", p.folder.join("opencode/etc")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", p.folder.join("passwd")).unwrap();
+        // A link where the database belongs is no database.
+        std::os::unix::fs::symlink("/etc/passwd", p.folder.join("opencode/opencode.db-wal"))
+            .unwrap();
         let again = c.prepare(&msg, 1).await.unwrap();
         assert!(again.resume.is_some());
-        assert!(std::fs::symlink_metadata(p.folder.join("opencode/etc")).is_err());
-        assert!(std::fs::symlink_metadata(p.folder.join("passwd")).is_err());
+        let mut left: Vec<String> = walkdir(&p.folder);
+        left.sort();
+        assert_eq!(left, ["opencode", "opencode/opencode.db"]);
         assert!(
             std::path::Path::new("/etc/passwd").exists(),
             "the target is untouched"
@@ -462,5 +495,21 @@ mod tests {
         assert_eq!(c.expire().await.unwrap(), 1);
         assert!(!stray.exists());
         assert!(p.folder.is_dir(), "a recorded folder stays");
+    }
+
+    /// Every path under `dir`, relative.
+    fn walkdir(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                out.push(path.strip_prefix(dir).unwrap().display().to_string());
+                if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                    stack.push(path);
+                }
+            }
+        }
+        out
     }
 }
