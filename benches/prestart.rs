@@ -11,8 +11,8 @@
 //! MESSAGE_CREATE pushed into the gateway → the daemon's log record with its wall-clock
 //! timestamp) and message → the answer posted. Sides alternate which goes first.
 //!
-//! With `PRESTART_BENCH_ONLY=memory`: the idle agent's memory and CPU time with OpenCode's
-//! defaults against candidate settings (`PRESTART_BENCH_VARIANT`), cold rounds alternated.
+//! With `PRESTART_BENCH_ONLY=memory`: the idle agent's memory and CPU time with the daemon's
+//! settings against other agent variables (`PRESTART_BENCH_VARIANT`), cold rounds alternated.
 //!
 //! Run: `cargo bench --bench prestart`. Knobs: `PRESTART_BENCH_ROUNDS` (default 3 per side),
 //! `PRESTART_BENCH_LEAD_MS`, `PRESTART_BENCH_ONLY`, `PRESTART_BENCH_VARIANT`, `OPENCODE_BIN`. Results are recorded in `docs/PERFORMANCE.md` ("Agents started ahead").
@@ -253,18 +253,18 @@ fn describe(usage: &BTreeMap<String, Usage>) -> String {
     format!("total {} MiB | {}", total / 1024, parts.join(" | "))
 }
 
-/// The agent's memory with OpenCode's defaults against candidate settings
+/// The agent's memory with the daemon's settings against other agent variables
 /// (`PRESTART_BENCH_VARIANT`, `KEY=VALUE` pairs separated by spaces; default
-/// `BUN_JSC_forceRAMSize=268435456`, JavaScriptCore sizing its heap for 256 MiB of RAM): cold
-/// rounds alternated, the idle agent's memory and CPU time after two turns, and both replies.
+/// `BUN_JSC_forceRAMSize=0`: Bun's own heap sizing instead of the daemon's 1 GiB): cold rounds
+/// alternated, the idle agent's memory and CPU time after two turns, and both replies.
 fn memory_rounds(rt: &tokio::runtime::Runtime, bin: &Path, rounds: usize) {
-    let variant = std::env::var("PRESTART_BENCH_VARIANT")
-        .unwrap_or_else(|_| "BUN_JSC_forceRAMSize=268435456".into());
+    let variant =
+        std::env::var("PRESTART_BENCH_VARIANT").unwrap_or_else(|_| "BUN_JSC_forceRAMSize=0".into());
     let pairs: Vec<(&str, &str)> = variant
         .split_whitespace()
         .filter_map(|p| p.split_once('='))
         .collect();
-    let sides: [(&str, &[(&str, &str)]); 2] = [("defaults", &[]), (&variant, &pairs)];
+    let sides: [(&str, &[(&str, &str)]); 2] = [("the daemon's settings", &[]), (&variant, &pairs)];
     let mut by_side: [Vec<Round>; 2] = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         for side in [r % 2, 1 - r % 2] {
