@@ -53,7 +53,12 @@ async fn prestarts(bot: &DiscordServe) -> (f64, f64) {
 
 /// A TYPING_START of the test's user in `channel` (a DM when it is the DM channel).
 fn typing(bot: &DiscordServe, channel: &str) {
-    let mut d = json!({"channel_id": channel, "user_id": USER_ID, "timestamp": 1_700_000_000u64});
+    typing_as(bot, channel, USER_ID);
+}
+
+/// A TYPING_START of `user` in `channel`.
+fn typing_as(bot: &DiscordServe, channel: &str, user: &str) {
+    let mut d = json!({"channel_id": channel, "user_id": user, "timestamp": 1_700_000_000u64});
     if channel != DM_CHANNEL_ID {
         d["guild_id"] = json!(GUILD_ID);
     }
@@ -288,5 +293,53 @@ async fn an_agent_retired_after_max_turns_is_followed_by_a_successor() {
         2.0,
         "each agent retired after its one turn"
     );
+    bot.stop();
+}
+
+/// In a place that answers everyone, a user typing while their own message is being answered
+/// gets no second agent (theirs comes back warm), while another user typing in the same
+/// channel at the same time gets theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_during_ones_own_turn_starts_nothing_but_another_users_typing_does() {
+    const LOUNGE: &str = "4300";
+    const BOB: &str = "5001";
+    let mut bot = DiscordServe::start(|files| {
+        let mut setup = setup(files, json!({}), "");
+        // The turn takes a while: the typing signs come during it.
+        let steps = setup.script["turns"][0]["steps"].as_array_mut().unwrap();
+        steps.insert(0, json!({"sleepMs": 1500}));
+        DiscordSetup {
+            extra_yaml: format!(
+                "places:\n  - {{name: lounge, match: {{channel: '{LOUNGE}'}}, reply: always}}\n"
+            ),
+            ..setup
+        }
+    })
+    .await;
+    bot.fake
+        .add_channel(LOUNGE, ChannelKind::Text, None, "lounge");
+    bot.push(LOUNGE, user(USER_ID, "alice", false), "morning all");
+    eventually_async(
+        Duration::from_secs(30),
+        "alice's turn running",
+        async || (!bot.prompts().is_empty()).then_some(()),
+    )
+    .await;
+    typing(&bot, LOUNGE);
+    typing_as(&bot, LOUNGE, BOB);
+    bot.wait_bot_messages(LOUNGE, 1).await;
+    let line = started_ahead(&mut bot, 1).await;
+    assert_eq!(line["why"], "typing", "{line}");
+    bot.wait_interactions_finished(1);
+    assert_eq!(
+        bot.agents_started(),
+        2,
+        "alice's and bob's, no second one for alice"
+    );
+    bot.push(LOUNGE, user(BOB, "bob", false), "hi");
+    bot.wait_bot_messages(LOUNGE, 2).await;
+    bot.wait_interactions_finished(2);
+    assert_eq!(bot.agents_started(), 2);
+    assert_eq!(prestarts(&bot).await, (1.0, 0.0), "bob's was used");
     bot.stop();
 }

@@ -16,7 +16,8 @@ use air_friends::agent::{
     AgentRunner, AgentSpec, ApprovalRules, Outcome, PermissionGate, RunnerSettings, TurnSpec,
 };
 use air_friends::conversation::warm::{
-    ConversationKey, SessionResources, Take, WarmAgent, WarmMetrics, WarmPool, WarmSettings,
+    AheadOf, ConversationKey, SessionResources, Take, WarmAgent, WarmMetrics, WarmPool,
+    WarmSettings,
 };
 use air_friends::conversation::workspace::Workspaces;
 use air_friends::platform::PlatformKind;
@@ -317,16 +318,18 @@ async fn agents_started_ahead_take_only_free_places_and_go_first() {
     let alice_pid = alice.live.pid().unwrap();
     pool.put(key("alice"), alice);
     assert!(
-        pool.begin_ahead(&key("alice")).is_none(),
+        pool.begin_ahead(&key("alice"), AheadOf::Typing).is_none(),
         "alice has an agent"
     );
-    let ahead = pool.begin_ahead(&key("bob")).expect("a free place");
+    let ahead = pool
+        .begin_ahead(&key("bob"), AheadOf::Typing)
+        .expect("a free place");
     assert!(
-        pool.begin_ahead(&key("bob")).is_none(),
+        pool.begin_ahead(&key("bob"), AheadOf::Typing).is_none(),
         "one start at a time per conversation"
     );
     assert!(
-        pool.begin_ahead(&key("carol")).is_none(),
+        pool.begin_ahead(&key("carol"), AheadOf::Typing).is_none(),
         "the reserved place counts against the cap"
     );
     let mut bob = w.agent("bob", 7).await;
@@ -344,8 +347,23 @@ async fn agents_started_ahead_take_only_free_places_and_go_first() {
         Take::Hit(agent) => agent.retire().await,
         Take::Miss(reason) => panic!("alice's agent went: {reason}"),
     }
+    // A conversation being answered gets no agent for its typing (its own comes back), but
+    // a successor when its agent was retired.
+    let answering = pool.answering(&key("frank"));
+    assert!(pool.begin_ahead(&key("frank"), AheadOf::Typing).is_none());
+    drop(
+        pool.begin_ahead(&key("frank"), AheadOf::Successor)
+            .expect("a successor"),
+    );
+    drop(answering);
+    drop(
+        pool.begin_ahead(&key("frank"), AheadOf::Typing)
+            .expect("answered no more"),
+    );
     // A message waits for its conversation's agent being started ahead.
-    let ahead = pool.begin_ahead(&key("erin")).expect("a free place");
+    let ahead = pool
+        .begin_ahead(&key("erin"), AheadOf::Typing)
+        .expect("a free place");
     let waiter = {
         let pool = pool.clone();
         tokio::spawn(

@@ -13,7 +13,8 @@
 //! Either way the agent gets exactly what a cold start would (the same launcher, sandbox,
 //! state folder and checks: budget, full workspace), its session refuses every Skill API and
 //! model call until its first turn begins, and it counts against the pool's cap without ever
-//! pushing out an agent that served a conversation ([`WarmPool::begin_ahead`]). A message that
+//! pushing out an agent that served a conversation ([`WarmPool::begin_ahead`]); a typing user
+//! whose conversation is being answered gets none (its agent comes back). A message that
 //! arrives while it starts waits for it ([`WarmPool::take_waiting`]); its first prompt is the
 //! whole one (`interaction.rs`). One typing user who never sends costs one idle agent until
 //! `idleMs`; `air_friends_prestart_total{outcome}` counts what became of each.
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::interaction::Interactions;
-use super::warm::{ConversationKey, WarmAgent, WarmPool};
+use super::warm::{AheadOf, ConversationKey, WarmAgent, WarmPool};
 use crate::places::{Place, Spot};
 use crate::platform::{IncomingMessage, Origin, Typing};
 use crate::session::{SessionContext, SessionPurpose};
@@ -34,7 +35,7 @@ struct Expected {
     origin: Origin,
     key: ConversationKey,
     place: Arc<Place>,
-    why: &'static str,
+    why: AheadOf,
 }
 
 impl Interactions {
@@ -56,7 +57,7 @@ impl Interactions {
             origin: typing.origin,
             key,
             place,
-            why: "typing",
+            why: AheadOf::Typing,
         };
         self.start_ahead(pool, expected).await;
     }
@@ -77,7 +78,7 @@ impl Interactions {
             origin: msg.origin(),
             key: ConversationKey::of(msg),
             place: place.clone(),
-            why: "successor",
+            why: AheadOf::Successor,
         };
         let (this, pool) = (self.clone(), pool.clone());
         pool.clone()
@@ -95,9 +96,10 @@ impl Interactions {
             place,
             why,
         } = expected;
-        let Some(ahead) = pool.begin_ahead(&key) else {
+        let Some(ahead) = pool.begin_ahead(&key, why) else {
             return;
         };
+        let why = why.as_str();
         let Ok(workspace) = self
             .launcher
             .workspaces

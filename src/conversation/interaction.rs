@@ -117,6 +117,11 @@ impl Interactions {
         place: &Arc<Place>,
     ) -> &'static str {
         let received = Instant::now();
+        // While this turn runs no agent is started ahead for its conversation.
+        let _answering = self
+            .warm
+            .as_ref()
+            .map(|pool| pool.answering(&ConversationKey::of(msg)));
         let workspace = match self
             .launcher
             .workspaces

@@ -188,9 +188,9 @@ impl Router {
         self.route(msg, None, true).await
     }
 
-    /// Someone is typing. When whatever they send will be answered ([`Policy::expects_message`])
-    /// and their conversation is not being answered now (its agent comes back warm), the
-    /// handler may start their agent ahead, on the router's tracked tasks.
+    /// Someone is typing. When whatever they send will be answered ([`Policy::expects_message`]),
+    /// the handler may start their agent ahead, on the router's tracked tasks (it skips a
+    /// conversation being answered now: that one's agent comes back warm).
     pub fn typing(&self, typing: Typing) {
         let inner = &self.inner;
         if inner.draining.is_cancelled() {
@@ -204,10 +204,6 @@ impl Router {
             .policy
             .expects_message(&typing, bot_id.as_ref().map(UserId::as_str))
         {
-            return;
-        }
-        let key = format!("{}:{}", typing.origin.platform, typing.conversation());
-        if inner.queues.locked().contains_key(&key) {
             return;
         }
         let handler = inner.handler.clone();

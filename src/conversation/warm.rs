@@ -449,12 +449,53 @@ impl Drop for Ahead {
     }
 }
 
+/// Why an agent is started ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AheadOf {
+    /// Its user is typing.
+    Typing,
+    /// The conversation's agent was just retired for its age (its turn still ends).
+    Successor,
+}
+
+impl AheadOf {
+    /// The log's `why`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AheadOf::Typing => "typing",
+            AheadOf::Successor => "successor",
+        }
+    }
+}
+
+/// A conversation being answered ([`WarmPool::answering`]); dropping it ends that.
+pub struct Answering {
+    pool: WarmPool,
+    key: ConversationKey,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        let mut answering = lock(&self.pool.shared.answering);
+        if let Some(n) = answering.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                answering.remove(&self.key);
+            }
+        }
+    }
+}
+
 struct PoolShared {
     settings: WarmSettings,
     idle: Mutex<HashMap<ConversationKey, WarmAgent>>,
     /// Conversations whose agent is being started ahead; the receiver ends when it is in
     /// `idle` (or could not start). Locked after `idle` when both are.
     starting: Mutex<HashMap<ConversationKey, watch::Receiver<()>>>,
+    /// Conversations being answered now, with how many of their turns run ([`Answering`]):
+    /// their agent comes back afterwards, so none is started ahead for them. Locked after
+    /// `starting` when both are.
+    answering: Mutex<HashMap<ConversationKey, usize>>,
     closed: AtomicBool,
     retiring: TaskTracker,
     metrics: WarmMetrics,
@@ -483,6 +524,7 @@ impl WarmPool {
                 settings,
                 idle: Mutex::new(HashMap::new()),
                 starting: Mutex::new(HashMap::new()),
+                answering: Mutex::new(HashMap::new()),
                 closed: AtomicBool::new(false),
                 retiring: TaskTracker::new(),
                 metrics,
@@ -556,19 +598,33 @@ impl WarmPool {
         self.take(key, fingerprint)
     }
 
+    /// Marks `key`'s conversation as being answered until the returned guard is dropped (a
+    /// turn, cold or warm): no agent is started ahead for it meanwhile, since its own comes
+    /// back when the turn ends.
+    pub fn answering(&self, key: &ConversationKey) -> Answering {
+        *lock(&self.shared.answering).entry(key.clone()).or_default() += 1;
+        Answering {
+            pool: self.clone(),
+            key: key.clone(),
+        }
+    }
+
     /// Reserves a place for an agent of `key` started ahead of its next message: `None` when
-    /// that is off (`startAhead: false`), the conversation has one (idle, or being started), the pool is closing, or the pool
+    /// that is off (`startAhead: false`), the conversation has one (idle, or being started) or
+    /// — for a typing user — is being answered, the pool is closing, or the pool
     /// has no room left — an agent started ahead never pushes out one that has served a
     /// conversation. Until the returned [`Ahead`] is handed to
     /// [`put_ahead`](Self::put_ahead) or dropped, the conversation's messages wait for it.
-    pub fn begin_ahead(&self, key: &ConversationKey) -> Option<Ahead> {
+    pub fn begin_ahead(&self, key: &ConversationKey, of: AheadOf) -> Option<Ahead> {
         if !self.shared.settings.start_ahead || self.shared.closed.load(Ordering::Acquire) {
             return None;
         }
         let idle = lock(&self.shared.idle);
         let mut starting = lock(&self.shared.starting);
+        let answered_now = of == AheadOf::Typing && lock(&self.shared.answering).contains_key(key);
         if idle.contains_key(key)
             || starting.contains_key(key)
+            || answered_now
             || idle.len() + starting.len() >= self.shared.settings.max_processes
         {
             return None;
