@@ -38,14 +38,6 @@ fn answered(bot: &DiscordServe, channel: &str) -> Vec<String> {
         .collect()
 }
 
-/// The value of the metric sample `name{labels}` (0 when absent).
-fn sample(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_sent_while_the_bot_was_stopped_are_answered_once_in_order() {
     let mut bot = bot("").await;
@@ -82,7 +74,7 @@ async fn messages_sent_while_the_bot_was_stopped_are_answered_once_in_order() {
         "{metrics}"
     );
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             r#"air_friends_catch_up_messages_total{platform="discord",decision="queued"}"#
         ),
@@ -124,7 +116,7 @@ async fn a_new_session_catches_up_and_a_resume_does_not() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             r#"air_friends_catch_up_runs_total{platform="discord",trigger="reconnect"}"#
         ),
@@ -151,7 +143,7 @@ async fn a_new_session_catches_up_and_a_resume_does_not() {
     assert_eq!(&replied[1..], &[during_blip, during_outage]);
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             r#"air_friends_catch_up_runs_total{platform="discord",trigger="reconnect"}"#
         ),
@@ -191,7 +183,7 @@ async fn fifty_missed_messages_get_at_most_the_configured_answers_within_the_rat
     bot.wait_bot_messages(CHANNEL_ID, 6).await;
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             r#"air_friends_catch_up_messages_total{platform="discord",decision="skipped"}"#
         ),
@@ -251,7 +243,7 @@ async fn a_feed_that_cannot_be_read_back_is_reported_and_the_others_are_still_ca
     );
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             r#"air_friends_catch_up_read_failures_total{platform="discord",kind="not_found"}"#
         ),

@@ -14,15 +14,6 @@ use common::serve_discord::{
 };
 use serde_json::{Value, json};
 
-/// The agent log lines of method `method`, in order.
-fn received(bot: &DiscordServe, method: &str) -> Vec<Value> {
-    bot.agent_log_lines()
-        .into_iter()
-        .filter(|v| v["received"]["method"] == method)
-        .map(|v| v["received"]["params"].clone())
-        .collect()
-}
-
 fn setup(files: &std::path::Path, extra: Value) -> DiscordSetup {
     noted_setup(files, extra)
 }
@@ -33,7 +24,7 @@ async fn after_a_restart_the_conversation_resumes_its_session_with_only_what_is_
     bot.mention("remember the word PELICAN");
     bot.wait_bot_messages(CHANNEL_ID, 1).await;
     bot.wait_interactions_finished(1);
-    let first_session = received(&bot, "session/prompt")[0]["sessionId"]
+    let first_session = bot.received("session/prompt")[0]["sessionId"]
         .as_str()
         .expect("the first prompt's session")
         .to_owned();
@@ -46,16 +37,16 @@ async fn after_a_restart_the_conversation_resumes_its_session_with_only_what_is_
         2,
         "the restart stopped the first agent"
     );
-    let resumes = received(&bot, "session/resume");
+    let resumes = bot.received("session/resume");
     assert_eq!(resumes.len(), 1, "{resumes:?}");
     assert_eq!(resumes[0]["sessionId"], first_session.as_str());
     assert_eq!(
-        received(&bot, "session/prompt")[1]["sessionId"],
+        bot.received("session/prompt")[1]["sessionId"],
         first_session.as_str(),
         "the second turn runs on the resumed session"
     );
     assert_eq!(
-        received(&bot, "session/new").len(),
+        bot.received("session/new").len(),
         1,
         "no second new session"
     );
@@ -75,13 +66,13 @@ async fn after_a_restart_the_conversation_resumes_its_session_with_only_what_is_
         prompts[1]
     );
     // The system prompt (the start of the first prompt) is not sent again.
-    let first_text = received(&bot, "session/prompt")[0]["prompt"][0]["text"]
+    let first_text = bot.received("session/prompt")[0]["prompt"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
     let system_start: String = first_text.chars().take(120).collect();
     assert!(system_start.len() > 40, "{first_text}");
-    let second_text = received(&bot, "session/prompt")[1]["prompt"][0]["text"]
+    let second_text = bot.received("session/prompt")[1]["prompt"][0]["text"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
@@ -95,8 +86,8 @@ async fn after_a_restart_the_conversation_resumes_its_session_with_only_what_is_
     // Another conversation of the same user (a DM) starts its own session in its own folder.
     bot.dm("hello in private");
     bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
-    assert_eq!(received(&bot, "session/resume").len(), 1);
-    assert_eq!(received(&bot, "session/new").len(), 2);
+    assert_eq!(bot.received("session/resume").len(), 1);
+    assert_eq!(bot.received("session/new").len(), 2);
     bot.stop();
 }
 
@@ -115,9 +106,9 @@ async fn a_refused_resume_starts_a_new_session_and_the_user_is_answered() {
     bot.mention("second");
     let replies = bot.wait_bot_messages(CHANNEL_ID, 2).await;
     assert_eq!(replies[1].content, "Noted.");
-    assert_eq!(received(&bot, "session/resume").len(), 1);
+    assert_eq!(bot.received("session/resume").len(), 1);
     assert_eq!(
-        received(&bot, "session/new").len(),
+        bot.received("session/new").len(),
         2,
         "a new session instead"
     );
@@ -260,10 +251,10 @@ async fn a_missing_or_unusable_state_folder_starts_afresh() {
     let replies = bot.wait_bot_messages(CHANNEL_ID, 2).await;
     assert_eq!(replies[1].content, "Noted.", "answered as usual");
     assert!(
-        received(&bot, "session/resume").is_empty(),
+        bot.received("session/resume").is_empty(),
         "nothing to resume"
     );
-    assert_eq!(received(&bot, "session/new").len(), 2);
+    assert_eq!(bot.received("session/new").len(), 2);
 
     // The next agent cannot even start: the user is told once; the message after that gets
     // a new session in an emptied folder, not another try at the kept one.
@@ -281,7 +272,7 @@ async fn a_missing_or_unusable_state_folder_starts_afresh() {
     let replies = bot.wait_bot_messages(CHANNEL_ID, 4).await;
     assert_eq!(replies[3].content, "Noted.");
     assert!(
-        received(&bot, "session/resume").is_empty(),
+        bot.received("session/resume").is_empty(),
         "the kept session was forgotten after the failed start"
     );
     bot.stop();

@@ -12,25 +12,9 @@ use std::time::Duration;
 
 use common::fake_discord::{CHANNEL_ID, ChannelKind, DM_CHANNEL_ID, GUILD_ID, USER_ID, user};
 use common::poll::eventually_async;
+use common::serve::skill_script;
 use common::serve_discord::{DiscordServe, DiscordSetup, noted_setup};
 use serde_json::{Value, json};
-
-/// The value of the metric sample `series` (0 when absent).
-fn sample(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// The agent log lines of method `method`, in order.
-fn received(bot: &DiscordServe, method: &str) -> Vec<Value> {
-    bot.agent_log_lines()
-        .into_iter()
-        .filter(|v| v["received"]["method"] == method)
-        .map(|v| v["received"]["params"].clone())
-        .collect()
-}
 
 fn setup(files: &std::path::Path, script_extra: Value, agent_extra: &str) -> DiscordSetup {
     DiscordSetup {
@@ -43,7 +27,7 @@ fn setup(files: &std::path::Path, script_extra: Value, agent_extra: &str) -> Dis
 async fn prestarts(bot: &DiscordServe) -> (f64, f64) {
     let metrics = bot.metrics().await;
     let of = |outcome: &str| {
-        sample(
+        common::metric_sample(
             &metrics,
             &format!("air_friends_prestart_total{{outcome=\"{outcome}\"}}"),
         )
@@ -82,7 +66,7 @@ async fn started_ahead(bot: &mut DiscordServe, n: usize) -> Value {
 
 async fn metric_at_least(bot: &DiscordServe, series: &str, value: f64) {
     eventually_async(Duration::from_secs(30), series, async || {
-        (sample(&bot.metrics().await, series) >= value).then_some(())
+        (common::metric_sample(&bot.metrics().await, series) >= value).then_some(())
     })
     .await;
 }
@@ -100,11 +84,7 @@ async fn a_typing_dm_users_agent_is_up_before_the_message_and_answers_it() {
     assert_eq!(line["why"], "typing", "{line}");
     assert_eq!(line["resumed"], false, "{line}");
     assert_eq!(bot.agents_started(), 1);
-    assert_eq!(
-        received(&bot, "session/new").len(),
-        1,
-        "its session is open"
-    );
+    assert_eq!(bot.received("session/new").len(), 1, "its session is open");
     assert!(
         bot.prompts().is_empty(),
         "nothing is prompted before the message"
@@ -130,14 +110,14 @@ async fn a_typing_dm_users_agent_is_up_before_the_message_and_answers_it() {
     assert_eq!(prestarts(&bot).await, (1.0, 0.0), "used once, none wasted");
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             "air_friends_turn_start_seconds_count{start=\"prestarted\"}"
         ),
         1.0
     );
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             "air_friends_turn_start_seconds_count{start=\"cold\"}"
         ),
@@ -166,7 +146,7 @@ async fn after_a_restart_the_agent_started_ahead_resumes_the_conversation() {
     typing(&bot, DM_CHANNEL_ID);
     let line = started_ahead(&mut bot, 1).await;
     assert_eq!(line["resumed"], true, "{line}");
-    assert_eq!(received(&bot, "session/resume").len(), 1);
+    assert_eq!(bot.received("session/resume").len(), 1);
     bot.dm("what was the word?");
     bot.wait_bot_messages(DM_CHANNEL_ID, 2).await;
     assert_eq!(bot.agents_started(), 2, "one before the restart, one ahead");
@@ -191,15 +171,18 @@ async fn typing_that_never_becomes_a_message_costs_one_agent_until_idle() {
     metric_at_least(&bot, "air_friends_prestart_total{outcome=\"expired\"}", 1.0).await;
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(&metrics, "air_friends_warm_retired_total{reason=\"idle\"}"),
+        common::metric_sample(&metrics, "air_friends_warm_retired_total{reason=\"idle\"}"),
         1.0,
         "{metrics}"
     );
     assert_eq!(
-        sample(&metrics, "air_friends_prestart_total{outcome=\"used\"}"),
+        common::metric_sample(&metrics, "air_friends_prestart_total{outcome=\"used\"}"),
         0.0
     );
-    assert_eq!(sample(&metrics, "air_friends_warm_processes"), 0.0);
+    assert_eq!(
+        common::metric_sample(&metrics, "air_friends_warm_processes"),
+        0.0
+    );
     // The next message starts cold, as if nobody had typed.
     bot.dm("sorry, I was away");
     bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
@@ -286,7 +269,7 @@ async fn an_agent_retired_after_max_turns_is_followed_by_a_successor() {
     assert_eq!(prestarts(&bot).await, (1.0, 0.0), "used once, none wasted");
     let metrics = bot.metrics().await;
     assert_eq!(
-        sample(
+        common::metric_sample(
             &metrics,
             "air_friends_warm_retired_total{reason=\"max_turns\"}"
         ),
@@ -341,5 +324,42 @@ async fn typing_during_ones_own_turn_starts_nothing_but_another_users_typing_doe
     bot.wait_interactions_finished(2);
     assert_eq!(bot.agents_started(), 2);
     assert_eq!(prestarts(&bot).await, (1.0, 0.0), "bob's was used");
+    bot.stop();
+}
+
+/// A hostile agent started ahead tries to act before any message: as it starts it runs the
+/// real send-reply with a text of its own. Its session's turn stays closed until its first
+/// prompt, so the Skill API refuses the call and nothing reaches the user; the message that
+/// comes is then answered as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_started_ahead_can_do_nothing_before_its_first_prompt() {
+    let mut bot = DiscordServe::start(|files| {
+        let early = format!(
+            "printf 'PLANTED EARLY' > \"$TMPDIR/$SESSION_ID/early.md\" && {} --message-file \"$TMPDIR/$SESSION_ID/early.md\"",
+            skill_script("send-reply")
+        );
+        setup(files, json!({"initialize": {"run": early}}), "")
+    })
+    .await;
+    typing(&bot, DM_CHANNEL_ID);
+    started_ahead(&mut bot, 1).await;
+    let attempt = bot
+        .agent_log_lines()
+        .into_iter()
+        .find(|v| v["event"] == "run")
+        .expect("the agent tried to send before any message");
+    assert!(
+        attempt["result"].to_string().contains("NO_TURN_OPEN"),
+        "the early call was not refused for want of a turn: {attempt}"
+    );
+    bot.dm("hello");
+    bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    bot.wait_interactions_finished(1);
+    let sent: Vec<String> = bot
+        .bot_messages(DM_CHANNEL_ID)
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(sent, ["Noted."], "only the answer reached the user");
     bot.stop();
 }

@@ -228,3 +228,12 @@ impl TestConfig {
         TestConfig { dir, path }
     }
 }
+
+/// The value of the sample `series` (name and labels, e.g. `x_total{a="b"}`) in a Prometheus
+/// exposition text, 0 when absent.
+pub fn metric_sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}

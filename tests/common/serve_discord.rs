@@ -394,6 +394,15 @@ impl DiscordServe {
         self.agent.log_lines()
     }
 
+    /// The params of every request of `method` the agents received, in order.
+    pub fn received(&self, method: &str) -> Vec<Value> {
+        self.agent_log_lines()
+            .into_iter()
+            .filter(|v| v["received"]["method"] == method)
+            .map(|v| v["received"]["params"].clone())
+            .collect()
+    }
+
     /// How many agent processes were started (each sends `initialize` once).
     pub fn agents_started(&self) -> usize {
         self.agent_log_lines()
