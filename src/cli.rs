@@ -127,6 +127,22 @@ pub enum Command {
     /// file is checked first and nothing is sent when it fails; the daemon is the process
     /// holding the configured database. `systemctl reload air-friends` does the same.
     Reload(ConfigArg),
+    /// Erase everything kept about one user (docs/PRIVACY.md): memories with their changes,
+    /// index entries and vectors, reminders, usage records, inbox messages, conversation state,
+    /// and their workspace folder; prints the counts. With the daemon running it stops the
+    /// user's agents first and refuses while a turn of theirs runs (unless --now); the
+    /// database file is rebuilt so nothing stays in its free pages. Backups keep the data
+    /// until they are rotated.
+    ForgetUser {
+        /// Configuration (for the database and workspace paths).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Stop a running turn of theirs first instead of refusing.
+        #[arg(long)]
+        now: bool,
+        /// The user: PLATFORM/USER-ID, e.g. discord/123456789012345678 or misskey/9abcdefghi.
+        user: String,
+    },
     /// Inspect the `places:` rules (docs/PLACES.md).
     Places {
         /// What to do.

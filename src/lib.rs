@@ -31,6 +31,8 @@
 //! * [`places`] — `places:` rules: which settings (persona, model, reply policy, skills,
 //!   budget, attachments, warm agents, memory) apply where a message was written.
 //! * [`platform`] — the `PlatformAdapter` seam, neutral message types, `FakePlatform`.
+//! * [`privacy`] — users own their data: erasing everything kept about a user
+//!   (`forget-user`), never reachable by a skill.
 //! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
 //! * [`session`] — who may call the Skill API for which conversation: session ids, caller
 //!   tokens, the registry with idle expiry, per-turn state, termination signals.
@@ -59,7 +61,7 @@
 //! | 5 | `skill_api`, `places` |
 //! | 6 | `gateway` |
 //! | 7 | `conversation` |
-//! | 8 | `handlers`, `maintenance` |
+//! | 8 | `handlers`, `maintenance`, `privacy` |
 //! | 9 | `app` (the composition root and the commands) |
 // No unsafe code, but in `agent::sys`: the few system calls no safe wrapper covers (capability
 // sets, keyctl).
@@ -84,6 +86,7 @@ pub mod observability;
 pub mod ops;
 pub mod places;
 pub mod platform;
+pub mod privacy;
 pub mod reminders;
 pub mod session;
 pub mod setup;

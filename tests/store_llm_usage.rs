@@ -180,7 +180,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (10, 10));
+    assert_eq!((version, SCHEMA_VERSION), (11, 11));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

@@ -5,7 +5,9 @@
 mod backup;
 mod chat;
 mod check;
+mod control;
 mod daemon;
+mod forget_user;
 mod generate;
 mod healthcheck;
 mod invite;
@@ -78,6 +80,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Stats(config) => stats::stats_main(&config.config),
         Command::Healthcheck(config) => healthcheck::healthcheck_main(&config.config),
         Command::Reload(config) => reload::reload_main(&config.config),
+        Command::ForgetUser { config, now, user } => {
+            forget_user::forget_user_main(&config.config, &user, now)
+        }
         Command::Places {
             command: PlacesCommand::Explain { config, place },
         } => places::explain_main(&config.config, &place),

@@ -57,7 +57,9 @@ fn kept(msg: &IncomingMessage) -> bool {
 pub fn settled(outcome: &str) -> (InboxState, Option<&str>) {
     match outcome {
         "replied" | "retried" => (InboxState::Answered, None),
-        "over_budget" | "workspace_full" | "cancelled" => (InboxState::Skipped, Some(outcome)),
+        "over_budget" | "workspace_full" | "cancelled" | "erasing" => {
+            (InboxState::Skipped, Some(outcome))
+        }
         other => (InboxState::Failed, Some(other)),
     }
 }

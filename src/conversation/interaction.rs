@@ -117,6 +117,16 @@ impl Interactions {
         place: &Arc<Place>,
     ) -> &'static str {
         let received = Instant::now();
+        // `forget-user` is erasing this user's data: nothing of theirs starts until it is done.
+        if self
+            .launcher
+            .sessions
+            .is_held(msg.platform, msg.user_id.as_str())
+        {
+            tracing::info!(platform = %msg.platform, "message not answered: the user's data is being erased");
+            self.tell(platform, msg, place, Notice::Erasing).await;
+            return "erasing";
+        }
         // While this turn runs no agent is started ahead for its conversation.
         let _answering = self
             .warm
@@ -398,9 +408,6 @@ impl Interactions {
         )
     }
 
-    /// The end of a turn: when nothing reached the user (and they did not cancel it), a reply
-    /// in words — why the model could not answer when every model request of the turn failed,
-    /// the memory limit, else the generic error — and the log line.
     /// Marks `msg` answered in the inbox as soon as the turn's first answer reaches its user.
     fn answered_early(&self, handle: &SessionHandle, msg: &IncomingMessage) {
         if let Some(hook) = self
@@ -412,6 +419,10 @@ impl Interactions {
         }
     }
 
+    /// The end of a turn: when nothing reached the user (and they did not cancel it), a reply
+    /// in words — that their data is being erased when `forget-user --now` stopped the turn,
+    /// why the model could not answer when every model request of the turn failed, the memory
+    /// limit, else the generic error — and the log line.
     async fn finish(
         &self,
         platform: &dyn PlatformAdapter,
@@ -425,7 +436,12 @@ impl Interactions {
         let mut label = outcome.map_or("failed", Outcome::label);
         let model = model_failure(handle);
         if !responded && !cancelled_by_the_user(msg, outcome) {
+            let erasing = self
+                .launcher
+                .sessions
+                .is_held(msg.platform, msg.user_id.as_str());
             let notice = match (outcome, model) {
+                _ if erasing => Notice::Erasing,
                 (Some(Outcome::MemoryLimit), _) => Notice::MemoryLimit,
                 (_, Some(kind)) => {
                     label = MODEL_FAILED;

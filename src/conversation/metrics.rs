@@ -47,9 +47,9 @@ pub const CATCH_UP_DECISIONS: [&str; 7] = [
 pub const CATCH_UP_TRIGGERS: [&str; 2] = ["start", "reconnect"];
 
 /// Every `outcome` label of `turns_total`: the agent's outcomes (`agent::Outcome::label`),
-/// the interaction's own (`over_budget`, `workspace_full`, `failed`, `model_failed`) and
-/// `aborted` for a session dropped before it recorded one.
-pub const SESSION_OUTCOMES: [&str; 12] = [
+/// the interaction's own (`over_budget`, `workspace_full`, `failed`, `model_failed`, `erasing`:
+/// the user's data was being erased) and `aborted` for a session dropped before it recorded one.
+pub const SESSION_OUTCOMES: [&str; 13] = [
     "replied",
     "retried",
     "no_response",
@@ -61,6 +61,7 @@ pub const SESSION_OUTCOMES: [&str; 12] = [
     "over_budget",
     "workspace_full",
     "model_failed",
+    "erasing",
     "aborted",
 ];
 

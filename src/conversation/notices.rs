@@ -51,18 +51,22 @@ pub enum Notice {
     MemoryLimit,
     /// Anything else went wrong before an answer reached the user.
     Error,
+    /// The user's data is being erased right now (`forget-user`): nothing of theirs is started
+    /// until it is done.
+    Erasing,
     /// Every model request of the turn failed with this cause.
     Model(ProblemKind),
 }
 
 /// The notices' keys besides the model failures', in the order of the shipped files.
-const OWN_KEYS: [&str; 6] = [
+const OWN_KEYS: [&str; 7] = [
     "busy",
     "too_fast",
     "out_of_budget",
     "workspace_full",
     "memory_limit",
     "error",
+    "erasing",
 ];
 
 impl Notice {
@@ -75,6 +79,7 @@ impl Notice {
             Notice::WorkspaceFull,
             Notice::MemoryLimit,
             Notice::Error,
+            Notice::Erasing,
         ]
         .into_iter()
         .chain(ProblemKind::ALL.into_iter().map(Notice::Model))
@@ -89,6 +94,7 @@ impl Notice {
             Notice::WorkspaceFull => OWN_KEYS[3],
             Notice::MemoryLimit => OWN_KEYS[4],
             Notice::Error => OWN_KEYS[5],
+            Notice::Erasing => OWN_KEYS[6],
             Notice::Model(kind) => kind.as_str(),
         }
     }
@@ -120,6 +126,9 @@ impl Notice {
                 "That needed more memory than I'm allowed to use, so I had to stop. Could you ask for something smaller?"
             }
             Notice::Error => "I ran into a problem answering that, please try again.",
+            Notice::Erasing => {
+                "I'm erasing everything I kept about you right now. Please write again in a minute."
+            }
             Notice::Model(kind) => match kind {
                 ProblemKind::Unreachable => {
                     "I can't reach my language model right now — the operator has been told. Please try again in a few minutes."

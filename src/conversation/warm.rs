@@ -51,7 +51,7 @@ const AGENT_RSS_BYTES: u64 = 600 * 1024 * 1024;
 const MAX_DEFAULT_PROCESSES: u64 = 32;
 
 /// Every reason an agent is retired (`air_friends_warm_retired_total{reason}`).
-pub const RETIRE_REASONS: [&str; 9] = [
+pub const RETIRE_REASONS: [&str; 10] = [
     "idle",
     "evicted",
     "max_turns",
@@ -61,6 +61,7 @@ pub const RETIRE_REASONS: [&str; 9] = [
     "failed",
     "terminated",
     "shutdown",
+    "erased",
 ];
 
 /// Every reason a message found no warm agent (`air_friends_warm_misses_total{reason}`).
@@ -727,6 +728,31 @@ impl WarmPool {
         }
         tracing::info!(session_id = %agent.live.session_id(), reason, turns = agent.live.turns(), "warm agent retired");
         self.shared.retiring.spawn(agent.retire());
+    }
+
+    /// Stops every idle agent of `user` on `platform` (their data is being erased) and waits
+    /// until they have stopped; answers how many there were.
+    pub async fn retire_user(&self, platform: PlatformKind, user: &str) -> usize {
+        let theirs: Vec<WarmAgent> = {
+            let mut idle = lock(&self.shared.idle);
+            let keys: Vec<ConversationKey> = idle
+                .keys()
+                .filter(|k| k.platform() == platform && k.user() == user)
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| idle.remove(k)).collect()
+        };
+        self.shared.metrics.processes.set(self.len() as i64);
+        let stopped = theirs.len();
+        for agent in theirs {
+            self.shared.metrics.retired("erased");
+            if agent.first.is_some() {
+                self.shared.metrics.prestarted("expired");
+            }
+            tracing::info!(session_id = %agent.live.session_id(), reason = "erased", "warm agent retired");
+            agent.retire().await;
+        }
+        stopped
     }
 
     /// Retires the agents idle for `idleMs` or more.

@@ -21,6 +21,12 @@ pub enum SessionError {
     /// The operating system's random number generator failed; no session can be minted safely.
     #[error("the OS random number generator failed: {0}")]
     Entropy(String),
+    /// The user's data is being erased ([`SessionRegistry::hold_user`]): no session starts for
+    /// them until it is done.
+    ///
+    /// [`SessionRegistry::hold_user`]: super::SessionRegistry::hold_user
+    #[error("this user's data is being erased")]
+    UserHeld,
 }
 
 /// A session id: 128 random bits, lowercase hex (URL-safe). Not a secret on its own.

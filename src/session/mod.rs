@@ -37,7 +37,7 @@ pub use context::{
     SessionPurpose,
 };
 pub use ids::{CallerToken, SessionError, SessionId, constant_time_eq};
-pub use registry::{RegisteredSession, SessionHandle, SessionRegistry};
+pub use registry::{RegisteredSession, SessionHandle, SessionRegistry, UserHold};
 pub use slots::{TurnSlot, TurnSlots};
 pub use state::{Attempt, SessionState};
 pub use termination::TerminationSignal;

@@ -3,7 +3,7 @@
 //! session, unregistration and the background reaper. All locks are `std::sync` locks held only
 //! for short, non-async sections.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use super::{
     TurnSlot, TurnSlots,
 };
 use crate::observability::LiveSecrets;
-use crate::platform::{ChannelId, MessageId};
+use crate::platform::{ChannelId, MessageId, PlatformKind};
 use crate::sync::lock;
 
 /// What [`SessionRegistry::register`] returns to the agent runner.
@@ -276,8 +276,32 @@ impl SessionHandle {
     }
 }
 
+/// A user whose data is being erased: while it lives, no session registers for them
+/// ([`SessionRegistry::hold_user`]). Dropping it lets them in again.
+#[must_use = "the hold ends when this is dropped"]
+pub struct UserHold {
+    inner: Arc<RegistryInner>,
+    user: (PlatformKind, String),
+}
+
+impl fmt::Debug for UserHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserHold")
+            .field("platform", &self.user.0)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for UserHold {
+    fn drop(&mut self) {
+        lock(&self.inner.held).remove(&self.user);
+    }
+}
+
 struct RegistryInner {
     sessions: Mutex<HashMap<SessionId, SessionHandle>>,
+    /// Users whose data is being erased (see [`UserHold`]).
+    held: Mutex<HashSet<(PlatformKind, String)>>,
     timeout: Duration,
     /// The log redactor's set of live secrets: holds the caller token of every registered
     /// session, so no log line (agent stderr, gate decisions) can carry one.
@@ -316,6 +340,7 @@ impl SessionRegistry {
         Self {
             inner: Arc::new(RegistryInner {
                 sessions: Mutex::new(HashMap::new()),
+                held: Mutex::new(HashSet::new()),
                 timeout: session_timeout,
                 live_tokens,
             }),
@@ -327,13 +352,54 @@ impl SessionRegistry {
         self.inner.timeout
     }
 
-    /// Registers a session and mints its id and caller token from the OS RNG.
+    /// Holds `user` of `platform` while their data is erased: from now until the hold is
+    /// dropped, [`register`](Self::register) refuses them ([`SessionError::UserHeld`]) and
+    /// [`is_held`](Self::is_held) says so. `None` when they are held already (an erasure of
+    /// theirs is under way).
+    pub fn hold_user(&self, platform: PlatformKind, user: &str) -> Option<UserHold> {
+        let key = (platform, user.to_owned());
+        // Under the sessions lock, as `register` checks: a session is either registered before
+        // the hold (and `of_user` finds it) or refused.
+        let _sessions = lock(&self.inner.sessions);
+        lock(&self.inner.held)
+            .insert(key.clone())
+            .then(|| UserHold {
+                inner: Arc::clone(&self.inner),
+                user: key,
+            })
+    }
+
+    /// Whether `user` of `platform` is held ([`hold_user`](Self::hold_user)).
+    pub fn is_held(&self, platform: PlatformKind, user: &str) -> bool {
+        lock(&self.inner.held).contains(&(platform, user.to_owned()))
+    }
+
+    /// The live sessions started for `user` of `platform` (their conversations' agents, warm or
+    /// in a turn, and their maintenance runs).
+    pub fn of_user(&self, platform: PlatformKind, user: &str) -> Vec<SessionHandle> {
+        lock(&self.inner.sessions)
+            .values()
+            .filter(|handle| {
+                let context = handle.context();
+                context.origin.platform == platform && context.origin.user_id.as_str() == user
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Registers a session and mints its id and caller token from the OS RNG. Refused while
+    /// the context's user is held ([`hold_user`](Self::hold_user)).
     pub fn register(&self, context: SessionContext) -> Result<RegisteredSession, SessionError> {
         let caller_token = CallerToken(hex(&random_bytes::<CALLER_TOKEN_BYTES>()?));
         // Scrubbed from logs before the token can reach anyone.
         self.inner.live_tokens.insert(caller_token.expose_secret());
         let termination = TerminationSignal::default();
         let mut sessions = lock(&self.inner.sessions);
+        if self.is_held(context.origin.platform, context.origin.user_id.as_str()) {
+            drop(sessions);
+            self.inner.live_tokens.remove(caller_token.expose_secret());
+            return Err(SessionError::UserHeld);
+        }
         let session_id = loop {
             let bytes = random_bytes::<SESSION_ID_BYTES>().inspect_err(|_| {
                 self.inner.live_tokens.remove(caller_token.expose_secret());
@@ -744,5 +810,33 @@ pub(crate) mod tests {
         assert_eq!(registry.reap_expired(), 1);
         assert!(redactor_view.is_empty(), "expired by the reaper");
         drop(c);
+    }
+
+    /// A held user gets no new session (an erasure of their data is under way), their live
+    /// sessions are found, another user is not affected, a second hold is refused, and the
+    /// hold ends with its guard.
+    #[test]
+    fn a_held_user_gets_no_session_until_the_hold_is_dropped() {
+        let registry = SessionRegistry::new(Duration::from_secs(60));
+        let live = registry.register(context()).expect("register");
+        let mut bob = context();
+        bob.origin.user_id = "u2".into();
+        let hold = registry
+            .hold_user(PlatformKind::Discord, "u1")
+            .expect("hold");
+        assert!(registry.hold_user(PlatformKind::Discord, "u1").is_none());
+        assert!(registry.is_held(PlatformKind::Discord, "u1"));
+        assert!(!registry.is_held(PlatformKind::Misskey, "u1"));
+        assert!(matches!(
+            registry.register(context()),
+            Err(SessionError::UserHeld)
+        ));
+        let theirs = registry.of_user(PlatformKind::Discord, "u1");
+        assert_eq!(theirs.len(), 1);
+        assert_eq!(theirs[0].id(), &live.session_id);
+        assert!(registry.register(bob).is_ok(), "another user is not held");
+        drop(hold);
+        assert!(registry.register(context()).is_ok());
+        assert_eq!(registry.of_user(PlatformKind::Discord, "u1").len(), 2);
     }
 }

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 
 /// A listening socket the accept loop can take connections from: the TCP listener and the
 /// per-session Unix sockets.
-pub(super) trait Accept: Send + 'static {
+pub trait Accept: Send + 'static {
     /// One accepted connection.
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
@@ -50,7 +50,7 @@ impl Accept for UnixListener {
 
 /// How a listener's connections are served.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct ConnectionPolicy {
+pub struct ConnectionPolicy {
     /// See [`SkillApiSettings::header_read_timeout`](super::SkillApiSettings::header_read_timeout).
     pub header_read_timeout: Duration,
     /// Connections served at once; further ones wait in the listen backlog.
@@ -64,7 +64,7 @@ pub(super) struct ConnectionPolicy {
 /// completes, then stops accepting (the listener is closed), lets every connection finish its
 /// in-flight request (within `drain_timeout` when set, after which the rest are dropped) and
 /// returns once every connection task has ended.
-pub(super) async fn run_listener<L: Accept>(
+pub async fn run_listener<L: Accept>(
     listener: L,
     app: Router,
     policy: ConnectionPolicy,

@@ -27,7 +27,7 @@ pub mod dedup;
 pub mod error;
 pub mod handler;
 pub mod invoke;
-mod listener;
+pub mod listener;
 pub mod metrics;
 pub mod ratelimit;
 pub mod runtime;

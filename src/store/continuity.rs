@@ -48,6 +48,23 @@ impl Store {
         self.db.write(move |c| put(c, &record)).await
     }
 
+    /// The folders of every conversation of `ws`'s user.
+    pub async fn continuity_folders_of(
+        &self,
+        ws: &super::WorkspaceKey,
+    ) -> Result<Vec<String>, StoreError> {
+        let (platform, user) = (ws.platform().to_owned(), ws.user_id().to_owned());
+        self.db
+            .read(move |c| {
+                let mut stmt = c.prepare_cached(
+                    "SELECT folder FROM continuity WHERE platform = ?1 AND user_id = ?2",
+                )?;
+                let rows = stmt.query_map([platform, user], |r| r.get::<_, String>(0))?;
+                Ok(rows.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+    }
+
     /// Deletes the record of `conversation`; returns its folder's name.
     pub async fn continuity_delete(
         &self,

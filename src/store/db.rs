@@ -39,6 +39,7 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rusqlite::functions::FunctionFlags;
 use rusqlite::wal::CheckpointMode;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{Semaphore, oneshot};
@@ -46,7 +47,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,6 +83,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema_v8.sql"),
     include_str!("schema_v9.sql"),
     include_str!("schema_v10.sql"),
+    include_str!("schema_v11.sql"),
 ];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the
@@ -97,6 +99,8 @@ enum Msg {
     Deferred(Job),
     /// Checkpoint the WAL into the main file, then answer.
     Checkpoint(oneshot::Sender<Result<(), StoreError>>),
+    /// Rebuild the database file (`VACUUM`), then checkpoint, then answer.
+    Vacuum(oneshot::Sender<Result<(), StoreError>>),
     /// Finish queued work, checkpoint, close the connection and stop the thread.
     Close(oneshot::Sender<Result<(), StoreError>>),
 }
@@ -310,6 +314,15 @@ impl Db {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
+    /// Rebuilds the database file without its free pages (`VACUUM`: nothing deleted stays in
+    /// them) and truncates the WAL. Holds the writer for as long as it takes (about a second per
+    /// 100 MB here): for erasures, which are rare.
+    pub(crate) async fn vacuum(&self) -> Result<(), StoreError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Msg::Vacuum(tx))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
     /// Finishes queued writes, checkpoints, and stops the writer. Later writes fail with
     /// [`StoreError::Closed`]; reads keep working until the last `Store` clone is dropped.
     pub(crate) async fn close(&self) -> Result<(), StoreError> {
@@ -380,6 +393,14 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
             known: SCHEMA_VERSION,
         });
     }
+    // Schema v11 rebuilds the short-keyword index from the memories with the store's own
+    // tokenizer.
+    conn.create_scalar_function(
+        "short_grams",
+        1,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| Ok(super::search::short_grams(&ctx.get::<String>(0)?)),
+    )?;
     for (index, sql) in MIGRATIONS.iter().enumerate() {
         let version = index as i64 + 1;
         if version <= found {
@@ -462,6 +483,16 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                     pending.push(settle_job(hooks.settle));
                     run_batch(&conn, &mut pending, finish);
                     let _ = ack.send(checkpoint(&conn));
+                }
+                Msg::Vacuum(ack) => {
+                    deferred.take_into(&mut pending);
+                    pending.push(settle_job(hooks.settle));
+                    run_batch(&conn, &mut pending, finish);
+                    let result = conn
+                        .execute_batch("VACUUM")
+                        .map_err(StoreError::from)
+                        .and_then(|()| checkpoint(&conn));
+                    let _ = ack.send(result);
                 }
                 Msg::Close(ack) => {
                     deferred.take_into(&mut pending);

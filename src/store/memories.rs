@@ -198,6 +198,22 @@ pub(crate) fn insert_superseding(
     Ok((memory, disabled))
 }
 
+/// A public, normal memory of `ws` saying `content`, with a fresh id (the store's unit tests).
+#[cfg(test)]
+pub(crate) fn test_row(ws: &WorkspaceKey, content: &str) -> MemoryInsert {
+    MemoryInsert::new(
+        super::types::NewMemory {
+            workspace: ws.clone(),
+            content: content.into(),
+            visibility: Visibility::Public,
+            importance: Importance::Normal,
+        },
+        Vec::new(),
+        super::new_id("mem"),
+    )
+    .unwrap()
+}
+
 /// The rowid range `(lo, hi)` of a workspace's memories, or `None` when it has none.
 pub(crate) fn workspace_range(
     conn: &Connection,

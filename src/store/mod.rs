@@ -18,6 +18,8 @@
 //! * `inbox`: the platform messages handed to the router and where each stands (queued,
 //!   answered, failed, skipped), so none is answered twice or lost across restarts.
 //! * `continuity`: per conversation, the folder and session id its next agent resumes from.
+//! * [`erasure`]: a user's rows erased from every table that holds them, what is kept about a
+//!   user counted, and the record of privacy actions (`privacy_log`).
 //! * `cursors`: per platform feed, the newest message seen and when the bot was last addressed
 //!   there, so a start or a fresh connection can fetch what arrived meanwhile.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
@@ -34,6 +36,7 @@ pub mod backup;
 mod continuity;
 mod cursors;
 mod db;
+pub mod erasure;
 pub mod import;
 mod inbox;
 mod llm_usage;

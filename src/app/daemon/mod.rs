@@ -144,6 +144,12 @@ pub async fn start(
         host,
         observers.activity,
     )?;
+    let database = config.database_path();
+    let eraser = pipeline.eraser;
+    let draining = shutdown.draining();
+    shutdown.spawn("control_socket", async move {
+        crate::app::control::serve(&database, eraser, draining).await
+    });
     jobs::start_reminders(ctx, &platforms);
     jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
     Ok(Started {
@@ -161,7 +167,7 @@ pub async fn start(
 }
 
 /// The folder holding every user's workspace: `{workspace.repoPath}/{workspace.workspacesDir}`.
-fn workspaces_root(config: &Config) -> PathBuf {
+pub(super) fn workspaces_root(config: &Config) -> PathBuf {
     config
         .workspace
         .repo_path

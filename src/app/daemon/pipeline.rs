@@ -32,6 +32,7 @@ use crate::egress::EgressProxy;
 use crate::handlers::UserCommandRunner;
 use crate::places::LivePlaces;
 use crate::platform::{PlatformEvent, PlatformRegistry};
+use crate::privacy::Eraser;
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
 
@@ -42,6 +43,8 @@ const IDLE_WORKER: Duration = Duration::from_secs(300);
 pub(super) struct Pipeline {
     /// Starts agents (memory maintenance runs its own through it).
     pub(super) launcher: Arc<Launcher>,
+    /// Erases a user's data (the control socket's `forget-user`).
+    pub(super) eraser: Eraser,
     /// The prompt templates.
     pub(super) prompts: Arc<PromptLibrary>,
     /// Every place's system prompt (re-rendered after a reload).
@@ -101,6 +104,13 @@ pub(super) fn start(
         stop: ctx.shutdown.stop(),
     });
     let inbox = inbox(ctx, &conversation_metrics);
+    // `forget-user` through the control socket: stops the user's agents, then erases.
+    let eraser = Eraser::new(
+        ctx.store.clone(),
+        launcher.workspaces.clone(),
+        &config.workspace.repo_path,
+    )
+    .with_agents(launcher.sessions.clone(), warm.clone());
     let interactions = Interactions {
         attachments,
         platforms: platforms.clone(),
@@ -142,6 +152,7 @@ pub(super) fn start(
     );
     Ok(Pipeline {
         launcher,
+        eraser,
         prompts,
         personas,
         notices,

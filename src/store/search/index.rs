@@ -336,18 +336,7 @@ mod tests {
     }
 
     fn memory(ws: &WorkspaceKey, content: &str) -> crate::store::memories::MemoryInsert {
-        use crate::store::types::{Importance, NewMemory, Visibility};
-        crate::store::memories::MemoryInsert::new(
-            NewMemory {
-                workspace: ws.clone(),
-                content: content.into(),
-                visibility: Visibility::Public,
-                importance: Importance::Normal,
-            },
-            Vec::new(),
-            crate::store::new_id("mem"),
-        )
-        .unwrap()
+        crate::store::memories::test_row(ws, content)
     }
 
     fn count(c: &Connection, sql: &str) -> i64 {

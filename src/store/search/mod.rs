@@ -46,7 +46,11 @@ mod pivot;
 mod query;
 mod terms;
 
-pub(crate) use index::{idle_step, index_all, index_batch, prepare_writer, queue_for_index};
+#[cfg(test)]
+pub(crate) use index::INDEX_AT;
+pub(crate) use index::{
+    idle_step, index_all, index_batch, prepare_writer, queue_for_index, short_grams,
+};
 use pivot::Lookup;
 use query::{Keyword, build_query};
 use terms::TermCounter;

@@ -1,0 +1,204 @@
+//! The daemon's control socket: operator commands that need the running daemon (today
+//! `forget-user`, which must stop the user's agents first) reach it here.
+//!
+//! A Unix socket beside the database, `{database}.control`, mode 0600: only the daemon's own
+//! user (and root) can connect, so the file system is the authentication, and it is never on a
+//! network. It speaks HTTP/1.1 (the Skill API's accept loop, `skill_api::listener`), one JSON
+//! request and answer per call:
+//!
+//! * `POST /v1/forget-user` `{"platform": "discord", "user": "123", "now": false}` → 200 with
+//!   the [`ForgetReport`]; 409 `turn_running` / `already_erasing`; 400 `invalid_user`; 500 the
+//!   rest, each as `{"code": ..., "error": ...}`.
+//!
+//! The socket is bound under a temporary name, made 0600 and renamed into place, so it is
+//! never reachable with wider permissions; a stale one (the daemon holds the database lock, so
+//! it is no other daemon's) is replaced.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use axum::{Json, Router};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::platform::PlatformKind;
+use crate::privacy::{EraseError, Eraser, ForgetReport};
+use crate::skill_api::listener::{ConnectionPolicy, run_listener};
+use crate::store::erasure::RequestedBy;
+
+/// How long a client waits for an answer (an erasure waits up to 30 s for agents to stop, then
+/// vacuums the database).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The control socket of the database at `database`.
+pub fn socket_path(database: &Path) -> PathBuf {
+    let mut name = database.as_os_str().to_owned();
+    name.push(".control");
+    PathBuf::from(name)
+}
+
+/// The body of `POST /v1/forget-user`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetUserRequest {
+    /// `discord` or `misskey`.
+    pub platform: String,
+    /// The user's id on it.
+    pub user: String,
+    /// Stop a running turn of theirs first instead of refusing.
+    #[serde(default)]
+    pub now: bool,
+}
+
+/// Binds the control socket of `database` (0600) and serves it until `stop`; the socket file is
+/// removed when it ends.
+pub async fn serve(database: &Path, eraser: Eraser, stop: CancellationToken) -> anyhow::Result<()> {
+    let path = socket_path(database);
+    let listener = bind(&path)?;
+    tracing::info!(path = %path.display(), "control socket listening");
+    let app = Router::new()
+        .route("/v1/forget-user", post(forget_user))
+        .with_state(eraser);
+    let policy = ConnectionPolicy {
+        header_read_timeout: Duration::from_secs(10),
+        max_connections: 4,
+        drain_timeout: Some(Duration::from_secs(5)),
+    };
+    run_listener(listener, app, policy, stop.cancelled_owned()).await;
+    let _ = std::fs::remove_file(&path);
+    Ok(())
+}
+
+/// Binds `path` with mode 0600 from the first moment it is reachable.
+fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+    let mut staging = path.as_os_str().to_owned();
+    staging.push(format!(".{}", std::process::id()));
+    let staging = PathBuf::from(staging);
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging)
+        .with_context(|| format!("cannot bind the control socket {}", staging.display()))?;
+    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&staging, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e)
+            .with_context(|| format!("cannot place the control socket {}", path.display()));
+    }
+    Ok(listener)
+}
+
+async fn forget_user(
+    State(eraser): State<Eraser>,
+    body: Result<Json<ForgetUserRequest>, axum::extract::rejection::JsonRejection>,
+) -> (StatusCode, Json<Value>) {
+    let request = match body {
+        Ok(Json(request)) => request,
+        Err(rejection) => {
+            return failure(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                &rejection.body_text(),
+            );
+        }
+    };
+    let Ok(platform) = request.platform.parse::<PlatformKind>() else {
+        let text = format!("unknown platform {:?}", request.platform);
+        return failure(StatusCode::BAD_REQUEST, "invalid_user", &text);
+    };
+    match eraser
+        .forget_user(platform, &request.user, request.now, RequestedBy::Operator)
+        .await
+    {
+        Ok(report) => (
+            StatusCode::OK,
+            Json(serde_json::to_value(report).unwrap_or_default()),
+        ),
+        Err(error) => {
+            let status = match &error {
+                EraseError::InvalidUser(_) => StatusCode::BAD_REQUEST,
+                EraseError::TurnRunning { .. } | EraseError::AlreadyErasing => StatusCode::CONFLICT,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            failure(status, error.code(), &error.to_string())
+        }
+    }
+}
+
+fn failure(status: StatusCode, code: &str, error: &str) -> (StatusCode, Json<Value>) {
+    (status, Json(json!({ "code": code, "error": error })))
+}
+
+/// A refusal or failure the daemon answered with.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} ({code})")]
+pub struct Refused {
+    /// The error's code (`turn_running`, `invalid_user`, ...).
+    pub code: String,
+    /// What the daemon said.
+    pub error: String,
+}
+
+/// Asks the daemon serving `database` to erase a user; answers its report, or its refusal as a
+/// [`Refused`] inside the error.
+pub async fn request_forget_user(
+    database: &Path,
+    request: &ForgetUserRequest,
+) -> anyhow::Result<ForgetReport> {
+    let path = socket_path(database);
+    let answer = call(&path, "/v1/forget-user", request).await?;
+    Ok(serde_json::from_value(answer)?)
+}
+
+/// One call on the control socket at `path`: the 200 answer's JSON, or a [`Refused`] error.
+async fn call(path: &Path, route: &str, body: &impl Serialize) -> anyhow::Result<Value> {
+    let stream = UnixStream::connect(path).await.with_context(|| {
+        format!(
+            "cannot reach the daemon's control socket {} (run this as the daemon's user, or root)",
+            path.display()
+        )
+    })?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    let driver = tokio::spawn(connection);
+    let request = hyper::Request::post(route)
+        .header("host", "control")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
+    let exchange = async {
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        anyhow::Ok((status, bytes))
+    };
+    let (status, bytes) = tokio::time::timeout(CLIENT_TIMEOUT, exchange)
+        .await
+        .context("the daemon did not answer in time")??;
+    driver.abort();
+    let value: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("the daemon answered {status} with something not JSON"))?;
+    if status.is_success() {
+        return Ok(value);
+    }
+    let field = |k: &str| {
+        value
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    Err(Refused {
+        code: field("code"),
+        error: field("error"),
+    }
+    .into())
+}
