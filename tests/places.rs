@@ -555,7 +555,12 @@ async fn a_slash_command_is_registered_only_where_a_place_allows_its_skill() {
             1,
         )
         .await;
-    assert_eq!(names(guild[0].json.as_ref().unwrap()), ["memory-search"]);
+    // `/privacy` is the daemon's own, no skill: a person may ask what is kept about them
+    // wherever the bot is.
+    assert_eq!(
+        names(guild[0].json.as_ref().unwrap()),
+        ["memory-search", "privacy"]
+    );
     let global = bot
         .wait_requests("PUT", &format!("/applications/{APP_ID}/commands"), 1)
         .await;

@@ -376,3 +376,97 @@ async fn an_agent_in_the_sandbox_cannot_reach_an_erasure() {
     assert!(bot.logged().iter().all(|l| l["message"] != "user_erased"));
     bot.stop();
 }
+
+/// `/privacy` is the daemon's own command: registered beside the skills' commands, answered
+/// ephemerally without an agent, counting what the store keeps about the user who asks (private
+/// memories only in a DM) and saying how long each kind stays; each use is recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_privacy_command_counts_what_is_kept_and_says_how_long() {
+    use common::fake_discord::{APP_ID, GUILD_ID, interaction_create};
+    let mut bot = DiscordServe::start(saving_setup).await;
+    let registered = bot
+        .wait_requests(
+            "PUT",
+            &format!("/applications/{APP_ID}/guilds/{GUILD_ID}/commands"),
+            1,
+        )
+        .await;
+    let commands = registered[0].json.clone().unwrap();
+    assert!(
+        commands
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "privacy" && c["options"] == json!([])),
+        "{commands}"
+    );
+    bot.dm("remember that I like tea");
+    bot.wait_bot_messages(common::fake_discord::DM_CHANNEL_ID, 1)
+        .await;
+    bot.wait_interactions_finished(1);
+    let agents = bot.agents_started();
+
+    let ask = |bot: &DiscordServe, token: &'static str, in_guild: bool| {
+        let id = bot.fake.next_id();
+        bot.fake.push_interaction(interaction_create(
+            &id,
+            token,
+            "privacy",
+            json!([]),
+            in_guild,
+        ));
+    };
+    let answer = |token: &'static str| {
+        let fake = &bot.fake;
+        async move {
+            common::poll::eventually_some(common::serve_discord::WAIT, "the answer", || {
+                fake.requests_to(
+                    "PATCH",
+                    &format!("/webhooks/{APP_ID}/{token}/messages/@original"),
+                )
+                .first()
+                .and_then(|r| r.json.clone())
+                .and_then(|j| j["content"].as_str().map(str::to_owned))
+            })
+            .await
+        }
+    };
+    ask(&bot, "privacy-dm", false);
+    let dm = answer("privacy-dm").await;
+    assert!(
+        dm.contains("Memories: 1 public, 0 private, 0 disabled"),
+        "{dm}"
+    );
+    assert!(
+        dm.contains("Messages you sent me, with their text: 1. Kept 7 days."),
+        "{dm}"
+    );
+    assert!(
+        dm.contains("pick up again after a restart: 1. Kept 14 days"),
+        "{dm}"
+    );
+    assert!(
+        dm.contains("deleted 90 days after they were disabled"),
+        "{dm}"
+    );
+    ask(&bot, "privacy-guild", true);
+    let public = answer("privacy-guild").await;
+    assert!(public.contains("counted only in a DM"), "{public}");
+    assert_eq!(
+        bot.agents_started(),
+        agents,
+        "no agent for a privacy command"
+    );
+    bot.wait_log(|l| l["message"] == "user_command" && l["skill"] == "privacy");
+    let db = database(&bot);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let views: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM privacy_log WHERE action = 'view' AND requested_by = 'user'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(views, 2);
+    bot.stop();
+}

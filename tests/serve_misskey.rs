@@ -283,6 +283,34 @@ async fn memory_stats_by_chat_is_answered_without_an_agent() {
     stop(&mut serve);
 }
 
+/// `/privacy` by chat: the daemon's own command, answered in the chat without an agent, with
+/// the private memories counted (a chat is a DM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn privacy_by_chat_is_answered_without_an_agent() {
+    let mut serve = MisskeyServe::start(
+        script(reply_steps("An agent answered this one.")),
+        MisskeySetup::default(),
+    )
+    .await;
+    serve.fake.chat_to_bot("u1", "/privacy", true, false);
+    let sent = serve
+        .wait_for_calls("chat/messages/create-to-user", 1)
+        .await;
+    assert_eq!(sent[0]["toUserId"], "u1");
+    let answer = text(&sent[0]);
+    assert!(
+        answer.starts_with("Here is what I keep about you"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("0 public, 0 private, 0 disabled"),
+        "{answer}"
+    );
+    serve.wait_for_log("user_command", &[("skill", json!("privacy"))]);
+    assert!(!serve.agent.log.exists(), "an agent was started");
+    stop(&mut serve);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reminder_set_in_a_chat_is_delivered_by_chat_on_time() {
     let mut serve = MisskeyServe::start(

@@ -311,7 +311,7 @@ async fn remove_folder(folder: &Path) -> Result<(u64, u64), EraseError> {
 }
 
 /// Files under `dir` (not following links) and their bytes; what cannot be read counts 0.
-fn count_files(dir: &Path) -> (u64, u64) {
+pub(super) fn count_files(dir: &Path) -> (u64, u64) {
     let (mut files, mut bytes) = (0, 0);
     let mut stack = vec![dir.to_owned()];
     while let Some(dir) = stack.pop() {

@@ -184,6 +184,42 @@ impl Store {
         })
     }
 
+    /// Deletes the memories disabled before `before` (the retention job), `batch` at a time in
+    /// write jobs of their own so other writes go on between them; answers how many went.
+    pub async fn purge_disabled_memories(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let before_ms = super::to_ms(before);
+        let batch = batch.max(1);
+        let mut total = 0;
+        loop {
+            let n = self
+                .db
+                .write(move |c| purge_disabled(c, before_ms, batch))
+                .await?;
+            total += n;
+            if n < u64::from(batch) {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Deletes the model usage records of days before `before` (overall and per place);
+    /// answers how many rows went.
+    pub async fn prune_usage(&self, before: chrono::NaiveDate) -> Result<u64, StoreError> {
+        let day = before.format("%Y-%m-%d").to_string();
+        self.db
+            .write(move |c| {
+                Ok(
+                    count(c.execute("DELETE FROM llm_usage WHERE day < ?1", [&day])?)
+                        + count(c.execute("DELETE FROM llm_usage_place WHERE day < ?1", [&day])?),
+                )
+            })
+            .await
+    }
+
     /// What is kept about `ws`'s user, counted.
     pub async fn privacy_kept(&self, ws: &WorkspaceKey) -> Result<Kept, StoreError> {
         let ws = ws.clone();
@@ -222,72 +258,43 @@ pub(crate) fn erase(
     conn: &Connection,
     ws: &WorkspaceKey,
 ) -> Result<(Erased, Vec<String>), StoreError> {
-    let key = ws.to_string();
-    let (platform, user) = (ws.platform(), ws.user_id());
+    securely(conn, |conn| erase_rows(conn, ws))
+}
+
+/// Runs `f` with SQLite's `secure_delete` on: what it deletes is overwritten with zeros.
+fn securely<R>(
+    conn: &Connection,
+    f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
     conn.query_row("PRAGMA secure_delete = ON", [], |_| Ok(()))?;
-    let result = erase_rows(conn, &key, platform, user);
+    let result = f(conn);
     conn.query_row("PRAGMA secure_delete = OFF", [], |_| Ok(()))?;
     result
 }
 
-fn erase_rows(
-    conn: &Connection,
-    key: &str,
-    platform: &str,
-    user: &str,
-) -> Result<(Erased, Vec<String>), StoreError> {
+fn erase_rows(conn: &Connection, ws: &WorkspaceKey) -> Result<(Erased, Vec<String>), StoreError> {
+    let key = ws.to_string();
+    let (platform, user) = (ws.platform(), ws.user_id());
     let mut erased = Erased::default();
     conn.execute(
         "INSERT OR IGNORE INTO erasing (workspace) VALUES (?1)",
-        [key],
+        [&key],
     )?;
-    let ws: WorkspaceKey = key.parse()?;
-    if let Some((lo, hi)) = workspace_range(conn, &ws)? {
-        // The trigram index is external-content: a deletion repeats the indexed text, which is
-        // the memory's (content never changes). Rows still queued were never indexed.
-        conn.execute(
-            "INSERT INTO memories_fts (memories_fts, rowid, content)
-             SELECT 'delete', seq, content FROM memories
-             WHERE seq BETWEEN ?1 AND ?2
-               AND seq NOT IN (SELECT seq FROM index_queue WHERE seq BETWEEN ?1 AND ?2)",
+    if let Some((lo, hi)) = workspace_range(conn, ws)? {
+        let gone = delete_memories(
+            conn,
+            "SELECT seq FROM memories WHERE seq BETWEEN ?1 AND ?2",
             [lo, hi],
         )?;
-        conn.execute(
-            "DELETE FROM memories_grams WHERE rowid BETWEEN ?1 AND ?2",
-            [lo, hi],
-        )?;
-        for (table, column) in [
-            ("index_queue", "seq"),
-            ("memory_use", "memory_seq"),
-            ("embedding_queue", "memory_seq"),
-        ] {
-            conn.execute(
-                &format!("DELETE FROM {table} WHERE {column} BETWEEN ?1 AND ?2"),
-                [lo, hi],
-            )?;
-        }
-        erased.vectors = count(conn.execute(
-            "DELETE FROM memory_vectors WHERE memory_seq BETWEEN ?1 AND ?2",
-            [lo, hi],
-        )?);
-        erased.memory_patches = count(conn.execute(
-            "DELETE FROM memory_patches WHERE memory_seq BETWEEN ?1 AND ?2",
-            [lo, hi],
-        )?);
+        (erased.memories, erased.memory_patches, erased.vectors) =
+            (gone.memories, gone.patches, gone.vectors);
     }
-    erased.memories = count(conn.execute("DELETE FROM memories WHERE workspace = ?1", [key])?);
-    if erased.memories > 0 {
-        // Rewrites each index without the deleted entries (see the module docs).
-        for index in ["memories_fts", "memories_grams"] {
-            conn.execute_batch(&format!("INSERT INTO {index}({index}) VALUES ('optimize')"))?;
-        }
-    }
-    conn.execute("DELETE FROM memory_counts WHERE workspace = ?1", [key])?;
-    erased.reminders = count(conn.execute("DELETE FROM reminders WHERE workspace = ?1", [key])?);
-    erased.usage_rows = count(conn.execute("DELETE FROM llm_usage WHERE workspace = ?1", [key])?)
-        + count(conn.execute("DELETE FROM llm_usage_place WHERE workspace = ?1", [key])?);
+    conn.execute("DELETE FROM memory_counts WHERE workspace = ?1", [&key])?;
+    erased.reminders = count(conn.execute("DELETE FROM reminders WHERE workspace = ?1", [&key])?);
+    erased.usage_rows = count(conn.execute("DELETE FROM llm_usage WHERE workspace = ?1", [&key])?)
+        + count(conn.execute("DELETE FROM llm_usage_place WHERE workspace = ?1", [&key])?);
     erased.maintenance_runs =
-        count(conn.execute("DELETE FROM maintenance_runs WHERE workspace = ?1", [key])?);
+        count(conn.execute("DELETE FROM maintenance_runs WHERE workspace = ?1", [&key])?);
     erased.inbox_messages = count(conn.execute(
         "DELETE FROM inbox WHERE platform = ?1 AND user_id = ?2",
         [platform, user],
@@ -304,9 +311,109 @@ fn erase_rows(
     )?);
     // The id is free again: every row in its range is gone, so a new workspace that gets it
     // starts from an empty range.
-    conn.execute("DELETE FROM workspaces WHERE key = ?1", [key])?;
-    conn.execute("DELETE FROM erasing WHERE workspace = ?1", [key])?;
+    conn.execute("DELETE FROM workspaces WHERE key = ?1", [&key])?;
+    conn.execute("DELETE FROM erasing", [])?;
     Ok((erased, folders))
+}
+
+/// What [`delete_memories`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Gone {
+    memories: u64,
+    patches: u64,
+    vectors: u64,
+}
+
+/// Deletes the memories whose rows `select` (one column, `seq`) names, with everything keyed by
+/// them: both full-text index entries (then both indexes are merged, see the module docs), the
+/// index and embedding queues, use marks, vectors and patches. The memories' workspaces are
+/// marked `erasing` (the append-only triggers let their rows go only then); the caller empties
+/// `erasing` before its transaction ends and keeps `memory_counts` right.
+fn delete_memories<P: rusqlite::Params>(
+    conn: &Connection,
+    select: &str,
+    params: P,
+) -> Result<Gone, StoreError> {
+    conn.execute_batch(
+        "CREATE TEMP TABLE IF NOT EXISTS doomed (seq INTEGER PRIMARY KEY); DELETE FROM temp.doomed;",
+    )?;
+    conn.execute(&format!("INSERT INTO temp.doomed (seq) {select}"), params)?;
+    conn.execute(
+        "INSERT OR IGNORE INTO erasing (workspace)
+         SELECT DISTINCT workspace FROM memories WHERE seq IN (SELECT seq FROM temp.doomed)",
+        [],
+    )?;
+    // The trigram index is external-content: a deletion repeats the indexed text, which is the
+    // memory's (content never changes). Rows still queued were never indexed.
+    conn.execute(
+        "INSERT INTO memories_fts (memories_fts, rowid, content)
+         SELECT 'delete', m.seq, m.content FROM memories m JOIN temp.doomed d ON d.seq = m.seq
+         WHERE m.seq NOT IN (SELECT seq FROM index_queue)",
+        [],
+    )?;
+    let doomed = "IN (SELECT seq FROM temp.doomed)";
+    conn.execute(
+        &format!("DELETE FROM memories_grams WHERE rowid {doomed}"),
+        [],
+    )?;
+    for (table, column) in [
+        ("index_queue", "seq"),
+        ("memory_use", "memory_seq"),
+        ("embedding_queue", "memory_seq"),
+    ] {
+        conn.execute(&format!("DELETE FROM {table} WHERE {column} {doomed}"), [])?;
+    }
+    let mut gone = Gone {
+        vectors: count(conn.execute(
+            &format!("DELETE FROM memory_vectors WHERE memory_seq {doomed}"),
+            [],
+        )?),
+        patches: count(conn.execute(
+            &format!("DELETE FROM memory_patches WHERE memory_seq {doomed}"),
+            [],
+        )?),
+        ..Gone::default()
+    };
+    gone.memories = count(conn.execute(&format!("DELETE FROM memories WHERE seq {doomed}"), [])?);
+    if gone.memories > 0 {
+        // Rewrites each index without the deleted entries (see the module docs).
+        for index in ["memories_fts", "memories_grams"] {
+            conn.execute_batch(&format!("INSERT INTO {index}({index}) VALUES ('optimize')"))?;
+        }
+    }
+    conn.execute("DELETE FROM temp.doomed", [])?;
+    Ok(gone)
+}
+
+/// Deletes up to `limit` memories disabled before `before_ms` (retention), with everything
+/// keyed by them, and takes them out of `memory_counts`; answers how many went.
+pub(crate) fn purge_disabled(
+    conn: &Connection,
+    before_ms: i64,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    securely(conn, |conn| {
+        // The counts first, while the rows are there to be counted.
+        conn.execute(
+            "UPDATE memory_counts SET n = n - d.k
+             FROM (SELECT workspace, visibility, importance, count(*) AS k FROM (
+                       SELECT workspace, visibility, importance FROM memories
+                       WHERE enabled = 0 AND updated_at < ?1 ORDER BY seq LIMIT ?2)
+                   GROUP BY workspace, visibility, importance) AS d
+             WHERE memory_counts.workspace = d.workspace AND memory_counts.enabled = 0
+               AND memory_counts.visibility = d.visibility
+               AND memory_counts.importance = d.importance",
+            params![before_ms, limit],
+        )?;
+        let gone = delete_memories(
+            conn,
+            "SELECT seq FROM memories WHERE enabled = 0 AND updated_at < ?1 ORDER BY seq LIMIT ?2",
+            params![before_ms, limit],
+        )?;
+        conn.execute("DELETE FROM memory_counts WHERE n = 0", [])?;
+        conn.execute("DELETE FROM erasing", [])?;
+        Ok(gone.memories)
+    })
 }
 
 fn count(rows: usize) -> u64 {

@@ -1,5 +1,5 @@
 //! The scheduled jobs started last: reminder delivery and memory maintenance, each only when
-//! its section enables it.
+//! its section enables it, and the daily retention job.
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use crate::conversation::prompts::PromptLibrary;
 use crate::gateway::Gateway;
 use crate::maintenance::{Maintenance, MaintenanceMetrics};
 use crate::platform::PlatformRegistry;
+use crate::privacy::retention::Retention;
 use crate::reminders::{ReminderMetrics, ReminderScheduler};
 
 /// The reminder scheduler, when `reminders.enabled`.
@@ -44,4 +45,15 @@ pub(super) fn start_maintenance(
         ctx.shutdown
             .spawn("memory_maintenance", job.run(ctx.shutdown.draining()));
     }
+}
+
+/// `retention`: the daily job deleting what is kept no longer (`privacy::retention`).
+pub(super) fn start_retention(ctx: Ctx<'_>) {
+    let job = Retention::new(
+        ctx.store.clone(),
+        super::workspaces_root(ctx.config),
+        ctx.config.retention.clone(),
+    );
+    ctx.shutdown
+        .spawn("retention", job.run(ctx.shutdown.draining()));
 }

@@ -151,6 +151,7 @@ pub async fn start(
         crate::app::control::serve(&database, eraser, draining).await
     });
     jobs::start_reminders(ctx, &platforms);
+    jobs::start_retention(ctx);
     jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
     Ok(Started {
         store,

@@ -33,6 +33,7 @@ use crate::handlers::UserCommandRunner;
 use crate::places::LivePlaces;
 use crate::platform::{PlatformEvent, PlatformRegistry};
 use crate::privacy::Eraser;
+use crate::privacy::commands::{Periods, PrivacyCommands};
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
 
@@ -143,13 +144,16 @@ pub(super) fn start(
         resuming.resume(inbox.resumable().await).await;
         Ok(())
     });
-    let events_done = spawn_event_loop(
-        ctx.shutdown,
-        catch_up,
-        router.clone(),
-        served.user_commands.clone(),
-        events,
-    );
+    let privacy = Arc::new(PrivacyCommands::new(
+        ctx.store.clone(),
+        launcher.workspaces.clone(),
+        Periods::of(config),
+    ));
+    let commands = Commands {
+        skills: served.user_commands.clone(),
+        privacy,
+    };
+    let events_done = spawn_event_loop(ctx.shutdown, catch_up, router.clone(), commands, events);
     Ok(Pipeline {
         launcher,
         eraser,
@@ -322,13 +326,21 @@ fn retry_prompt(skills: &LoadedSkills) -> Option<String> {
     Some(text)
 }
 
+/// The user commands: the skills' (run through the Skill API's handlers) and the daemon's own
+/// about a person's data (`privacy::commands`, which no skill reaches).
+#[derive(Clone)]
+struct Commands {
+    skills: Arc<UserCommandRunner>,
+    privacy: Arc<PrivacyCommands>,
+}
+
 /// Starts [`route_events`] as the tracked "router" task; the token returned is cancelled
 /// when it ends.
 fn spawn_event_loop(
     shutdown: &Shutdown,
     catch_up: CatchUp,
     router: Router,
-    commands: Arc<UserCommandRunner>,
+    commands: Commands,
     events: mpsc::Receiver<PlatformEvent>,
 ) -> CancellationToken {
     let events_done = CancellationToken::new();
@@ -348,7 +360,7 @@ fn spawn_event_loop(
 async fn route_events(
     catch_up: CatchUp,
     router: Router,
-    commands: Arc<UserCommandRunner>,
+    commands: Commands,
     mut events: mpsc::Receiver<PlatformEvent>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -369,7 +381,11 @@ async fn route_events(
             Some(PlatformEvent::Command(invocation)) => {
                 let commands = commands.clone();
                 shutdown.spawn("user_command", async move {
-                    commands.run(invocation).await;
+                    if PrivacyCommands::handles(&invocation.skill) {
+                        commands.privacy.run(invocation).await;
+                    } else {
+                        commands.skills.run(invocation).await;
+                    }
                     Ok(())
                 });
             }

@@ -9,6 +9,7 @@ use super::absolute;
 use crate::config::Config;
 use crate::places::{LivePlaces, Places};
 use crate::platform::UserCommandSpec;
+use crate::privacy::commands::PrivacyCommands;
 use crate::skills::{LoadedSkills, load_skills};
 
 /// The skill packages (validated), their canonical folder, and the user commands they offer
@@ -60,6 +61,7 @@ impl SkillPackages {
                     .cloned()
                     .collect(),
             })
+            .chain(PrivacyCommands::specs())
             .collect();
         let places = Arc::new(rules.into());
         Ok(Self {

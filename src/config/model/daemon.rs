@@ -1,5 +1,6 @@
 //! The daemon's own places and outputs: the workspaces root, the database, the inbox's catch-up
-//! and retention, the prompt templates, logging and the ops listener.
+//! and retention, how long what is kept about users stays (`retention`), the prompt templates,
+//! logging and the ops listener.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +32,33 @@ impl Default for WorkspaceConfig {
 pub struct StorageConfig {
     /// Database file; unset = `{workspace.repoPath}/air-friends.db`.
     pub path: Option<PathBuf>,
+}
+
+/// `retention`: how long what is kept about users stays before the daily retention job deletes
+/// it (`privacy::retention`, `docs/PRIVACY.md`). 0 keeps it. The inbox's records and the
+/// conversations' agent state have their own settings (`catchUp.retentionDays`,
+/// `agent.continuity.keepDays`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RetentionConfig {
+    /// Days after a memory was disabled (by the user, the agent, or maintenance superseding
+    /// it) before it is deleted with its changes, index entries and vector.
+    pub disabled_memory_days: u64,
+    /// Days the model usage records (tokens per user and day) are kept.
+    pub usage_days: u64,
+    /// Hours a file stays in a workspace's session folders (`tmp/`: the attachments and
+    /// payload files of turns; each is normally removed when its session ends).
+    pub session_file_hours: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            disabled_memory_days: 90,
+            usage_days: 90,
+            session_file_hours: 24,
+        }
+    }
 }
 
 /// `catchUp`: messages the daemon did not answer because it stopped (a deploy, a crash) and

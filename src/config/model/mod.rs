@@ -44,6 +44,8 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     /// Messages left unanswered across a restart, and the inbox's memory.
     pub catch_up: CatchUpConfig,
+    /// How long what is kept about users stays.
+    pub retention: RetentionConfig,
     /// The ACP agent that is started per interaction.
     pub agent: AgentConfig,
     /// The HTTP API the agent's skill scripts call.
@@ -80,6 +82,7 @@ impl Default for Config {
             places: Vec::new(),
             rate_limit: RateLimitConfig::default(),
             catch_up: CatchUpConfig::default(),
+            retention: RetentionConfig::default(),
             agent: AgentConfig::default(),
             skill_api: SkillApiConfig::default(),
             skills: SkillsConfig::default(),
