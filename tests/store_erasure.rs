@@ -52,7 +52,7 @@ async fn save_alternating(store: &Store, key: &WorkspaceKey, n: usize, content: 
         .save_memory(NewMemory {
             workspace: key.clone(),
             content,
-            visibility: if n % 2 == 0 {
+            visibility: if n.is_multiple_of(2) {
                 Visibility::Public
             } else {
                 Visibility::Private
