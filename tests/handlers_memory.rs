@@ -307,6 +307,34 @@ async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
     let (_, _, bytes) = exported(&app);
     let text = String::from_utf8(bytes).expect("utf-8");
     assert!(text.contains("secret: tea allergy"), "{text}");
+    // Everything that is theirs: each memory's changes, their reminders, their usage per day.
+    assert!(text.contains("- changed "), "{text}");
+    assert!(text.contains("# Reminders (0)"), "{text}");
+    assert!(text.contains("# Model usage (0 days)"), "{text}");
+    app.call(
+        &dm,
+        "set-reminder",
+        json!({"message": "drink water", "scheduledAt": (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339()}),
+    )
+    .await
+    .data();
+    app.call(&dm, "memory-export", json!({"format": "json"}))
+        .await
+        .data();
+    let (_, _, bytes) = exported(&app);
+    let doc: Value = serde_json::from_slice(&bytes).expect("json export");
+    let patched = doc["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == high.as_str())
+        .expect("the patched memory");
+    assert_eq!(
+        patched["patches"][0]["changes"],
+        json!({"importance": "high"})
+    );
+    assert_eq!(doc["reminders"][0]["message"], "drink water");
+    assert!(doc["usage"].is_array());
     let data = app
         .call(&dm, "memory-export", json!({"importance": "high"}))
         .await

@@ -555,11 +555,11 @@ async fn a_slash_command_is_registered_only_where_a_place_allows_its_skill() {
             1,
         )
         .await;
-    // `/privacy` is the daemon's own, no skill: a person may ask what is kept about them
-    // wherever the bot is.
+    // `/privacy` and `/forget` are the daemon's own, no skills: a person may ask what is kept
+    // about them, and have it forgotten, wherever the bot is.
     assert_eq!(
         names(guild[0].json.as_ref().unwrap()),
-        ["memory-search", "privacy"]
+        ["memory-search", "privacy", "forget", "forget-confirm"]
     );
     let global = bot
         .wait_requests("PUT", &format!("/applications/{APP_ID}/commands"), 1)

@@ -116,8 +116,9 @@ fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn forget_user_reaches_the_running_daemon_and_erases_that_user_and_nobody_else() {
+/// The daemon with the saving agent, after alice talked to it in a DM and bob in the guild
+/// channel (each has a memory, an inbox record and a conversation state).
+async fn two_users_talked() -> DiscordServe {
     let mut bot = DiscordServe::start(saving_setup).await;
     bot.dm("please remember that I like tea");
     bot.wait_bot_messages(common::fake_discord::DM_CHANNEL_ID, 1)
@@ -129,6 +130,28 @@ async fn forget_user_reaches_the_running_daemon_and_erases_that_user_and_nobody_
     );
     bot.wait_bot_messages(CHANNEL_ID, 1).await;
     bot.wait_interactions_finished(2);
+    bot
+}
+
+/// The text of the command answer delivered under interaction `token` (the deferred
+/// response's edit), once it came.
+async fn command_answer(fake: &common::fake_discord::FakeDiscord, token: &str) -> String {
+    use common::fake_discord::APP_ID;
+    common::poll::eventually_some(common::serve_discord::WAIT, "the answer", || {
+        fake.requests_to(
+            "PATCH",
+            &format!("/webhooks/{APP_ID}/{token}/messages/@original"),
+        )
+        .first()
+        .and_then(|r| r.json.clone())
+        .and_then(|j| j["content"].as_str().map(str::to_owned))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forget_user_reaches_the_running_daemon_and_erases_that_user_and_nobody_else() {
+    let mut bot = two_users_talked().await;
     let db = database(&bot);
     let alice_range = range(&db, USER_ID);
     let before = rows(&db, USER_ID, alice_range);
@@ -416,23 +439,8 @@ async fn the_privacy_command_counts_what_is_kept_and_says_how_long() {
             in_guild,
         ));
     };
-    let answer = |token: &'static str| {
-        let fake = &bot.fake;
-        async move {
-            common::poll::eventually_some(common::serve_discord::WAIT, "the answer", || {
-                fake.requests_to(
-                    "PATCH",
-                    &format!("/webhooks/{APP_ID}/{token}/messages/@original"),
-                )
-                .first()
-                .and_then(|r| r.json.clone())
-                .and_then(|j| j["content"].as_str().map(str::to_owned))
-            })
-            .await
-        }
-    };
     ask(&bot, "privacy-dm", false);
-    let dm = answer("privacy-dm").await;
+    let dm = command_answer(&bot.fake, "privacy-dm").await;
     assert!(
         dm.contains("Memories: 1 public, 0 private, 0 disabled"),
         "{dm}"
@@ -450,7 +458,7 @@ async fn the_privacy_command_counts_what_is_kept_and_says_how_long() {
         "{dm}"
     );
     ask(&bot, "privacy-guild", true);
-    let public = answer("privacy-guild").await;
+    let public = command_answer(&bot.fake, "privacy-guild").await;
     assert!(public.contains("counted only in a DM"), "{public}");
     assert_eq!(
         bot.agents_started(),
@@ -468,5 +476,116 @@ async fn the_privacy_command_counts_what_is_kept_and_says_how_long() {
         )
         .unwrap();
     assert_eq!(views, 2);
+    bot.stop();
+}
+
+/// `/forget` with its one-time confirmation, through the real binary on the fake Discord: a
+/// search selects exactly the asker's matching memories (never another user's, not even by
+/// id), nothing changes until `/forget-confirm` with the code, the code works once and only
+/// for its person, and `/forget everything` (a DM only) erases the asker's data once confirmed.
+#[tokio::test(flavor = "multi_thread")]
+async fn forget_disables_exactly_the_askers_matches_once_confirmed_and_everything_erases() {
+    use common::fake_discord::interaction_create;
+    let mut bot = two_users_talked().await;
+    let db = database(&bot);
+    let enabled = |who: &str| -> i64 {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT count(*) FROM memories WHERE workspace = ?1 AND enabled = 1",
+            [format!("discord/{who}")],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!((enabled(USER_ID), enabled(BOB)), (1, 1));
+    let bob_id: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT id FROM memories WHERE workspace = ?1",
+            [format!("discord/{BOB}")],
+            |r| r.get(0),
+        )
+        .unwrap();
+
+    // Each call: (command, option name, value, in the guild, as bob) → the answer.
+    let mut n = 0;
+    let mut ask = |name: &str, option: &str, value: &str, in_guild: bool, as_bob: bool| {
+        n += 1;
+        let token = format!("forget-{n}");
+        let mut i = interaction_create(
+            &bot.fake.next_id(),
+            &token,
+            name,
+            json!([{"name": option, "type": 3, "value": value}]),
+            in_guild,
+        );
+        if as_bob {
+            i["user"]["id"] = json!(BOB);
+        }
+        bot.fake.push_interaction(i);
+        let fake = &bot.fake;
+        async move { command_answer(fake, &token).await }
+    };
+    let code_in = |answer: &str| -> String {
+        answer
+            .split("/forget-confirm ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no code in {answer:?}"))
+            .to_owned()
+    };
+
+    // Bob's memory is not alice's to forget, even by its id.
+    let answer = ask("forget", "query", &bob_id, false, false).await;
+    assert!(answer.contains("I found no memory of yours"), "{answer}");
+    let answer = ask("forget", "query", "qzxvortle", false, false).await;
+    assert!(answer.contains("I would forget these 1 memory"), "{answer}");
+    assert!(!answer.contains(&bob_id), "{answer}");
+    let code = code_in(&answer);
+    assert_eq!(
+        enabled(USER_ID),
+        1,
+        "nothing changes before the confirmation"
+    );
+    let answer = ask("forget-confirm", "code", "WRONG9", false, false).await;
+    assert!(answer.contains("not valid"), "{answer}");
+    let answer = ask("forget-confirm", "code", &code, false, true).await;
+    assert!(
+        answer.contains("not valid"),
+        "bob cannot use alice's code: {answer}"
+    );
+    let answer = ask("forget-confirm", "code", &code, false, false).await;
+    assert!(answer.contains("Done: I forgot 1 memory"), "{answer}");
+    assert_eq!((enabled(USER_ID), enabled(BOB)), (0, 1));
+    let answer = ask("forget-confirm", "code", &code, false, false).await;
+    assert!(answer.contains("not valid"), "used up: {answer}");
+
+    // Everything: never from a guild channel; in a DM once confirmed.
+    let answer = ask("forget", "query", "everything", true, false).await;
+    assert!(
+        answer.contains("only be asked in a direct message"),
+        "{answer}"
+    );
+    let answer = ask("forget", "query", "everything", false, false).await;
+    assert!(answer.contains("cannot be undone"), "{answer}");
+    let code = code_in(&answer);
+    let answer = ask("forget-confirm", "code", &code, false, false).await;
+    assert!(
+        answer.contains("everything I kept about you is erased"),
+        "{answer}"
+    );
+    assert!(rows(&db, USER_ID, None).values().all(|n| *n == 0));
+    assert_eq!(enabled(BOB), 1);
+    let erased = bot.logged_or_wait(|l| l["message"] == "user_erased");
+    assert_eq!(erased["requested_by"], "user");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let actions: Vec<String> = conn
+        .prepare("SELECT action FROM privacy_log WHERE requested_by = 'user' ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(actions, ["forget", "erase"]);
     bot.stop();
 }

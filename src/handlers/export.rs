@@ -1,6 +1,8 @@
-//! memory-export: the user's memories as a Markdown or JSON file, always delivered **by
-//! direct message** to the invoking user, even when asked in a public channel. Private memories
-//! are included only when the export was asked for from a DM.
+//! memory-export: what is kept about the user as a Markdown or JSON file, always delivered **by
+//! direct message** to the invoking user, even when asked in a public channel: their memories
+//! with every change recorded on each, their reminders (any state) and their model usage per
+//! day (`docs/PRIVACY.md`). Private memories and the reminders are included only when the export
+//! was asked for from a DM.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,7 +12,21 @@ use serde_json::{Value, json};
 use super::common::{Deps, params, platform_error, scope, store_error, workspace_key};
 use crate::platform::OutgoingFile;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
-use crate::store::{ExportFilter, Importance, Memory};
+use crate::store::erasure::RequestedBy;
+use crate::store::{
+    ExportFilter, Importance, LlmUsage, Memory, PatchRecord, Reminder, StoreError, WorkspaceKey,
+};
+
+/// What the export holds besides the memories.
+#[derive(Debug, Default)]
+struct Extra {
+    /// Each exported memory's changes, oldest first, in the memories' order.
+    patches: Vec<Vec<PatchRecord>>,
+    /// Every reminder (only in a DM's export).
+    reminders: Option<Vec<Reminder>>,
+    /// Tokens per day.
+    usage: Vec<(chrono::NaiveDate, LlmUsage)>,
+}
 
 /// The `memory-export` skill: the user's memories as a file, always sent by DM (private ones only
 /// when asked from a DM).
@@ -65,8 +81,13 @@ impl SkillHandler for MemoryExport {
             .export_memories(&workspace_key(session)?, filter)
             .await
             .map_err(|e| store_error(e, "memories"))?;
+        let ws = workspace_key(session)?;
+        let extra = self
+            .extra(&ws, &memories, filter)
+            .await
+            .map_err(|e| store_error(e, "memories"))?;
         let now = self.0.clock.now();
-        let (filename, bytes) = render(p.format, &memories, filter, now)?;
+        let (filename, bytes) = render(p.format, &memories, &extra, filter, now)?;
         let caption = format!(
             "Your memory export: {} memor{} ({}{}).",
             memories.len(),
@@ -92,6 +113,20 @@ impl SkillHandler for MemoryExport {
             .first()
             .map(|m| m.message_id.clone())
             .ok_or_else(|| SkillError::internal(anyhow::anyhow!("DM delivery without message")))?;
+        // Recorded as any privacy action: who (as the log's keyed hash), what, when.
+        let recorded = self
+            .0
+            .store
+            .privacy_log(
+                "export",
+                RequestedBy::User,
+                Some(&ws),
+                json!({"memories": memories.len(), "format": p.format.as_str()}),
+            )
+            .await;
+        if let Err(error) = recorded {
+            tracing::warn!(%error, "could not record the export in privacy_log");
+        }
         tracing::info!(
             session_id = %ctx.session_id(),
             count = memories.len(),
@@ -108,10 +143,37 @@ impl SkillHandler for MemoryExport {
     }
 }
 
+impl MemoryExport {
+    /// The exported memories' changes, the reminders (in a DM's export) and the usage days.
+    async fn extra(
+        &self,
+        ws: &WorkspaceKey,
+        memories: &[Memory],
+        filter: ExportFilter,
+    ) -> Result<Extra, StoreError> {
+        let store = &self.0.store;
+        let mut patches = Vec::with_capacity(memories.len());
+        for memory in memories {
+            patches.push(store.memory_patches(ws, &memory.id, filter.scope).await?);
+        }
+        let reminders = if filter.scope.includes_private() {
+            Some(store.all_reminders(ws).await?)
+        } else {
+            None
+        };
+        Ok(Extra {
+            patches,
+            reminders,
+            usage: store.usage_days(ws).await?,
+        })
+    }
+}
+
 /// The export file: name and content.
 fn render(
     format: Format,
     memories: &[Memory],
+    extra: &Extra,
     filter: ExportFilter,
     now: DateTime<Utc>,
 ) -> Result<(String, Vec<u8>), SkillError> {
@@ -119,25 +181,48 @@ fn render(
     let include_private = filter.scope.includes_private();
     match format {
         Format::Json => {
-            let doc = json!({
+            let mut listed = Vec::with_capacity(memories.len());
+            for (i, memory) in memories.iter().enumerate() {
+                let mut m = serde_json::to_value(memory).map_err(SkillError::internal)?;
+                m["patches"] = json!(extra.patches.get(i).cloned().unwrap_or_default());
+                listed.push(m);
+            }
+            let usage: Vec<Value> = extra
+                .usage
+                .iter()
+                .map(|(day, u)| {
+                    json!({"day": day.to_string(), "inputTokens": u.input_tokens,
+                           "outputTokens": u.output_tokens, "requests": u.requests})
+                })
+                .collect();
+            let mut doc = json!({
                 "exportedAt": now,
                 "includesPrivate": include_private,
                 "importance": filter.importance.map_or("all", Importance::as_str),
                 "enabledOnly": filter.enabled_only,
                 "count": memories.len(),
-                "memories": memories,
+                "memories": listed,
+                "usage": usage,
             });
+            if let Some(reminders) = &extra.reminders {
+                doc["reminders"] = json!(reminders);
+            }
             let bytes = serde_json::to_vec_pretty(&doc).map_err(SkillError::internal)?;
             Ok((format!("memories-{stamp}.json"), bytes))
         }
         Format::Markdown => Ok((
             format!("memories-{stamp}.md"),
-            markdown(memories, include_private, now).into_bytes(),
+            markdown(memories, extra, include_private, now).into_bytes(),
         )),
     }
 }
 
-fn markdown(memories: &[Memory], include_private: bool, now: DateTime<Utc>) -> String {
+fn markdown(
+    memories: &[Memory],
+    extra: &Extra,
+    include_private: bool,
+    now: DateTime<Utc>,
+) -> String {
     let mut out = format!(
         "# Memory export\n\nExported {} · {} memor{} · {}\n",
         now.format("%Y-%m-%d %H:%M UTC"),
@@ -167,6 +252,13 @@ fn markdown(memories: &[Memory], include_private: bool, now: DateTime<Utc>) -> S
         if !memory.supersedes.is_empty() {
             out.push_str(&format!("- supersedes: {}\n", memory.supersedes.join(", ")));
         }
+        for patch in memory_patches(extra, memories, &memory.id) {
+            out.push_str(&format!(
+                "- changed {}: {}\n",
+                patch.created_at.format("%Y-%m-%d %H:%M UTC"),
+                serde_json::to_string(&patch.changes).unwrap_or_default()
+            ));
+        }
         out.push('\n');
         for line in memory.content.lines() {
             out.push_str("> ");
@@ -174,7 +266,39 @@ fn markdown(memories: &[Memory], include_private: bool, now: DateTime<Utc>) -> S
             out.push('\n');
         }
     }
+    match &extra.reminders {
+        Some(reminders) => {
+            out.push_str(&format!("\n# Reminders ({})\n\n", reminders.len()));
+            for r in reminders {
+                out.push_str(&format!(
+                    "- {} · {} · {}\n",
+                    r.scheduled_at.format("%Y-%m-%d %H:%M UTC"),
+                    r.state.as_str(),
+                    r.message.replace('\n', " ")
+                ));
+            }
+        }
+        None => out.push_str(
+            "\n# Reminders\n\nIncluded only in an export asked for in a direct message.\n",
+        ),
+    }
+    out.push_str(&format!("\n# Model usage ({} days)\n\n", extra.usage.len()));
+    for (day, u) in &extra.usage {
+        out.push_str(&format!(
+            "- {day}: {} input tokens, {} output tokens, {} requests\n",
+            u.input_tokens, u.output_tokens, u.requests
+        ));
+    }
     out
+}
+
+/// The recorded changes of memory `id` (in `memories`' order in `extra`).
+fn memory_patches<'a>(extra: &'a Extra, memories: &[Memory], id: &str) -> &'a [PatchRecord] {
+    memories
+        .iter()
+        .position(|m| m.id == id)
+        .and_then(|i| extra.patches.get(i))
+        .map_or(&[], Vec::as_slice)
 }
 
 #[cfg(test)]
@@ -201,12 +325,18 @@ mod tests {
 
     #[test]
     fn markdown_quotes_every_line_and_lists_metadata() {
-        let text = markdown(&[memory("mem_1", "likes tea\nand cats")], false, Utc::now());
+        let text = markdown(
+            &[memory("mem_1", "likes tea\nand cats")],
+            &Extra::default(),
+            false,
+            Utc::now(),
+        );
         assert!(text.contains("## mem_1"), "{text}");
         assert!(text.contains("> likes tea\n> and cats\n"), "{text}");
         assert!(text.contains("- related to: mem_0"), "{text}");
         assert!(text.contains("public only"), "{text}");
-        assert!(markdown(&[], true, Utc::now()).contains("No memories"));
+        assert!(text.contains("Included only in an export asked for in a direct message"));
+        assert!(markdown(&[], &Extra::default(), true, Utc::now()).contains("No memories"));
     }
 
     #[test]
@@ -217,12 +347,29 @@ mod tests {
             enabled_only: true,
         };
         let now = DateTime::from_timestamp(0, 0).unwrap_or_default();
+        let extra = Extra {
+            usage: vec![(
+                now.date_naive(),
+                LlmUsage {
+                    input_tokens: 10,
+                    output_tokens: 2,
+                    requests: 1,
+                },
+            )],
+            ..Extra::default()
+        };
         let (name, bytes) =
-            render(Format::Json, &[memory("mem_1", "x")], filter, now).expect("render");
+            render(Format::Json, &[memory("mem_1", "x")], &extra, filter, now).expect("render");
         assert_eq!(name, "memories-19700101T000000Z.json");
         let doc: Value = serde_json::from_slice(&bytes).expect("json");
         assert_eq!(doc["count"], 1);
         assert_eq!(doc["importance"], "high");
         assert_eq!(doc["memories"][0]["id"], "mem_1");
+        assert_eq!(doc["memories"][0]["patches"], json!([]));
+        assert_eq!(doc["usage"][0]["inputTokens"], 10);
+        assert!(
+            doc.get("reminders").is_none(),
+            "reminders only in a DM's export"
+        );
     }
 }

@@ -1,23 +1,48 @@
-//! The daemon's own user commands about a person's data: `/privacy` (what is kept about you,
-//! counted, with how long each kind stays). A slash command on Discord (answered ephemerally)
-//! and a text command on Misskey (answered by DM), like the skills' user commands, but handled
-//! here: no skill runs them, so no agent can.
+//! The daemon's own user commands about a person's data. Slash commands on Discord (answered
+//! ephemerally) and text commands on Misskey (answered by chat), like the skills' user
+//! commands, but handled here: no skill runs them, so no agent can.
 //!
-//! Private memories are counted only when the command is used in a DM, as everywhere else.
-//! Each use is recorded in `privacy_log` (who, as its keyed hash; what; when; no content).
+//! * `/privacy`: what is kept about you, counted, with how long each kind stays.
+//! * `/forget QUERY`: the memories matching QUERY (search words, memory ids, or `all`) are
+//!   listed with a one-time code ([`super::confirm`]); `/forget-confirm CODE` then disables
+//!   them. `/forget everything` (in a DM only) erases all of the person's data, through the
+//!   same [`Eraser`] as `forget-user`, once confirmed the same way.
+//!
+//! Private memories are counted, listed and forgotten only when the command is used in a DM,
+//! as everywhere else. Each use is recorded in `privacy_log` (who, as its keyed hash; what;
+//! when; counts, no content).
 
 use std::fmt::Write as _;
 
 use serde_json::json;
 
+use super::confirm::{Confirmations, VALID_FOR};
+use super::{EraseError, Eraser};
 use crate::config::Config;
 use crate::conversation::workspace::Workspaces;
-use crate::platform::{CommandInvocation, CommandReply, UserCommandSpec};
+use crate::platform::{CommandInvocation, CommandReply, Origin, UserCommandSpec};
 use crate::store::erasure::{Kept, RequestedBy};
-use crate::store::{Store, WorkspaceKey};
+use crate::store::{ExportFilter, Memory, MemoryPatch, Scope, Store, WorkspaceKey};
 
 /// The `/privacy` command's name.
 pub const PRIVACY: &str = "privacy";
+/// `/forget QUERY`.
+pub const FORGET: &str = "forget";
+/// `/forget-confirm CODE`.
+pub const FORGET_CONFIRM: &str = "forget-confirm";
+/// Most memories one `/forget` selects.
+const MAX_FORGET: u32 = 50;
+/// Most of them listed in its answer.
+const MAX_LISTED: usize = 20;
+
+/// What a confirmation code stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Forget {
+    /// Disable these memories (found in `scope`).
+    Memories { ids: Vec<String>, scope: Scope },
+    /// Erase everything kept about the person.
+    Everything,
+}
 
 /// How long each kind of data stays, in days or hours (0: until erased), from the
 /// configuration.
@@ -58,31 +83,76 @@ pub struct PrivacyCommands {
     store: Store,
     workspaces: Workspaces,
     periods: Periods,
+    eraser: Option<Eraser>,
+    confirmations: Confirmations<Forget>,
 }
 
 impl PrivacyCommands {
-    /// The commands over `store` and `workspaces`, telling `periods`.
+    /// The commands over `store` and `workspaces`, telling `periods`; `/forget everything`
+    /// needs [`with_eraser`](Self::with_eraser).
     pub fn new(store: Store, workspaces: Workspaces, periods: Periods) -> Self {
         Self {
             store,
             workspaces,
             periods,
+            eraser: None,
+            confirmations: Confirmations::default(),
         }
+    }
+
+    /// `/forget everything` erases through `eraser` (the daemon's, which stops the person's
+    /// agents first).
+    pub fn with_eraser(mut self, eraser: Eraser) -> Self {
+        self.eraser = Some(eraser);
+        self
     }
 
     /// The commands offered to users (registered beside the skills' user commands).
     pub fn specs() -> Vec<UserCommandSpec> {
-        vec![UserCommandSpec {
-            name: PRIVACY.into(),
-            description: "What I keep about you, how long, and how to have it erased".into(),
-            input_schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        let spec = |name: &str, description: &str, input_schema| UserCommandSpec {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
             hidden_in_guilds: Default::default(),
-        }]
+        };
+        vec![
+            spec(
+                PRIVACY,
+                "What I keep about you, how long, and how to have it erased",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+            spec(
+                FORGET,
+                "Make me forget memories (search words, memory ids, all) or everything (in a DM)",
+                json!({
+                    "type": "object",
+                    "properties": {"query": {
+                        "type": "string", "minLength": 1, "maxLength": 500,
+                        "description": "Words to search, memory ids, `all`, or `everything`"
+                    }},
+                    "required": ["query"],
+                    "additionalProperties": false
+                }),
+            ),
+            spec(
+                FORGET_CONFIRM,
+                "Confirm a /forget with the code it gave you",
+                json!({
+                    "type": "object",
+                    "properties": {"code": {
+                        "type": "string", "minLength": 1, "maxLength": 32,
+                        "description": "The code /forget gave you"
+                    }},
+                    "required": ["code"],
+                    "additionalProperties": false
+                }),
+            ),
+        ]
     }
 
     /// Whether `name` is one of these commands.
     pub fn handles(name: &str) -> bool {
-        name == PRIVACY
+        [PRIVACY, FORGET, FORGET_CONFIRM].contains(&name)
     }
 
     /// Runs the command and delivers its answer; returns whether the adapter was still waiting.
@@ -94,7 +164,19 @@ impl PrivacyCommands {
     /// Runs the command and returns its answer.
     pub async fn execute(&self, invocation: &CommandInvocation) -> CommandReply {
         let origin = &invocation.origin;
-        let outcome = self.privacy(invocation).await;
+        let text = |name: &str| {
+            invocation
+                .parameters
+                .get(name)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let outcome = match invocation.skill.as_str() {
+            FORGET => self.forget(origin, &text("query")).await,
+            FORGET_CONFIRM => self.confirm(origin, &text("code")).await,
+            _ => self.privacy(invocation).await,
+        };
         tracing::info!(
             name: "user_command",
             skill = invocation.skill.as_str(),
@@ -133,6 +215,192 @@ impl PrivacyCommands {
             .await?;
         Ok(render(&kept, files, bytes, &self.periods, origin.is_dm))
     }
+
+    /// `/forget QUERY`: what would be forgotten, and the code that confirms it.
+    async fn forget(&self, origin: &Origin, query: &str) -> anyhow::Result<String> {
+        let ws = WorkspaceKey::new(origin.platform.as_str(), origin.user_id.as_str())?;
+        let query = query.trim();
+        if query.eq_ignore_ascii_case("everything") {
+            if !origin.is_dm {
+                return Ok("Erasing everything can only be asked in a direct message with me (it includes your private memories).".into());
+            }
+            if self.eraser.is_none() {
+                return Ok(
+                    "Erasing everything is not available here; ask the operator of this bot."
+                        .into(),
+                );
+            }
+            let code = self.confirmations.issue(
+                origin.platform,
+                origin.user_id.as_str(),
+                Forget::Everything,
+            );
+            return Ok(format!(
+                "This erases everything I keep about you: all your memories (public and private), reminders, usage records, the messages I recorded, our conversations' state and your files. It cannot be undone.\nTo go ahead, use /forget-confirm {code} within {} minutes.",
+                VALID_FOR.as_secs() / 60
+            ));
+        }
+        let scope = Scope::for_dm(origin.is_dm);
+        let memories = self.select(&ws, query, scope).await?;
+        let private_note = if origin.is_dm {
+            ""
+        } else {
+            " (private memories count only in a DM with me)"
+        };
+        if memories.is_empty() {
+            return Ok(format!(
+                "I found no memory of yours matching that{private_note}. Use words from it, its id (mem_...), or `all`."
+            ));
+        }
+        let mut out = format!(
+            "I would forget these {} memor{}{private_note}:\n",
+            memories.len(),
+            if memories.len() == 1 { "y" } else { "ies" }
+        );
+        for m in memories.iter().take(MAX_LISTED) {
+            let _ = writeln!(out, "- {}: {}", m.id, excerpt(&m.content));
+        }
+        if memories.len() > MAX_LISTED {
+            let _ = writeln!(out, "- and {} more", memories.len() - MAX_LISTED);
+        }
+        let ids = memories.into_iter().map(|m| m.id).collect();
+        let code = self.confirmations.issue(
+            origin.platform,
+            origin.user_id.as_str(),
+            Forget::Memories { ids, scope },
+        );
+        let _ = write!(
+            out,
+            "To confirm, use /forget-confirm {code} within {} minutes. Forgotten memories are no longer used or shown to anyone; {}",
+            VALID_FOR.as_secs() / 60,
+            if self.periods.disabled_memory_days == 0 {
+                "they are deleted when the operator erases your data.".to_owned()
+            } else {
+                format!(
+                    "they are deleted {} days later.",
+                    self.periods.disabled_memory_days
+                )
+            }
+        );
+        Ok(out)
+    }
+
+    /// The enabled memories of `ws` in `scope` that `query` names: `all`, memory ids, or
+    /// search words (at most [`MAX_FORGET`]).
+    async fn select(
+        &self,
+        ws: &WorkspaceKey,
+        query: &str,
+        scope: Scope,
+    ) -> anyhow::Result<Vec<Memory>> {
+        if query.eq_ignore_ascii_case("all") {
+            let mut all = self
+                .store
+                .export_memories(
+                    ws,
+                    ExportFilter {
+                        scope,
+                        importance: None,
+                        enabled_only: true,
+                    },
+                )
+                .await?;
+            all.truncate(MAX_FORGET as usize);
+            return Ok(all);
+        }
+        let words: Vec<&str> = query
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|w| !w.is_empty())
+            .collect();
+        if !words.is_empty() && words.iter().all(|w| w.starts_with("mem_")) {
+            let mut found = Vec::new();
+            for id in words.into_iter().take(MAX_FORGET as usize) {
+                // Another person's id, or a private one outside a DM, is simply not found.
+                if let Some(m) = self.store.get_memory(ws, id, scope).await?
+                    && m.enabled
+                    && !found.iter().any(|f: &Memory| f.id == m.id)
+                {
+                    found.push(m);
+                }
+            }
+            return Ok(found);
+        }
+        Ok(self
+            .store
+            .search_memories(ws, query, scope, MAX_FORGET)
+            .await?
+            .into_iter()
+            .map(|scored| scored.memory)
+            .collect())
+    }
+
+    /// `/forget-confirm CODE`: does what the person's code stands for.
+    async fn confirm(&self, origin: &Origin, code: &str) -> anyhow::Result<String> {
+        let ws = WorkspaceKey::new(origin.platform.as_str(), origin.user_id.as_str())?;
+        let Some(action) = self
+            .confirmations
+            .take(origin.platform, origin.user_id.as_str(), code)
+        else {
+            return Ok("That code is not valid: it is wrong, already used, or older than 10 minutes. Use /forget again.".into());
+        };
+        match action {
+            Forget::Memories { ids, scope } => {
+                let mut disabled = 0u64;
+                for id in &ids {
+                    let patch = MemoryPatch {
+                        enabled: Some(false),
+                        ..MemoryPatch::default()
+                    };
+                    if self.store.patch_memory(&ws, id, patch, scope).await.is_ok() {
+                        disabled += 1;
+                    }
+                }
+                self.store
+                    .privacy_log(
+                        "forget",
+                        RequestedBy::User,
+                        Some(&ws),
+                        json!({"disabled": disabled}),
+                    )
+                    .await?;
+                Ok(format!(
+                    "Done: I forgot {disabled} memor{}. I won't use or show {} again.",
+                    if disabled == 1 { "y" } else { "ies" },
+                    if disabled == 1 { "it" } else { "them" }
+                ))
+            }
+            Forget::Everything => {
+                let Some(eraser) = &self.eraser else {
+                    return Ok(
+                        "Erasing everything is not available here; ask the operator of this bot."
+                            .into(),
+                    );
+                };
+                match eraser
+                    .forget_user(origin.platform, origin.user_id.as_str(), false, RequestedBy::User)
+                    .await
+                {
+                    Ok(report) => Ok(format!(
+                        "Done: everything I kept about you is erased ({} memories, {} reminders, {} files). If the operator keeps backups, they still hold it until they are replaced.",
+                        report.erased.memories, report.erased.reminders, report.files
+                    )),
+                    Err(EraseError::TurnRunning { .. }) => Ok("I'm still answering one of your messages. Once I've replied, use /forget everything again.".into()),
+                    Err(EraseError::AlreadyErasing) => Ok("Your data is being erased right now.".into()),
+                    Err(error) => Err(error.into()),
+                }
+            }
+        }
+    }
+}
+
+/// The first line of `content`, at most 80 characters.
+fn excerpt(content: &str) -> String {
+    let line = content.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(80).collect();
+    if out.chars().count() < content.chars().count() {
+        out.push('…');
+    }
+    out
 }
 
 /// `/privacy`'s text.

@@ -5,14 +5,16 @@
 //!   their conversations' agent state — after stopping their agents, refusing while one of
 //!   their turns runs unless told to stop it. `air-friends forget-user` reaches it through the
 //!   daemon's control socket (`control`), or runs it directly when no daemon holds the database.
-//! * [`commands`]: `/privacy`, the daemon's own user command saying what is kept about the
-//!   person who asks and for how long.
+//! * [`commands`]: `/privacy`, `/forget` and `/forget-confirm`, the daemon's own user commands:
+//!   what is kept about the person who asks and for how long; forgetting memories, or
+//!   everything, once confirmed with a one-time code ([`confirm`]).
 //! * [`retention`]: the daily job that deletes what `retention:` keeps no longer (disabled
 //!   memories, usage records, session files).
 //!
 //! Nothing here is a skill: no agent, and so no prompt injection, can reach an erasure.
 
 pub mod commands;
+pub mod confirm;
 pub mod erase;
 pub mod retention;
 

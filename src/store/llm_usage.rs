@@ -152,3 +152,32 @@ pub(crate) fn on(
     };
     Ok(usage)
 }
+
+/// Every day of usage of `ws`, oldest first.
+pub(crate) fn days_of(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT day, input_tokens, output_tokens, requests FROM llm_usage
+         WHERE workspace = ?1 ORDER BY day",
+    )?;
+    let rows = stmt.query_map([ws.to_string()], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            LlmUsage {
+                input_tokens: from_sql(r.get(1)?),
+                output_tokens: from_sql(r.get(2)?),
+                requests: from_sql(r.get(3)?),
+            },
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (day, usage) = row?;
+        let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d")
+            .map_err(|e| StoreError::Internal(format!("corrupt usage day {day:?}: {e}")))?;
+        out.push((day, usage));
+    }
+    Ok(out)
+}

@@ -320,6 +320,15 @@ impl Store {
             .await
     }
 
+    /// Every day of model usage of `ws`, oldest first (an export of the user's data).
+    pub async fn usage_days(
+        &self,
+        ws: &WorkspaceKey,
+    ) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
+        let ws = ws.clone();
+        self.db.read(move |c| llm_usage::days_of(c, &ws)).await
+    }
+
     /// Adds one metered model response of a session in `place` (a `places:` rule's name, or
     /// `default`) to the usage of `ws` on the UTC `day`, overall and in that place, in one
     /// write.

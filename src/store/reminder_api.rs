@@ -74,6 +74,12 @@ impl Store {
         self.db.read(move |c| reminders::pending(c, &ws)).await
     }
 
+    /// Every reminder of `ws`, in any state, oldest first.
+    pub async fn all_reminders(&self, ws: &WorkspaceKey) -> Result<Vec<Reminder>, StoreError> {
+        let ws = ws.clone();
+        self.db.read(move |c| reminders::all_of(c, &ws)).await
+    }
+
     /// When the scheduler should next wake: the earliest `nextAttemptAt` of any pending reminder.
     pub async fn next_due_at(&self) -> Result<Option<DateTime<Utc>>, StoreError> {
         let ms = self.db.read(reminders::next_due).await?;

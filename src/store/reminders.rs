@@ -160,6 +160,15 @@ pub(crate) fn pending(conn: &Connection, ws: &WorkspaceKey) -> Result<Vec<Remind
     )
 }
 
+/// Every reminder of `ws`, in any state, oldest first (an export of the user's data).
+pub(crate) fn all_of(conn: &Connection, ws: &WorkspaceKey) -> Result<Vec<Reminder>, StoreError> {
+    query_list(
+        conn,
+        &format!("SELECT {REMINDER_COLUMNS} FROM reminders WHERE workspace = ?1 ORDER BY seq"),
+        [ws.to_string()],
+    )
+}
+
 /// Earliest `nextAttemptAt` of any pending reminder.
 pub(crate) fn next_due(conn: &Connection) -> Result<Option<i64>, StoreError> {
     Ok(conn

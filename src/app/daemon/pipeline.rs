@@ -144,11 +144,14 @@ pub(super) fn start(
         resuming.resume(inbox.resumable().await).await;
         Ok(())
     });
-    let privacy = Arc::new(PrivacyCommands::new(
-        ctx.store.clone(),
-        launcher.workspaces.clone(),
-        Periods::of(config),
-    ));
+    let privacy = Arc::new(
+        PrivacyCommands::new(
+            ctx.store.clone(),
+            launcher.workspaces.clone(),
+            Periods::of(config),
+        )
+        .with_eraser(eraser.clone()),
+    );
     let commands = Commands {
         skills: served.user_commands.clone(),
         privacy,
