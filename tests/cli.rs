@@ -306,7 +306,8 @@ fn the_invite_url_asks_for_exactly_what_the_enabled_skills_use() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(stdout(&out).trim(), url_with(always | reactions | files));
 
-    // Without react-message, send-file and the user-command skills, nothing of theirs.
+    // Without react-message, send-file and the user-command skills, nothing of theirs; the
+    // slash-command scope stays for the daemon's own `/privacy` and `/forget`.
     let out = invite_url(
         dir.path(),
         "skills:\n  disabled: [react-message, send-file, memory-stats, memory-search, memory-export, list-reminders, cancel-reminder]\n",
@@ -316,7 +317,9 @@ fn the_invite_url_asks_for_exactly_what_the_enabled_skills_use() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         stdout(&out).trim(),
-        format!("https://discord.com/oauth2/authorize?client_id=42&scope=bot&permissions={always}")
+        format!(
+            "https://discord.com/oauth2/authorize?client_id=42&scope=bot%20applications.commands&permissions={always}"
+        )
     );
 
     // No usable token and no --client-id: says what to do.

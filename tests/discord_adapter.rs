@@ -672,10 +672,7 @@ async fn slash_commands_are_registered_and_answered_ephemerally() {
     let long = "Memory statistics line. ".repeat(120);
     invocation
         .reply
-        .send(CommandReply {
-            text: long.clone(),
-            is_error: false,
-        })
+        .send(CommandReply::text(long.clone()))
         .expect("reply");
     let original = format!("/webhooks/{APP_ID}/tok-guild/messages/@original");
     let edits = h.fake.wait_for_requests("PATCH", &original, 1).await;
@@ -716,10 +713,7 @@ async fn slash_commands_are_registered_and_answered_ephemerally() {
     assert_eq!(invocation.origin.user_id, USER_ID);
     invocation
         .reply
-        .send(CommandReply {
-            text: "No memories yet.".into(),
-            is_error: true,
-        })
+        .send(CommandReply::error("No memories yet."))
         .expect("reply");
     let edits = h
         .fake

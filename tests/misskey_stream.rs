@@ -320,10 +320,7 @@ async fn a_text_command_is_invoked_and_answered_by_chat() {
     assert_eq!(command.message_id, Some(id(&message).into()));
     command
         .reply
-        .send(CommandReply {
-            text: "You have 3 memories.".into(),
-            is_error: false,
-        })
+        .send(CommandReply::text("You have 3 memories."))
         .expect("adapter waits");
     let sent = fake.wait_for_calls("chat/messages/create-to-user", 1).await;
     assert_eq!(
@@ -346,10 +343,7 @@ async fn a_text_command_is_invoked_and_answered_by_chat() {
     assert!(!command.origin.is_dm);
     command
         .reply
-        .send(CommandReply {
-            text: "1. coffee beans from Kenya".into(),
-            is_error: false,
-        })
+        .send(CommandReply::text("1. coffee beans from Kenya"))
         .expect("adapter waits");
     let sent = fake.wait_for_calls("chat/messages/create-to-user", 2).await;
     assert_eq!(sent[1]["toUserId"], "u2");

@@ -485,7 +485,7 @@ async fn the_privacy_command_counts_what_is_kept_and_says_how_long() {
 /// for its person, and `/forget everything` (a DM only) erases the asker's data once confirmed.
 #[tokio::test(flavor = "multi_thread")]
 async fn forget_disables_exactly_the_askers_matches_once_confirmed_and_everything_erases() {
-    use common::fake_discord::interaction_create;
+    use common::fake_discord::{button_press, interaction_create};
     let mut bot = two_users_talked().await;
     let db = database(&bot);
     let enabled = |who: &str| -> i64 {
@@ -568,8 +568,53 @@ async fn forget_disables_exactly_the_askers_matches_once_confirmed_and_everythin
     );
     let answer = ask("forget", "query", "everything", false, false).await;
     assert!(answer.contains("cannot be undone"), "{answer}");
-    let code = code_in(&answer);
-    let answer = ask("forget-confirm", "code", &code, false, false).await;
+    // On Discord the answer carries a button that confirms: pressing it is the confirmation.
+    let edits = bot.fake.requests_to("PATCH", "/webhooks/");
+    let edit = edits
+        .iter()
+        .filter_map(|r| r.json.as_ref())
+        .find(|j| {
+            j["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("cannot be undone"))
+        })
+        .expect("the answer's edit");
+    let button = &edit["components"][0]["components"][0];
+    assert_eq!(button["type"], 2);
+    assert_eq!(button["label"], "Erase everything");
+    let custom_id = button["custom_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        custom_id,
+        format!("cmd:forget-confirm:code:{}", code_in(&answer))
+    );
+    // A made-up button naming a parameter its command does not take is refused.
+    let forged = bot.fake.next_id();
+    bot.fake.push_interaction(button_press(
+        &forged,
+        "press-forged",
+        "1",
+        "cmd:forget:code:everything",
+        false,
+    ));
+    let refused = bot
+        .wait_requests(
+            "POST",
+            &format!("/interactions/{forged}/press-forged/callback"),
+            1,
+        )
+        .await;
+    assert_eq!(
+        refused[0].json.as_ref().unwrap()["data"]["content"],
+        "This command is not available here."
+    );
+    bot.fake.push_interaction(button_press(
+        &bot.fake.next_id(),
+        "press-1",
+        "1",
+        &custom_id,
+        false,
+    ));
+    let answer = command_answer(&bot.fake, "press-1").await;
     assert!(
         answer.contains("everything I kept about you is erased"),
         "{answer}"

@@ -31,9 +31,8 @@ pub(super) fn invite_url_main(config_path: &Path, client_id: Option<u64>) -> Exi
     };
     let bits = permissions(skills.names().filter(|name| config.skill_enabled(name)))
         | place_permissions(&config);
-    let slash_commands = skills
-        .user_commands()
-        .any(|skill| config.skill_enabled(&skill.name));
+    // `/privacy` and `/forget` (the daemon's own) are always offered, whatever the skills.
+    let slash_commands = true;
     let Some(id) = client_id.or_else(|| application_id(config.platforms.discord.token.expose()))
     else {
         eprintln!(

@@ -81,14 +81,8 @@ impl UserCommandRunner {
             "user_command"
         );
         match outcome {
-            Ok(data) => CommandReply {
-                text: render::success(skill, &data, invocation.origin.is_dm),
-                is_error: false,
-            },
-            Err(error) => CommandReply {
-                text: render::failure(skill, &error),
-                is_error: true,
-            },
+            Ok(data) => CommandReply::text(render::success(skill, &data, invocation.origin.is_dm)),
+            Err(error) => CommandReply::error(render::failure(skill, &error)),
         }
     }
 

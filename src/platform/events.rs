@@ -78,6 +78,49 @@ pub struct CommandReply {
     pub text: String,
     /// True when the command failed (adapters may style it differently).
     pub is_error: bool,
+    /// A button under the answer that runs another command (Discord); where there are no
+    /// buttons (Misskey) the text says what to type instead.
+    pub button: Option<ReplyButton>,
+}
+
+impl CommandReply {
+    /// A successful answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: false,
+            button: None,
+        }
+    }
+
+    /// A failed command's answer.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+            button: None,
+        }
+    }
+
+    /// The same answer with `button` under it.
+    pub fn with_button(mut self, button: ReplyButton) -> Self {
+        self.button = Some(button);
+        self
+    }
+}
+
+/// A button that runs user command `command` with one string parameter, as its user (e.g.
+/// `/forget-confirm` with the code `/forget` gave).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyButton {
+    /// What the button says.
+    pub label: String,
+    /// The command it runs.
+    pub command: String,
+    /// Its parameter's schema name.
+    pub parameter: String,
+    /// The value.
+    pub value: String,
 }
 
 /// A platform's connection flag, shared between the adapter (writer) and readiness (reader),

@@ -52,8 +52,8 @@ use async_trait::async_trait;
 pub use crate::text::{LengthUnit, TextLimits};
 pub use error::PlatformError;
 pub use events::{
-    CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent, Typing,
-    UserCommandSpec,
+    CommandInvocation, CommandReply, ConnectionState, EventSink, PlatformEvent, ReplyButton,
+    Typing, UserCommandSpec,
 };
 pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{

@@ -20,7 +20,7 @@ use super::confirm::{Confirmations, VALID_FOR};
 use super::{EraseError, Eraser};
 use crate::config::Config;
 use crate::conversation::workspace::Workspaces;
-use crate::platform::{CommandInvocation, CommandReply, Origin, UserCommandSpec};
+use crate::platform::{CommandInvocation, CommandReply, Origin, ReplyButton, UserCommandSpec};
 use crate::store::erasure::{Kept, RequestedBy};
 use crate::store::{ExportFilter, Memory, MemoryPatch, Scope, Store, WorkspaceKey};
 
@@ -187,21 +187,15 @@ impl PrivacyCommands {
             "user_command"
         );
         match outcome {
-            Ok(text) => CommandReply {
-                text,
-                is_error: false,
-            },
+            Ok(reply) => reply,
             Err(error) => {
                 tracing::warn!(%error, "privacy command failed");
-                CommandReply {
-                    text: "I couldn't look that up just now, please try again in a moment.".into(),
-                    is_error: true,
-                }
+                CommandReply::error("I couldn't do that just now, please try again in a moment.")
             }
         }
     }
 
-    async fn privacy(&self, invocation: &CommandInvocation) -> anyhow::Result<String> {
+    async fn privacy(&self, invocation: &CommandInvocation) -> anyhow::Result<CommandReply> {
         let origin = &invocation.origin;
         let ws = WorkspaceKey::new(origin.platform.as_str(), origin.user_id.as_str())?;
         let kept = self.store.privacy_kept(&ws).await?;
@@ -213,32 +207,40 @@ impl PrivacyCommands {
         self.store
             .privacy_log("view", RequestedBy::User, Some(&ws), json!({}))
             .await?;
-        Ok(render(&kept, files, bytes, &self.periods, origin.is_dm))
+        Ok(CommandReply::text(render(
+            &kept,
+            files,
+            bytes,
+            &self.periods,
+            origin.is_dm,
+        )))
     }
 
     /// `/forget QUERY`: what would be forgotten, and the code that confirms it.
-    async fn forget(&self, origin: &Origin, query: &str) -> anyhow::Result<String> {
+    async fn forget(&self, origin: &Origin, query: &str) -> anyhow::Result<CommandReply> {
         let ws = WorkspaceKey::new(origin.platform.as_str(), origin.user_id.as_str())?;
         let query = query.trim();
         if query.eq_ignore_ascii_case("everything") {
             if !origin.is_dm {
-                return Ok("Erasing everything can only be asked in a direct message with me (it includes your private memories).".into());
+                return Ok(CommandReply::text(
+                    "Erasing everything can only be asked in a direct message with me (it includes your private memories).",
+                ));
             }
             if self.eraser.is_none() {
-                return Ok(
-                    "Erasing everything is not available here; ask the operator of this bot."
-                        .into(),
-                );
+                return Ok(CommandReply::text(NO_ERASER));
             }
             let code = self.confirmations.issue(
                 origin.platform,
                 origin.user_id.as_str(),
                 Forget::Everything,
             );
-            return Ok(format!(
+            let text = format!(
                 "This erases everything I keep about you: all your memories (public and private), reminders, usage records, the messages I recorded, our conversations' state and your files. It cannot be undone.\nTo go ahead, use /forget-confirm {code} within {} minutes.",
                 VALID_FOR.as_secs() / 60
-            ));
+            );
+            return Ok(
+                CommandReply::text(text).with_button(confirm_button("Erase everything", code))
+            );
         }
         let scope = Scope::for_dm(origin.is_dm);
         let memories = self.select(&ws, query, scope).await?;
@@ -248,9 +250,9 @@ impl PrivacyCommands {
             " (private memories count only in a DM with me)"
         };
         if memories.is_empty() {
-            return Ok(format!(
+            return Ok(CommandReply::text(format!(
                 "I found no memory of yours matching that{private_note}. Use words from it, its id (mem_...), or `all`."
-            ));
+            )));
         }
         let mut out = format!(
             "I would forget these {} memor{}{private_note}:\n",
@@ -263,7 +265,8 @@ impl PrivacyCommands {
         if memories.len() > MAX_LISTED {
             let _ = writeln!(out, "- and {} more", memories.len() - MAX_LISTED);
         }
-        let ids = memories.into_iter().map(|m| m.id).collect();
+        let ids: Vec<String> = memories.into_iter().map(|m| m.id).collect();
+        let count = ids.len();
         let code = self.confirmations.issue(
             origin.platform,
             origin.user_id.as_str(),
@@ -282,7 +285,12 @@ impl PrivacyCommands {
                 )
             }
         );
-        Ok(out)
+        let label = if count == 1 {
+            "Forget it".to_owned()
+        } else {
+            format!("Forget these {count}")
+        };
+        Ok(CommandReply::text(out).with_button(confirm_button(&label, code)))
     }
 
     /// The enabled memories of `ws` in `scope` that `query` names: `all`, memory ids, or
@@ -335,13 +343,15 @@ impl PrivacyCommands {
     }
 
     /// `/forget-confirm CODE`: does what the person's code stands for.
-    async fn confirm(&self, origin: &Origin, code: &str) -> anyhow::Result<String> {
+    async fn confirm(&self, origin: &Origin, code: &str) -> anyhow::Result<CommandReply> {
         let ws = WorkspaceKey::new(origin.platform.as_str(), origin.user_id.as_str())?;
         let Some(action) = self
             .confirmations
             .take(origin.platform, origin.user_id.as_str(), code)
         else {
-            return Ok("That code is not valid: it is wrong, already used, or older than 10 minutes. Use /forget again.".into());
+            return Ok(CommandReply::text(
+                "That code is not valid: it is wrong, already used, or older than 10 minutes. Use /forget again.",
+            ));
         };
         match action {
             Forget::Memories { ids, scope } => {
@@ -363,33 +373,52 @@ impl PrivacyCommands {
                         json!({"disabled": disabled}),
                     )
                     .await?;
-                Ok(format!(
+                Ok(CommandReply::text(format!(
                     "Done: I forgot {disabled} memor{}. I won't use or show {} again.",
                     if disabled == 1 { "y" } else { "ies" },
                     if disabled == 1 { "it" } else { "them" }
-                ))
+                )))
             }
             Forget::Everything => {
                 let Some(eraser) = &self.eraser else {
-                    return Ok(
-                        "Erasing everything is not available here; ask the operator of this bot."
-                            .into(),
-                    );
+                    return Ok(CommandReply::text(NO_ERASER));
                 };
                 match eraser
-                    .forget_user(origin.platform, origin.user_id.as_str(), false, RequestedBy::User)
+                    .forget_user(
+                        origin.platform,
+                        origin.user_id.as_str(),
+                        false,
+                        RequestedBy::User,
+                    )
                     .await
                 {
-                    Ok(report) => Ok(format!(
+                    Ok(report) => Ok(CommandReply::text(format!(
                         "Done: everything I kept about you is erased ({} memories, {} reminders, {} files). If the operator keeps backups, they still hold it until they are replaced.",
                         report.erased.memories, report.erased.reminders, report.files
+                    ))),
+                    Err(EraseError::TurnRunning { .. }) => Ok(CommandReply::text(
+                        "I'm still answering one of your messages. Once I've replied, use /forget everything again.",
                     )),
-                    Err(EraseError::TurnRunning { .. }) => Ok("I'm still answering one of your messages. Once I've replied, use /forget everything again.".into()),
-                    Err(EraseError::AlreadyErasing) => Ok("Your data is being erased right now.".into()),
+                    Err(EraseError::AlreadyErasing) => {
+                        Ok(CommandReply::text("Your data is being erased right now."))
+                    }
                     Err(error) => Err(error.into()),
                 }
             }
         }
+    }
+}
+
+/// What `/forget everything` says where no eraser is wired.
+const NO_ERASER: &str = "Erasing everything is not available here; ask the operator of this bot.";
+
+/// The button that runs `/forget-confirm` with `code` (Discord; Misskey users type it).
+fn confirm_button(label: &str, code: String) -> ReplyButton {
+    ReplyButton {
+        label: label.to_owned(),
+        command: FORGET_CONFIRM.into(),
+        parameter: "code".into(),
+        value: code,
     }
 }
 

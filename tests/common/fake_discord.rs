@@ -714,6 +714,33 @@ pub fn interaction_create(
     i
 }
 
+/// An INTERACTION_CREATE for a press of the button `custom_id` under the bot's message
+/// `message_id` (a MESSAGE_COMPONENT interaction), by the human user; in the guild when
+/// `in_guild`, else in the DM channel.
+pub fn button_press(
+    id: &str,
+    token: &str,
+    message_id: &str,
+    custom_id: &str,
+    in_guild: bool,
+) -> Value {
+    let mut i = interaction_create(id, token, "unused", json!([]), in_guild);
+    i["type"] = json!(3);
+    i["data"] = json!({"custom_id": custom_id, "component_type": 2});
+    let channel = i["channel_id"].as_str().unwrap_or_default().to_owned();
+    let guild = in_guild.then_some(GUILD_ID);
+    let mut message = message_create(
+        message_id,
+        &channel,
+        guild,
+        user(BOT_ID, "friend-bot", true),
+        "the answer with the button",
+    );
+    message["flags"] = json!(64);
+    i["message"] = message;
+    i
+}
+
 /// The READY payload.
 pub fn ready(gateway_url: &str) -> Value {
     json!({

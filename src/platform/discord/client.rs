@@ -414,8 +414,12 @@ impl EventHandler for Handler {
     }
 
     async fn interaction_create(&self, _ctx: Context, interaction: Interaction) {
-        if let Interaction::Command(command) = interaction {
-            commands::handle(&self.interactions, command).await;
+        match interaction {
+            Interaction::Command(command) => commands::handle(&self.interactions, command).await,
+            Interaction::Component(pressed) => {
+                commands::handle_button(&self.interactions, pressed).await;
+            }
+            _ => {}
         }
     }
 }

@@ -11,18 +11,25 @@
 //! * An invocation is deferred ephemerally at once (callback type 5, flag 64), handed to the
 //!   router as a [`CommandInvocation`], and its [`CommandReply`] is delivered by editing the
 //!   deferred response; text beyond one message goes out as ephemeral follow-ups (never truncated).
+//! * A reply may carry a button ([`ReplyButton`], e.g. `/forget`'s confirmation) that runs
+//!   another of these commands for whoever presses it: its `custom_id` names the command and
+//!   one string parameter, and a press (a MESSAGE_COMPONENT interaction) is answered like that
+//!   slash command. The command still checks everything itself (a `/forget-confirm` code works
+//!   only for the person it was given to).
 
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Map, Value, json};
-use serenity::model::application::{CommandDataOptionValue, CommandInteraction};
+use serenity::model::application::{
+    CommandDataOptionValue, CommandInteraction, ComponentInteraction,
+};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::http::{Body, Rest, Route};
 use crate::platform::{
-    CommandInvocation, CommandReply, EventSink, Origin, PlatformEvent, PlatformKind,
+    CommandInvocation, CommandReply, EventSink, Origin, PlatformEvent, PlatformKind, ReplyButton,
     UserCommandSpec,
 };
 
@@ -163,6 +170,24 @@ impl CommandSet {
             };
             parameters.insert(option.schema_name.clone(), value);
         }
+        Some((command.name.clone(), parameters))
+    }
+}
+
+impl CommandSet {
+    /// The command and parameters a reply button's `custom_id` ([`button_id`]) names: one of
+    /// these commands with one of its string options, else `None`.
+    pub fn button(&self, custom_id: &str) -> Option<(String, Map<String, Value>)> {
+        let rest = custom_id.strip_prefix("cmd:")?;
+        let mut parts = rest.splitn(3, ':');
+        let (name, parameter, value) = (parts.next()?, parts.next()?, parts.next()?);
+        let command = self.commands.iter().find(|c| c.name == name)?;
+        command
+            .options
+            .iter()
+            .find(|o| o.schema_name == parameter && o.kind == OptionKind::String)?;
+        let mut parameters = Map::new();
+        parameters.insert(parameter.to_owned(), Value::String(value.to_owned()));
         Some((command.name.clone(), parameters))
     }
 }
@@ -365,89 +390,126 @@ pub(crate) struct InteractionContext {
 /// Answers one slash-command interaction (see the module documentation). Runs inside serenity's
 /// per-event task; returns early on shutdown.
 pub(crate) async fn handle(ctx: &InteractionContext, interaction: CommandInteraction) {
-    let app = interaction.application_id.get();
-    let token = interaction.token.clone();
-    let guild = interaction.guild_id.map(|g| g.get());
-    let allowed = guild.is_none_or(|g| ctx.guild_ids.is_empty() || ctx.guild_ids.contains(&g));
     let found = ctx
         .commands
         .parameters(&interaction.data.name, &interaction.data.options);
+    let asked = Asked {
+        app: interaction.application_id.get(),
+        callback: callback_route(interaction.id.get(), &interaction.token),
+        token: interaction.token.clone(),
+        channel: interaction.channel_id.to_string(),
+        guild: interaction.guild_id.map(|g| g.get()),
+        user: &interaction.user,
+        what: &interaction.data.name,
+    };
+    answer(ctx, asked, found).await;
+}
+
+/// Answers a press of a button under a command's answer ([`button_id`]): the command it names
+/// runs as a slash command would, for the user who pressed it.
+pub(crate) async fn handle_button(ctx: &InteractionContext, interaction: ComponentInteraction) {
+    let found = ctx.commands.button(&interaction.data.custom_id);
+    let asked = Asked {
+        app: interaction.application_id.get(),
+        callback: callback_route(interaction.id.get(), &interaction.token),
+        token: interaction.token.clone(),
+        channel: interaction.channel_id.to_string(),
+        guild: interaction.guild_id.map(|g| g.get()),
+        user: &interaction.user,
+        what: &interaction.data.custom_id,
+    };
+    answer(ctx, asked, found).await;
+}
+
+/// One interaction to answer.
+struct Asked<'a> {
+    app: u64,
+    callback: Route,
+    token: String,
+    channel: String,
+    guild: Option<u64>,
+    user: &'a serenity::model::user::User,
+    /// The command's name or the button's id (for the log).
+    what: &'a str,
+}
+
+/// Defers `asked` ephemerally, hands the command to the router and delivers its answer; a
+/// command that is not offered (or not in an allowed guild) is refused at once.
+async fn answer(
+    ctx: &InteractionContext,
+    asked: Asked<'_>,
+    found: Option<(String, Map<String, Value>)>,
+) {
+    let allowed = asked
+        .guild
+        .is_none_or(|g| ctx.guild_ids.is_empty() || ctx.guild_ids.contains(&g));
     let (skill, parameters) = match found {
         Some(found) if allowed => found,
         _ => {
-            tracing::info!(command = %interaction.data.name, "interaction for an unavailable command");
+            tracing::info!(command = %asked.what, "interaction for an unavailable command");
             let body = json!({"type": 4, "data": {
                 "content": "This command is not available here.", "flags": EPHEMERAL}});
-            if let Err(error) = ctx
-                .rest
-                .call(callback_route(&interaction), Body::Json(body))
-                .await
-            {
+            if let Err(error) = ctx.rest.call(asked.callback, Body::Json(body)).await {
                 tracing::warn!(error = %error, "could not answer an interaction");
             }
             return;
         }
     };
     let defer = json!({"type": 5, "data": {"flags": EPHEMERAL}});
-    if let Err(error) = ctx
-        .rest
-        .call(callback_route(&interaction), Body::Json(defer))
-        .await
-    {
+    if let Err(error) = ctx.rest.call(asked.callback, Body::Json(defer)).await {
         tracing::warn!(command = %skill, error = %error, "could not defer an interaction");
         return;
     }
     let (reply_tx, reply_rx) = oneshot::channel();
-    let user = &interaction.user;
+    let user = asked.user;
     let invocation = CommandInvocation {
         origin: Origin {
             platform: PlatformKind::Discord,
-            channel_id: interaction.channel_id.to_string().into(),
-            guild_id: guild.map(|g| g.to_string()),
+            channel_id: asked.channel.into(),
+            guild_id: asked.guild.map(|g| g.to_string()),
             user_id: user.id.to_string().into(),
             username: user.name.clone(),
-            is_dm: guild.is_none(),
+            is_dm: asked.guild.is_none(),
         },
         skill: skill.clone(),
         parameters,
         message_id: None,
         reply: reply_tx,
     };
-    tracing::info!(command = %skill, user_id = %user.id, is_dm = guild.is_none(), "slash command");
+    tracing::info!(command = %skill, user_id = %user.id, is_dm = asked.guild.is_none(), "slash command");
     let reply = tokio::select! {
         sent = ctx.sink.send(PlatformEvent::Command(invocation)) => match sent {
             Ok(()) => tokio::select! {
                 reply = tokio::time::timeout(ctx.reply_timeout, reply_rx) => match reply {
                     Ok(Ok(reply)) => reply,
-                    Ok(Err(_)) => failure("The command could not be completed."),
-                    Err(_) => failure("The command took too long; please try again later."),
+                    Ok(Err(_)) => CommandReply::error("The command could not be completed."),
+                    Err(_) => CommandReply::error("The command took too long; please try again later."),
                 },
-                () = ctx.shutdown.cancelled() => failure("The bot is shutting down."),
+                () = ctx.shutdown.cancelled() => CommandReply::error("The bot is shutting down."),
             },
-            Err(_) => failure("The bot is shutting down."),
+            Err(_) => CommandReply::error("The bot is shutting down."),
         },
-        () = ctx.shutdown.cancelled() => failure("The bot is shutting down."),
+        () = ctx.shutdown.cancelled() => CommandReply::error("The bot is shutting down."),
     };
-    deliver(ctx, app, &token, &skill, &reply).await;
+    deliver(ctx, asked.app, &asked.token, &skill, &reply).await;
 }
 
-fn failure(text: &str) -> CommandReply {
-    CommandReply {
-        text: text.to_owned(),
-        is_error: true,
-    }
-}
-
-fn callback_route(interaction: &CommandInteraction) -> Route {
+fn callback_route(id: u64, token: &str) -> Route {
     Route::new(
         "interaction_callback",
         Method::POST,
-        format!(
-            "/interactions/{}/{}/callback",
-            interaction.id.get(),
-            interaction.token
-        ),
+        format!("/interactions/{id}/{token}/callback"),
     )
+}
+
+/// The `custom_id` of a reply button: `cmd:{command}:{parameter}:{value}` (`None` when over
+/// Discord's 100 characters). [`CommandSet::button`] reads it back.
+fn button_id(button: &ReplyButton) -> Option<String> {
+    let id = format!(
+        "cmd:{}:{}:{}",
+        button.command, button.parameter, button.value
+    );
+    (id.chars().count() <= 100).then_some(id)
 }
 
 /// Edits the deferred response with the first part of the reply and sends the rest as ephemeral
@@ -476,7 +538,22 @@ async fn deliver(
                     Method::PATCH,
                     format!("/webhooks/{app}/{token}/messages/@original"),
                 ),
-                json!({"content": part, "allowed_mentions": no_pings}),
+                {
+                    let mut body = json!({"content": part, "allowed_mentions": no_pings});
+                    if let Some(id) = reply.button.as_ref().and_then(button_id)
+                        && parts.len() == 1
+                    {
+                        let label: String = reply
+                            .button
+                            .as_ref()
+                            .map(|b| b.label.chars().take(80).collect())
+                            .unwrap_or_default();
+                        body["components"] = json!([{"type": 1, "components": [
+                            {"type": 2, "style": 4, "label": label, "custom_id": id}
+                        ]}]);
+                    }
+                    body
+                },
             )
         } else {
             (
@@ -542,6 +619,37 @@ mod tests {
             }),
             hidden_in_guilds: Default::default(),
         }
+    }
+
+    /// A reply button's id names a command of the set and one of its string options; anything
+    /// else (another command, an integer option, no prefix, too long) is no button.
+    #[test]
+    fn a_button_runs_only_an_offered_command_with_one_of_its_string_options() {
+        let (set, _) = CommandSet::build(&[stats_spec()]);
+        let button = ReplyButton {
+            label: "Count".into(),
+            command: "memory-stats".into(),
+            parameter: "importance".into(),
+            value: "high:and:more".into(),
+        };
+        let id = button_id(&button).expect("short enough");
+        let (name, parameters) = set.button(&id).expect("a button of the set");
+        assert_eq!(name, "memory-stats");
+        assert_eq!(parameters["importance"], "high:and:more");
+        for refused in [
+            "cmd:memory-search:query:x",
+            "cmd:memory-stats:maxAgeDays:5",
+            "cmd:memory-stats:nope:x",
+            "memory-stats:importance:high",
+            "cmd:memory-stats",
+        ] {
+            assert_eq!(set.button(refused), None, "{refused}");
+        }
+        let long = ReplyButton {
+            value: "x".repeat(100),
+            ..button
+        };
+        assert_eq!(button_id(&long), None);
     }
 
     #[test]

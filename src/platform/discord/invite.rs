@@ -1,6 +1,6 @@
 //! The URL that invites the bot to a Discord server (`air-friends discord invite-url`): the
 //! `bot` scope with exactly the permissions the enabled features use, and
-//! `applications.commands` when skills are offered as slash commands. The application id is
+//! `applications.commands` for the slash commands (always: `/privacy`, `/forget`). The application id is
 //! the bot's user id, which the token's first segment carries (base64), so no request is made.
 
 use base64::Engine as _;
