@@ -387,21 +387,29 @@ pub(crate) struct InteractionContext {
     pub reply_timeout: Duration,
 }
 
+/// The [`Asked`] of a command or component interaction (the two serenity types share these
+/// fields), `what` naming it in the log.
+macro_rules! asked {
+    ($interaction:ident, $what:expr) => {
+        Asked {
+            app: $interaction.application_id.get(),
+            callback: callback_route($interaction.id.get(), &$interaction.token),
+            token: $interaction.token.clone(),
+            channel: $interaction.channel_id.to_string(),
+            guild: $interaction.guild_id.map(|g| g.get()),
+            user: &$interaction.user,
+            what: $what,
+        }
+    };
+}
+
 /// Answers one slash-command interaction (see the module documentation). Runs inside serenity's
 /// per-event task; returns early on shutdown.
 pub(crate) async fn handle(ctx: &InteractionContext, interaction: CommandInteraction) {
     let found = ctx
         .commands
         .parameters(&interaction.data.name, &interaction.data.options);
-    let asked = Asked {
-        app: interaction.application_id.get(),
-        callback: callback_route(interaction.id.get(), &interaction.token),
-        token: interaction.token.clone(),
-        channel: interaction.channel_id.to_string(),
-        guild: interaction.guild_id.map(|g| g.get()),
-        user: &interaction.user,
-        what: &interaction.data.name,
-    };
+    let asked = asked!(interaction, &interaction.data.name);
     answer(ctx, asked, found).await;
 }
 
@@ -409,15 +417,7 @@ pub(crate) async fn handle(ctx: &InteractionContext, interaction: CommandInterac
 /// runs as a slash command would, for the user who pressed it.
 pub(crate) async fn handle_button(ctx: &InteractionContext, interaction: ComponentInteraction) {
     let found = ctx.commands.button(&interaction.data.custom_id);
-    let asked = Asked {
-        app: interaction.application_id.get(),
-        callback: callback_route(interaction.id.get(), &interaction.token),
-        token: interaction.token.clone(),
-        channel: interaction.channel_id.to_string(),
-        guild: interaction.guild_id.map(|g| g.get()),
-        user: &interaction.user,
-        what: &interaction.data.custom_id,
-    };
+    let asked = asked!(interaction, &interaction.data.custom_id);
     answer(ctx, asked, found).await;
 }
 
