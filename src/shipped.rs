@@ -213,7 +213,13 @@ pub fn write(dir: &Path) -> Result<bool, ShippedError> {
         ))
     });
     if let Some(aside) = &aside {
-        std::fs::rename(dir, aside).map_err(err(dir))?;
+        match std::fs::rename(dir, aside) {
+            Ok(()) => {}
+            // Another process moved the stale folder aside first (tests start many daemons
+            // at once after a new build): it is gone, which is what this wanted.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(dir)(e)),
+        }
     }
     let fresh = fresh.keep();
     if let Err(e) = std::fs::rename(&fresh, dir) {
@@ -307,6 +313,33 @@ mod tests {
             vec![std::ffi::OsString::from("defaults")],
             "no temporary left"
         );
+    }
+
+    /// Many processes finding the same stale folder at once (the tests' daemons after a new
+    /// build) all succeed, and the folder ends up current with nothing left beside it.
+    #[test]
+    fn concurrent_writers_of_a_stale_folder_all_succeed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("air-friends/defaults");
+        assert!(write(&dir).unwrap());
+        for _ in 0..5 {
+            std::fs::write(dir.join(STAMP_FILE), "air-friends 0.0.0 0\n").unwrap();
+            let writers: Vec<_> = (0..8)
+                .map(|_| {
+                    let dir = dir.clone();
+                    std::thread::spawn(move || write(&dir))
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap().expect("every writer succeeds");
+            }
+            assert!(is_current(&dir));
+        }
+        let left: Vec<_> = std::fs::read_dir(dir.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("defaults")]);
     }
 
     #[test]

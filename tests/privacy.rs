@@ -204,6 +204,15 @@ async fn forget_user_reaches_the_running_daemon_and_erases_that_user_and_nobody_
     assert_eq!(files_under(&bob_ws), bob_files, "bob's files changed");
     let erased = bot.logged_or_wait(|l| l["message"] == "user_erased");
     assert_eq!(erased["requested_by"], "operator");
+    let metrics = bot.metrics().await;
+    assert_eq!(
+        common::metric_sample(
+            &metrics,
+            r#"air_friends_erasures_total{requested_by="operator",outcome="ok"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
     let retired =
         bot.logged_or_wait(|l| l["message"] == "warm agent retired" && l["reason"] == "erased");
     assert!(retired.is_object());
@@ -241,6 +250,14 @@ async fn a_running_turn_refuses_the_erasure_until_now_stops_it() {
         "{stderr}"
     );
     assert!(stderr.contains("turn_running"), "{stderr}");
+    let metrics = bot.metrics().await;
+    assert_eq!(
+        common::metric_sample(
+            &metrics,
+            r#"air_friends_erasures_total{requested_by="operator",outcome="turn_running"}"#
+        ),
+        1.0
+    );
     let db = database(&bot);
     assert!(
         rows(&db, USER_ID, range(&db, USER_ID))["inbox"] >= 1,

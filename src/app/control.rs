@@ -66,9 +66,7 @@ pub async fn serve(database: &Path, eraser: Eraser, stop: CancellationToken) -> 
     let path = socket_path(database);
     let listener = bind(&path)?;
     tracing::info!(path = %path.display(), "control socket listening");
-    let app = Router::new()
-        .route("/v1/forget-user", post(forget_user))
-        .with_state(eraser);
+    let app = router(eraser);
     let policy = ConnectionPolicy {
         header_read_timeout: Duration::from_secs(10),
         max_connections: 4,
@@ -77,6 +75,13 @@ pub async fn serve(database: &Path, eraser: Eraser, stop: CancellationToken) -> 
     run_listener(listener, app, policy, stop.cancelled_owned()).await;
     let _ = std::fs::remove_file(&path);
     Ok(())
+}
+
+/// The control socket's routes.
+fn router(eraser: Eraser) -> Router {
+    Router::new()
+        .route("/v1/forget-user", post(forget_user))
+        .with_state(eraser)
 }
 
 /// Binds `path` with mode 0600 from the first moment it is reachable.
@@ -201,4 +206,99 @@ async fn call(path: &Path, route: &str, body: &impl Serialize) -> anyhow::Result
         error: field("error"),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use crate::conversation::workspace::Workspaces;
+    use crate::store::{Importance, NewMemory, Store, Visibility, WorkspaceKey};
+
+    async fn call(app: &Router, body: &str) -> (StatusCode, Value) {
+        let response = app
+            .clone()
+            .oneshot(
+                Request::post("/v1/forget-user")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body.to_owned()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    /// Every refusal is a typed answer with its code; an erasure answers its report.
+    #[tokio::test]
+    async fn forget_user_answers_its_report_or_a_typed_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("air.db")).await.unwrap();
+        let ws = WorkspaceKey::new("discord", "7").unwrap();
+        store
+            .save_memory(NewMemory {
+                workspace: ws.clone(),
+                content: "likes tea".into(),
+                visibility: Visibility::Public,
+                importance: Importance::Normal,
+            })
+            .await
+            .unwrap();
+        let eraser = Eraser::new(
+            store.clone(),
+            Workspaces::new(&dir.path().join("workspaces")),
+            dir.path(),
+        );
+        let app = router(eraser);
+        for (body, status, code) in [
+            ("not json", StatusCode::BAD_REQUEST, "bad_request"),
+            (
+                r#"{"platform":"discord"}"#,
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+            ),
+            (
+                r#"{"platform":"discord","user":"7","extra":1}"#,
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+            ),
+            (
+                r#"{"platform":"slack","user":"7"}"#,
+                StatusCode::BAD_REQUEST,
+                "invalid_user",
+            ),
+            (
+                r#"{"platform":"discord","user":"../7"}"#,
+                StatusCode::BAD_REQUEST,
+                "invalid_user",
+            ),
+            (
+                r#"{"platform":"discord","user":"a b"}"#,
+                StatusCode::BAD_REQUEST,
+                "invalid_user",
+            ),
+        ] {
+            let (got, answer) = call(&app, body).await;
+            assert_eq!(
+                (got, answer["code"].as_str()),
+                (status, Some(code)),
+                "{body}: {answer}"
+            );
+            assert!(answer["error"].is_string());
+        }
+        let (status, report) = call(&app, r#"{"platform":"discord","user":"7"}"#).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        assert_eq!(report["user"], "discord/7");
+        assert_eq!(report["erased"]["memories"], 1);
+        assert!(serde_json::from_value::<ForgetReport>(report).is_ok());
+        store.close().await.unwrap();
+    }
 }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::metrics::PrivacyMetrics;
 use crate::conversation::continuity::STATE_DIR;
 use crate::conversation::warm::WarmPool;
 use crate::conversation::workspace::{Workspaces, safe_part};
@@ -109,6 +110,7 @@ pub struct Eraser {
     workspaces: Workspaces,
     state_root: PathBuf,
     live: Option<Live>,
+    metrics: PrivacyMetrics,
 }
 
 /// The running daemon's parts an erasure must stop first.
@@ -127,7 +129,14 @@ impl Eraser {
             workspaces,
             state_root: repo_path.join(STATE_DIR),
             live: None,
+            metrics: PrivacyMetrics::default(),
         }
+    }
+
+    /// The same, counting each erasure in `metrics`.
+    pub fn with_metrics(mut self, metrics: PrivacyMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The same, in the daemon: its sessions and warm agents are stopped first.
@@ -145,15 +154,29 @@ impl Eraser {
         now: bool,
         requested_by: RequestedBy,
     ) -> Result<ForgetReport, EraseError> {
-        let ws = WorkspaceKey::new(platform.as_str(), user)
-            .map_err(|e| EraseError::InvalidUser(e.to_string()))?;
-        let workspace = self
-            .workspaces
-            .path_for(platform, user)
-            .map_err(|e| EraseError::InvalidUser(e.to_string()))?;
+        let valid = WorkspaceKey::new(platform.as_str(), user)
+            .map_err(|e| EraseError::InvalidUser(e.to_string()))
+            .and_then(|ws| {
+                let folder = self
+                    .workspaces
+                    .path_for(platform, user)
+                    .map_err(|e| EraseError::InvalidUser(e.to_string()))?;
+                Ok((ws, folder))
+            });
+        let (ws, workspace) = match valid {
+            Ok(valid) => valid,
+            Err(error) => {
+                self.metrics.erasure(requested_by.as_str(), error.code());
+                return Err(error);
+            }
+        };
         let result = self
             .erase(platform, &ws, &workspace, now, requested_by)
             .await;
+        self.metrics.erasure(
+            requested_by.as_str(),
+            result.as_ref().map_or_else(EraseError::code, |_| "ok"),
+        );
         match &result {
             Ok(report) => tracing::info!(
                 name: "user_erased",

@@ -8,6 +8,7 @@
 //! * [`commands`]: `/privacy`, `/forget` and `/forget-confirm`, the daemon's own user commands:
 //!   what is kept about the person who asks and for how long; forgetting memories, or
 //!   everything, once confirmed with a one-time code ([`confirm`]).
+//! * [`metrics`]: `air_friends_erasures_total{requested_by, outcome}`.
 //! * [`retention`]: the daily job that deletes what `retention:` keeps no longer (disabled
 //!   memories, usage records, session files).
 //!
@@ -16,6 +17,7 @@
 pub mod commands;
 pub mod confirm;
 pub mod erase;
+pub mod metrics;
 pub mod retention;
 
 pub use erase::{EraseError, Eraser, ForgetReport};

@@ -34,6 +34,7 @@ use crate::places::LivePlaces;
 use crate::platform::{PlatformEvent, PlatformRegistry};
 use crate::privacy::Eraser;
 use crate::privacy::commands::{Periods, PrivacyCommands};
+use crate::privacy::metrics::PrivacyMetrics;
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
 
@@ -111,7 +112,8 @@ pub(super) fn start(
         launcher.workspaces.clone(),
         &config.workspace.repo_path,
     )
-    .with_agents(launcher.sessions.clone(), warm.clone());
+    .with_agents(launcher.sessions.clone(), warm.clone())
+    .with_metrics(PrivacyMetrics::new(ctx.metrics));
     let interactions = Interactions {
         attachments,
         platforms: platforms.clone(),
