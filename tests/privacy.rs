@@ -651,3 +651,66 @@ async fn forget_disables_exactly_the_askers_matches_once_confirmed_and_everythin
     assert_eq!(actions, ["forget", "erase"]);
     bot.stop();
 }
+
+/// `/forget all` selects every enabled memory of the asker, not a first page of them, and the
+/// confirmation disables every one (through `PrivacyCommands` itself, as the event loop runs it).
+#[tokio::test]
+async fn forget_all_disables_every_memory_not_a_first_page() {
+    use air_friends::conversation::workspace::Workspaces;
+    use air_friends::platform::{CommandInvocation, Origin, PlatformKind};
+    use air_friends::privacy::commands::{Periods, PrivacyCommands};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("air.db")).await.unwrap();
+    let ws = WorkspaceKey::new("discord", "7").unwrap();
+    for n in 0..75 {
+        store
+            .save_memory(NewMemory {
+                workspace: ws.clone(),
+                content: format!("memory {n}"),
+                visibility: Visibility::Private,
+                importance: Importance::Normal,
+            })
+            .await
+            .unwrap();
+    }
+    let commands = PrivacyCommands::new(
+        store.clone(),
+        Workspaces::new(&dir.path().join("workspaces")),
+        Periods {
+            disabled_memory_days: 90,
+            usage_days: 90,
+            session_file_hours: 24,
+            inbox_days: 7,
+            conversation_days: 14,
+        },
+    );
+    let run = |skill: &str, name: &str, value: &str| {
+        let (reply, _rx) = tokio::sync::oneshot::channel();
+        let invocation = CommandInvocation {
+            origin: Origin {
+                platform: PlatformKind::Discord,
+                channel_id: "dm-7".into(),
+                guild_id: None,
+                user_id: "7".into(),
+                username: "seven".into(),
+                is_dm: true,
+            },
+            skill: skill.to_owned(),
+            parameters: json!({ name: value }).as_object().unwrap().clone(),
+            message_id: None,
+            reply,
+        };
+        let commands = commands.clone();
+        async move { commands.execute(&invocation).await }
+    };
+    let answer = run("forget", "query", "all").await;
+    assert!(answer.text.contains("these 75 memories"), "{}", answer.text);
+    assert!(answer.text.contains("- and 55 more"), "{}", answer.text);
+    let code = answer.button.expect("a confirming button").value;
+    let done = run("forget-confirm", "code", &code).await;
+    assert!(done.text.contains("I forgot 75 memories"), "{}", done.text);
+    let kept = store.privacy_kept(&ws).await.unwrap();
+    assert_eq!((kept.private_memories, kept.disabled_memories), (0, 75));
+    store.close().await.unwrap();
+}

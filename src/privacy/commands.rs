@@ -30,7 +30,7 @@ pub const PRIVACY: &str = "privacy";
 pub const FORGET: &str = "forget";
 /// `/forget-confirm CODE`.
 pub const FORGET_CONFIRM: &str = "forget-confirm";
-/// Most memories one `/forget` selects.
+/// Most memories one `/forget` selects by search words or ids (`all` selects all).
 const MAX_FORGET: u32 = 50;
 /// Most of them listed in its answer.
 const MAX_LISTED: usize = 20;
@@ -293,8 +293,8 @@ impl PrivacyCommands {
         Ok(CommandReply::text(out).with_button(confirm_button(&label, code)))
     }
 
-    /// The enabled memories of `ws` in `scope` that `query` names: `all`, memory ids, or
-    /// search words (at most [`MAX_FORGET`]).
+    /// The enabled memories of `ws` in `scope` that `query` names: `all` (every one), memory
+    /// ids, or search words (at most [`MAX_FORGET`] of these).
     async fn select(
         &self,
         ws: &WorkspaceKey,
@@ -302,7 +302,7 @@ impl PrivacyCommands {
         scope: Scope,
     ) -> anyhow::Result<Vec<Memory>> {
         if query.eq_ignore_ascii_case("all") {
-            let mut all = self
+            return Ok(self
                 .store
                 .export_memories(
                     ws,
@@ -312,9 +312,7 @@ impl PrivacyCommands {
                         enabled_only: true,
                     },
                 )
-                .await?;
-            all.truncate(MAX_FORGET as usize);
-            return Ok(all);
+                .await?);
         }
         let words: Vec<&str> = query
             .split(|c: char| c.is_whitespace() || c == ',')
