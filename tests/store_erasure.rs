@@ -291,6 +291,11 @@ async fn an_erasure_leaves_no_row_no_index_entry_no_vector_and_no_byte_of_the_us
     assert!(vocab_has(&conn, "memories_grams", CJK_MARK));
     assert!(file_holds(&path, LATIN_MARK));
     let bob_before = dump(&conn, Some("bob"));
+    // Bob's rows in the tables keyed by a memory's row (patches, vectors, use marks, index
+    // entries), which hold no text naming him.
+    let bob_range = erasure::memory_range(&conn, &bob).unwrap();
+    let bob_keyed = erasure::rows_of(&conn, &bob, bob_range).unwrap();
+    assert!(bob_keyed["memory_patches"] > 0 && bob_keyed["memory_vectors"] > 0);
     let kept = store.privacy_kept(&alice).await.unwrap();
     assert_eq!(
         (
@@ -352,6 +357,11 @@ async fn an_erasure_leaves_no_row_no_index_entry_no_vector_and_no_byte_of_the_us
         .filter(|t| bob_after.get(*t) != bob_before.get(*t))
         .collect();
     assert!(changed.is_empty(), "bob's rows changed in {changed:?}");
+    assert_eq!(
+        erasure::rows_of(&conn, &bob, bob_range).unwrap(),
+        bob_keyed,
+        "bob's memory-keyed rows changed"
+    );
     assert!(
         store
             .search_memories(&bob, "tea", Scope::IncludePrivate, 100)
@@ -630,6 +640,17 @@ async fn a_retention_pass_removes_what_is_past_its_age_and_records_it() {
     );
     assert!(!old.exists() && session.join("new.png").exists());
     assert_eq!(job.pass().await.unwrap(), Removed::default());
+    // Periods longer than time goes back keep everything (and are no panic).
+    let forever = Retention::new(
+        store.clone(),
+        workspaces.clone(),
+        RetentionConfig {
+            disabled_memory_days: u64::MAX,
+            usage_days: 200_000_000_000,
+            session_file_hours: u64::MAX,
+        },
+    );
+    assert_eq!(forever.pass().await.unwrap(), Removed::default());
     store.close().await.unwrap();
     let conn = Connection::open(&path).unwrap();
     let records: Vec<(String, String, String)> = conn

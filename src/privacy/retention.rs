@@ -77,19 +77,22 @@ impl Retention {
     /// One pass: deletes what is past its retention now; answers the counts.
     pub async fn pass(&self) -> Result<Removed, StoreError> {
         let now = Utc::now();
-        let days =
-            |n: u64| chrono::Duration::days(i64::try_from(n).unwrap_or(i64::MAX / 86_400_000));
+        // `n` days before now; `None` for 0 (kept) and for a period longer than time goes
+        // back (nothing is that old).
+        let cutoff = |n: u64| {
+            let days = chrono::Duration::try_days(i64::try_from(n).ok()?)?;
+            (n > 0).then(|| now.checked_sub_signed(days)).flatten()
+        };
         let mut removed = Removed::default();
         let s = &self.settings;
-        if s.disabled_memory_days > 0 {
+        if let Some(before) = cutoff(s.disabled_memory_days) {
             removed.disabled_memories = self
                 .store
-                .purge_disabled_memories(now - days(s.disabled_memory_days), PURGE_BATCH)
+                .purge_disabled_memories(before, PURGE_BATCH)
                 .await?;
         }
-        if s.usage_days > 0 {
-            let before = (now - days(s.usage_days)).date_naive();
-            removed.usage_rows = self.store.prune_usage(before).await?;
+        if let Some(before) = cutoff(s.usage_days) {
+            removed.usage_rows = self.store.prune_usage(before.date_naive()).await?;
         }
         if s.session_file_hours > 0 {
             let age = Duration::from_secs(s.session_file_hours.saturating_mul(3_600));
