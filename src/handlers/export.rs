@@ -152,10 +152,18 @@ impl MemoryExport {
         filter: ExportFilter,
     ) -> Result<Extra, StoreError> {
         let store = &self.0.store;
-        let mut patches = Vec::with_capacity(memories.len());
-        for memory in memories {
-            patches.push(store.memory_patches(ws, &memory.id, filter.scope).await?);
+        let mut by_memory: std::collections::HashMap<String, Vec<PatchRecord>> =
+            std::collections::HashMap::new();
+        for patch in store.workspace_patches(ws, filter.scope).await? {
+            by_memory
+                .entry(patch.memory_id.clone())
+                .or_default()
+                .push(patch);
         }
+        let patches = memories
+            .iter()
+            .map(|m| by_memory.remove(&m.id).unwrap_or_default())
+            .collect();
         let reminders = if filter.scope.includes_private() {
             Some(store.all_reminders(ws).await?)
         } else {

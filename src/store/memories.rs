@@ -449,25 +449,39 @@ pub(crate) fn patches_of(
         return Err(StoreError::NotFound);
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT id, changes, created_at FROM memory_patches WHERE memory_seq = ?1
+        "SELECT ?2, id, changes, created_at FROM memory_patches WHERE memory_seq = ?1
          ORDER BY created_at, seq",
     )?;
-    let rows = stmt.query_map([seq], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, i64>(2)?,
-        ))
-    })?;
+    patch_records(stmt.query(params![seq, id])?)
+}
+
+/// Every patch of the memories of `ws` visible in `scope`, each memory's in fold order (an
+/// export's changes in one read).
+pub(crate) fn workspace_patches(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    scope: Scope,
+) -> Result<Vec<PatchRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.id, p.id, p.changes, p.created_at
+         FROM memory_patches p JOIN memories m ON m.seq = p.memory_seq
+         WHERE m.workspace = ?1 AND (?2 OR m.visibility = 'public')
+         ORDER BY p.memory_seq, p.created_at, p.seq",
+    )?;
+    patch_records(stmt.query(params![ws.to_string(), scope.includes_private()])?)
+}
+
+/// Patch records from rows of (memory id, patch id, changes JSON, time).
+fn patch_records(mut rows: rusqlite::Rows<'_>) -> Result<Vec<PatchRecord>, StoreError> {
     let mut out = Vec::new();
-    for row in rows {
-        let (patch_id, json, at) = row?;
+    while let Some(row) = rows.next()? {
+        let json: String = row.get(2)?;
         out.push(PatchRecord {
-            patch_id,
-            memory_id: id.to_owned(),
+            memory_id: row.get(0)?,
+            patch_id: row.get(1)?,
             changes: serde_json::from_str(&json)
                 .map_err(|e| StoreError::Internal(format!("corrupt patch {json:?}: {e}")))?,
-            created_at: from_ms(at)?,
+            created_at: from_ms(row.get(3)?)?,
         });
     }
     Ok(out)

@@ -83,6 +83,18 @@ impl Store {
             .await
     }
 
+    /// Every patch of the memories of `ws` visible in `scope`, each memory's in fold order.
+    pub async fn workspace_patches(
+        &self,
+        ws: &WorkspaceKey,
+        scope: Scope,
+    ) -> Result<Vec<PatchRecord>, StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| memories::workspace_patches(c, &ws, scope))
+            .await
+    }
+
     /// Full-text search of enabled memories of `ws` visible in `scope`: whitespace-separated
     /// keywords OR'd, case-insensitive, CJK substrings found; best `limit` (1..=1000) hits,
     /// ranked by relevance, then high importance, then newest. Any text is a valid query. Each
