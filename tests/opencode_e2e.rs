@@ -849,6 +849,24 @@ async fn the_second_message_continues_the_same_opencode_session() {
     );
 }
 
+/// The model's last request of a resumed second turn carries turn 1 ("my name is Ada") with
+/// the new question, while the prompt sent for it is only the short follow-up (`across`: what
+/// the conversation survived, for the message).
+fn assert_resumed(requests: &[serde_json::Value], across: &str) {
+    let last = requests.last().expect("the model was asked").to_string();
+    assert!(
+        last.contains("my name is Ada") && last.contains("what is my name?"),
+        "turn 2 lost turn 1 across {across}: {last}"
+    );
+    let newest = newest_user_text(requests);
+    assert!(
+        newest.contains("what is my name?")
+            && newest.contains("continues on your earlier session")
+            && !newest.contains("my name is Ada"),
+        "the resumed prompt is not the short follow-up: {newest}"
+    );
+}
+
 /// A conversation survives a restart: a first `air-friends chat` run is told "my name is Ada"
 /// and exits, stopping its agent; a second run on the same data folder starts a new OpenCode
 /// process that resumes the conversation's session from its state folder
@@ -881,19 +899,8 @@ async fn a_conversation_resumes_its_opencode_session_after_a_restart() {
         "the second run did not resume:\n{stderr}"
     );
     let requests = llm.requests();
-    let turn_two: Vec<String> = requests[before..].iter().map(ToString::to_string).collect();
-    let last = turn_two.last().expect("the model was asked in turn 2");
-    assert!(
-        last.contains("my name is Ada") && last.contains("what is my name?"),
-        "turn 2 lost turn 1 across the restart: {last}"
-    );
-    let newest = newest_user_text(&requests);
-    assert!(
-        newest.contains("what is my name?")
-            && newest.contains("continues on your earlier session")
-            && !newest.contains("my name is Ada"),
-        "the resumed prompt is not the short follow-up: {newest}"
-    );
+    assert!(requests.len() > before, "the model was asked in turn 2");
+    assert_resumed(&requests, "the restart");
     assert!(
         std::fs::read_dir(data.join("agent-state"))
             .unwrap()
@@ -940,17 +947,7 @@ async fn a_conversation_resumes_its_opencode_session_after_an_idle_eviction() {
         stderr.contains("agent session resumed"),
         "the second agent did not resume:\n{stderr}"
     );
-    let requests = llm.requests();
-    let last = requests.last().expect("the model was asked").to_string();
-    assert!(
-        last.contains("my name is Ada") && last.contains("what is my name?"),
-        "turn 2 lost turn 1 across the eviction: {last}"
-    );
-    let newest = newest_user_text(&requests);
-    assert!(
-        newest.contains("continues on your earlier session") && !newest.contains("my name is Ada"),
-        "the resumed prompt is not the short follow-up: {newest}"
-    );
+    assert_resumed(&llm.requests(), "the eviction");
 }
 
 /// A conversation's state folder damaged between two runs (OpenCode's session database

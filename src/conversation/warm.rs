@@ -722,12 +722,17 @@ impl WarmPool {
 
     /// Retires `agent` on the pool's tracked tasks.
     pub fn retire(&self, agent: WarmAgent, reason: &'static str) {
+        self.retiring(&agent, reason);
+        self.shared.retiring.spawn(agent.retire());
+    }
+
+    /// Counts and logs `agent`'s retirement for `reason` (the caller stops it).
+    fn retiring(&self, agent: &WarmAgent, reason: &'static str) {
         self.shared.metrics.retired(reason);
         if agent.first.is_some() {
             self.shared.metrics.prestarted("expired");
         }
         tracing::info!(session_id = %agent.live.session_id(), reason, turns = agent.live.turns(), "warm agent retired");
-        self.shared.retiring.spawn(agent.retire());
     }
 
     /// Stops every idle agent of `user` on `platform` (their data is being erased) and waits
@@ -745,11 +750,7 @@ impl WarmPool {
         self.shared.metrics.processes.set(self.len() as i64);
         let stopped = theirs.len();
         for agent in theirs {
-            self.shared.metrics.retired("erased");
-            if agent.first.is_some() {
-                self.shared.metrics.prestarted("expired");
-            }
-            tracing::info!(session_id = %agent.live.session_id(), reason = "erased", "warm agent retired");
+            self.retiring(&agent, "erased");
             agent.retire().await;
         }
         stopped

@@ -213,17 +213,15 @@ impl Eraser {
         requested_by: RequestedBy,
     ) -> Result<ForgetReport, EraseError> {
         let user = ws.user_id();
-        let _hold = match &self.live {
-            Some(live) => Some(
-                live.sessions
+        let (_hold, (turns_stopped, agents_stopped)) = match &self.live {
+            Some(live) => {
+                let hold = live
+                    .sessions
                     .hold_user(kind, user)
-                    .ok_or(EraseError::AlreadyErasing)?,
-            ),
-            None => None,
-        };
-        let (turns_stopped, agents_stopped) = match &self.live {
-            Some(live) => live.stop_agents(kind, user, now).await?,
-            None => (0, 0),
+                    .ok_or(EraseError::AlreadyErasing)?;
+                (Some(hold), live.stop_agents(kind, user, now).await?)
+            }
+            None => (None, (0, 0)),
         };
         let mut folders = vec![workspace.to_owned()];
         for name in self.store.continuity_folders_of(ws).await? {
@@ -264,10 +262,11 @@ impl Eraser {
         })
     }
 
-    /// The agent-state folder `name` (a record's folder; one path part, or it is refused).
+    /// The agent-state folder `name` (a record's folder; one path part, or the record is
+    /// corrupt).
     fn state_folder(&self, name: &str) -> Result<PathBuf, EraseError> {
         safe_part("agent-state folder", name)
-            .map_err(|e| EraseError::InvalidUser(e.to_string()))?;
+            .map_err(|e| StoreError::Internal(format!("a continuity record's folder: {e}")))?;
         Ok(self.state_root.join(name))
     }
 }

@@ -371,7 +371,9 @@ impl SessionRegistry {
 
     /// Whether `user` of `platform` is held ([`hold_user`](Self::hold_user)).
     pub fn is_held(&self, platform: PlatformKind, user: &str) -> bool {
-        lock(&self.inner.held).contains(&(platform, user.to_owned()))
+        // Asked for every message and session: nothing to build while no one is held.
+        let held = lock(&self.inner.held);
+        !held.is_empty() && held.contains(&(platform, user.to_owned()))
     }
 
     /// The live sessions started for `user` of `platform` (their conversations' agents, warm or
