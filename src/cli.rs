@@ -149,6 +149,12 @@ pub enum Command {
         #[command(subcommand)]
         command: PlacesCommand,
     },
+    /// Operator schedules: posts the bot makes on its own (docs/SCHEDULES.md).
+    Schedules {
+        /// What to do.
+        #[command(subcommand)]
+        command: SchedulesCommand,
+    },
     /// Discord helpers.
     Discord {
         /// What to do.
@@ -224,6 +230,27 @@ pub enum PlacesCommand {
         /// `discord/guild/1/channel/2`, `discord/dm`, `misskey/channel/abc`.
         #[arg(value_name = "PLATFORM/IDS")]
         place: String,
+    },
+}
+
+/// `air-friends schedules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// Print each schedule: its timetable, place, prompt file and next three runs (in its time
+    /// zone and in UTC).
+    List {
+        /// Configuration.
+        #[command(flatten)]
+        config: ConfigArg,
+    },
+    /// Run a schedule now, outside its timetable, through the running daemon (its control
+    /// socket), and print how the run ended.
+    Run {
+        /// Configuration (for the database, whose control socket the daemon serves).
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The schedule's name.
+        name: String,
     },
 }
 

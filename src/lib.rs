@@ -34,6 +34,8 @@
 //! * [`privacy`] — users own their data: erasing everything kept about a user
 //!   (`forget-user`), never reachable by a skill.
 //! * [`reminders`] — the reminder scheduler: timer-driven DM delivery with retries.
+//! * [`schedules`] — operator schedules: the bot posts on its own, on a timetable, in a place
+//!   (an agent turn like a message's), every run durable and recorded.
 //! * [`session`] — who may call the Skill API for which conversation: session ids, caller
 //!   tokens, the registry with idle expiry, per-turn state, termination signals.
 //! * [`setup`] — `air-friends setup`: installs the pinned OpenCode, ripgrep, bubblewrap and the
@@ -47,13 +49,15 @@
 //! * [`sync`] — the one policy for poisoned locks (carry on with the data).
 //! * [`systemd`] — `Type=notify` readiness, watchdog and stopping notifications.
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
+//! * [`timetable`] — cron expressions in a time zone (next runs, daylight saving time) and
+//!   the catch-up rule for a run that fell due while nobody was there.
 //!
 //! Layers (a module uses only modules of lower layers; `tests/layering.rs` reads this table and
 //! holds it, with no exceptions):
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `backoff`, `names`, `sync`, `text`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
+//! | 0 | `backoff`, `names`, `sync`, `text`, `timetable`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store` |
 //! | 2 | `observability`, `embeddings`, `skills` |
 //! | 3 | `ops`, `platform` |
@@ -61,7 +65,7 @@
 //! | 5 | `skill_api`, `places` |
 //! | 6 | `gateway` |
 //! | 7 | `conversation` |
-//! | 8 | `handlers`, `maintenance`, `privacy` |
+//! | 8 | `handlers`, `maintenance`, `privacy`, `schedules` |
 //! | 9 | `app` (the composition root and the commands) |
 // No unsafe code, but in `agent::sys`: the few system calls no safe wrapper covers (capability
 // sets, keyctl).
@@ -88,6 +92,7 @@ pub mod places;
 pub mod platform;
 pub mod privacy;
 pub mod reminders;
+pub mod schedules;
 pub mod session;
 pub mod setup;
 pub mod shipped;
@@ -98,3 +103,4 @@ pub mod store;
 pub mod sync;
 pub mod systemd;
 pub mod text;
+pub mod timetable;

@@ -1491,3 +1491,88 @@ async fn a_places_persona_and_model_reach_the_real_opencode() {
         "the place's persona reaches the model"
     );
 }
+
+/// An operator schedule runs on the real OpenCode (in the sandbox, through the gateway, with
+/// the fake LLM): `air-friends schedules run` against `air-friends serve` on the fake Discord.
+/// The model is given the schedule's task and the post's instructions, OpenCode posts through
+/// the send-reply skill as a new message in the schedule's channel, and the model request
+/// carries the daemon's key, never OpenCode's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_prompt_runs_on_the_real_opencode_and_posts_in_its_channel() {
+    use common::fake_discord::{BOT_ID, CHANNEL_ID, GUILD_ID};
+    use common::serve_discord::{DiscordServe, DiscordSetup};
+    use std::sync::OnceLock;
+
+    let bin = common::opencode::opencode();
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let post = "Good morning from OpenCode!";
+    // The bot's workspace is known once the daemon's folder exists.
+    let workspace: Arc<OnceLock<PathBuf>> = Arc::default();
+    let mut steps = common::fake_llm::reply_steps(Path::new("/unset"), &skills, post);
+    let ws = workspace.clone();
+    steps[0] = Step::Dynamic(Arc::new(move |req| {
+        let session = common::fake_llm::find_in_request(req, "Session id: ")
+            .expect("the prompt names the session");
+        let ws = ws.get().expect("the workspace is set before the run");
+        (
+            "write",
+            json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": post}),
+        )
+    }));
+    let llm = FakeLlm::start(steps).await;
+    let key = "sk-fake-provider-key-for-the-schedule";
+    let bot = DiscordServe::start(|files| {
+        std::fs::write(files.join("task.md"), "Greet the server (task qzxv-opencode).").unwrap();
+        let home = files.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let config = fake_chat_config(Path::new("/unused"), &bin, &skills, &llm.base_url, key, &[]);
+        let sections = json!({"agent": config["agent"], "prompts": config["prompts"]});
+        DiscordSetup {
+            agent_yaml: Some(serde_yaml::to_string(&sections).unwrap()),
+            sandbox: Some(String::new()),
+            env: vec![
+                ("FAKE_LLM_KEY", key.to_owned()),
+                ("HOME", home.display().to_string()),
+            ],
+            extra_yaml: format!(
+                "schedules:\n  - name: morning\n    cron: '0 0 1 1 *'\n    place: discord/guild/{GUILD_ID}/channel/{CHANNEL_ID}\n    prompt: {}\n",
+                files.join("task.md").display()
+            ),
+            ..DiscordSetup::default()
+        }
+    })
+    .await;
+    workspace
+        .set(
+            bot.config
+                .dir
+                .path()
+                .join(format!("data/workspaces/discord/{BOT_ID}")),
+        )
+        .unwrap();
+    let out = std::process::Command::new(common::bin())
+        .args(["schedules", "run", "morning", "--config"])
+        .arg(&bot.config.path)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.starts_with("morning: posted, "), "{said}");
+    let posted = bot.wait_bot_messages(CHANNEL_ID, 1).await;
+    assert_eq!(posted[0].content, post);
+    let requests = llm.requests();
+    let asked = serde_json::to_string(&requests).unwrap();
+    assert!(
+        asked.contains("qzxv-opencode"),
+        "the task reached the model"
+    );
+    assert!(
+        asked.contains("Scheduled post"),
+        "the post's section reached the model"
+    );
+    for h in llm.request_headers() {
+        let auth = h.get("authorization").and_then(|v| v.to_str().ok());
+        assert_eq!(auth, Some(format!("Bearer {key}").as_str()));
+    }
+    bot.stop();
+}

@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 
 use air_friends::store::analytics::{BUCKETS, SkillCallRow, bucket_of};
 use air_friends::store::{
-    Importance, MaintenanceRun, MemoryPatch, NewMemory, NewReminder, Scope, Store, Visibility,
-    WorkspaceKey,
+    Importance, MaintenanceRun, MemoryPatch, NewMemory, NewReminder, RunEnd, RunTrigger, Scope,
+    Store, Visibility, WorkspaceKey,
 };
 use chrono::{Duration, Utc};
 use common::TestConfig;
@@ -174,9 +174,66 @@ async fn stats_reports_skills_workspaces_and_tokens() {
             .await
             .unwrap();
     }
+    // Schedules: two posts and a skipped missed run of `morning`, a failed run of `digest`.
+    for (name, outcome, tokens) in [
+        ("morning", "posted", 400),
+        ("morning", "posted", 500),
+        ("digest", "model_failed", 0),
+    ] {
+        let id = store
+            .schedule_run_started(name, Utc::now(), RunTrigger::Timetable)
+            .await
+            .unwrap();
+        store
+            .schedule_run_finished(
+                id,
+                RunEnd {
+                    outcome: outcome.into(),
+                    detail: (outcome != "posted")
+                        .then(|| "every model request of the run failed".into()),
+                    tokens,
+                    message_id: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .schedule_run_skipped(
+            "morning",
+            Utc::now(),
+            RunTrigger::CatchUp,
+            "skipped_missed",
+            "2 runs missed while the daemon was down".into(),
+        )
+        .await
+        .unwrap();
     store.close().await.unwrap();
 
     let text = stats_text(&cfg.path);
+    let schedules = text
+        .split("Schedules (last 7 days)")
+        .nth(1)
+        .expect("the schedules section");
+    assert_eq!(
+        words(line(schedules, "morning"))[..6],
+        ["morning", "3", "2", "1", "0", "900"],
+        "{text}"
+    );
+    assert!(
+        line(schedules, "morning")
+            .ends_with("catch_up skipped_missed (2 runs missed while the daemon was down)"),
+        "{text}"
+    );
+    assert_eq!(
+        words(line(schedules, "digest"))[..6],
+        ["digest", "1", "0", "0", "1", "0"],
+        "{text}"
+    );
+    assert!(
+        line(schedules, "digest").ends_with("model_failed (every model request of the run failed)"),
+        "{text}"
+    );
     // skill, day: calls errors p50 p99 | week: calls errors p50 p99, errors by code.
     assert_eq!(
         words(line(&text, "send-reply")),

@@ -14,7 +14,9 @@
 //!   `prompts.dir` (English is built in);
 //! * `agent.command` resolves to an executable as the daemon finds it ([`AgentLookup`]: directly,
 //!   on `PATH`, or for the default `opencode` in the folder `air-friends setup` installs it to);
-//! * every `agent.sandbox.readOnlyPaths` entry exists.
+//! * every `agent.sandbox.readOnlyPaths` entry exists;
+//! * every schedule's place is one it can post in (`schedules::Schedule`) and its prompt file
+//!   exists.
 //!
 //! Warnings (printed by `check-config`, logged by `serve`, never fatal):
 //! * `agent.configDir` changed from its default but not a folder: the daemon then starts the
@@ -24,7 +26,8 @@
 //! * a language file's skipped sections and the texts it leaves out; an old
 //!   `model-failures.md` that is no longer read;
 //! * a place that names a disabled skill, or turns on attachments or warm agents while they
-//!   are off everywhere (it stays off).
+//!   are off everywhere (it stays off);
+//! * an enabled schedule on a platform that is not enabled (it never runs).
 
 use std::path::Path;
 
@@ -177,6 +180,7 @@ fn check_machine(
     check_skills(config, errors, warnings);
     check_personas(config, errors);
     check_place_switches(config, warnings);
+    check_schedules(config, errors, warnings);
 
     let agent = &config.agent;
     let command = agent.command.trim();
@@ -223,6 +227,47 @@ fn check_machine(
                 switches.join(" or ")
             ),
         ));
+    }
+}
+
+/// Every schedule posts in a place it can post in, on an enabled platform (a warning: it never
+/// runs otherwise), with its prompt file there. Its cron and zone are `validate`'s.
+fn check_schedules(
+    config: &Config,
+    errors: &mut Vec<ConfigIssue>,
+    warnings: &mut Vec<ConfigIssue>,
+) {
+    use crate::schedules::{Schedule, ScheduleError};
+    for (i, s) in config.schedules.iter().enumerate() {
+        let key = format!("schedules.{i}");
+        if !s.prompt.as_os_str().is_empty() {
+            let path = s.prompt_path(&config.prompts.dir);
+            if !path.is_file() {
+                errors.push(ConfigIssue::new(
+                    format!("{key}.prompt"),
+                    format!("{} is not a file (the schedule's task)", path.display()),
+                ));
+            }
+        }
+        match Schedule::new(s, &config.prompts.dir) {
+            Ok(schedule) => {
+                let platform = schedule.spot.platform.as_str();
+                let enabled = PLATFORMS
+                    .iter()
+                    .find(|facts| facts.key == platform)
+                    .is_some_and(|facts| (facts.enabled)(&config.platforms));
+                if !enabled && s.enabled {
+                    warnings.push(ConfigIssue::new(
+                        format!("{key}.place"),
+                        format!("platforms.{platform}.enabled is off: this schedule never runs"),
+                    ));
+                }
+            }
+            // The cron expression and the zone are reported by `validate`, an empty place too.
+            Err(ScheduleError::Timetable(_)) => {}
+            Err(_) if s.place.trim().is_empty() => {}
+            Err(e) => errors.push(ConfigIssue::new(format!("{key}.place"), e.to_string())),
+        }
     }
 }
 

@@ -9,6 +9,9 @@
 //! * `POST /v1/forget-user` `{"platform": "discord", "user": "123", "now": false}` → 200 with
 //!   the [`ForgetReport`]; 409 `turn_running` / `already_erasing`; 400 `invalid_user`; 500 the
 //!   rest, each as `{"code": ..., "error": ...}`.
+//! * `POST /v1/schedules/run` `{"name": "morning"}` → runs the schedule now and answers, when
+//!   the run ends, 200 with the [`ScheduleRunReport`]; 404 `unknown_schedule` (or
+//!   `no_schedules`); 409 `running`; 503 `draining`.
 //!
 //! The socket is bound under a temporary name, made 0600 and renamed into place, so it is
 //! never reachable with wider permissions; a stale one (the daemon holds the database lock, so
@@ -33,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::platform::PlatformKind;
 use crate::privacy::{EraseError, Eraser, ForgetReport};
+use crate::schedules::{Scheduler, TriggerError};
 use crate::skill_api::listener::{ConnectionPolicy, run_listener};
 use crate::store::erasure::RequestedBy;
 
@@ -60,13 +64,47 @@ pub struct ForgetUserRequest {
     pub now: bool,
 }
 
+/// The body of `POST /v1/schedules/run`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleRunRequest {
+    /// The schedule's name.
+    pub name: String,
+}
+
+/// How a run asked for by hand ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleRunReport {
+    /// The schedule.
+    pub name: String,
+    /// The run's outcome (`posted`, `silent`, `skipped_quiet`, `failed`, …).
+    pub outcome: String,
+    /// Why, when it did not post.
+    pub detail: Option<String>,
+    /// Model tokens the run used.
+    pub tokens: u64,
+}
+
+/// What the control socket acts on.
+#[derive(Clone)]
+pub struct Control {
+    /// Erases users.
+    pub eraser: Eraser,
+    /// Runs schedules by hand; `None` when none is configured.
+    pub scheduler: Option<Scheduler>,
+}
+
 /// Binds the control socket of `database` (0600) and serves it until `stop`; the socket file is
 /// removed when it ends.
-pub async fn serve(database: &Path, eraser: Eraser, stop: CancellationToken) -> anyhow::Result<()> {
+pub async fn serve(
+    database: &Path,
+    control: Control,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
     let path = socket_path(database);
     let listener = bind(&path)?;
     tracing::info!(path = %path.display(), "control socket listening");
-    let app = router(eraser);
+    let app = router(control);
     let policy = ConnectionPolicy {
         header_read_timeout: Duration::from_secs(10),
         max_connections: 4,
@@ -78,10 +116,11 @@ pub async fn serve(database: &Path, eraser: Eraser, stop: CancellationToken) -> 
 }
 
 /// The control socket's routes.
-fn router(eraser: Eraser) -> Router {
+fn router(control: Control) -> Router {
     Router::new()
         .route("/v1/forget-user", post(forget_user))
-        .with_state(eraser)
+        .route("/v1/schedules/run", post(run_schedule))
+        .with_state(control)
 }
 
 /// Binds `path` with mode 0600 from the first moment it is reachable.
@@ -103,18 +142,12 @@ fn bind(path: &Path) -> anyhow::Result<UnixListener> {
 }
 
 async fn forget_user(
-    State(eraser): State<Eraser>,
+    State(Control { eraser, .. }): State<Control>,
     body: Result<Json<ForgetUserRequest>, axum::extract::rejection::JsonRejection>,
 ) -> (StatusCode, Json<Value>) {
-    let request = match body {
-        Ok(Json(request)) => request,
-        Err(rejection) => {
-            return failure(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                &rejection.body_text(),
-            );
-        }
+    let request = match request_of(body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
     };
     let Ok(platform) = request.platform.parse::<PlatformKind>() else {
         let text = format!("unknown platform {:?}", request.platform);
@@ -139,6 +172,59 @@ async fn forget_user(
     }
 }
 
+async fn run_schedule(
+    State(control): State<Control>,
+    body: Result<Json<ScheduleRunRequest>, axum::extract::rejection::JsonRejection>,
+) -> (StatusCode, Json<Value>) {
+    let request = match request_of(body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let Some(scheduler) = control.scheduler else {
+        return failure(
+            StatusCode::NOT_FOUND,
+            "no_schedules",
+            "no schedule is configured (schedules:)",
+        );
+    };
+    tracing::info!(schedule = %request.name, "a schedule run was asked for by hand");
+    match scheduler.run_now(&request.name).await {
+        Ok(end) => {
+            let report = ScheduleRunReport {
+                name: request.name,
+                outcome: end.outcome.to_owned(),
+                detail: end.detail,
+                tokens: end.tokens,
+            };
+            (
+                StatusCode::OK,
+                Json(serde_json::to_value(report).unwrap_or_default()),
+            )
+        }
+        Err(error) => {
+            let status = match &error {
+                TriggerError::Unknown(_) => StatusCode::NOT_FOUND,
+                TriggerError::Running(_) => StatusCode::CONFLICT,
+                TriggerError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            failure(status, error.code(), &error.to_string())
+        }
+    }
+}
+
+/// A request's JSON body, or the 400 `bad_request` answer saying what is wrong with it.
+fn request_of<T>(
+    body: Result<Json<T>, axum::extract::rejection::JsonRejection>,
+) -> Result<T, (StatusCode, Json<Value>)> {
+    body.map(|Json(request)| request).map_err(|rejection| {
+        failure(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            &rejection.body_text(),
+        )
+    })
+}
+
 fn failure(status: StatusCode, code: &str, error: &str) -> (StatusCode, Json<Value>) {
     (status, Json(json!({ "code": code, "error": error })))
 }
@@ -161,6 +247,20 @@ pub async fn request_forget_user(
 ) -> anyhow::Result<ForgetReport> {
     let path = socket_path(database);
     let answer = call(&path, "/v1/forget-user", request).await?;
+    Ok(serde_json::from_value(answer)?)
+}
+
+/// Asks the daemon serving `database` to run schedule `name` now; answers how the run ended,
+/// or the daemon's refusal as a [`Refused`] inside the error.
+pub async fn request_schedule_run(
+    database: &Path,
+    name: &str,
+) -> anyhow::Result<ScheduleRunReport> {
+    let path = socket_path(database);
+    let request = ScheduleRunRequest {
+        name: name.to_owned(),
+    };
+    let answer = call(&path, "/v1/schedules/run", &request).await?;
     Ok(serde_json::from_value(answer)?)
 }
 
@@ -219,10 +319,14 @@ mod tests {
     use crate::store::{Importance, NewMemory, Store, Visibility, WorkspaceKey};
 
     async fn call(app: &Router, body: &str) -> (StatusCode, Value) {
+        call_at(app, "/v1/forget-user", body).await
+    }
+
+    async fn call_at(app: &Router, route: &str, body: &str) -> (StatusCode, Value) {
         let response = app
             .clone()
             .oneshot(
-                Request::post("/v1/forget-user")
+                Request::post(route)
                     .header("content-type", "application/json")
                     .body(Body::from(body.to_owned()))
                     .unwrap(),
@@ -257,7 +361,10 @@ mod tests {
             Workspaces::new(&dir.path().join("workspaces")),
             dir.path(),
         );
-        let app = router(eraser);
+        let app = router(Control {
+            eraser,
+            scheduler: None,
+        });
         for (body, status, code) in [
             ("not json", StatusCode::BAD_REQUEST, "bad_request"),
             (
@@ -299,6 +406,100 @@ mod tests {
         assert_eq!(report["user"], "discord/7");
         assert_eq!(report["erased"]["memories"], 1);
         assert!(serde_json::from_value::<ForgetReport>(report).is_ok());
+        store.close().await.unwrap();
+    }
+
+    /// Posts "Hi." at once.
+    struct Posts;
+
+    #[async_trait::async_trait]
+    impl crate::schedules::ScheduledRuns for Posts {
+        async fn run_scheduled(
+            &self,
+            _task: &crate::conversation::scheduled::ScheduledTask,
+            _stop: &CancellationToken,
+        ) -> crate::conversation::scheduled::ScheduledEnd {
+            crate::conversation::scheduled::ScheduledEnd {
+                outcome: "posted",
+                detail: None,
+                tokens: 12,
+            }
+        }
+    }
+
+    /// A run by hand answers its report when it ends; unknown names, a daemon without
+    /// schedules and bad bodies are typed refusals.
+    #[tokio::test]
+    async fn a_schedule_run_answers_how_it_ended_or_a_typed_refusal() {
+        use crate::schedules::{Schedule, ScheduleMetrics, SchedulerParts};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("schedules")).unwrap();
+        std::fs::write(dir.path().join("schedules/t.md"), "Say hi.").unwrap();
+        let store = Store::open(&dir.path().join("air.db")).await.unwrap();
+        let eraser = Eraser::new(
+            store.clone(),
+            Workspaces::new(&dir.path().join("workspaces")),
+            dir.path(),
+        );
+        let without = router(Control {
+            eraser: eraser.clone(),
+            scheduler: None,
+        });
+        let (status, answer) = call_at(&without, "/v1/schedules/run", r#"{"name":"hi"}"#).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some("no_schedules"))
+        );
+        let config = crate::config::ScheduleConfig {
+            name: "hi".into(),
+            cron: "@yearly".into(),
+            place: "discord/guild/1/channel/2".into(),
+            prompt: "t.md".into(),
+            ..Default::default()
+        };
+        let scheduler = Scheduler::new(SchedulerParts {
+            schedules: vec![Schedule::new(&config, dir.path()).unwrap()],
+            store: store.clone(),
+            runs: std::sync::Arc::new(Posts),
+            metrics: ScheduleMetrics::new(&crate::observability::Metrics::new(), ["hi"]),
+            draining: CancellationToken::new(),
+            stop: CancellationToken::new(),
+        });
+        let app = router(Control {
+            eraser,
+            scheduler: Some(scheduler),
+        });
+        for (body, status, code) in [
+            ("{}", StatusCode::BAD_REQUEST, "bad_request"),
+            (
+                r#"{"name":"hi","x":1}"#,
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+            ),
+            (
+                r#"{"name":"bye"}"#,
+                StatusCode::NOT_FOUND,
+                "unknown_schedule",
+            ),
+        ] {
+            let (got, answer) = call_at(&app, "/v1/schedules/run", body).await;
+            assert_eq!(
+                (got, answer["code"].as_str()),
+                (status, Some(code)),
+                "{body}: {answer}"
+            );
+        }
+        let (status, report) = call_at(&app, "/v1/schedules/run", r#"{"name":"hi"}"#).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        assert_eq!(
+            serde_json::from_value::<ScheduleRunReport>(report).unwrap(),
+            ScheduleRunReport {
+                name: "hi".into(),
+                outcome: "posted".into(),
+                detail: None,
+                tokens: 12,
+            }
+        );
         store.close().await.unwrap();
     }
 }

@@ -14,6 +14,7 @@ mod invite;
 mod places;
 mod reload;
 mod restore;
+mod schedules;
 mod serve;
 mod stats;
 
@@ -24,7 +25,8 @@ use std::process::ExitCode;
 pub use serve::{bind, serve, serve_main};
 
 use crate::cli::{
-    Cli, Command, DiscordCommand, ImportCommand, PlacesCommand, SkillsCommand, ValidateFormat,
+    Cli, Command, DiscordCommand, ImportCommand, PlacesCommand, SchedulesCommand, SkillsCommand,
+    ValidateFormat,
 };
 use anyhow::Context;
 
@@ -86,6 +88,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Places {
             command: PlacesCommand::Explain { config, place },
         } => places::explain_main(&config.config, &place),
+        Command::Schedules {
+            command: SchedulesCommand::List { config },
+        } => schedules::list_main(&config.config),
+        Command::Schedules {
+            command: SchedulesCommand::Run { config, name },
+        } => schedules::run_main(&config.config, &name),
         Command::Discord {
             command: DiscordCommand::InviteUrl { config, client_id },
         } => invite::invite_url_main(&config.config, client_id),

@@ -16,17 +16,24 @@ pub(super) fn explain_main(config_path: &Path, place: &str) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (config, skills) = match super::load_config_and_skills(config_path) {
+    let (_, places) = match places_of(config_path) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    print!("{}", render(&spot, &places));
+    ExitCode::SUCCESS
+}
+
+/// The configuration at `config_path` and its `places:` rules, over the skills it enables, as
+/// the daemon reads them; on failure the error is printed and the exit code answered.
+pub(super) fn places_of(config_path: &Path) -> Result<(crate::config::Config, Places), ExitCode> {
+    let (config, skills) = super::load_config_and_skills(config_path)?;
     let enabled = skills
         .names()
         .filter(|name| config.skill_enabled(name))
         .map(str::to_owned);
     let places = Places::new(&config, enabled);
-    print!("{}", render(&spot, &places));
-    ExitCode::SUCCESS
+    Ok((config, places))
 }
 
 /// The explanation as text: the place, then one line per setting (`key  value  (source)`).

@@ -2,7 +2,8 @@
 //! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
 //! API's call log, written once a minute); per workspace: memories by state and reminders by
 //! state; the model gateway's tokens per day over the last week; memory maintenance runs per
-//! workspace over the last week; the last day's unanswered messages by state and reason (the
+//! workspace over the last week; operator schedules' runs over the last week (posted, skipped,
+//! failed, the last one and why); the last day's unanswered messages by state and reason (the
 //! inbox). Runs beside a live daemon
 //! (SQLite readers do not block it); one line on stderr on failure, exit 1, as every command
 //! run through `app::run_with_config`.
@@ -20,7 +21,10 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 
 use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
-use crate::store::{LlmUsage, MaintenanceSummary, Store, StoreError, Unanswered};
+use crate::store::{LlmUsage, MaintenanceSummary, ScheduleRun, Store, StoreError, Unanswered};
+
+/// Most schedule runs read for the report (an every-minute schedule runs 10 080 times a week).
+const SCHEDULE_RUNS_READ: u32 = 50_000;
 
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
@@ -59,6 +63,9 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
         .await?;
     let maintenance = store.maintenance_summary(now - Days::days(7)).await?;
     let unanswered = store.inbox_unanswered_since(now - Days::hours(24)).await?;
+    let schedule_runs = store
+        .schedule_runs_since(now - Days::days(7), SCHEDULE_RUNS_READ)
+        .await?;
     store.close().await?;
 
     let mut out = String::new();
@@ -66,6 +73,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     workspaces_section(&mut out, &workspaces);
     tokens_section(&mut out, &tokens);
     maintenance_section(&mut out, &maintenance);
+    schedules_section(&mut out, &schedule_runs);
     unanswered_section(&mut out, &unanswered);
     Ok(out)
 }
@@ -218,6 +226,62 @@ fn maintenance_section(out: &mut String, maintenance: &[MaintenanceSummary]) {
                 m.last_outcome,
             );
         }
+    }
+}
+
+/// Operator schedules' runs per schedule: how many, posted, skipped, failed, tokens, and the
+/// latest (newest first in `runs`) with its outcome and why.
+fn schedules_section(out: &mut String, runs: &[ScheduleRun]) {
+    let _ = writeln!(out, "\nSchedules (last 7 days)");
+    if runs.is_empty() {
+        let _ = writeln!(out, "  no runs");
+        return;
+    }
+    #[derive(Default)]
+    struct Tally<'a> {
+        runs: u64,
+        posted: u64,
+        skipped: u64,
+        failed: u64,
+        tokens: u64,
+        last: Option<&'a ScheduleRun>,
+    }
+    let mut by_name: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
+    for run in runs {
+        let t = by_name.entry(run.name.as_str()).or_default();
+        t.runs += 1;
+        t.tokens += run.tokens;
+        match run.outcome.as_str() {
+            "posted" => t.posted += 1,
+            "silent" | crate::store::RUNNING => {}
+            o if o.starts_with("skipped_") => t.skipped += 1,
+            _ => t.failed += 1,
+        }
+        t.last.get_or_insert(run);
+    }
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>5} {:>7} {:>8} {:>7} {:>9}  last run",
+        "schedule", "runs", "posted", "skipped", "failed", "tokens"
+    );
+    for (name, t) in by_name {
+        let last = t.last.map_or_else(String::new, |r| {
+            let why = r
+                .detail
+                .as_deref()
+                .map_or_else(String::new, |d| format!(" ({d})"));
+            format!(
+                "{} {} {}{why}",
+                r.started_at.format("%Y-%m-%d %H:%M"),
+                r.trigger,
+                r.outcome
+            )
+        });
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>5} {:>7} {:>8} {:>7} {:>9}  {last}",
+            name, t.runs, t.posted, t.skipped, t.failed, t.tokens
+        );
     }
 }
 

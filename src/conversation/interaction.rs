@@ -612,7 +612,11 @@ impl Interactions {
     }
 
     /// Where this turn's prompt parts come from.
-    fn sources<'a>(&'a self, platform: &'a dyn PlatformAdapter, place: &'a Place) -> Sources<'a> {
+    pub(super) fn sources<'a>(
+        &'a self,
+        platform: &'a dyn PlatformAdapter,
+        place: &'a Place,
+    ) -> Sources<'a> {
         Sources {
             platform,
             store: &self.store,
@@ -783,13 +787,13 @@ fn cancelled_by_the_user(msg: &IncomingMessage, outcome: Option<&Outcome>) -> bo
 }
 
 /// Why the turn's model requests failed, when every one of them did (`gateway::health`).
-fn model_failure(handle: &SessionHandle) -> Option<ProblemKind> {
+pub(super) fn model_failure(handle: &SessionHandle) -> Option<ProblemKind> {
     handle.with_slot::<ModelTurn, _>(|turn| turn.failure())
 }
 
 /// What the agent runner asks about the turn: whether the user got an answer, and whether
 /// prompting again is pointless because every model request of the turn failed.
-struct TurnProbe(SessionHandle);
+pub(super) struct TurnProbe(pub(super) SessionHandle);
 
 impl ResponseProbe for TurnProbe {
     fn responded(&self) -> bool {
@@ -868,7 +872,7 @@ fn tree_fingerprint(dir: &std::path::Path) -> u64 {
 /// Closes a turn whose agent may be kept: the session refuses calls until the next turn, and
 /// whatever the agent left running is ended. False when a termination was requested during
 /// the turn: that agent must not be kept.
-async fn close_turn(live: &LiveAgent, handle: &SessionHandle) -> bool {
+pub(super) async fn close_turn(live: &LiveAgent, handle: &SessionHandle) -> bool {
     let terminated = handle.end_turn();
     live.end_turn().await;
     !terminated

@@ -3,7 +3,7 @@
 //! what was sent while the daemon was away), the user workspaces, prompt assembly, starting an agent session (`launch`, shared
 //! with the memory maintenance job), one interaction end to end, what a user is told when the
 //! model could not answer, the agents kept warm between a conversation's turns and those started
-//! ahead of its next message.
+//! ahead of its next message, and the turn of a scheduled run (the bot speaking first).
 
 pub mod ahead;
 pub mod catch_up;
@@ -18,6 +18,7 @@ pub mod policy;
 pub mod prompts;
 pub mod ratelimit;
 pub mod router;
+pub mod scheduled;
 pub mod threads;
 pub mod warm;
 pub mod workspace;

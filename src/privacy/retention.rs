@@ -1,6 +1,7 @@
 //! The retention job: once a day (and shortly after a start) it deletes what `retention:` says
 //! is kept no longer — memories disabled for `disabledMemoryDays` (with their changes, index
-//! entries and vectors), model usage records older than `usageDays`, and files older than
+//! entries and vectors), model usage records and schedule run records older than `usageDays`,
+//! and files older than
 //! `sessionFileHours` left in the workspaces' session folders (`{workspace}/tmp/`). Each pass
 //! logs one line with its counts and records them in `privacy_log` (`requested_by =
 //! retention`, no subject) when it removed anything.
@@ -31,6 +32,8 @@ pub struct Removed {
     pub disabled_memories: u64,
     /// Model usage rows (overall and per place).
     pub usage_rows: u64,
+    /// Records of operator schedules' runs.
+    pub schedule_runs: u64,
     /// Files in session folders.
     pub session_files: u64,
 }
@@ -93,6 +96,7 @@ impl Retention {
         }
         if let Some(before) = cutoff(s.usage_days) {
             removed.usage_rows = self.store.prune_usage(before.date_naive()).await?;
+            removed.schedule_runs = self.store.schedule_runs_prune(before).await? as u64;
         }
         if s.session_file_hours > 0 {
             let age = Duration::from_secs(s.session_file_hours.saturating_mul(3_600));
@@ -106,6 +110,7 @@ impl Retention {
             name: "retention_pass",
             disabled_memories = removed.disabled_memories,
             usage_rows = removed.usage_rows,
+            schedule_runs = removed.schedule_runs,
             session_files = removed.session_files,
             "retention_pass"
         );

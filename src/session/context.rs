@@ -72,6 +72,18 @@ pub const MAINTENANCE_SKILLS: [&str; 4] = [
     "memory-stats",
 ];
 
+/// The skills a scheduled run may not call: a run belongs to no user, so it keeps nothing
+/// (memories or reminders) that no user could see, export or erase; and it has no user to
+/// remind or export for.
+pub const SCHEDULED_REFUSED: [&str; 6] = [
+    "memory-save",
+    "memory-patch",
+    "memory-export",
+    "set-reminder",
+    "list-reminders",
+    "cancel-reminder",
+];
+
 /// What a session is for, fixed at registration.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum SessionPurpose {
@@ -81,6 +93,9 @@ pub enum SessionPurpose {
     /// The memory maintenance job: no message, no user, only [`MAINTENANCE_SKILLS`], and the
     /// memory handlers keep to the [`MaintenancePolicy`].
     Maintenance(MaintenancePolicy),
+    /// An operator schedule's run (`schedules:`): no message; it posts in a public place as
+    /// the bot, with the place's skills but none in [`SCHEDULED_REFUSED`].
+    Scheduled,
 }
 
 impl SessionPurpose {
@@ -90,13 +105,29 @@ impl SessionPurpose {
         match self {
             Self::Conversation => true,
             Self::Maintenance(_) => MAINTENANCE_SKILLS.contains(&skill),
+            Self::Scheduled => !SCHEDULED_REFUSED.contains(&skill),
+        }
+    }
+
+    /// Why a session of this purpose may not call `skill` (the Skill API's 403 text).
+    pub fn refusal(&self, skill: &str) -> String {
+        match self {
+            Self::Maintenance(_) => format!(
+                "{skill} is not available in a maintenance session: only {} are",
+                MAINTENANCE_SKILLS.join(", ")
+            ),
+            Self::Scheduled => format!(
+                "{skill} is not available in a scheduled run: a run belongs to no user, so it \
+                 keeps no memories or reminders and exports nothing"
+            ),
+            Self::Conversation => format!("{skill} is not available in this session"),
         }
     }
 
     /// The maintenance rules, for a maintenance session.
     pub fn maintenance(&self) -> Option<&MaintenancePolicy> {
         match self {
-            Self::Conversation => None,
+            Self::Conversation | Self::Scheduled => None,
             Self::Maintenance(policy) => Some(policy),
         }
     }
@@ -106,6 +137,7 @@ impl SessionPurpose {
         match self {
             Self::Conversation => "conversation",
             Self::Maintenance(_) => "maintenance",
+            Self::Scheduled => "scheduled",
         }
     }
 }

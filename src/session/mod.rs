@@ -33,8 +33,8 @@ pub mod termination;
 
 pub use auth::{AuthFailure, Presented, authenticate};
 pub use context::{
-    DEFAULT_PLACE, MAINTENANCE_SKILLS, MaintenancePolicy, PlaceGrant, SessionContext,
-    SessionPurpose,
+    DEFAULT_PLACE, MAINTENANCE_SKILLS, MaintenancePolicy, PlaceGrant, SCHEDULED_REFUSED,
+    SessionContext, SessionPurpose,
 };
 pub use ids::{CallerToken, SessionError, SessionId, constant_time_eq};
 pub use registry::{RegisteredSession, SessionHandle, SessionRegistry, UserHold};

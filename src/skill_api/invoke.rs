@@ -4,7 +4,8 @@
 //!
 //! In this order: whether the skill may run at all — enabled by the configuration (503
 //! `SKILL_DISABLED`), allowed for the session's purpose (a maintenance run reaches the
-//! memory skills only, 403 `FORBIDDEN_CONTEXT`) and by its place's rule (`places[].skills`,
+//! memory skills only, a scheduled run none that keeps a user's data, 403 `FORBIDDEN_CONTEXT`)
+//! and by its place's rule (`places[].skills`,
 //! `places[].memory`; 403 `FORBIDDEN_CONTEXT`) — checked here only, for every caller; the
 //! doom-loop count of a counted skill (so an attempt the rate limit, the schema or the quota
 //! refuses still counts), the per-(skill, user) rate limit, parameter
@@ -16,7 +17,6 @@ use serde_json::{Map, Value};
 use super::error::SkillError;
 use super::handler::{CallContext, RegisteredSkill};
 use super::state::SkillApiState;
-use crate::session::MAINTENANCE_SKILLS;
 
 /// Runs `skill` for the session of `ctx` with the caller's raw `params`.
 pub async fn invoke(
@@ -48,12 +48,7 @@ async fn run(
     }
     let purpose = &ctx.session().purpose;
     if !purpose.allows_skill(skill.name()) {
-        return Err(SkillError::ForbiddenContext(format!(
-            "{} is not available in a {} session: only {} are",
-            skill.name(),
-            purpose.as_str(),
-            MAINTENANCE_SKILLS.join(", ")
-        )));
+        return Err(SkillError::ForbiddenContext(purpose.refusal(skill.name())));
     }
     let place = &ctx.session().place;
     if !place.allows_skill(skill.name()) {

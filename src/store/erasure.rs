@@ -92,6 +92,14 @@ pub const TABLES: &[(&str, Holds)] = &[
         Holds::Nothing("names its subject only by a keyed hash (`privacy_key`), never an id"),
     ),
     ("privacy_key", Holds::Nothing("the key of the log's hashes")),
+    (
+        "schedules",
+        Holds::Nothing("each operator schedule's next run; no user"),
+    ),
+    (
+        "schedule_runs",
+        Holds::Nothing("the runs of operator schedules and the bot's own posts; no user"),
+    ),
 ];
 
 /// What an erasure removed, by kind.

@@ -47,6 +47,7 @@ pub mod owner;
 mod reminder_api;
 mod reminders;
 pub mod restore;
+mod schedules;
 mod search;
 mod types;
 pub mod vectors;
@@ -67,6 +68,7 @@ pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
 pub use llm_usage::LlmUsage;
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
+pub use schedules::{INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState};
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
     MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Reminder, ReminderState,

@@ -71,6 +71,8 @@ pub struct DiscordServe {
     pub ops_addr: String,
     /// Whether the agents run in the real sandbox.
     sandboxed: bool,
+    /// The daemon's variables besides `PATH` ([`DiscordSetup::env`]).
+    env: Vec<(&'static str, String)>,
     /// Ids of the messages the test pushed (some written as the bot itself).
     pushed: Mutex<HashSet<u64>>,
 }
@@ -103,6 +105,11 @@ pub struct DiscordSetup {
     /// The server-wide permissions of the fake's roles (every one, Administrator included,
     /// when unset).
     pub role_permissions: Option<u64>,
+    /// The whole `agent:` and `prompts:` sections instead of the fake agent's (e.g. the real
+    /// OpenCode's); `script`, `agent_extra` and `sandbox` are then not used.
+    pub agent_yaml: Option<String>,
+    /// Variables the daemon is started with (besides `PATH`), e.g. a provider's key.
+    pub env: Vec<(&'static str, String)>,
 }
 
 /// Where [`Setup::texts`] entries are written, given the files folder.
@@ -149,10 +156,13 @@ impl DiscordServe {
              {extra}",
             api = fake.api_base_url(),
             gateway = fake.gateway_url(),
-            agent = agent.yaml_with_sandbox(
-                &format!("  idleTimeoutMs: 30000\n{}", setup.agent_extra),
-                &sandbox
-            ),
+            agent = setup
+                .agent_yaml
+                .clone()
+                .unwrap_or_else(|| agent.yaml_with_sandbox(
+                    &format!("  idleTimeoutMs: 30000\n{}", setup.agent_extra),
+                    &sandbox
+                )),
             extra = setup.extra_yaml,
         );
         let config = TestConfig::new(&yaml);
@@ -182,7 +192,7 @@ impl DiscordServe {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let (daemon, ops_addr) = start_daemon(&config.path, sandboxed);
+        let (daemon, ops_addr) = start_daemon(&config.path, sandboxed, &setup.env);
         let bot = DiscordServe {
             fake,
             daemon,
@@ -191,6 +201,7 @@ impl DiscordServe {
             agent,
             ops_addr,
             sandboxed,
+            env: setup.env,
             pushed: Mutex::default(),
         };
         bot.wait_readiness(!setup.refused_intents).await;
@@ -239,7 +250,7 @@ impl DiscordServe {
     /// Starts the daemon again on the same configuration, database and fake Discord; waits
     /// until it is ready.
     pub async fn start_again(&mut self) {
-        let (daemon, ops_addr) = start_daemon(&self.config.path, self.sandboxed);
+        let (daemon, ops_addr) = start_daemon(&self.config.path, self.sandboxed, &self.env);
         self.daemon = daemon;
         self.ops_addr = ops_addr;
         self.wait_readiness(true).await;
@@ -434,8 +445,9 @@ impl DiscordServe {
 /// Starts `air-friends serve` on `config` and waits until its listeners are up; returns it and
 /// its ops address. A sandboxed daemon serves the Skill API on per-session sockets only: no
 /// TCP listener.
-fn start_daemon(config: &Path, sandboxed: bool) -> (Daemon, String) {
-    let mut daemon = Daemon::start(config, &[]);
+fn start_daemon(config: &Path, sandboxed: bool, env: &[(&str, String)]) -> (Daemon, String) {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut daemon = Daemon::start(config, &env);
     let (mut skill_api, mut ops) = (sandboxed, None);
     while !(skill_api && ops.is_some()) {
         let line = tokio::task::block_in_place(|| {

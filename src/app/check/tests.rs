@@ -414,3 +414,55 @@ fn every_language_needs_its_texts_and_an_old_failure_file_is_pointed_to_its_new_
         "{got:?}"
     );
 }
+
+/// A schedule's cron, zone, place and prompt file are checked, each at its key; a schedule on a
+/// platform that is off is a warning.
+#[test]
+fn schedules_need_a_timetable_a_place_to_post_and_their_prompt_file() {
+    let m = Machine::new();
+    std::fs::create_dir(m.path("prompts/schedules")).unwrap();
+    std::fs::write(m.path("prompts/schedules/morning.md"), "Say good morning.").unwrap();
+    let schedules = "schedules:\n\
+        \x20 - {name: morning, cron: '0 8 * * *', timeZone: Europe/Berlin, place: discord/guild/1/channel/2, prompt: morning.md}\n\
+        \x20 - {name: bad-cron, cron: '0 25 * * *', place: discord/guild/1/channel/2, prompt: morning.md}\n\
+        \x20 - {name: bad-zone, cron: '@daily', timeZone: Mars/Olympus, place: discord/guild/1/channel/2, prompt: morning.md}\n\
+        \x20 - {name: to-dm, cron: '@daily', place: discord/dm, prompt: morning.md}\n\
+        \x20 - {name: no-file, cron: '@daily', place: discord/guild/1/channel/2, prompt: evening.md}\n\
+        \x20 - {name: morning, cron: '@daily', place: misskey/channel/abc, prompt: ../system.md}\n";
+    let got = m.errors(&m.config("", schedules));
+    assert_eq!(
+        got.iter()
+            .map(|e| e.split(": ").next().unwrap())
+            .collect::<Vec<_>>(),
+        [
+            "schedules.1.cron",
+            "schedules.2.timeZone",
+            "schedules.5.name",
+            "schedules.5.prompt",
+            "schedules.3.place",
+            "schedules.4.prompt",
+            "schedules.5.place",
+        ],
+        "{got:?}"
+    );
+    assert!(got[0].contains("is not a cron expression"), "{got:?}");
+    assert!(got[1].contains("is not an IANA time zone"), "{got:?}");
+    assert!(
+        got[4].ends_with("a schedule posts in a public place, not a DM"),
+        "{got:?}"
+    );
+    assert!(got[5].contains("evening.md is not a file"), "{got:?}");
+    assert!(got[6].contains("misskey is not supported yet"), "{got:?}");
+    // With Discord off a schedule there never runs.
+    let warnings = m.warnings(
+        &m.config(
+            "",
+            "schedules:\n  - {name: morning, cron: '@daily', place: discord/guild/1/channel/2, prompt: morning.md}\n",
+        )
+        .replace("enabled: true", "enabled: false"),
+    );
+    assert_eq!(
+        warnings[0],
+        "schedules.0.place: platforms.discord.enabled is off: this schedule never runs"
+    );
+}

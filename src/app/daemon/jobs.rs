@@ -1,9 +1,11 @@
 //! The scheduled jobs started last: reminder delivery and memory maintenance, each only when
-//! its section enables it, and the daily retention job.
+//! its section enables it, the daily retention job, and the operator schedules when any is
+//! configured.
 
 use std::sync::Arc;
 
 use super::Ctx;
+use crate::conversation::interaction::Interactions;
 use crate::conversation::launch::Launcher;
 use crate::conversation::prompts::PromptLibrary;
 use crate::gateway::Gateway;
@@ -11,6 +13,7 @@ use crate::maintenance::{Maintenance, MaintenanceMetrics};
 use crate::platform::PlatformRegistry;
 use crate::privacy::retention::Retention;
 use crate::reminders::{ReminderMetrics, ReminderScheduler};
+use crate::schedules::{Schedule, ScheduleMetrics, Scheduler, SchedulerParts};
 
 /// The reminder scheduler, when `reminders.enabled`.
 pub(super) fn start_reminders(ctx: Ctx<'_>, platforms: &PlatformRegistry) {
@@ -56,4 +59,44 @@ pub(super) fn start_retention(ctx: Ctx<'_>) {
     );
     ctx.shutdown
         .spawn("retention", job.run(ctx.shutdown.draining()));
+}
+
+/// `schedules`: the scheduler of the configured schedules, running their turns through
+/// `interactions`; `None` when none is configured. Its loop starts with [`start_schedules`].
+pub(super) fn schedules(
+    ctx: Ctx<'_>,
+    interactions: &Interactions,
+) -> anyhow::Result<Option<Scheduler>> {
+    let config = ctx.config;
+    if config.schedules.is_empty() {
+        return Ok(None);
+    }
+    let schedules = config
+        .schedules
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Schedule::new(s, &config.prompts.dir)
+                .map_err(|e| anyhow::anyhow!("schedules.{i} ({}): {e}", s.name))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let metrics = ScheduleMetrics::new(
+        ctx.metrics,
+        config.schedules.iter().map(|s| s.name.as_str()),
+    );
+    Ok(Some(Scheduler::new(SchedulerParts {
+        schedules,
+        store: ctx.store.clone(),
+        runs: Arc::new(interactions.clone()),
+        metrics,
+        draining: ctx.shutdown.draining(),
+        stop: ctx.shutdown.stop(),
+    })))
+}
+
+/// Starts the schedules' loop.
+pub(super) fn start_schedules(ctx: Ctx<'_>, scheduler: Option<Scheduler>) {
+    if let Some(scheduler) = scheduler {
+        ctx.shutdown.spawn("schedules", scheduler.run());
+    }
 }

@@ -145,14 +145,18 @@ pub async fn start(
         observers.activity,
     )?;
     let database = config.database_path();
-    let eraser = pipeline.eraser;
+    let control = crate::app::control::Control {
+        eraser: pipeline.eraser,
+        scheduler: pipeline.scheduler.clone(),
+    };
     let draining = shutdown.draining();
     shutdown.spawn("control_socket", async move {
-        crate::app::control::serve(&database, eraser, draining).await
+        crate::app::control::serve(&database, control, draining).await
     });
     jobs::start_reminders(ctx, &platforms);
     jobs::start_retention(ctx);
     jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
+    jobs::start_schedules(ctx, pipeline.scheduler);
     Ok(Started {
         store,
         owner,

@@ -35,6 +35,7 @@ use crate::platform::{PlatformEvent, PlatformRegistry};
 use crate::privacy::Eraser;
 use crate::privacy::commands::{Periods, PrivacyCommands};
 use crate::privacy::metrics::PrivacyMetrics;
+use crate::schedules::Scheduler;
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
 
@@ -55,6 +56,8 @@ pub(super) struct Pipeline {
     pub(super) notices: Arc<Notices>,
     /// Cancelled when the event loop has ended.
     pub(super) events_done: CancellationToken,
+    /// Runs the operator schedules (started with the jobs); `None` when none is configured.
+    pub(super) scheduler: Option<Scheduler>,
 }
 
 /// The agent runner (inside its sandbox) and the conversation pipeline, with the event loop
@@ -130,6 +133,7 @@ pub(super) fn start(
         inbox: Some(inbox.clone()),
         continuity: continuity(ctx),
     };
+    let scheduler = super::jobs::schedules(ctx, &interactions)?;
     let router = router(
         ctx,
         platforms,
@@ -166,6 +170,7 @@ pub(super) fn start(
         personas,
         notices,
         events_done,
+        scheduler,
     })
 }
 

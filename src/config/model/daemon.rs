@@ -44,7 +44,8 @@ pub struct RetentionConfig {
     /// Days after a memory was disabled (by the user, the agent, or maintenance superseding
     /// it) before it is deleted with its changes, index entries and vector.
     pub disabled_memory_days: u64,
-    /// Days the model usage records (tokens per user and day) are kept.
+    /// Days the model usage records (tokens per user and day) and the records of schedule
+    /// runs are kept.
     pub usage_days: u64,
     /// Hours a file stays in a workspace's session folders (`tmp/`: the attachments and
     /// payload files of turns; each is normally removed when its session ends).

@@ -15,6 +15,7 @@ mod context;
 mod daemon;
 mod places;
 mod platforms;
+mod schedules;
 mod skills;
 
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ pub use context::*;
 pub use daemon::*;
 pub use places::*;
 pub use platforms::*;
+pub use schedules::*;
 pub use skills::*;
 
 /// The whole daemon configuration.
@@ -54,6 +56,8 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// Reminder limits and delivery.
     pub reminders: RemindersConfig,
+    /// Posts the bot makes on its own, on a timetable, in a place.
+    pub schedules: Vec<ScheduleConfig>,
     /// Conversation context fed to the agent.
     pub memory: MemoryConfig,
     /// How the prompt's context is budgeted.
@@ -87,6 +91,7 @@ impl Default for Config {
             skill_api: SkillApiConfig::default(),
             skills: SkillsConfig::default(),
             reminders: RemindersConfig::default(),
+            schedules: Vec::new(),
             memory: MemoryConfig::default(),
             context: ContextConfig::default(),
             attachments: AttachmentsConfig::default(),

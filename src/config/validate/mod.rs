@@ -6,6 +6,7 @@
 
 mod agent;
 mod places;
+mod schedules;
 mod values;
 
 use std::path::Component;
@@ -21,6 +22,7 @@ impl Config {
         self.check_platforms(&mut v);
         self.check_access_control(&mut v);
         self.check_places(&mut v);
+        self.check_schedules(&mut v);
         self.check_agent(&mut v);
         self.check_gateway(&mut v);
         self.check_listeners(&mut v);

@@ -139,7 +139,7 @@ impl Config {
 }
 
 /// A rule name: 1-40 of `a-z`, `0-9`, `-`, `_`, starting with a letter or digit.
-fn is_place_name(name: &str) -> bool {
+pub(super) fn is_place_name(name: &str) -> bool {
     (1..=40).contains(&name.len())
         && name
             .chars()
