@@ -4,7 +4,13 @@
 //! failed. Reminders that fell due while the daemon was down are delivered at once on start and
 //! marked late. Nothing pending is lost: a reminder leaves `pending` only by being delivered,
 //! cancelled or failing its last attempt.
+//!
+//! A recurring reminder (`set-reminder --every`) is one row: once an occurrence is delivered
+//! (or failed its last attempt) it moves to its next occurrence after now — occurrences missed
+//! while the daemon was down are not sent in a burst — until its count or end date, and its DM
+//! says how to stop it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -69,13 +75,25 @@ impl ReminderMetrics {
     }
 }
 
+/// What the scheduler reads the time from (the system clock; tests move it).
+pub type Now = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
 /// The scheduler.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ReminderScheduler {
     store: Store,
     platforms: PlatformRegistry,
     config: RemindersConfig,
     metrics: ReminderMetrics,
+    now: Now,
+}
+
+impl std::fmt::Debug for ReminderScheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReminderScheduler")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReminderScheduler {
@@ -91,7 +109,15 @@ impl ReminderScheduler {
             platforms,
             config,
             metrics,
+            now: Arc::new(Utc::now),
         }
+    }
+
+    /// The same scheduler reading the time from `now` (a test's clock, moved a day at a time;
+    /// it wakes on the store's reminder changes as ever).
+    pub fn with_clock(mut self, now: Now) -> Self {
+        self.now = now;
+        self
     }
 
     /// Runs until `stop` is cancelled.
@@ -101,7 +127,7 @@ impl ReminderScheduler {
             changes.borrow_and_update();
             self.deliver_due(&stop).await;
             let wait = match self.store.next_due_at().await {
-                Ok(Some(at)) => (at - Utc::now())
+                Ok(Some(at)) => (at - (self.now)())
                     .to_std()
                     .unwrap_or(Duration::ZERO)
                     .min(MAX_SLEEP),
@@ -125,7 +151,7 @@ impl ReminderScheduler {
 
     async fn deliver_due(&self, stop: &CancellationToken) {
         loop {
-            let due = match self.store.due_reminders(Utc::now(), BATCH).await {
+            let due = match self.store.due_reminders((self.now)(), BATCH).await {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot read due reminders");
@@ -146,18 +172,35 @@ impl ReminderScheduler {
     }
 
     async fn deliver(&self, r: Reminder) {
-        let now = Utc::now();
+        let now = (self.now)();
         let late = (now - r.scheduled_at)
             .to_std()
             .is_ok_and(|d| d > LATE_AFTER);
         let result = self.send(&r).await;
+        // A recurring reminder's next occurrence: after this one (and after now: occurrences
+        // missed while the daemon was down are not sent in a burst).
+        let next = |delivered: u32| {
+            r.recurrence
+                .as_ref()
+                .and_then(|rec| rec.next_after(now.max(r.scheduled_at), delivered))
+        };
         match result {
             Ok(()) => {
-                match self
-                    .store
-                    .mark_reminder_delivered(&r.id, Utc::now(), late)
-                    .await
-                {
+                let recorded = if r.recurrence.is_some() {
+                    self.store
+                        .mark_occurrence_delivered(
+                            &r.id,
+                            (self.now)(),
+                            late,
+                            next(r.occurrences + 1),
+                        )
+                        .await
+                } else {
+                    self.store
+                        .mark_reminder_delivered(&r.id, (self.now)(), late)
+                        .await
+                };
+                match recorded {
                     Ok(_) => {
                         self.metrics.count(if late { "late" } else { "delivered" });
                         tracing::info!(reminder_id = %r.id, platform = %r.platform, late, lag_ms = (now - r.scheduled_at).num_milliseconds(), "reminder delivered");
@@ -177,11 +220,20 @@ impl ReminderScheduler {
                     "failed"
                 });
                 tracing::warn!(reminder_id = %r.id, attempt, error = %error, retry_at = ?retry_at, "reminder delivery failed");
-                if let Err(e) = self
-                    .store
-                    .record_reminder_failure(&r.id, &error, retry_at)
-                    .await
-                {
+                // A series goes on at its next occurrence after an occurrence that failed.
+                let recorded = match (retry_at, next(r.occurrences)) {
+                    (None, Some(next)) => {
+                        self.store
+                            .skip_reminder_occurrence(&r.id, &error, next)
+                            .await
+                    }
+                    _ => {
+                        self.store
+                            .record_reminder_failure(&r.id, &error, retry_at)
+                            .await
+                    }
+                };
+                if let Err(e) = recorded {
                     tracing::error!(reminder_id = %r.id, error = %e, "cannot record the failed delivery");
                 }
             }
@@ -197,7 +249,15 @@ impl ReminderScheduler {
             .platforms
             .get(kind)
             .ok_or_else(|| format!("platform {kind} is not connected"))?;
-        let text = process_outgoing(&format!("⏰ Reminder: {}", r.message));
+        let mut text = format!("⏰ Reminder: {}", r.message);
+        if let Some(rec) = &r.recurrence {
+            text.push_str(&format!(
+                "\n(repeats every {} — /cancel-reminder {} stops it)",
+                rec.every.as_str(),
+                r.id
+            ));
+        }
+        let text = process_outgoing(&text);
         send_dm_text(platform.as_ref(), &UserId::new(r.user_id.clone()), &text)
             .await
             .map(|_| ())

@@ -9,15 +9,19 @@
 //! database compiled into the binary (`chrono-tz`), so a host without `/usr/share/zoneinfo`
 //! reads them the same.
 //!
+//! A calendar repetition ([`Repeat`]: every day, week or month at the same wall-clock time in a
+//! zone, from a first occurrence) is what recurring reminders follow.
+//!
 //! Daylight saving time, as Vixie cron: a time the clocks skip (02:30 on a spring-forward night
 //! in Europe) runs at the first instant after the gap; a time the clocks pass twice (02:30 on a
-//! fall-back night) runs once, at its first pass.
+//! fall-back night) runs once, at its first pass. A repetition keeps its wall-clock time across
+//! the change the same way, and a monthly one on the 31st falls on a shorter month's last day.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, LocalResult, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, Months, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
 
@@ -62,7 +66,7 @@ impl Timetable {
                 cron: text.clone(),
                 reason: e.to_string(),
             })?;
-        let zone = Tz::from_str(zone.trim()).map_err(|_| TimetableError::Zone(zone.to_owned()))?;
+        let zone = self::zone(zone)?;
         let table = Self {
             cron: parsed,
             text,
@@ -151,6 +155,108 @@ impl Timetable {
 impl fmt::Display for Timetable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.text, self.zone)
+    }
+}
+
+/// How often a repetition comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Every {
+    /// Every day.
+    Day,
+    /// Every week (same weekday).
+    Week,
+    /// Every month (same day of the month, or the month's last day when it is shorter).
+    Month,
+}
+
+impl Every {
+    /// The spelling in skills and the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Day => "day",
+            Self::Week => "week",
+            Self::Month => "month",
+        }
+    }
+}
+
+impl FromStr for Every {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "day" => Ok(Self::Day),
+            "week" => Ok(Self::Week),
+            "month" => Ok(Self::Month),
+            other => Err(format!("{other:?} is not day, week or month")),
+        }
+    }
+}
+
+/// Whether `zone` names an IANA time zone.
+pub fn zone(name: &str) -> Result<Tz, TimetableError> {
+    Tz::from_str(name.trim()).map_err(|_| TimetableError::Zone(name.to_owned()))
+}
+
+/// Every day, week or month at the wall-clock time of `first` in `zone`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeat {
+    /// How often.
+    pub every: Every,
+    /// Whose wall clock.
+    pub zone: Tz,
+    /// The first occurrence.
+    pub first: DateTime<Utc>,
+}
+
+/// Occurrences looked through for the next one (a repetition missed for longer is over).
+const REPEAT_SEARCH: u32 = 100_000;
+
+impl Repeat {
+    /// The `n`-th occurrence (the first is 0): `n` days, weeks or months after the first, at
+    /// its wall-clock time; `None` past the calendar's end.
+    pub fn occurrence(&self, n: u32) -> Option<DateTime<Utc>> {
+        let local: NaiveDateTime = self.first.with_timezone(&self.zone).naive_local();
+        let at = match self.every {
+            Every::Day => local.checked_add_days(chrono::Days::new(u64::from(n)))?,
+            Every::Week => local.checked_add_days(chrono::Days::new(7 * u64::from(n)))?,
+            // `checked_add_months` keeps the day, or takes the month's last day when shorter.
+            Every::Month => local.checked_add_months(Months::new(n))?,
+        };
+        resolve(self.zone, at)
+    }
+
+    /// The first occurrence strictly after `after`, with its number.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<(u32, DateTime<Utc>)> {
+        // A first guess from the elapsed time, then forward (months and DST make it inexact).
+        let unit_days = match self.every {
+            Every::Day => 1,
+            Every::Week => 7,
+            Every::Month => 31,
+        };
+        let elapsed = (after - self.first).num_days().max(0) / unit_days;
+        let mut n = u32::try_from(elapsed.saturating_sub(1).max(0)).ok()?;
+        for _ in 0..REPEAT_SEARCH {
+            let at = self.occurrence(n)?;
+            if at > after {
+                return Some((n, at));
+            }
+            n = n.checked_add(1)?;
+        }
+        None
+    }
+}
+
+/// A wall-clock time of `zone` as an instant: after the gap when the clocks skip it, its first
+/// pass when they pass it twice.
+fn resolve(zone: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
+    match zone.from_local_datetime(&local) {
+        LocalResult::Single(t) | LocalResult::Ambiguous(t, _) => Some(t.with_timezone(&Utc)),
+        LocalResult::None => (1..=180).find_map(|minutes| {
+            zone.from_local_datetime(&(local + chrono::Duration::minutes(minutes)))
+                .earliest()
+                .map(|t| t.with_timezone(&Utc))
+        }),
     }
 }
 
@@ -272,6 +378,58 @@ mod tests {
             .latest_until(utc("2026-01-01T00:30:00Z"), utc("2026-02-01T00:00:00Z"), 10)
             .unwrap();
         assert_eq!(capped, 10);
+    }
+
+    #[test]
+    fn a_repetition_keeps_its_wall_clock_time_and_its_day_of_the_month() {
+        let berlin = zone("Europe/Berlin").unwrap();
+        // 09:00 in Berlin on the day before the spring change: the next is 09:00 CEST.
+        let daily = Repeat {
+            every: Every::Day,
+            zone: berlin,
+            first: utc("2026-03-28T08:00:00Z"),
+        };
+        assert_eq!(daily.occurrence(1), Some(utc("2026-03-29T07:00:00Z")));
+        assert_eq!(
+            daily.next_after(utc("2026-03-28T08:00:00Z")),
+            Some((1, utc("2026-03-29T07:00:00Z")))
+        );
+        assert_eq!(
+            daily.next_after(utc("2026-01-01T00:00:00Z")),
+            Some((0, utc("2026-03-28T08:00:00Z")))
+        );
+        assert_eq!(
+            daily.next_after(utc("2026-04-10T07:30:00Z")),
+            Some((14, utc("2026-04-11T07:00:00Z")))
+        );
+        // Monthly on the 31st: February's last day, then the 31st again.
+        let monthly = Repeat {
+            every: Every::Month,
+            zone: zone("UTC").unwrap(),
+            first: utc("2027-01-31T12:00:00Z"),
+        };
+        assert_eq!(
+            (1..=2)
+                .filter_map(|n| monthly.occurrence(n))
+                .collect::<Vec<_>>(),
+            [utc("2027-02-28T12:00:00Z"), utc("2027-03-31T12:00:00Z")]
+        );
+        assert_eq!(
+            monthly.next_after(utc("2027-03-31T12:00:00Z")),
+            Some((3, utc("2027-04-30T12:00:00Z")))
+        );
+        // Weekly, skipped time: 02:30 on the spring-forward Sunday runs at 03:00 CEST.
+        let weekly = Repeat {
+            every: Every::Week,
+            zone: berlin,
+            first: utc("2026-03-22T01:30:00Z"),
+        };
+        assert_eq!(weekly.occurrence(1), Some(utc("2026-03-29T01:00:00Z")));
+        assert_eq!(weekly.occurrence(2), Some(utc("2026-04-05T00:30:00Z")));
+        assert_eq!(
+            "fortnight".parse::<Every>().unwrap_err(),
+            "\"fortnight\" is not day, week or month"
+        );
     }
 
     #[test]

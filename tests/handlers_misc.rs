@@ -378,6 +378,68 @@ async fn set_reminder_checks_the_time_window_and_allows_one_per_session() {
     assert!(!s.terminated());
 }
 
+/// A recurring reminder: its repetition and next times in the answer, the place's zone unless
+/// one is named, shown once by list-reminders with how it repeats, cancelled as a series; its
+/// flags without `every` and an unknown zone are refused with the flag named.
+#[tokio::test]
+async fn a_recurring_reminder_repeats_in_the_places_zone_and_is_cancelled_as_a_series() {
+    let app = app_with(reminder_options()).await;
+    let s = app.dm_session("u1");
+    let first = fixed_now() + Duration::hours(1);
+    let data = app
+        .call(
+            &s,
+            "set-reminder",
+            json!({"scheduledAt": at(first), "message": "water the plants", "every": "week", "count": 3}),
+        )
+        .await
+        .data()
+        .clone();
+    assert_eq!(
+        data["repeats"],
+        json!({"every": "week", "timeZone": "UTC", "count": 3})
+    );
+    assert_eq!(
+        data["then"],
+        json!([
+            at(first + Duration::weeks(1)),
+            at(first + Duration::weeks(2))
+        ])
+    );
+    let id = data["reminderId"].as_str().unwrap().to_owned();
+    let list = app.call(&s, "list-reminders", json!({})).await;
+    assert_eq!(list.data()["count"], 1);
+    assert_eq!(
+        list.data()["reminders"][0]["repeats"],
+        json!({"every": "week", "timeZone": "UTC", "count": 3, "delivered": 0})
+    );
+    let cancelled = app
+        .call(&s, "cancel-reminder", json!({"reminderId": id}))
+        .await
+        .data()
+        .clone();
+    assert_eq!(cancelled["series"], true);
+
+    for (extra, path) in [
+        (json!({"count": 2}), "/count"),
+        (json!({"every": "hour"}), "/every"),
+        (
+            json!({"every": "day", "timeZone": "Mars/Base"}),
+            "/timeZone",
+        ),
+    ] {
+        let s = app.dm_session("u1");
+        let mut params = json!({"scheduledAt": at(first), "message": "x"});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let r = app.call(&s, "set-reminder", params).await;
+        assert_eq!(r.error(400), "INVALID_PARAMS", "{path}");
+        assert!(r.body.to_string().contains(path), "{path}: {}", r.body);
+    }
+}
+
 #[tokio::test]
 async fn the_per_user_limit_and_ownership_are_enforced() {
     let app = app_with(reminder_options()).await;
@@ -428,7 +490,10 @@ async fn the_per_user_limit_and_ownership_are_enforced() {
         .await
         .data()
         .clone();
-    assert_eq!(data, json!({"reminderId": ids[0], "cancelled": true}));
+    assert_eq!(
+        data,
+        json!({"reminderId": ids[0], "cancelled": true, "series": false})
+    );
     let pending = app
         .store
         .pending_reminders(&WorkspaceKey::new("discord", "u1").expect("key"))

@@ -237,7 +237,7 @@ async fn a_skill_the_place_does_not_grant_is_403_and_a_granted_one_answers() {
     ctx.place = air_friends::session::PlaceGrant {
         name: "support".into(),
         skills: Some(std::sync::Arc::new(["fail".to_owned()].into())),
-        tokens_per_user_per_day: None,
+        ..Default::default()
     };
     let s = app.state.sessions().register(ctx).expect("register");
     let r = app.call_ok("echo", &s, json!({"text": "hi"})).await;

@@ -456,10 +456,15 @@ async fn the_upgrade_to_v11_rebuilds_the_short_keyword_index_from_the_memories()
             .unwrap();
     }
     store.close().await.unwrap();
-    // Back to v10 as an older build left it: its index, its triggers, none of v11's tables.
+    // Back to v10 as an older build left it: its index, its triggers, none of the tables and
+    // columns of v11 and later.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE erasing; DROP TABLE privacy_log; DROP TABLE privacy_key;
+        "DROP TABLE schedules; DROP TABLE schedule_runs;
+         ALTER TABLE reminders DROP COLUMN recur_every; ALTER TABLE reminders DROP COLUMN recur_zone;
+         ALTER TABLE reminders DROP COLUMN recur_first; ALTER TABLE reminders DROP COLUMN recur_until;
+         ALTER TABLE reminders DROP COLUMN recur_count; ALTER TABLE reminders DROP COLUMN occurrences;
+         DROP TABLE erasing; DROP TABLE privacy_log; DROP TABLE privacy_key;
          DROP TABLE memories_grams;
          CREATE VIRTUAL TABLE memories_grams USING fts5 (grams, content = '', detail = 'none',
              tokenize = 'unicode61 remove_diacritics 0');

@@ -143,7 +143,7 @@ async fn concurrent_additions_are_never_lost_and_huge_counts_saturate() {
 }
 
 #[tokio::test]
-async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
+async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.sqlite");
     {
@@ -156,6 +156,10 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
                  initial_importance, initial_enabled, visibility, importance, enabled, updated_at)
              VALUES (4294967296, 'mem_v1', 'discord/a', 'likes tea', 0, 'public', 'normal', 1,
                  'public', 'normal', 1, 0);
+             INSERT INTO reminders (id, workspace, platform, user_id, message, scheduled_at,
+                 created_at, state, next_attempt_at, updated_at)
+             VALUES ('rem_v1', 'discord/a', 'discord', 'a', 'stretch', 4102444800000, 0,
+                 'pending', 4102444800000, 0);
              PRAGMA user_version = 1;",
         )
         .unwrap();
@@ -174,13 +178,23 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories() {
         .unwrap();
     assert_eq!((stats.public.total, stats.public.enabled), (1, 1));
     store.add_llm_usage(&ws("a"), day(1), 4, 2).await.unwrap();
+    // A reminder of version 1 is a one-time reminder after the recurring ones' columns (v13).
+    let reminder = store.get_reminder("rem_v1").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            reminder.message.as_str(),
+            reminder.recurrence,
+            reminder.occurrences
+        ),
+        ("stretch", None, 0)
+    );
     store.close().await.unwrap();
 
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (11, 11));
+    assert_eq!((version, SCHEMA_VERSION), (13, 13));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

@@ -676,7 +676,9 @@ fn place_rules_are_checked() {
          \x20 - {name: cheap, match: {channel: '2'}, model: nowhere/model-x}\n\
          \x20 - {name: modelless, match: {channel: '3'}, model: just-a-name}\n\
          \x20 - {name: prefixed, match: {platform: discord, channel: '4'}, reply: prefix}\n\
-         \x20 - {name: thread, match: {parent: '2'}}\n",
+         \x20 - {name: thread, match: {parent: '2'}}\n\
+         \x20 - {name: zoned, match: {channel: '9'}, timeZone: Moon/Base}\n\
+         \x20 - {name: tokyo, match: {channel: '8'}, timeZone: Asia/Tokyo}\n",
     );
     let expected = [
         "places.1.name: \"all-dms\" is already the name of places.0",
@@ -689,6 +691,7 @@ fn place_rules_are_checked() {
         "places.5.model: \"just-a-name\" must be `provider/model`",
         "places.6.reply: `prefix`, but platforms.discord.commandPrefix is empty",
         "places.7.match: can never match: places.4 (cheap) comes first",
+        "places.8.timeZone: \"Moon/Base\" is not an IANA time zone",
     ];
     assert_eq!(got.len(), expected.len(), "{got:#?}");
     for (got, expected) in got.iter().zip(expected) {

@@ -3,7 +3,10 @@
 //!
 //! set-reminder: one per session; `scheduledAt` at least `reminders.minIntervalMs` and at most
 //! `reminders.maxDaysAhead` days ahead; at most `reminders.maxRemindersPerUser` pending (checked
-//! atomically by the store, reported as 429 `QUOTA_EXCEEDED`). The message goes through the
+//! atomically by the store, reported as 429 `QUOTA_EXCEEDED`; a repeating reminder is one).
+//! With `every` (`day`, `week`, `month`: never more often than daily) it repeats at the local
+//! time of `scheduledAt` in `timeZone`, else the place's zone (`places[].timeZone`, else
+//! `reminders.timeZone`), until `until` or `count` deliveries, or cancelled (the whole series). The message goes through the
 //! outgoing-text pipeline now; the scheduler splits it at delivery. Creating the row is enough:
 //! the store wakes the scheduler. Whether the turn set one is the handler's own per-turn slot,
 //! [`ReminderSlot`].
@@ -17,7 +20,8 @@ use super::common::{Deps, invalid, outgoing_text, params, require_dm, store_erro
 use crate::config::RemindersConfig;
 use crate::session::TurnSlot;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
-use crate::store::NewReminder;
+use crate::store::{NewReminder, Recurrence};
+use crate::timetable::Every;
 
 /// Whether this turn's set-reminder already succeeded (a slot of the session's turn).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -36,7 +40,14 @@ pub(crate) struct SetReminder(pub Deps);
 struct SetParams {
     scheduled_at: String,
     message: String,
+    every: Option<String>,
+    until: Option<String>,
+    count: Option<u32>,
+    time_zone: Option<String>,
 }
+
+/// Most occurrences shown after the first in set-reminder's answer.
+const SHOWN_AHEAD: u32 = 2;
 
 #[async_trait]
 impl SkillHandler for SetReminder {
@@ -70,16 +81,18 @@ impl SetReminder {
         let p: SetParams = params(raw)?;
         let config = &self.0.reminders_config;
         let scheduled_at = check_time(&p.scheduled_at, self.0.clock.now(), config)?;
+        let recurrence = recurrence(&p, scheduled_at, &ctx.session().place.time_zone)?;
         let message = outgoing_text(&p.message, "/message")?;
         let reminder = self
             .0
             .store
-            .create_reminder(
+            .create_reminder_repeating(
                 NewReminder {
                     workspace: workspace_key(ctx.session())?,
                     message,
                     scheduled_at,
                 },
+                recurrence,
                 config.max_reminders_per_user,
             )
             .await
@@ -88,13 +101,102 @@ impl SetReminder {
             session_id = %ctx.session_id(),
             reminder_id = %reminder.id,
             chars = reminder.message.chars().count(),
+            every = reminder.recurrence.as_ref().map(|r| r.every.as_str()),
             "reminder set"
         );
-        Ok(json!({
+        let mut answer = json!({
             "reminderId": reminder.id,
             "scheduledAt": utc(reminder.scheduled_at),
-        }))
+        });
+        if let Some(rec) = &reminder.recurrence {
+            answer["repeats"] = repeats(rec, None);
+            let mut then = Vec::new();
+            let mut at = reminder.scheduled_at;
+            for delivered in 1..=SHOWN_AHEAD {
+                let Some(next) = rec.next_after(at, delivered) else {
+                    break;
+                };
+                then.push(utc(next));
+                at = next;
+            }
+            answer["then"] = json!(then);
+        }
+        Ok(answer)
     }
+}
+
+/// The repetition `p` asks for, first at `first`, in `p.timeZone` or the place's `zone`;
+/// `None` without `every`. The repetition's flags without `every`, an unknown zone or an end
+/// before the first time are `INVALID_PARAMS` naming the flag.
+fn recurrence(
+    p: &SetParams,
+    first: DateTime<Utc>,
+    zone: &str,
+) -> Result<Option<Recurrence>, SkillError> {
+    let Some(every) = &p.every else {
+        for (set, path) in [
+            (p.until.is_some(), "/until"),
+            (p.count.is_some(), "/count"),
+            (p.time_zone.is_some(), "/timeZone"),
+        ] {
+            if set {
+                return Err(invalid(
+                    path,
+                    "goes with --every (day, week or month); without it the reminder is sent once",
+                ));
+            }
+        }
+        return Ok(None);
+    };
+    let every: Every = every.parse().map_err(|e: String| invalid("/every", e))?;
+    let time_zone = p.time_zone.as_deref().unwrap_or(zone).trim().to_owned();
+    crate::timetable::zone(&time_zone).map_err(|e| invalid("/timeZone", e.to_string()))?;
+    let until = match &p.until {
+        None => None,
+        Some(raw) => {
+            let until = DateTime::parse_from_rfc3339(raw.trim())
+                .map_err(|_| {
+                    invalid(
+                        "/until",
+                        format!("{raw:?} is not an ISO 8601 date-time like 2030-06-30T23:59:59Z"),
+                    )
+                })?
+                .with_timezone(&Utc);
+            if until < first {
+                return Err(invalid(
+                    "/until",
+                    format!(
+                        "{} is before the first time {}; pick a later end",
+                        utc(until),
+                        utc(first)
+                    ),
+                ));
+            }
+            Some(until)
+        }
+    };
+    Ok(Some(Recurrence {
+        every,
+        time_zone,
+        first_at: first,
+        until,
+        count: p.count,
+    }))
+}
+
+/// How a reminder repeats, as the skills answer it (`delivered` for a listed one).
+fn repeats(rec: &Recurrence, delivered: Option<u32>) -> Value {
+    let mut out = json!({"every": rec.every.as_str(), "timeZone": rec.time_zone});
+    if let Some(until) = rec.until {
+        out["until"] = json!(utc(until));
+    }
+    if let Some(count) = rec.count {
+        out["count"] = json!(count);
+    }
+    if let Some(delivered) = delivered {
+        out["delivered"] = json!(delivered);
+    }
+    out
 }
 
 /// Parses `scheduledAt` (RFC 3339 / ISO 8601 with an offset, normally `Z`) and applies the time
@@ -182,7 +284,11 @@ impl SkillHandler for CancelReminder {
                     ),
                 )
             })?;
-        Ok(json!({"reminderId": reminder.id, "cancelled": true}))
+        Ok(json!({
+            "reminderId": reminder.id,
+            "cancelled": true,
+            "series": reminder.recurrence.is_some(),
+        }))
     }
 }
 
@@ -210,12 +316,16 @@ impl SkillHandler for ListReminders {
         let reminders: Vec<Value> = pending
             .iter()
             .map(|r| {
-                json!({
+                let mut listed = json!({
                     "id": r.id,
                     "message": r.message,
                     "scheduledAt": utc(r.scheduled_at),
                     "createdAt": utc(r.created_at),
-                })
+                });
+                if let Some(rec) = &r.recurrence {
+                    listed["repeats"] = repeats(rec, Some(r.occurrences));
+                }
+                listed
             })
             .collect();
         Ok(json!({"count": reminders.len(), "reminders": reminders}))
@@ -247,6 +357,72 @@ mod tests {
                 .ok(),
             Some("2030-01-01T01:00:00Z".to_owned())
         );
+    }
+
+    fn set(
+        every: Option<&str>,
+        until: Option<&str>,
+        count: Option<u32>,
+        zone: Option<&str>,
+    ) -> SetParams {
+        SetParams {
+            scheduled_at: "2030-01-01T09:00:00Z".into(),
+            message: "stretch".into(),
+            every: every.map(Into::into),
+            until: until.map(Into::into),
+            count,
+            time_zone: zone.map(Into::into),
+        }
+    }
+
+    fn problem(result: Result<Option<Recurrence>, SkillError>) -> (String, String) {
+        let Err(SkillError::InvalidParams { details }) = result else {
+            panic!("expected INVALID_PARAMS");
+        };
+        (details[0].path.clone(), details[0].problem.clone())
+    }
+
+    #[test]
+    fn a_repetition_takes_the_places_zone_unless_named_and_its_flags_need_every() {
+        let first = DateTime::parse_from_rfc3339("2030-01-01T09:00:00Z")
+            .unwrap()
+            .to_utc();
+        assert_eq!(
+            recurrence(&set(None, None, None, None), first, "UTC").ok(),
+            Some(None)
+        );
+        let weekly = recurrence(&set(Some("week"), None, Some(3), None), first, "Asia/Tokyo")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (weekly.every, weekly.time_zone.as_str(), weekly.count),
+            (Every::Week, "Asia/Tokyo", Some(3))
+        );
+        let named = recurrence(
+            &set(Some("day"), None, None, Some("Europe/Berlin")),
+            first,
+            "UTC",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(named.time_zone, "Europe/Berlin");
+        for (params, path) in [
+            (
+                set(None, Some("2030-02-01T00:00:00Z"), None, None),
+                "/until",
+            ),
+            (set(None, None, Some(2), None), "/count"),
+            (set(None, None, None, Some("UTC")), "/timeZone"),
+            (set(Some("hour"), None, None, None), "/every"),
+            (set(Some("day"), None, None, Some("Mars/Base")), "/timeZone"),
+            (
+                set(Some("day"), Some("2029-12-31T00:00:00Z"), None, None),
+                "/until",
+            ),
+            (set(Some("day"), Some("soon"), None, None), "/until"),
+        ] {
+            assert_eq!(problem(recurrence(&params, first, "UTC")).0, path);
+        }
     }
 
     #[test]

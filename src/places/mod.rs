@@ -62,6 +62,8 @@ pub struct Place {
     pub threads: ThreadsPolicy,
     /// The language of the daemon's own texts to users (`conversation::notices`).
     pub language: Arc<str>,
+    /// The IANA time zone of the people here (recurring reminders).
+    pub time_zone: Arc<str>,
 }
 
 impl Place {
@@ -71,6 +73,7 @@ impl Place {
             name: self.name.clone(),
             skills: self.skills.clone(),
             tokens_per_user_per_day: self.tokens_per_user_per_day,
+            time_zone: self.time_zone.clone(),
         }
     }
 
@@ -99,6 +102,7 @@ struct Globals {
     tokens_per_user_per_day: Option<u64>,
     enabled_skills: Vec<String>,
     language: Arc<str>,
+    time_zone: Arc<str>,
 }
 
 impl Places {
@@ -112,6 +116,7 @@ impl Places {
             tokens_per_user_per_day: config.agent.budget.tokens_per_user_per_day,
             enabled_skills: skills.into_iter().collect(),
             language: Arc::from(config.prompts.language.as_str()),
+            time_zone: Arc::from(config.reminders.time_zone.as_str()),
         };
         let places = config
             .places
@@ -286,6 +291,11 @@ impl Places {
                 &*place.language,
                 from(set(|r| r.language.is_some()), "prompts.language"),
             ),
+            Explained::new(
+                "timeZone",
+                &*place.time_zone,
+                from(set(|r| r.time_zone.is_some()), "reminders.timeZone"),
+            ),
         ]
     }
 }
@@ -307,6 +317,7 @@ impl Globals {
                 memory: MemoryAccess::On,
                 threads: ThreadsPolicy::default(),
                 language: self.language.clone(),
+                time_zone: self.time_zone.clone(),
             };
         };
         let memory = r.memory.unwrap_or_default();
@@ -341,6 +352,10 @@ impl Globals {
                 .language
                 .as_deref()
                 .map_or_else(|| self.language.clone(), Arc::from),
+            time_zone: r
+                .time_zone
+                .as_deref()
+                .map_or_else(|| self.time_zone.clone(), Arc::from),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct PlaceGrant {
     pub skills: Option<Arc<BTreeSet<String>>>,
     /// Model tokens a user may use per UTC day in this place (`places[].tokensPerUserPerDay`).
     pub tokens_per_user_per_day: Option<u64>,
+    /// The IANA time zone of the people here (`places[].timeZone`, else `reminders.timeZone`).
+    pub time_zone: Arc<str>,
 }
 
 pub use crate::config::DEFAULT_PLACE;
@@ -52,6 +54,7 @@ impl Default for PlaceGrant {
             name: Arc::from(DEFAULT_PLACE),
             skills: None,
             tokens_per_user_per_day: None,
+            time_zone: Arc::from("UTC"),
         }
     }
 }

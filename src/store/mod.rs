@@ -71,8 +71,8 @@ pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use schedules::{INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState};
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
-    MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Reminder, ReminderState,
-    Scope, ScoredMemory, Visibility, VisibilityStats, WorkspaceKey,
+    MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Recurrence, Reminder,
+    ReminderState, Scope, ScoredMemory, Visibility, VisibilityStats, WorkspaceKey,
 };
 
 /// Errors of the store. Callers branch on `NotFound`, `InvalidReference`, `LimitReached` and

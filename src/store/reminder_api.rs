@@ -5,7 +5,9 @@
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
-use super::types::{MAX_REMINDER_CHARS, NewReminder, Reminder, ReminderState, WorkspaceKey};
+use super::types::{
+    MAX_REMINDER_CHARS, NewReminder, Recurrence, Reminder, ReminderState, WorkspaceKey,
+};
 use super::{Store, StoreError, from_ms, memories, new_id, reminders, to_ms};
 
 impl Store {
@@ -15,6 +17,18 @@ impl Store {
     pub async fn create_reminder(
         &self,
         new: NewReminder,
+        max_pending_per_user: u32,
+    ) -> Result<Reminder, StoreError> {
+        self.create_reminder_repeating(new, None, max_pending_per_user)
+            .await
+    }
+
+    /// [`Store::create_reminder`] for a reminder that repeats as `recurrence` says (`None`:
+    /// once). A series is one pending reminder toward the owner's limit.
+    pub async fn create_reminder_repeating(
+        &self,
+        new: NewReminder,
+        recurrence: Option<Recurrence>,
         max_pending_per_user: u32,
     ) -> Result<Reminder, StoreError> {
         let chars = new.message.chars().count();
@@ -36,6 +50,7 @@ impl Store {
             delivered_at_ms: None,
             late: false,
             updated_at_ms: now,
+            recurrence,
         };
         let r = self
             .db
@@ -110,6 +125,44 @@ impl Store {
         self.db
             .write(move |c| reminders::mark_delivered(c, &id, at, late))
             .await
+    }
+
+    /// Records the delivery at `at` of a recurring reminder's occurrence and moves the series to
+    /// its `next` occurrence (pending again), or ends it (`delivered`) with `None`.
+    /// [`StoreError::NotFound`] unless the reminder is pending.
+    pub async fn mark_occurrence_delivered(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        late: bool,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<Reminder, StoreError> {
+        let id = id.to_owned();
+        let (at, next) = (to_ms(at), next.map(to_ms));
+        let r = self
+            .db
+            .write(move |c| reminders::mark_occurrence_delivered(c, &id, at, late, next))
+            .await?;
+        self.reminders_changed.send_modify(|v| *v += 1);
+        Ok(r)
+    }
+
+    /// Moves a recurring reminder whose occurrence failed its last attempt to its `next`
+    /// occurrence, keeping `error`. [`StoreError::NotFound`] unless the reminder is pending.
+    pub async fn skip_reminder_occurrence(
+        &self,
+        id: &str,
+        error: &str,
+        next: DateTime<Utc>,
+    ) -> Result<Reminder, StoreError> {
+        let (id, error) = (id.to_owned(), error.to_owned());
+        let (next, now) = (to_ms(next), memories::now_ms());
+        let r = self
+            .db
+            .write(move |c| reminders::skip_occurrence(c, &id, &error, next, now))
+            .await?;
+        self.reminders_changed.send_modify(|v| *v += 1);
+        Ok(r)
     }
 
     /// Records a failed delivery attempt (attempts + 1, `lastError`). With `retry_at` the

@@ -6,11 +6,12 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::types::{Reminder, ReminderState, WorkspaceKey};
-use super::{StoreError, from_ms};
+use super::types::{Recurrence, Reminder, ReminderState, WorkspaceKey};
+use super::{StoreError, from_ms, to_ms};
 
 const REMINDER_COLUMNS: &str = "id, workspace, platform, user_id, message, scheduled_at, created_at, \
-     state, attempts, next_attempt_at, delivered_at, late, last_error";
+     state, attempts, next_attempt_at, delivered_at, late, last_error, recur_every, recur_zone, \
+     recur_first, recur_until, recur_count, occurrences";
 
 fn reminder_from_row(row: &Row<'_>) -> Result<Reminder, StoreError> {
     let workspace: String = row.get(1)?;
@@ -31,7 +32,27 @@ fn reminder_from_row(row: &Row<'_>) -> Result<Reminder, StoreError> {
         delivered_at: delivered.map(from_ms).transpose()?,
         late: row.get(11)?,
         last_error: row.get(12)?,
+        recurrence: recurrence_of(row)?,
+        occurrences: u32::try_from(row.get::<_, i64>(18)?).unwrap_or(0),
     })
+}
+
+/// The recurrence columns of a row (13–17); `None` for a one-time reminder.
+fn recurrence_of(row: &Row<'_>) -> Result<Option<Recurrence>, StoreError> {
+    let Some(every) = row.get::<_, Option<String>>(13)? else {
+        return Ok(None);
+    };
+    let first: Option<i64> = row.get(15)?;
+    let count: Option<i64> = row.get(17)?;
+    Ok(Some(Recurrence {
+        every: every.parse().map_err(StoreError::Internal)?,
+        time_zone: row
+            .get::<_, Option<String>>(14)?
+            .unwrap_or_else(|| "UTC".to_owned()),
+        first_at: from_ms(first.unwrap_or_default())?,
+        until: row.get::<_, Option<i64>>(16)?.map(from_ms).transpose()?,
+        count: count.and_then(|c| u32::try_from(c).ok()),
+    }))
 }
 
 fn query_list(
@@ -77,6 +98,8 @@ pub(crate) struct ReminderInsert {
     pub delivered_at_ms: Option<i64>,
     pub late: bool,
     pub updated_at_ms: i64,
+    /// How it repeats (a new reminder's only; imported ones are one-time).
+    pub recurrence: Option<Recurrence>,
 }
 
 /// Inserts a reminder row. Returns false when the id already exists (nothing changes).
@@ -84,8 +107,9 @@ pub(crate) fn insert(conn: &Connection, r: &ReminderInsert) -> Result<bool, Stor
     let n = conn
         .prepare_cached(
             "INSERT INTO reminders (id, workspace, platform, user_id, message, scheduled_at,
-                 created_at, state, attempts, next_attempt_at, delivered_at, late, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6, ?10, ?11, ?12)
+                 created_at, state, attempts, next_attempt_at, delivered_at, late, updated_at,
+                 recur_every, recur_zone, recur_first, recur_until, recur_count)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?6, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
              ON CONFLICT (id) DO NOTHING",
         )?
         .execute(params![
@@ -101,6 +125,11 @@ pub(crate) fn insert(conn: &Connection, r: &ReminderInsert) -> Result<bool, Stor
             r.delivered_at_ms,
             r.late,
             r.updated_at_ms,
+            r.recurrence.as_ref().map(|x| x.every.as_str()),
+            r.recurrence.as_ref().map(|x| x.time_zone.as_str()),
+            r.recurrence.as_ref().map(|x| to_ms(x.first_at)),
+            r.recurrence.as_ref().and_then(|x| x.until.map(to_ms)),
+            r.recurrence.as_ref().and_then(|x| x.count),
         ])?;
     Ok(n == 1)
 }
@@ -205,6 +234,57 @@ pub(crate) fn mark_delivered(
              WHERE id = ?1 AND state = 'pending'",
         )?
         .execute(params![id, at_ms, late])?;
+    if n == 0 {
+        return Err(StoreError::NotFound);
+    }
+    must_get(conn, id)
+}
+
+/// Records a delivery of a recurring reminder's occurrence (occurrences + 1) and moves it to
+/// its next occurrence `next_ms` (pending again, its attempts and error cleared for it), or
+/// marks it delivered when the series is over (`None`). `NotFound` unless pending.
+pub(crate) fn mark_occurrence_delivered(
+    conn: &Connection,
+    id: &str,
+    at_ms: i64,
+    late: bool,
+    next_ms: Option<i64>,
+) -> Result<Reminder, StoreError> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE reminders SET occurrences = occurrences + 1,
+                 attempts = CASE WHEN ?4 IS NULL THEN attempts + 1 ELSE 0 END,
+                 delivered_at = ?2, late = ?3, updated_at = ?2, last_error = NULL,
+                 state = CASE WHEN ?4 IS NULL THEN 'delivered' ELSE 'pending' END,
+                 scheduled_at = COALESCE(?4, scheduled_at),
+                 next_attempt_at = COALESCE(?4, next_attempt_at)
+             WHERE id = ?1 AND state = 'pending'",
+        )?
+        .execute(params![id, at_ms, late, next_ms])?;
+    if n == 0 {
+        return Err(StoreError::NotFound);
+    }
+    must_get(conn, id)
+}
+
+/// Moves a pending recurring reminder whose occurrence could not be delivered to its next
+/// occurrence `next_ms` (attempts cleared for it), keeping the error. `NotFound` unless
+/// pending.
+pub(crate) fn skip_occurrence(
+    conn: &Connection,
+    id: &str,
+    error: &str,
+    next_ms: i64,
+    now_ms: i64,
+) -> Result<Reminder, StoreError> {
+    let error: String = error.chars().take(1000).collect();
+    let n = conn
+        .prepare_cached(
+            "UPDATE reminders SET attempts = 0, last_error = ?2, updated_at = ?4,
+                 scheduled_at = ?3, next_attempt_at = ?3
+             WHERE id = ?1 AND state = 'pending'",
+        )?
+        .execute(params![id, error, next_ms, now_ms])?;
     if n == 0 {
         return Err(StoreError::NotFound);
     }

@@ -413,4 +413,55 @@ pub struct Reminder {
     pub late: bool,
     /// Last delivery error, if any.
     pub last_error: Option<String>,
+    /// How it repeats; `None` for a one-time reminder.
+    pub recurrence: Option<Recurrence>,
+    /// Occurrences delivered so far (a one-time reminder: 0, then 1).
+    pub occurrences: u32,
+}
+
+/// How a recurring reminder repeats: every day, week or month at the wall-clock time of its
+/// first occurrence in a time zone, until an end date or a number of deliveries (or cancelled).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recurrence {
+    /// How often.
+    #[serde(serialize_with = "every_name")]
+    pub every: crate::timetable::Every,
+    /// The IANA zone whose wall clock it keeps.
+    pub time_zone: String,
+    /// The first occurrence.
+    pub first_at: DateTime<Utc>,
+    /// No occurrence after this.
+    pub until: Option<DateTime<Utc>>,
+    /// At most this many deliveries.
+    pub count: Option<u32>,
+}
+
+fn every_name<S: serde::Serializer>(
+    every: &crate::timetable::Every,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(every.as_str())
+}
+
+impl Recurrence {
+    /// The repetition it follows; `None` when its zone is unknown (a row written by a build
+    /// with another zone database).
+    pub fn repeat(&self) -> Option<crate::timetable::Repeat> {
+        Some(crate::timetable::Repeat {
+            every: self.every,
+            zone: crate::timetable::zone(&self.time_zone).ok()?,
+            first: self.first_at,
+        })
+    }
+
+    /// The occurrence after `after`, unless the series ends before it: `delivered` deliveries
+    /// reached `count`, or it would fall after `until`.
+    pub fn next_after(&self, after: DateTime<Utc>, delivered: u32) -> Option<DateTime<Utc>> {
+        if self.count.is_some_and(|count| delivered >= count) {
+            return None;
+        }
+        let (_, next) = self.repeat()?.next_after(after)?;
+        self.until.is_none_or(|until| next <= until).then_some(next)
+    }
 }

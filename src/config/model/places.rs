@@ -54,6 +54,10 @@ pub struct PlaceRule {
     /// The language of the daemon's own texts to users here, instead of `prompts.language`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
+    /// The IANA time zone of the people here (recurring reminders keep its wall clock),
+    /// instead of `reminders.timeZone`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// Where a rule applies: every key given must fit (an empty `match` fits every message). A key

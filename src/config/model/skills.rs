@@ -128,6 +128,9 @@ pub struct RemindersConfig {
     pub max_delivery_attempts: u32,
     /// First retry delay (doubles per attempt).
     pub retry_backoff_ms: u64,
+    /// The IANA time zone whose wall clock recurring reminders keep, unless the place says
+    /// (`places[].timeZone`) or the agent names one.
+    pub time_zone: String,
 }
 
 impl Default for RemindersConfig {
@@ -139,6 +142,7 @@ impl Default for RemindersConfig {
             max_reminders_per_user: 20,
             max_delivery_attempts: 5,
             retry_backoff_ms: 5_000,
+            time_zone: "UTC".to_owned(),
         }
     }
 }

@@ -71,6 +71,11 @@ impl Config {
             {
                 v.add(format!("{key}.language"), super::not_a_language(language));
             }
+            if let Some(zone) = &rule.time_zone
+                && let Err(e) = crate::timetable::zone(zone)
+            {
+                v.add(format!("{key}.timeZone"), e.to_string());
+            }
             if rule.reply == Some(ReplyPolicy::Prefix) {
                 self.check_prefix(v, &key, &rule.matches);
             }

@@ -251,6 +251,7 @@ fn parse_reminder(
         delivered_at_ms: None,
         late: false,
         updated_at_ms: created,
+        recurrence: None,
     }))
 }
 
