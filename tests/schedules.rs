@@ -270,3 +270,71 @@ async fn a_scheduled_run_keeps_no_memories_and_sets_no_reminders() {
     }
     bot.stop();
 }
+
+/// On Misskey a schedule posts a new note in a Misskey channel (with the channel's recent
+/// notes in the prompt), or on the bot's own timeline with the schedule's visibility: never a
+/// reply, never specified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_misskey_a_schedule_posts_in_a_channel_or_on_the_bots_timeline() {
+    use common::fake_misskey::{BOT_ID, NoteOpts};
+    use common::serve_misskey::{self, MisskeyServe, MisskeySetup};
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("task.md"), TASK).unwrap();
+    let prompt = files.path().join("task.md");
+    let bot = MisskeyServe::start(
+        serve_misskey::script(serve_misskey::reply_steps("Good morning, channel!")),
+        MisskeySetup {
+            extra_yaml: format!(
+                "schedules:\n\
+                 \x20 - {{name: lounge, cron: '{YEARLY}', place: misskey/channel/chan1, prompt: {p}}}\n\
+                 \x20 - {{name: timeline, cron: '{YEARLY}', place: misskey, visibility: public, prompt: {p}}}\n",
+                p = prompt.display()
+            ),
+            ..MisskeySetup::default()
+        },
+    )
+    .await;
+    bot.fake.create_note(
+        "u1",
+        "who brings the cake on friday?",
+        NoteOpts::default().in_channel("chan1"),
+    );
+    let out = schedules(&["run", "lounge"], &bot.config.path);
+    assert!(text(&out).starts_with("lounge: posted"), "{}", text(&out));
+    let out = schedules(&["run", "timeline"], &bot.config.path);
+    assert!(text(&out).starts_with("timeline: posted"), "{}", text(&out));
+    let created = bot.fake.calls_to("notes/create");
+    assert_eq!(created.len(), 2, "{created:?}");
+    assert_eq!(created[0]["channelId"], "chan1", "{created:?}");
+    assert!(created[0].get("replyId").is_none(), "{created:?}");
+    assert_eq!(created[1]["visibility"], "public", "{created:?}");
+    assert!(
+        created[1].get("replyId").is_none() && created[1].get("channelId").is_none(),
+        "{created:?}"
+    );
+    let posts: Vec<_> = bot
+        .fake
+        .notes()
+        .into_iter()
+        .filter(|n| n["userId"] == BOT_ID)
+        .collect();
+    assert_eq!(posts.len(), 2);
+    assert!(posts.iter().all(|n| n["text"] == "Good morning, channel!"));
+    // The channel's run saw the channel's notes.
+    let prompts: Vec<String> = bot
+        .agent_log_lines()
+        .iter()
+        .filter(|v| v["received"]["method"] == "session/prompt")
+        .map(|v| v["received"]["params"]["prompt"].to_string())
+        .collect();
+    assert!(
+        prompts[0].contains("who brings the cake on friday?"),
+        "{}",
+        prompts[0]
+    );
+    assert!(
+        !prompts[1].contains("who brings the cake"),
+        "{}",
+        prompts[1]
+    );
+}

@@ -1117,7 +1117,10 @@ async fn cancel_reminder() {
         .run(&dm, "cancel-reminder", &["--reminder-id", &mine])
         .await
         .ok();
-    assert_eq!(data, json!({"reminderId": mine, "cancelled": true}));
+    assert_eq!(
+        data,
+        json!({"reminderId": mine, "cancelled": true, "series": false})
+    );
     let stored = h.app.store.get_reminder(&mine).await.expect("get");
     assert_eq!(stored.map(|r| r.state), Some(ReminderState::Cancelled));
     h.shutdown().await;

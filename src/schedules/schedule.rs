@@ -41,9 +41,15 @@ pub enum ScheduleError {
     #[error("name the channel or thread to post in, e.g. discord/guild/1/channel/2")]
     NoChannel,
     /// A platform schedules cannot post on.
-    #[error("schedules post on Discord only (discord/guild/G/channel/C); {0} is not supported yet")]
+    #[error("schedules post on Discord and Misskey; {0} is not a place to post in")]
     Platform(PlatformKind),
+    /// A visibility that is not a timeline's, or one where there is no timeline.
+    #[error("{0}")]
+    Visibility(String),
 }
+
+/// The visibilities of a post on the bot's Misskey timeline.
+const TIMELINE_VISIBILITIES: [&str; 3] = ["public", "home", "followers"];
 
 impl Schedule {
     /// Reads `config`; its relative prompt file is under `{prompts_dir}/schedules/`.
@@ -53,8 +59,29 @@ impl Schedule {
         if spot.dm {
             return Err(ScheduleError::Dm);
         }
+        let timeline = spot.platform == PlatformKind::Misskey && spot.community_channel.is_none();
+        if let Some(visibility) = &config.visibility {
+            if !timeline {
+                return Err(ScheduleError::Visibility(
+                    "visibility is for a post on the bot's Misskey timeline (place: misskey)"
+                        .to_owned(),
+                ));
+            }
+            if !TIMELINE_VISIBILITIES.contains(&visibility.as_str()) {
+                return Err(ScheduleError::Visibility(format!(
+                    "{visibility:?} is not public, home or followers"
+                )));
+            }
+        }
         let channel = match spot.platform {
             PlatformKind::Discord => spot.channel.clone().ok_or(ScheduleError::NoChannel)?,
+            PlatformKind::Misskey => match &spot.community_channel {
+                Some(id) => format!("channel:{id}"),
+                None => format!(
+                    "timeline:{}",
+                    config.visibility.as_deref().unwrap_or("home")
+                ),
+            },
             other => return Err(ScheduleError::Platform(other)),
         };
         Ok(Self {
@@ -108,9 +135,34 @@ mod tests {
         assert_eq!(err("discord/dm"), ScheduleError::Dm);
         assert_eq!(err("discord/guild/1"), ScheduleError::NoChannel);
         assert_eq!(
-            err("misskey/channel/abc"),
-            ScheduleError::Platform(PlatformKind::Misskey)
+            err("console"),
+            ScheduleError::Platform(PlatformKind::Console)
         );
         assert!(matches!(err("slack/x"), ScheduleError::Place(_)));
+        // Misskey: a channel, or the bot's own timeline with its visibility.
+        let misskey = |place: &str, visibility: Option<&str>| {
+            let mut c = config(place);
+            c.visibility = visibility.map(Into::into);
+            Schedule::new(&c, prompts).map(|s| s.channel.as_str().to_owned())
+        };
+        assert_eq!(misskey("misskey/channel/abc", None).unwrap(), "channel:abc");
+        assert_eq!(misskey("misskey", None).unwrap(), "timeline:home");
+        assert_eq!(
+            misskey("misskey", Some("public")).unwrap(),
+            "timeline:public"
+        );
+        for (place, visibility) in [
+            ("misskey", "specified"),
+            ("misskey/channel/abc", "public"),
+            ("discord/guild/1/channel/2", "home"),
+        ] {
+            assert!(
+                matches!(
+                    misskey(place, Some(visibility)),
+                    Err(ScheduleError::Visibility(_))
+                ),
+                "{place} {visibility}"
+            );
+        }
     }
 }

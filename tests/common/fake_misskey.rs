@@ -969,6 +969,25 @@ fn handle(
             children.truncate(limit_param(params));
             Ok(Reply::Json(Value::Array(children)))
         }
+        "channels/timeline" | "users/notes" => {
+            // A channel's notes, or a user's own, newest first.
+            let (key, field) = if endpoint == "channels/timeline" {
+                ("channelId", "channelId")
+            } else {
+                ("userId", "userId")
+            };
+            let wanted = str_param(params, key)?;
+            let mut notes: Vec<Value> = inner
+                .notes
+                .values()
+                .filter(|n| n[field] == wanted)
+                .filter_map(|n| n["id"].as_str())
+                .map(|id| pack_note(inner, id, false))
+                .collect();
+            notes.reverse();
+            notes.truncate(limit_param(params));
+            Ok(Reply::Json(Value::Array(notes)))
+        }
         "notes/conversation" => {
             let id = str_param(params, "noteId")?;
             let mut current = existing_note(inner, id)?["replyId"]

@@ -428,7 +428,7 @@ fn schedules_need_a_timetable_a_place_to_post_and_their_prompt_file() {
         \x20 - {name: bad-zone, cron: '@daily', timeZone: Mars/Olympus, place: discord/guild/1/channel/2, prompt: morning.md}\n\
         \x20 - {name: to-dm, cron: '@daily', place: discord/dm, prompt: morning.md}\n\
         \x20 - {name: no-file, cron: '@daily', place: discord/guild/1/channel/2, prompt: evening.md}\n\
-        \x20 - {name: morning, cron: '@daily', place: misskey/channel/abc, prompt: ../system.md}\n";
+        \x20 - {name: morning, cron: '@daily', place: console, prompt: ../system.md}\n";
     let got = m.errors(&m.config("", schedules));
     assert_eq!(
         got.iter()
@@ -452,7 +452,10 @@ fn schedules_need_a_timetable_a_place_to_post_and_their_prompt_file() {
         "{got:?}"
     );
     assert!(got[5].contains("evening.md is not a file"), "{got:?}");
-    assert!(got[6].contains("misskey is not supported yet"), "{got:?}");
+    assert!(
+        got[6].contains("console is not a place to post in"),
+        "{got:?}"
+    );
     // With Discord off a schedule there never runs.
     let warnings = m.warnings(
         &m.config(

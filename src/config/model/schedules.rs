@@ -22,8 +22,12 @@ pub struct ScheduleConfig {
     /// The IANA time zone the cron fields are read in.
     pub time_zone: String,
     /// Where the bot posts: a Discord channel or thread (`discord/guild/G/channel/C`; the guild
-    /// lets `places:` rules naming it fit).
+    /// lets `places:` rules naming it fit), a Misskey channel (`misskey/channel/C`), or the
+    /// bot's own Misskey timeline (`misskey`).
     pub place: String,
+    /// A post on the bot's Misskey timeline: `public`, `home` (the default) or `followers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<String>,
     /// The task, a Markdown file: relative paths are under `{prompts.dir}/schedules/`.
     pub prompt: PathBuf,
     /// Skip a run when nobody wrote in the place since the previous run.
@@ -43,6 +47,7 @@ impl Default for ScheduleConfig {
             time_zone: "UTC".to_owned(),
             place: String::new(),
             prompt: PathBuf::new(),
+            visibility: None,
             quiet_if_no_activity: false,
             catch_up_minutes: 30,
             enabled: true,

@@ -1,6 +1,8 @@
 //! Misskey ids as the rest of the daemon sees them: channel ids `note:{noteId}` (a note thread,
-//! answered by replying to that note) and `chat:{userId}` (a 1:1 chat), and the validation of raw
-//! note, message and user ids before they reach an API call.
+//! answered by replying to that note), `chat:{userId}` (a 1:1 chat), and the places a post that
+//! answers no note goes (a scheduled run's): `channel:{channelId}` (a Misskey channel) and
+//! `timeline:{public|home|followers}` (the bot's own timeline); and the validation of raw note,
+//! message and user ids before they reach an API call.
 
 use std::fmt;
 
@@ -17,6 +19,49 @@ pub enum Channel {
     Note(String),
     /// A 1:1 chat with the user.
     Chat(String),
+    /// New notes of their own (a scheduled run's posts).
+    Post(Post),
+}
+
+/// Where a note that answers no note is posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Post {
+    /// In the Misskey channel with this id.
+    Community(String),
+    /// On the bot's own timeline, with this visibility.
+    Timeline(TimelineVisibility),
+}
+
+/// The visibility of a post on the bot's timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimelineVisibility {
+    /// Everyone, on the public timelines too.
+    Public,
+    /// Everyone, but only on followers' home timelines.
+    Home,
+    /// Followers only.
+    Followers,
+}
+
+impl TimelineVisibility {
+    /// Misskey's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Home => "home",
+            Self::Followers => "followers",
+        }
+    }
+
+    /// Reads `public`, `home` or `followers`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "public" => Some(Self::Public),
+            "home" => Some(Self::Home),
+            "followers" => Some(Self::Followers),
+            _ => None,
+        }
+    }
 }
 
 impl Channel {
@@ -28,8 +73,20 @@ impl Channel {
         if let Some(id) = channel_id.strip_prefix("chat:") {
             return Ok(Channel::Chat(validate_id(id, "user")?.to_owned()));
         }
+        if let Some(id) = channel_id.strip_prefix("channel:") {
+            return Ok(Channel::Post(Post::Community(
+                validate_id(id, "channel")?.to_owned(),
+            )));
+        }
+        if let Some(visibility) = channel_id
+            .strip_prefix("timeline:")
+            .and_then(TimelineVisibility::parse)
+        {
+            return Ok(Channel::Post(Post::Timeline(visibility)));
+        }
         Err(PlatformError::InvalidId(format!(
-            "{} is not a Misskey channel id (expected note:<noteId> or chat:<userId>)",
+            "{} is not a Misskey channel id (expected note:<noteId>, chat:<userId>, \
+             channel:<channelId> or timeline:<public|home|followers>)",
             shorten(channel_id)
         )))
     }
@@ -50,6 +107,8 @@ impl fmt::Display for Channel {
         match self {
             Channel::Note(id) => write!(f, "note:{id}"),
             Channel::Chat(id) => write!(f, "chat:{id}"),
+            Channel::Post(Post::Community(id)) => write!(f, "channel:{id}"),
+            Channel::Post(Post::Timeline(v)) => write!(f, "timeline:{}", v.as_str()),
         }
     }
 }
@@ -96,6 +155,21 @@ mod tests {
             Channel::parse("chat:b2").map(|c| c.to_string()),
             Ok("chat:b2".to_owned())
         );
+        for text in [
+            "channel:c9",
+            "timeline:home",
+            "timeline:public",
+            "timeline:followers",
+        ] {
+            assert_eq!(
+                Channel::parse(text).map(|c| c.to_string()),
+                Ok(text.to_owned())
+            );
+        }
+        assert_eq!(
+            Channel::parse("channel:c9"),
+            Ok(Channel::Post(Post::Community("c9".into())))
+        );
     }
 
     #[test]
@@ -110,6 +184,10 @@ mod tests {
             "note:a b",
             "chat:u1?i=x",
             "note:日本",
+            "channel:",
+            "channel:../c",
+            "timeline:specified",
+            "timeline:",
         ] {
             assert!(
                 matches!(Channel::parse(bad), Err(PlatformError::InvalidId(_))),

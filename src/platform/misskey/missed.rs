@@ -64,6 +64,11 @@ impl MisskeyAdapter {
                         "a note thread is read back through the `{MENTIONS_FEED}` feed"
                     )));
                 }
+                Channel::Post(_) => {
+                    return Err(PlatformError::InvalidId(
+                        "a channel or timeline the bot posts in is no catch-up feed".to_owned(),
+                    ));
+                }
             }
         };
         messages.retain(|m| !self.is_text_command(m));

@@ -414,7 +414,7 @@ impl PlatformAdapter for MisskeyAdapter {
 
     fn text_limit(&self, channel_id: &ChannelId) -> TextLimits {
         match Channel::parse(channel_id.as_str()) {
-            Ok(Channel::Note(_)) => NOTE_TEXT_LIMITS,
+            Ok(Channel::Note(_) | Channel::Post(_)) => NOTE_TEXT_LIMITS,
             _ => CHAT_TEXT_LIMITS,
         }
     }

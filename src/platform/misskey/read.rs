@@ -1,6 +1,8 @@
 //! Reading operations of [`MisskeyAdapter`]: one note or chat message of the conversation, the
-//! history of a note thread (`notes/conversation` ancestors + the note + `notes/children`) or of
-//! a chat (`chat/messages/user-timeline`), keyword search, and the instance's custom emojis.
+//! history of a note thread (`notes/conversation` ancestors + the note + `notes/children`), of
+//! a chat (`chat/messages/user-timeline`), of a Misskey channel a post goes to
+//! (`channels/timeline`) or of the bot's own timeline (`users/notes`: its own notes only),
+//! keyword search, and the instance's custom emojis.
 //! Everything is returned oldest first, and only what the conversation may read (`scope.rs`).
 
 use std::collections::HashSet;
@@ -9,10 +11,23 @@ use serde_json::json;
 
 use super::MisskeyAdapter;
 use super::convert::{chat_to_history, note_to_history};
-use super::ids::{Channel, validate_id};
-use super::model::{self, EmojiList, Note, User};
+use super::ids::{Channel, Post, validate_id};
+use super::model::{self, EmojiList, Note, User, Visibility};
 use super::scope::{ThreadScope, as_not_found, in_chat, not_found};
 use crate::platform::{ChatMessage, CustomEmoji, PlatformError};
+
+/// Whether `note` belongs to the place `post` names: a public, home or followers note of that
+/// Misskey channel, or one of the bot's own notes for its timeline (never a `specified` note:
+/// that is someone's conversation).
+fn in_post(note: &Note, post: &Post, bot: Option<&str>) -> bool {
+    if note.visibility == Visibility::Specified {
+        return false;
+    }
+    match post {
+        Post::Community(id) => note.channel_id.as_deref() == Some(id.as_str()),
+        Post::Timeline(_) => bot == Some(note.user_id.as_str()),
+    }
+}
 
 /// Most items Misskey serves per request.
 const MAX_PAGE: usize = 100;
@@ -49,6 +64,13 @@ impl MisskeyAdapter {
                 }
                 let sender = self.sender_of(&message).await;
                 Ok(chat_to_history(&message, sender.as_ref(), bot.as_deref()))
+            }
+            Channel::Post(post) => {
+                let note = self.show_note(message_id).await.map_err(as_not_found)?;
+                if !in_post(&note, post, bot.as_deref()) {
+                    return Err(not_found());
+                }
+                Ok(note_to_history(&note, bot.as_deref()))
             }
         }
     }
@@ -123,6 +145,33 @@ impl MisskeyAdapter {
                     .await?;
                 self.chat_history(&timeline, user_id).await
             }
+            Channel::Post(post) => {
+                let notes: Vec<Note> = match post {
+                    Post::Community(id) => {
+                        self.api
+                            .call(
+                                "channels/timeline",
+                                json!({ "channelId": id, "limit": limit }),
+                            )
+                            .await?
+                    }
+                    Post::Timeline(_) => {
+                        let Some(bot) = bot.as_deref() else {
+                            return Err(PlatformError::Transport(
+                                "the bot's identity is not known yet".to_owned(),
+                            ));
+                        };
+                        self.api
+                            .call("users/notes", json!({ "userId": bot, "limit": limit }))
+                            .await?
+                    }
+                };
+                notes
+                    .iter()
+                    .filter(|note| in_post(note, post, bot.as_deref()))
+                    .map(|note| note_to_history(note, bot.as_deref()))
+                    .collect()
+            }
         };
         oldest_first(&mut messages);
         keep_latest(&mut messages, limit);
@@ -147,7 +196,7 @@ impl MisskeyAdapter {
         }
         let limit = limit.clamp(1, MAX_PAGE);
         let mut found = match channel {
-            Channel::Note(_) => {
+            Channel::Note(_) | Channel::Post(_) => {
                 let mut history = self.recent(channel, MAX_PAGE).await?;
                 history.retain(|message| {
                     let content = message.content.to_lowercase();
@@ -290,5 +339,39 @@ mod tests {
     fn keywords_are_lowercased_and_unique() {
         assert_eq!(keywords(" Coffee beans coffee "), vec!["coffee", "beans"]);
         assert!(keywords("  ").is_empty());
+    }
+
+    fn note(user: &str, visibility: &str, channel: Option<&str>) -> Note {
+        serde_json::from_value(serde_json::json!({
+            "id": "n1", "createdAt": "2025-01-01T00:00:00Z", "userId": user,
+            "user": {"id": user, "username": user}, "text": "t",
+            "visibility": visibility, "channelId": channel,
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A post's place reads only its own notes: a channel's non-specified notes, or on the
+    /// timeline the bot's own; never a specified note.
+    #[test]
+    fn a_posts_place_reads_only_its_own_notes() {
+        let channel = Post::Community("c1".into());
+        let timeline = Post::Timeline(super::super::ids::TimelineVisibility::Home);
+        let bot = Some("bot");
+        assert!(in_post(&note("alice", "public", Some("c1")), &channel, bot));
+        assert!(!in_post(
+            &note("alice", "public", Some("c2")),
+            &channel,
+            bot
+        ));
+        assert!(!in_post(&note("alice", "public", None), &channel, bot));
+        assert!(!in_post(
+            &note("alice", "specified", Some("c1")),
+            &channel,
+            bot
+        ));
+        assert!(in_post(&note("bot", "home", None), &timeline, bot));
+        assert!(!in_post(&note("alice", "public", None), &timeline, bot));
+        assert!(!in_post(&note("bot", "specified", None), &timeline, bot));
+        assert!(!in_post(&note("bot", "public", None), &timeline, None));
     }
 }

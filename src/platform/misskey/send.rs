@@ -1,11 +1,11 @@
-//! Writing operations of [`MisskeyAdapter`]: notes (replies that keep their parent's visibility),
-//! chat messages, edits (Misskey cannot edit: a new note / message is created, then the old one
+//! Writing operations of [`MisskeyAdapter`]: notes (replies that keep their parent's visibility,
+//! and posts of their own in a Misskey channel or on the bot's timeline), chat messages, edits (Misskey cannot edit: a new note / message is created, then the old one
 //! deleted), deletions, reactions and file delivery through the drive.
 
 use serde_json::{Map, Value, json};
 
 use super::MisskeyAdapter;
-use super::ids::{Channel, validate_id};
+use super::ids::{Channel, Post, validate_id};
 use super::model::{self, CreatedNote, DriveFile, Note, Visibility};
 use crate::platform::{
     ChannelId, FileDelivery, FileFailure, OutgoingFile, PlatformAdapter, PlatformError,
@@ -30,6 +30,10 @@ impl MisskeyAdapter {
                 self.create_note(Some(text), parent, &[]).await
             }
             Channel::Chat(user) => self.create_chat(user, Some(text), None).await,
+            Channel::Post(post) => {
+                let target = NoteTarget::of(post, reply_to)?;
+                self.create_note_at(Some(text), target, &[]).await
+            }
         }
     }
 
@@ -63,6 +67,15 @@ impl MisskeyAdapter {
                 let sent = self.create_chat(user, Some(text), file_id).await?;
                 (sent, "chat/messages/delete", "messageId")
             }
+            Channel::Post(post) => {
+                let original = self.own_note(message_id).await?;
+                let file_ids: Vec<String> = original.files.iter().map(|f| f.id.clone()).collect();
+                let anchor = reply_to.or(original.reply_id.as_deref());
+                let sent = self
+                    .create_note_at(Some(text), NoteTarget::of(post, anchor)?, &file_ids)
+                    .await?;
+                (sent, "notes/delete", "noteId")
+            }
         };
         // The new message exists: it is the edit's result even if the original stays behind.
         if let Err(error) = self
@@ -89,7 +102,7 @@ impl MisskeyAdapter {
     ) -> Result<(), PlatformError> {
         validate_id(message_id, "message")?;
         match channel {
-            Channel::Note(_) => {
+            Channel::Note(_) | Channel::Post(_) => {
                 self.own_note(message_id).await?;
                 self.api
                     .call_unit("notes/delete", json!({ "noteId": message_id }))
@@ -114,7 +127,7 @@ impl MisskeyAdapter {
         validate_id(message_id, "message")?;
         let reaction = emoji.to_string();
         let result = match channel {
-            Channel::Note(_) => {
+            Channel::Note(_) | Channel::Post(_) => {
                 self.api
                     .call_unit(
                         "notes/reactions/create",
@@ -144,7 +157,7 @@ impl MisskeyAdapter {
         validate_id(message_id, "message")?;
         let result = match channel {
             // A user has at most one reaction per note; Misskey removes whichever it is.
-            Channel::Note(_) => {
+            Channel::Note(_) | Channel::Post(_) => {
                 self.api
                     .call_unit("notes/reactions/delete", json!({ "noteId": message_id }))
                     .await
@@ -183,9 +196,14 @@ impl MisskeyAdapter {
         match channel {
             Channel::Note(thread) => {
                 let parent = validate_id(reply_to.unwrap_or(thread), "note")?;
-                self.note_with_files(files, caption, parent).await
+                self.note_with_files(files, caption, NoteTarget::Reply(parent))
+                    .await
             }
             Channel::Chat(user) => self.chat_files(user, files, caption).await,
+            Channel::Post(post) => {
+                let target = NoteTarget::of(post, reply_to)?;
+                self.note_with_files(files, caption, target).await
+            }
         }
     }
 
@@ -193,7 +211,7 @@ impl MisskeyAdapter {
         &self,
         files: Vec<OutgoingFile>,
         caption: Option<&str>,
-        parent: &str,
+        target: NoteTarget<'_>,
     ) -> Result<FileDelivery, PlatformError> {
         if files.len() > MAX_NOTE_FILES {
             return Err(PlatformError::InvalidInput(format!(
@@ -211,7 +229,7 @@ impl MisskeyAdapter {
                 }
             }
         }
-        match self.create_note(caption, parent, &uploaded).await {
+        match self.create_note_at(caption, target, &uploaded).await {
             Ok(sent) => Ok(FileDelivery {
                 messages: vec![sent],
                 failed: Vec::new(),
@@ -303,6 +321,52 @@ impl MisskeyAdapter {
         }
     }
 
+    /// Creates a note at `target`: a reply, or a post of its own.
+    async fn create_note_at(
+        &self,
+        text: Option<&str>,
+        target: NoteTarget<'_>,
+        file_ids: &[String],
+    ) -> Result<SentMessage, PlatformError> {
+        match target {
+            NoteTarget::Reply(parent) => self.create_note(text, parent, file_ids).await,
+            NoteTarget::Post(post) => self.create_post(text, post, file_ids).await,
+        }
+    }
+
+    /// Creates a note that answers no note: in a Misskey channel, or on the bot's timeline
+    /// with the post's visibility.
+    async fn create_post(
+        &self,
+        text: Option<&str>,
+        post: &Post,
+        file_ids: &[String],
+    ) -> Result<SentMessage, PlatformError> {
+        let mut params = Map::new();
+        match post {
+            Post::Community(channel) => {
+                params.insert("channelId".into(), Value::String(channel.clone()));
+            }
+            Post::Timeline(visibility) => {
+                params.insert(
+                    "visibility".into(),
+                    Value::String(visibility.as_str().to_owned()),
+                );
+            }
+        }
+        if let Some(text) = text {
+            params.insert("text".into(), Value::String(text.to_owned()));
+        }
+        if !file_ids.is_empty() {
+            params.insert("fileIds".into(), json!(file_ids));
+        }
+        let created: CreatedNote = self.api.call("notes/create", Value::Object(params)).await?;
+        Ok(SentMessage {
+            message_id: created.created_note.id.into(),
+            timestamp: created.created_note.created_at,
+        })
+    }
+
     /// Creates a note replying to `parent_id`, with the parent's visibility (see
     /// [`reply_visibility`]).
     async fn create_note(
@@ -384,6 +448,26 @@ impl MisskeyAdapter {
             )));
         }
         Ok(message)
+    }
+}
+
+/// Where a note goes: a reply to a note, or a post of its own.
+#[derive(Clone, Copy)]
+enum NoteTarget<'a> {
+    /// A reply to this note.
+    Reply(&'a str),
+    /// A post in a channel or on the bot's timeline.
+    Post(&'a Post),
+}
+
+impl<'a> NoteTarget<'a> {
+    /// A post at `post`, or a reply to `reply_to` when given (a note the session itself sent,
+    /// e.g. the file note a reply follows).
+    fn of(post: &'a Post, reply_to: Option<&'a str>) -> Result<Self, PlatformError> {
+        Ok(match reply_to {
+            Some(parent) => Self::Reply(validate_id(parent, "note")?),
+            None => Self::Post(post),
+        })
     }
 }
 
