@@ -192,7 +192,6 @@ async fn stats_reports_skills_workspaces_and_tokens() {
                     detail: (outcome != "posted")
                         .then(|| "every model request of the run failed".into()),
                     tokens,
-                    message_id: None,
                 },
             )
             .await

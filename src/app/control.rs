@@ -464,6 +464,7 @@ mod tests {
             metrics: ScheduleMetrics::new(&crate::observability::Metrics::new(), ["hi"]),
             draining: CancellationToken::new(),
             stop: CancellationToken::new(),
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
         });
         let app = router(Control {
             eraser,

@@ -183,6 +183,12 @@ impl Router {
         }
     }
 
+    /// The permits of agent sessions running at once (`agent.maxConcurrentSessions`): what
+    /// else starts agent turns (a scheduled run) takes one too.
+    pub fn permits(&self) -> Arc<Semaphore> {
+        self.inner.permits.clone()
+    }
+
     /// Routes one incoming message.
     pub async fn dispatch(&self, msg: IncomingMessage) -> Dispatch {
         self.route(msg, None, true).await

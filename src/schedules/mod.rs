@@ -96,6 +96,9 @@ pub struct SchedulerParts {
     pub draining: CancellationToken,
     /// Running agents stop when this is cancelled (the end of the shutdown grace period).
     pub stop: CancellationToken,
+    /// The cap on agent sessions running at once, shared with the conversations
+    /// (`agent.maxConcurrentSessions`): a run waits for a permit.
+    pub permits: Arc<tokio::sync::Semaphore>,
 }
 
 struct Inner {
@@ -105,6 +108,7 @@ struct Inner {
     metrics: ScheduleMetrics,
     draining: CancellationToken,
     stop: CancellationToken,
+    permits: Arc<tokio::sync::Semaphore>,
     running: Mutex<HashSet<String>>,
     last_run: Mutex<HashMap<String, DateTime<Utc>>>,
     tasks: TaskTracker,
@@ -135,6 +139,7 @@ impl Scheduler {
                 metrics: parts.metrics,
                 draining: parts.draining,
                 stop: parts.stop,
+                permits: parts.permits,
                 running: Mutex::new(HashSet::new()),
                 last_run: Mutex::new(HashMap::new()),
                 tasks: TaskTracker::new(),
@@ -357,7 +362,19 @@ impl Scheduler {
                     due,
                     quiet_since,
                 };
-                inner.runs.run_scheduled(&task, &inner.stop).await
+                // One of the sessions running at once, as a conversation's turn.
+                let permit = tokio::select! {
+                    permit = inner.permits.clone().acquire_owned() => permit.ok(),
+                    _ = inner.stop.cancelled() => None,
+                };
+                match permit {
+                    Some(_permit) => inner.runs.run_scheduled(&task, &inner.stop).await,
+                    None => ScheduledEnd {
+                        outcome: "cancelled",
+                        detail: Some("the daemon stopped before the run could start".into()),
+                        tokens: 0,
+                    },
+                }
             }
             Err(e) => ScheduledEnd {
                 outcome: "failed",
@@ -373,7 +390,6 @@ impl Scheduler {
                 outcome: end.outcome.to_owned(),
                 detail: end.detail.clone(),
                 tokens: end.tokens,
-                message_id: None,
             };
             if let Err(e) = inner.store.schedule_run_finished(id, record).await {
                 tracing::error!(schedule = name, error = %e, "cannot record how a schedule run ended");

@@ -88,6 +88,20 @@ fn schedule(setup: &Setup, name: &str, cron: &str, catch_up_minutes: u64) -> Sch
 }
 
 fn scheduler(setup: &Setup, schedules: Vec<Schedule>, runs: Arc<FakeRuns>) -> Scheduler {
+    scheduler_with(
+        setup,
+        schedules,
+        runs,
+        Arc::new(tokio::sync::Semaphore::new(4)),
+    )
+}
+
+fn scheduler_with(
+    setup: &Setup,
+    schedules: Vec<Schedule>,
+    runs: Arc<FakeRuns>,
+    permits: Arc<tokio::sync::Semaphore>,
+) -> Scheduler {
     let names: Vec<String> = schedules.iter().map(|s| s.name().to_owned()).collect();
     Scheduler::new(SchedulerParts {
         metrics: ScheduleMetrics::new(&Metrics::new(), names.iter().map(String::as_str)),
@@ -96,6 +110,7 @@ fn scheduler(setup: &Setup, schedules: Vec<Schedule>, runs: Arc<FakeRuns>) -> Sc
         runs,
         draining: setup.draining.clone(),
         stop: CancellationToken::new(),
+        permits,
     })
 }
 
@@ -222,5 +237,29 @@ async fn a_run_by_hand_answers_how_it_ended_and_refuses_while_one_runs() {
         scheduler.run_now("nightly").await,
         Err(TriggerError::Draining)
     ));
+    s.store.close().await.unwrap();
+}
+
+/// A run holds one of the sessions running at once, as a conversation's turn does: with every
+/// permit taken it waits, and starts when one is free.
+#[tokio::test]
+async fn a_run_waits_for_a_free_session_permit() {
+    let s = setup().await;
+    let runs = FakeRuns::new(Duration::ZERO);
+    let permits = Arc::new(tokio::sync::Semaphore::new(1));
+    let busy = permits.clone().acquire_owned().await.unwrap();
+    let nightly = schedule(&s, "nightly", "0 3 * * *", 30);
+    let scheduler = scheduler_with(&s, vec![nightly], runs.clone(), permits.clone());
+    let run = tokio::spawn(async move { scheduler.run_now("nightly").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        runs.started.load(Ordering::SeqCst),
+        0,
+        "ran without a permit"
+    );
+    drop(busy);
+    let end = run.await.unwrap().unwrap();
+    assert_eq!(end.outcome, "posted");
+    assert_eq!(permits.available_permits(), 1, "the permit is given back");
     s.store.close().await.unwrap();
 }

@@ -70,8 +70,6 @@ pub struct ScheduleRun {
     pub detail: Option<String>,
     /// Model tokens the run used.
     pub tokens: u64,
-    /// The message the run posted.
-    pub message_id: Option<String>,
 }
 
 /// How a finished run ended.
@@ -83,8 +81,6 @@ pub struct RunEnd {
     pub detail: Option<String>,
     /// Model tokens used.
     pub tokens: u64,
-    /// The message posted.
-    pub message_id: Option<String>,
 }
 
 impl Store {
@@ -154,15 +150,14 @@ impl Store {
             .write(move |c| {
                 c.prepare_cached(
                     "UPDATE schedule_runs SET finished_ms = ?2, outcome = ?3, detail = ?4,
-                     tokens = ?5, message_id = ?6 WHERE id = ?1",
+                     tokens = ?5 WHERE id = ?1",
                 )?
                 .execute(params![
                     id,
                     now,
                     end.outcome,
                     end.detail,
-                    i64::try_from(end.tokens).unwrap_or(i64::MAX),
-                    end.message_id
+                    i64::try_from(end.tokens).unwrap_or(i64::MAX)
                 ])?;
                 Ok(())
             })
@@ -225,7 +220,7 @@ impl Store {
             .read(move |c| {
                 let mut stmt = c.prepare_cached(
                     "SELECT id, name, due_ms, started_ms, finished_ms, trigger, outcome, detail,
-                     tokens, message_id FROM schedule_runs WHERE started_ms >= ?1
+                     tokens FROM schedule_runs WHERE started_ms >= ?1
                      ORDER BY started_ms DESC, id DESC LIMIT ?2",
                 )?;
                 let mut rows = stmt.query(params![to_ms(since), limit])?;
@@ -242,7 +237,6 @@ impl Store {
                         outcome: row.get(6)?,
                         detail: row.get(7)?,
                         tokens: u64::try_from(tokens).unwrap_or(0),
-                        message_id: row.get(9)?,
                     });
                 }
                 Ok(out)
@@ -325,7 +319,6 @@ mod tests {
                     outcome: "posted".into(),
                     detail: None,
                     tokens: 42,
-                    message_id: Some("m1".into()),
                 },
             )
             .await
@@ -333,14 +326,7 @@ mod tests {
         let runs = store.schedule_runs_since(at(0), 10).await.unwrap();
         assert_eq!(runs.len(), 2);
         let posted = runs.iter().find(|r| r.name == "morning").unwrap();
-        assert_eq!(
-            (
-                posted.outcome.as_str(),
-                posted.tokens,
-                posted.message_id.as_deref()
-            ),
-            ("posted", 42, Some("m1"))
-        );
+        assert_eq!((posted.outcome.as_str(), posted.tokens), ("posted", 42));
         assert_eq!(
             store
                 .schedule_runs_prune(Utc::now() + chrono::Duration::hours(1))

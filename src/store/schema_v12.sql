@@ -19,8 +19,7 @@ CREATE TABLE schedule_runs (
     trigger        TEXT    NOT NULL,
     outcome        TEXT    NOT NULL,
     detail         TEXT,
-    tokens         INTEGER NOT NULL DEFAULT 0 CHECK (tokens >= 0),
-    message_id     TEXT
+    tokens         INTEGER NOT NULL DEFAULT 0 CHECK (tokens >= 0)
 );
 CREATE INDEX schedule_runs_by_name ON schedule_runs (name, started_ms);
 CREATE INDEX schedule_runs_by_start ON schedule_runs (started_ms);

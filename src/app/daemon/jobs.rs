@@ -62,10 +62,12 @@ pub(super) fn start_retention(ctx: Ctx<'_>) {
 }
 
 /// `schedules`: the scheduler of the configured schedules, running their turns through
-/// `interactions`; `None` when none is configured. Its loop starts with [`start_schedules`].
+/// `interactions`, each holding one of the conversations' `permits` while it runs; `None` when
+/// none is configured. Its loop starts with [`start_schedules`].
 pub(super) fn schedules(
     ctx: Ctx<'_>,
     interactions: &Interactions,
+    permits: Arc<tokio::sync::Semaphore>,
 ) -> anyhow::Result<Option<Scheduler>> {
     let config = ctx.config;
     if config.schedules.is_empty() {
@@ -91,6 +93,7 @@ pub(super) fn schedules(
         metrics,
         draining: ctx.shutdown.draining(),
         stop: ctx.shutdown.stop(),
+        permits,
     })))
 }
 

@@ -133,7 +133,7 @@ pub(super) fn start(
         inbox: Some(inbox.clone()),
         continuity: continuity(ctx),
     };
-    let scheduler = super::jobs::schedules(ctx, &interactions)?;
+    let scheduled = interactions.clone();
     let router = router(
         ctx,
         platforms,
@@ -143,6 +143,8 @@ pub(super) fn start(
         conversation_metrics.clone(),
         inbox.clone(),
     );
+    // Scheduled runs share the router's cap on agent sessions running at once.
+    let scheduler = super::jobs::schedules(ctx, &scheduled, router.permits())?;
     let catch_up = catch_up(ctx, platforms, &router, conversation_metrics);
     // The messages left unanswered at the last stop, answered before (and beside) new ones.
     let resuming = router.clone();
