@@ -338,3 +338,34 @@ async fn on_misskey_a_schedule_posts_in_a_channel_or_on_the_bots_timeline() {
         prompts[1]
     );
 }
+
+/// `air-friends reload` puts a changed `schedules:` in force without a restart: a schedule
+/// added to the file runs on its timetable, and the reload names `schedules` as changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_a_schedule_without_a_restart() {
+    let mut bot = DiscordServe::start(|files| setup(files, &[("morning", YEARLY, "")])).await;
+    let path = bot.config.path.clone();
+    let original = std::fs::read_to_string(&path).unwrap();
+    let morning = original
+        .find("  - name: morning")
+        .expect("the morning schedule");
+    let entry = &original[morning..];
+    let end = entry.find("\n  - ").map_or(entry.len(), |i| i + 1);
+    let tick = entry[..end]
+        .replace("name: morning", "name: tick")
+        .replace(YEARLY, "*/2 * * * * *");
+    std::fs::write(&path, format!("{original}{tick}")).unwrap();
+    let out = Command::new(bin())
+        .args(["reload", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let line = bot.wait_log(|v| v["message"] == "configuration reloaded");
+    assert_eq!(line["changed"], "[\"schedules\"]", "{line}");
+    assert_eq!(line["needs_restart"], "[]", "{line}");
+    let fired =
+        bot.wait_log(|v| v["message"] == "schedule run finished" && v["schedule"] == "tick");
+    assert_eq!(fired["trigger"], "timetable", "{fired}");
+    bot.stop();
+}

@@ -12,7 +12,8 @@
 //! at start when it is young enough, else it is recorded as skipped. A schedule's runs never
 //! overlap: an occurrence that falls due while the previous run is still going is recorded as
 //! skipped (`skipped_overlap`). Every run and skip is a row of `schedule_runs`, a log record and
-//! a count in `air_friends_schedule_runs_total`.
+//! a count in `air_friends_schedule_runs_total`. A reload replaces the schedules in force
+//! ([`Scheduler::replace`]): unchanged ones keep their next run.
 
 mod metrics;
 mod plan;
@@ -102,7 +103,10 @@ pub struct SchedulerParts {
 }
 
 struct Inner {
-    schedules: Vec<Schedule>,
+    /// The schedules in force (a reload replaces them, `Scheduler::replace`).
+    schedules: Mutex<Arc<[Arc<Schedule>]>>,
+    /// Woken when the schedules are replaced.
+    replaced: tokio::sync::Notify,
     store: Store,
     runs: Arc<dyn ScheduledRuns>,
     metrics: ScheduleMetrics,
@@ -123,7 +127,7 @@ pub struct Scheduler {
 impl std::fmt::Debug for Scheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scheduler")
-            .field("schedules", &self.inner.schedules.len())
+            .field("schedules", &self.inner.schedules.locked().len())
             .finish_non_exhaustive()
     }
 }
@@ -133,7 +137,8 @@ impl Scheduler {
     pub fn new(parts: SchedulerParts) -> Self {
         Self {
             inner: Arc::new(Inner {
-                schedules: parts.schedules,
+                schedules: Mutex::new(parts.schedules.into_iter().map(Arc::new).collect()),
+                replaced: tokio::sync::Notify::new(),
                 store: parts.store,
                 runs: parts.runs,
                 metrics: parts.metrics,
@@ -149,31 +154,35 @@ impl Scheduler {
 
     /// Runs the schedules until the daemon drains, then waits for the runs under way.
     pub async fn run(self) -> anyhow::Result<()> {
-        let mut next = self.start_up(Utc::now()).await;
+        let mut plan = self.start_up(Utc::now()).await;
         let inner = &self.inner;
         loop {
             let now = Utc::now();
-            for (i, slot) in next.iter_mut().enumerate() {
+            for (schedule, slot) in &mut plan {
                 let Some(due) = *slot else { continue };
                 if due > now {
                     continue;
                 }
-                let schedule = &inner.schedules[i];
                 // The next run is kept before this one starts: a crash during it never runs
                 // it again.
                 *slot = schedule.timetable.next_after(now.max(due));
                 self.save_next(schedule, *slot).await;
-                self.launch(i, due, RunTrigger::Timetable);
+                self.launch(schedule.clone(), due, RunTrigger::Timetable);
             }
-            let wait = next.iter().flatten().min().map_or(MAX_SLEEP, |at| {
-                (*at - Utc::now())
-                    .to_std()
-                    .unwrap_or(Duration::ZERO)
-                    .min(MAX_SLEEP)
-            });
+            let wait = plan
+                .iter()
+                .filter_map(|(_, at)| *at)
+                .min()
+                .map_or(MAX_SLEEP, |at| {
+                    (at - Utc::now())
+                        .to_std()
+                        .unwrap_or(Duration::ZERO)
+                        .min(MAX_SLEEP)
+                });
             tokio::select! {
                 _ = inner.draining.cancelled() => break,
                 _ = tokio::time::sleep(wait) => {}
+                _ = inner.replaced.notified() => plan = self.replan(plan).await,
             }
         }
         inner.tasks.close();
@@ -181,19 +190,58 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Puts `schedules` in force (a reload): a schedule whose timetable is unchanged keeps its
+    /// next run; a new, changed or re-enabled one runs next from now; a removed one runs no
+    /// more (a run under way ends as it would).
+    pub fn replace(&self, schedules: Vec<Schedule>) {
+        *self.inner.schedules.locked() = schedules.into_iter().map(Arc::new).collect();
+        self.inner.replaced.notify_one();
+    }
+
+    /// The schedules in force.
+    fn current(&self) -> Arc<[Arc<Schedule>]> {
+        self.inner.schedules.locked().clone()
+    }
+
+    /// The plan for the schedules now in force, from the one before a replacement.
+    async fn replan(&self, old: Plan) -> Plan {
+        let now = Utc::now();
+        let mut plan = Vec::new();
+        for schedule in self.current().iter() {
+            let kept = old.iter().find(|(s, _)| {
+                s.name() == schedule.name()
+                    && s.timetable_key() == schedule.timetable_key()
+                    && s.config.enabled
+            });
+            let at = match kept {
+                _ if !schedule.config.enabled => None,
+                Some((_, at)) => *at,
+                None => {
+                    let at = schedule.timetable.next_after(now);
+                    self.save_next(schedule, at).await;
+                    at
+                }
+            };
+            plan.push((schedule.clone(), at));
+        }
+        tracing::info!(schedules = plan.len(), "schedules replaced");
+        plan
+    }
+
     /// Runs schedule `name` now, outside its timetable, and answers how the run ended.
     pub async fn run_now(&self, name: &str) -> Result<ScheduledEnd, TriggerError> {
         let inner = &self.inner;
-        let i = inner
-            .schedules
+        let schedule = self
+            .current()
             .iter()
-            .position(|s| s.name() == name)
+            .find(|s| s.name() == name)
+            .cloned()
             .ok_or_else(|| TriggerError::Unknown(name.to_owned()))?;
         if inner.draining.is_cancelled() {
             return Err(TriggerError::Draining);
         }
         let run = self
-            .spawn(i, Utc::now(), RunTrigger::Manual)
+            .spawn(schedule, Utc::now(), RunTrigger::Manual)
             .ok_or_else(|| TriggerError::Running(name.to_owned()))?;
         run.await.map_err(|_| TriggerError::Draining)
     }
@@ -201,7 +249,7 @@ impl Scheduler {
     /// The schedules' state after a stop: runs left `running` are interrupted, each enabled
     /// schedule's next run is kept or computed, and what was missed meanwhile is caught up or
     /// skipped (`plan::at_start`). Answers each schedule's next run.
-    async fn start_up(&self, now: DateTime<Utc>) -> Vec<Option<DateTime<Utc>>> {
+    async fn start_up(&self, now: DateTime<Utc>) -> Plan {
         let inner = &self.inner;
         match inner.store.schedule_runs_interrupted().await {
             Ok(0) => {}
@@ -220,10 +268,11 @@ impl Scheduler {
                 }
             }
         }
-        let mut next = Vec::with_capacity(inner.schedules.len());
-        for (i, schedule) in inner.schedules.iter().enumerate() {
+        let schedules = self.current();
+        let mut next = Vec::with_capacity(schedules.len());
+        for schedule in schedules.iter() {
             if !schedule.config.enabled {
-                next.push(None);
+                next.push((schedule.clone(), None));
                 continue;
             }
             let state = states.iter().find(|s| s.name == schedule.name());
@@ -241,7 +290,7 @@ impl Scheduler {
                     next: at,
                 } => {
                     self.save_next(schedule, at).await;
-                    self.missed(i, latest, count, run_latest, now).await;
+                    self.missed(schedule, latest, count, run_latest, now).await;
                     at
                 }
             };
@@ -251,22 +300,21 @@ impl Scheduler {
                 next_run = ?at.map(|t| schedule.timetable.local(t)),
                 "schedule loaded"
             );
-            next.push(at);
+            next.push((schedule.clone(), at));
         }
         next
     }
 
-    /// Records the runs schedule `i` missed while the daemon was down, and runs the latest when
+    /// Records the runs `schedule` missed while the daemon was down, and runs the latest when
     /// `run_latest`.
     async fn missed(
         &self,
-        i: usize,
+        schedule: &Arc<Schedule>,
         latest: DateTime<Utc>,
         count: usize,
         run_latest: bool,
         now: DateTime<Utc>,
     ) {
-        let schedule = &self.inner.schedules[i];
         let late_min = (now - latest).num_minutes();
         let skipped = if run_latest { count - 1 } else { count };
         if skipped > 0 {
@@ -291,19 +339,18 @@ impl Scheduler {
         }
         if run_latest {
             tracing::info!(schedule = schedule.name(), due = %latest, late_minutes = late_min, "running a schedule's run missed while the daemon was down");
-            self.launch(i, latest, RunTrigger::CatchUp);
+            self.launch(schedule.clone(), latest, RunTrigger::CatchUp);
         }
     }
 
-    /// Starts schedule `i`'s run for `due`, or records the occurrence as skipped when the
+    /// Starts `schedule`'s run for `due`, or records the occurrence as skipped when the
     /// previous run is still going.
-    fn launch(&self, i: usize, due: DateTime<Utc>, trigger: RunTrigger) {
-        if self.spawn(i, due, trigger).is_none() {
+    fn launch(&self, schedule: Arc<Schedule>, due: DateTime<Utc>, trigger: RunTrigger) {
+        if self.spawn(schedule.clone(), due, trigger).is_none() {
             let this = self.clone();
             self.inner.tasks.spawn(async move {
-                let schedule = &this.inner.schedules[i];
                 this.record_skip(
-                    schedule,
+                    &schedule,
                     due,
                     trigger,
                     SKIPPED_OVERLAP,
@@ -314,28 +361,32 @@ impl Scheduler {
         }
     }
 
-    /// Spawns schedule `i`'s run for `due`; `None` when one of its runs is going.
+    /// Spawns `schedule`'s run for `due`; `None` when one of its runs is going.
     fn spawn(
         &self,
-        i: usize,
+        schedule: Arc<Schedule>,
         due: DateTime<Utc>,
         trigger: RunTrigger,
     ) -> Option<tokio::task::JoinHandle<ScheduledEnd>> {
-        let name = self.inner.schedules[i].name().to_owned();
+        let name = schedule.name().to_owned();
         if !self.inner.running.locked().insert(name.clone()) {
             return None;
         }
         let this = self.clone();
         Some(self.inner.tasks.spawn(async move {
             let _running = Running(&this.inner, name);
-            this.execute(i, due, trigger).await
+            this.execute(&schedule, due, trigger).await
         }))
     }
 
     /// One run: the task, the record, the turn, how it ended.
-    async fn execute(&self, i: usize, due: DateTime<Utc>, trigger: RunTrigger) -> ScheduledEnd {
+    async fn execute(
+        &self,
+        schedule: &Schedule,
+        due: DateTime<Utc>,
+        trigger: RunTrigger,
+    ) -> ScheduledEnd {
         let inner = &self.inner;
-        let schedule = &inner.schedules[i];
         let name = schedule.name();
         let started = Instant::now();
         let quiet_since = schedule
@@ -451,6 +502,9 @@ impl Scheduler {
         }
     }
 }
+
+/// Each schedule in force with its next run (`None`: none, or disabled).
+type Plan = Vec<(Arc<Schedule>, Option<DateTime<Utc>>)>;
 
 /// A schedule's mark as running, removed when its run ends however it ends.
 struct Running<'a>(&'a Inner, String);

@@ -263,3 +263,48 @@ async fn a_run_waits_for_a_free_session_permit() {
     assert_eq!(permits.available_permits(), 1, "the permit is given back");
     s.store.close().await.unwrap();
 }
+
+/// A reload's schedules replace the running ones: a new schedule runs on its timetable, a
+/// removed one is no longer known, an unchanged one keeps its next run.
+#[tokio::test]
+async fn replaced_schedules_take_effect_without_a_restart() {
+    let s = setup().await;
+    let runs = FakeRuns::new(Duration::ZERO);
+    let kept = schedule(&s, "kept", "0 3 * * *", 30);
+    let gone = schedule(&s, "gone", "0 4 * * *", 30);
+    let scheduler = scheduler(&s, vec![kept, gone], runs.clone());
+    let job = tokio::spawn(scheduler.clone().run());
+    let next_of = |name: &'static str| {
+        let store = s.store.clone();
+        async move {
+            store
+                .schedule_states()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|st| st.name == name)
+                .and_then(|st| st.next_run_at)
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let kept_next = next_of("kept").await.expect("kept has a next run");
+    scheduler.replace(vec![
+        schedule(&s, "kept", "0 3 * * *", 30),
+        schedule(&s, "tick", "* * * * * *", 30),
+    ]);
+    eventually(|| runs.started.load(Ordering::SeqCst) >= 1).await;
+    let task = runs.tasks.locked()[0].clone();
+    assert_eq!(task.name, "tick");
+    assert_eq!(
+        next_of("kept").await,
+        Some(kept_next),
+        "an unchanged schedule keeps its run"
+    );
+    assert!(matches!(
+        scheduler.run_now("gone").await,
+        Err(TriggerError::Unknown(_))
+    ));
+    s.draining.cancel();
+    job.await.unwrap().unwrap();
+    s.store.close().await.unwrap();
+}

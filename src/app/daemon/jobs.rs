@@ -61,18 +61,15 @@ pub(super) fn start_retention(ctx: Ctx<'_>) {
         .spawn("retention", job.run(ctx.shutdown.draining()));
 }
 
-/// `schedules`: the scheduler of the configured schedules, running their turns through
-/// `interactions`, each holding one of the conversations' `permits` while it runs; `None` when
-/// none is configured. Its loop starts with [`start_schedules`].
+/// `schedules`: the scheduler of the configured schedules (none yet is fine: a reload may add
+/// them), running their turns through `interactions`, each holding one of the conversations'
+/// `permits` while it runs. Its loop starts with [`start_schedules`].
 pub(super) fn schedules(
     ctx: Ctx<'_>,
     interactions: &Interactions,
     permits: Arc<tokio::sync::Semaphore>,
-) -> anyhow::Result<Option<Scheduler>> {
+) -> anyhow::Result<Scheduler> {
     let config = ctx.config;
-    if config.schedules.is_empty() {
-        return Ok(None);
-    }
     let schedules = config
         .schedules
         .iter()
@@ -86,7 +83,7 @@ pub(super) fn schedules(
         ctx.metrics,
         config.schedules.iter().map(|s| s.name.as_str()),
     );
-    Ok(Some(Scheduler::new(SchedulerParts {
+    Ok(Scheduler::new(SchedulerParts {
         schedules,
         store: ctx.store.clone(),
         runs: Arc::new(interactions.clone()),
@@ -94,12 +91,10 @@ pub(super) fn schedules(
         draining: ctx.shutdown.draining(),
         stop: ctx.shutdown.stop(),
         permits,
-    })))
+    }))
 }
 
 /// Starts the schedules' loop.
-pub(super) fn start_schedules(ctx: Ctx<'_>, scheduler: Option<Scheduler>) {
-    if let Some(scheduler) = scheduler {
-        ctx.shutdown.spawn("schedules", scheduler.run());
-    }
+pub(super) fn start_schedules(ctx: Ctx<'_>, scheduler: Scheduler) {
+    ctx.shutdown.spawn("schedules", scheduler.run());
 }

@@ -147,7 +147,7 @@ pub async fn start(
     let database = config.database_path();
     let control = crate::app::control::Control {
         eraser: pipeline.eraser,
-        scheduler: pipeline.scheduler.clone(),
+        scheduler: Some(pipeline.scheduler.clone()),
     };
     let draining = shutdown.draining();
     shutdown.spawn("control_socket", async move {
@@ -156,7 +156,7 @@ pub async fn start(
     jobs::start_reminders(ctx, &platforms);
     jobs::start_retention(ctx);
     jobs::start_maintenance(ctx, pipeline.launcher, pipeline.prompts, &served.gateway);
-    jobs::start_schedules(ctx, pipeline.scheduler);
+    jobs::start_schedules(ctx, pipeline.scheduler.clone());
     Ok(Started {
         store,
         owner,
@@ -167,6 +167,7 @@ pub async fn start(
             personas: pipeline.personas,
             notices: pipeline.notices,
             enabled: skills.enabled.clone(),
+            scheduler: Some(pipeline.scheduler),
         },
     })
 }

@@ -56,8 +56,8 @@ pub(super) struct Pipeline {
     pub(super) notices: Arc<Notices>,
     /// Cancelled when the event loop has ended.
     pub(super) events_done: CancellationToken,
-    /// Runs the operator schedules (started with the jobs); `None` when none is configured.
-    pub(super) scheduler: Option<Scheduler>,
+    /// Runs the operator schedules (started with the jobs; a reload replaces them).
+    pub(super) scheduler: Scheduler,
 }
 
 /// The agent runner (inside its sandbox) and the conversation pipeline, with the event loop

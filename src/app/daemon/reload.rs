@@ -2,7 +2,8 @@
 //! it) re-reads the configuration file, checks it exactly as `serve` does at start, and puts
 //! in force what can change live — the `places:` rules and `prompts.language`, the prompt
 //! templates and personas, which are re-rendered for the next turn, and the daemon's own texts
-//! to users (`prompts.dir/texts/`), which are read again. A warm agent whose place, persona or
+//! to users (`prompts.dir/texts/`), which are read again, and the operator schedules
+//! (`schedules:`; an unchanged one keeps its next run). A warm agent whose place, persona or
 //! model changed is retired at its conversation's next message (its start fingerprint no
 //! longer matches); the others are kept. Everything else that changed (listeners, storage,
 //! platforms, the agent's settings, …) is reported as needing a restart and left as it was,
@@ -24,6 +25,7 @@ use crate::conversation::notices::Notices;
 use crate::conversation::prompts::Personas;
 use crate::observability::Metrics;
 use crate::places::{LivePlaces, Places};
+use crate::schedules::{Schedule, Scheduler};
 
 /// What a reload can change in a running daemon.
 #[derive(Debug, Clone)]
@@ -36,6 +38,8 @@ pub struct Reloadable {
     pub(super) notices: Arc<Notices>,
     /// The skills the running configuration enables (a reload's rules narrow these).
     pub(super) enabled: Vec<String>,
+    /// The operator schedules' scheduler (`None` in the chat console).
+    pub(super) scheduler: Option<Scheduler>,
 }
 
 /// What one reload did.
@@ -154,8 +158,29 @@ impl Reloadable {
     /// Puts `new`'s live sections in force and records them in `running`; says what else
     /// changed.
     pub fn apply(&self, running: &mut Config, new: Config) -> Outcome {
-        let needs_restart = needs_restart(running, &new);
+        let mut needs_restart = needs_restart(running, &new);
         let mut changed = Vec::new();
+        if running.schedules != new.schedules
+            && let Some(scheduler) = &self.scheduler
+        {
+            // The file passed the check, so every schedule is one that can run.
+            let built: Result<Vec<Schedule>, _> = new
+                .schedules
+                .iter()
+                .map(|s| Schedule::new(s, &new.prompts.dir))
+                .collect();
+            match built {
+                Ok(schedules) => {
+                    scheduler.replace(schedules);
+                    running.schedules = new.schedules.clone();
+                    needs_restart.retain(|k| k != "schedules");
+                    changed.push("schedules");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the new schedules cannot run; the old ones stay")
+                }
+            }
+        }
         let language_changed = running.prompts.language != new.prompts.language;
         if running.places != new.places || language_changed {
             self.places
@@ -240,6 +265,7 @@ mod tests {
             personas: Arc::new(Personas::new(shared, [])),
             notices: Arc::new(Notices::built_in()),
             enabled: vec!["send-reply".into(), "react-message".into()],
+            scheduler: None,
         }
     }
 
