@@ -113,6 +113,13 @@ async fn a_run_by_hand_posts_a_new_message_in_its_place_with_the_places_persona(
         "the run is counted"
     );
 
+    // `schedules list` beside the running daemon shows the last run.
+    let listing = text(&schedules(&["list"], &bot.config.path));
+    assert!(
+        listing.contains("UTC, manual: posted"),
+        "the last run is listed: {listing}"
+    );
+
     // Unknown names and schedules that are running are refused in words.
     let out = schedules(&["run", "evening"], &bot.config.path);
     assert!(!out.status.success());
@@ -219,6 +226,8 @@ fn schedules_list_prints_each_schedules_next_runs() {
         "{listing}"
     );
     assert!(listing.contains("(place rule: lounge)"), "{listing}");
+    // No database yet: no last run is claimed.
+    assert!(!listing.contains("last:"), "{listing}");
     let next: Vec<&str> = listing.lines().filter(|l| l.contains(" UTC)")).collect();
     assert_eq!(next.len(), 3, "{listing}");
     assert!(next.iter().all(|l| l.contains("08:00:00 CE")), "{listing}");

@@ -1,8 +1,9 @@
 //! `air-friends schedules list` and `air-friends schedules run NAME` (docs/SCHEDULES.md).
 //!
 //! `list` reads the configuration as the daemon does and prints each schedule with its place
-//! (and the `places:` rule that applies there), its prompt file and its next three runs, in its
-//! time zone and in UTC. `run` asks the running daemon, through its control socket
+//! (and the `places:` rule that applies there), its prompt file, its last run from the
+//! database when there is one (read beside a running daemon, as `stats` reads it), and its next
+//! three runs, in its time zone and in UTC. `run` asks the running daemon, through its control socket
 //! (`app::control`), to run a schedule now, and prints how the run ended; it exits 1 when the
 //! run did not post (nothing posted is not a failure: `silent`, `skipped_quiet` exit 0).
 
@@ -18,6 +19,8 @@ use crate::config::Config;
 use crate::places::Places;
 use crate::schedules::Schedule;
 use crate::store::owner::holder;
+use crate::store::{ScheduleRun, Store};
+use std::collections::HashMap;
 
 /// How many next runs `list` prints.
 const NEXT_RUNS: usize = 3;
@@ -28,12 +31,55 @@ pub(super) fn list_main(config_path: &Path) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    print!("{}", render(&config, &places, Utc::now()));
+    let now = Utc::now();
+    let last = match last_runs(&config.database_path(), now) {
+        Ok(last) => last,
+        Err(e) => {
+            eprintln!("air-friends: the last runs are not shown: {e:#}");
+            None
+        }
+    };
+    print!("{}", render(&config, &places, last.as_ref(), now));
     ExitCode::SUCCESS
 }
 
-/// The listing at `now`.
-fn render(config: &Config, places: &Places, now: DateTime<Utc>) -> String {
+/// How far back `list` looks for a schedule's last run.
+const LAST_RUN_WITHIN_DAYS: i64 = 90;
+
+/// Each schedule's latest run within [`LAST_RUN_WITHIN_DAYS`] from the database at `db`;
+/// `None` when there is no database yet.
+fn last_runs(
+    db: &Path,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Option<HashMap<String, ScheduleRun>>> {
+    if !db.exists() {
+        return Ok(None);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let store = Store::open(db).await?;
+        let runs = store
+            .schedule_runs_since(now - chrono::Duration::days(LAST_RUN_WITHIN_DAYS), 100_000)
+            .await;
+        store.close().await?;
+        let mut last = HashMap::new();
+        // Newest first: the first of each name is its last.
+        for run in runs? {
+            last.entry(run.name.clone()).or_insert(run);
+        }
+        Ok(Some(last))
+    })
+}
+
+/// The listing at `now`, with each schedule's `last` run when the database was read.
+fn render(
+    config: &Config,
+    places: &Places,
+    last: Option<&HashMap<String, ScheduleRun>>,
+    now: DateTime<Utc>,
+) -> String {
     if config.schedules.is_empty() {
         return "no schedules (schedules: in the configuration)\n".to_owned();
     }
@@ -65,6 +111,24 @@ fn render(config: &Config, places: &Places, now: DateTime<Utc>) -> String {
         }
         options.push(format!("catch up within {} min", s.catch_up_minutes));
         let _ = writeln!(out, "  runs:   {}", options.join(", "));
+        if let Some(last) = last {
+            let line = last.get(&s.name).map_or_else(
+                || "none yet".to_owned(),
+                |run| {
+                    let why = run
+                        .detail
+                        .as_deref()
+                        .map_or_else(String::new, |d| format!(" ({d})"));
+                    format!(
+                        "{} UTC, {}: {}{why}",
+                        run.started_at.format("%Y-%m-%d %H:%M"),
+                        run.trigger,
+                        run.outcome
+                    )
+                },
+            );
+            let _ = writeln!(out, "  last:   {line}");
+        }
         for (i, at) in schedule
             .timetable
             .upcoming(now, NEXT_RUNS)
@@ -137,7 +201,31 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-03-27T12:00:00Z")
             .unwrap()
             .to_utc();
-        let text = render(&config, &places, now);
+        let text = render(&config, &places, None, now);
+        assert!(!text.contains("last:"), "no database read: {text}");
+        let run = ScheduleRun {
+            id: 1,
+            name: "morning".into(),
+            due_at: now,
+            started_at: now,
+            finished_at: Some(now),
+            trigger: "timetable".into(),
+            outcome: "skipped_quiet".into(),
+            detail: Some("nobody wrote there".into()),
+            tokens: 0,
+        };
+        let with_last = render(
+            &config,
+            &places,
+            Some(&HashMap::from([("morning".to_owned(), run)])),
+            now,
+        );
+        assert!(
+            with_last.contains(
+                "last:   2026-03-27 12:00 UTC, timetable: skipped_quiet (nobody wrote there)"
+            ),
+            "{with_last}"
+        );
         assert!(
             text.contains("morning  0 8 * * * (Europe/Berlin)  enabled"),
             "{text}"
