@@ -10,8 +10,8 @@
 //!   the [`ForgetReport`]; 409 `turn_running` / `already_erasing`; 400 `invalid_user`; 500 the
 //!   rest, each as `{"code": ..., "error": ...}`.
 //! * `POST /v1/schedules/run` `{"name": "morning"}` → runs the schedule now and answers, when
-//!   the run ends, 200 with the [`ScheduleRunReport`]; 404 `unknown_schedule` (or
-//!   `no_schedules`); 409 `running`; 503 `draining`.
+//!   the run ends, 200 with the [`ScheduleRunReport`]; 404 `unknown_schedule`;
+//!   409 `running`; 503 `draining`.
 //!
 //! The socket is bound under a temporary name, made 0600 and renamed into place, so it is
 //! never reachable with wider permissions; a stale one (the daemon holds the database lock, so
@@ -90,8 +90,8 @@ pub struct ScheduleRunReport {
 pub struct Control {
     /// Erases users.
     pub eraser: Eraser,
-    /// Runs schedules by hand; `None` when none is configured.
-    pub scheduler: Option<Scheduler>,
+    /// Runs schedules by hand.
+    pub scheduler: Scheduler,
 }
 
 /// Binds the control socket of `database` (0600) and serves it until `stop`; the socket file is
@@ -180,15 +180,8 @@ async fn run_schedule(
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    let Some(scheduler) = control.scheduler else {
-        return failure(
-            StatusCode::NOT_FOUND,
-            "no_schedules",
-            "no schedule is configured (schedules:)",
-        );
-    };
     tracing::info!(schedule = %request.name, "a schedule run was asked for by hand");
-    match scheduler.run_now(&request.name).await {
+    match control.scheduler.run_now(&request.name).await {
         Ok(end) => {
             let report = ScheduleRunReport {
                 name: request.name,
@@ -316,6 +309,7 @@ mod tests {
     use tower::ServiceExt;
 
     use crate::conversation::workspace::Workspaces;
+    use crate::schedules::{Schedule, ScheduleMetrics, SchedulerParts};
     use crate::store::{Importance, NewMemory, Store, Visibility, WorkspaceKey};
 
     async fn call(app: &Router, body: &str) -> (StatusCode, Value) {
@@ -363,7 +357,7 @@ mod tests {
         );
         let app = router(Control {
             eraser,
-            scheduler: None,
+            scheduler: scheduler(&store, Vec::new()),
         });
         for (body, status, code) in [
             ("not json", StatusCode::BAD_REQUEST, "bad_request"),
@@ -427,11 +421,23 @@ mod tests {
         }
     }
 
+    /// A scheduler of `schedules` whose runs all post at once.
+    fn scheduler(store: &Store, schedules: Vec<Schedule>) -> Scheduler {
+        Scheduler::new(SchedulerParts {
+            schedules,
+            store: store.clone(),
+            runs: std::sync::Arc::new(Posts),
+            metrics: ScheduleMetrics::new(&crate::observability::Metrics::new(), ["hi"]),
+            draining: CancellationToken::new(),
+            stop: CancellationToken::new(),
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
+        })
+    }
+
     /// A run by hand answers its report when it ends; unknown names, a daemon without
     /// schedules and bad bodies are typed refusals.
     #[tokio::test]
     async fn a_schedule_run_answers_how_it_ended_or_a_typed_refusal() {
-        use crate::schedules::{Schedule, ScheduleMetrics, SchedulerParts};
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("schedules")).unwrap();
         std::fs::write(dir.path().join("schedules/t.md"), "Say hi.").unwrap();
@@ -443,12 +449,12 @@ mod tests {
         );
         let without = router(Control {
             eraser: eraser.clone(),
-            scheduler: None,
+            scheduler: scheduler(&store, Vec::new()),
         });
         let (status, answer) = call_at(&without, "/v1/schedules/run", r#"{"name":"hi"}"#).await;
         assert_eq!(
             (status, answer["code"].as_str()),
-            (StatusCode::NOT_FOUND, Some("no_schedules"))
+            (StatusCode::NOT_FOUND, Some("unknown_schedule"))
         );
         let config = crate::config::ScheduleConfig {
             name: "hi".into(),
@@ -457,18 +463,9 @@ mod tests {
             prompt: "t.md".into(),
             ..Default::default()
         };
-        let scheduler = Scheduler::new(SchedulerParts {
-            schedules: vec![Schedule::new(&config, dir.path()).unwrap()],
-            store: store.clone(),
-            runs: std::sync::Arc::new(Posts),
-            metrics: ScheduleMetrics::new(&crate::observability::Metrics::new(), ["hi"]),
-            draining: CancellationToken::new(),
-            stop: CancellationToken::new(),
-            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(1)),
-        });
         let app = router(Control {
             eraser,
-            scheduler: Some(scheduler),
+            scheduler: scheduler(&store, vec![Schedule::new(&config, dir.path()).unwrap()]),
         });
         for (body, status, code) in [
             ("{}", StatusCode::BAD_REQUEST, "bad_request"),

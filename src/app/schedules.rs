@@ -60,16 +60,16 @@ fn last_runs(
         .build()?;
     runtime.block_on(async {
         let store = Store::open(db).await?;
-        let runs = store
-            .schedule_runs_since(now - chrono::Duration::days(LAST_RUN_WITHIN_DAYS), 100_000)
+        let summary = store
+            .schedule_summary(now - chrono::Duration::days(LAST_RUN_WITHIN_DAYS))
             .await;
         store.close().await?;
-        let mut last = HashMap::new();
-        // Newest first: the first of each name is its last.
-        for run in runs? {
-            last.entry(run.name.clone()).or_insert(run);
-        }
-        Ok(Some(last))
+        Ok(Some(
+            summary?
+                .into_iter()
+                .map(|s| (s.last.name.clone(), s.last))
+                .collect(),
+        ))
     })
 }
 

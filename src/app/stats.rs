@@ -21,10 +21,7 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 
 use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
-use crate::store::{LlmUsage, MaintenanceSummary, ScheduleRun, Store, StoreError, Unanswered};
-
-/// Most schedule runs read for the report (an every-minute schedule runs 10 080 times a week).
-const SCHEDULE_RUNS_READ: u32 = 50_000;
+use crate::store::{LlmUsage, MaintenanceSummary, ScheduleSummary, Store, StoreError, Unanswered};
 
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
@@ -63,9 +60,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
         .await?;
     let maintenance = store.maintenance_summary(now - Days::days(7)).await?;
     let unanswered = store.inbox_unanswered_since(now - Days::hours(24)).await?;
-    let schedule_runs = store
-        .schedule_runs_since(now - Days::days(7), SCHEDULE_RUNS_READ)
-        .await?;
+    let schedules = store.schedule_summary(now - Days::days(7)).await?;
     store.close().await?;
 
     let mut out = String::new();
@@ -73,7 +68,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     workspaces_section(&mut out, &workspaces);
     tokens_section(&mut out, &tokens);
     maintenance_section(&mut out, &maintenance);
-    schedules_section(&mut out, &schedule_runs);
+    schedules_section(&mut out, &schedules);
     unanswered_section(&mut out, &unanswered);
     Ok(out)
 }
@@ -231,56 +226,35 @@ fn maintenance_section(out: &mut String, maintenance: &[MaintenanceSummary]) {
 
 /// Operator schedules' runs per schedule: how many, posted, skipped, failed, tokens, and the
 /// latest (newest first in `runs`) with its outcome and why.
-fn schedules_section(out: &mut String, runs: &[ScheduleRun]) {
+fn schedules_section(out: &mut String, schedules: &[ScheduleSummary]) {
     let _ = writeln!(out, "\nSchedules (last 7 days)");
-    if runs.is_empty() {
+    if schedules.is_empty() {
         let _ = writeln!(out, "  no runs");
         return;
-    }
-    #[derive(Default)]
-    struct Tally<'a> {
-        runs: u64,
-        posted: u64,
-        skipped: u64,
-        failed: u64,
-        tokens: u64,
-        last: Option<&'a ScheduleRun>,
-    }
-    let mut by_name: BTreeMap<&str, Tally<'_>> = BTreeMap::new();
-    for run in runs {
-        let t = by_name.entry(run.name.as_str()).or_default();
-        t.runs += 1;
-        t.tokens += run.tokens;
-        match run.outcome.as_str() {
-            "posted" => t.posted += 1,
-            "silent" | crate::store::RUNNING => {}
-            o if o.starts_with("skipped_") => t.skipped += 1,
-            _ => t.failed += 1,
-        }
-        t.last.get_or_insert(run);
     }
     let _ = writeln!(
         out,
         "  {:<24} {:>5} {:>7} {:>8} {:>7} {:>9}  last run",
         "schedule", "runs", "posted", "skipped", "failed", "tokens"
     );
-    for (name, t) in by_name {
-        let last = t.last.map_or_else(String::new, |r| {
-            let why = r
-                .detail
-                .as_deref()
-                .map_or_else(String::new, |d| format!(" ({d})"));
-            format!(
-                "{} {} {}{why}",
-                r.started_at.format("%Y-%m-%d %H:%M"),
-                r.trigger,
-                r.outcome
-            )
-        });
+    for t in schedules {
+        let r = &t.last;
+        let why = r
+            .detail
+            .as_deref()
+            .map_or_else(String::new, |d| format!(" ({d})"));
         let _ = writeln!(
             out,
-            "  {:<24} {:>5} {:>7} {:>8} {:>7} {:>9}  {last}",
-            name, t.runs, t.posted, t.skipped, t.failed, t.tokens
+            "  {:<24} {:>5} {:>7} {:>8} {:>7} {:>9}  {} {} {}{why}",
+            r.name,
+            t.runs,
+            t.posted,
+            t.skipped,
+            t.failed,
+            t.tokens,
+            r.started_at.format("%Y-%m-%d %H:%M"),
+            r.trigger,
+            r.outcome
         );
     }
 }

@@ -872,7 +872,7 @@ fn tree_fingerprint(dir: &std::path::Path) -> u64 {
 /// Closes a turn whose agent may be kept: the session refuses calls until the next turn, and
 /// whatever the agent left running is ended. False when a termination was requested during
 /// the turn: that agent must not be kept.
-pub(super) async fn close_turn(live: &LiveAgent, handle: &SessionHandle) -> bool {
+async fn close_turn(live: &LiveAgent, handle: &SessionHandle) -> bool {
     let terminated = handle.end_turn();
     live.end_turn().await;
     !terminated

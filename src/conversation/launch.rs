@@ -13,7 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::warm::SessionResources;
 use super::workspace::{WorkspaceError, Workspaces};
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
-use crate::agent::{AgentRunner, AgentSpec};
+use std::sync::Arc;
+
+use crate::agent::{AgentRunner, AgentSpec, Outcome, ResponseProbe, TurnSpec};
 use crate::config::{AgentConfig, ProcessEnv};
 use crate::egress::EgressProxy;
 use crate::session::{SessionContext, SessionError, SessionRegistry};
@@ -139,6 +141,35 @@ impl Launcher {
             }
         }
         Ok(resources)
+    }
+
+    /// Starts the agent of `spec`, prompts it once with `prompt()` (built only once it runs),
+    /// and stops it: a turn nobody answers in a chat (a maintenance run, a scheduled run).
+    /// `terminate` ends the turn early; `probe` is asked whether it answered.
+    pub async fn one_turn(
+        &self,
+        spec: AgentSpec,
+        terminate: &CancellationToken,
+        probe: Arc<dyn ResponseProbe>,
+        prompt: impl FnOnce() -> String,
+    ) -> Outcome {
+        match self.runner.start(spec, terminate, &self.stop).await {
+            Ok(mut live) => {
+                let turn = TurnSpec {
+                    prompt: prompt(),
+                    images: Vec::new(),
+                    retry_prompt: None,
+                    terminate: terminate.clone(),
+                    shutdown: self.stop.clone(),
+                    probe,
+                    first_sign_within: None,
+                };
+                let outcome = live.prompt(&turn).await;
+                live.stop().await;
+                outcome
+            }
+            Err(outcome) => outcome,
+        }
     }
 
     /// The agent for an opened session: its folders, socket, and environment (the session's

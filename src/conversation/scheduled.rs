@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::context::{ScheduledPrompt, gather_scheduled};
-use super::interaction::{Interactions, TurnProbe, close_turn, model_failure};
-use crate::agent::{Outcome, TurnSpec};
+use super::interaction::{Interactions, TurnProbe, model_failure};
+use crate::agent::Outcome;
 use crate::places::{Place, Spot};
 use crate::platform::{ChannelId, ChatMessage, Origin, PlatformAdapter, UserId};
 use crate::session::{SessionContext, SessionHandle, SessionPurpose};
@@ -208,29 +208,11 @@ impl Interactions {
             })
         };
         let spec = self.launcher.agent_spec(resources, place.model.clone());
-        let outcome = match self
+        let probe = Arc::new(TurnProbe(handle.clone()));
+        let outcome = self
             .launcher
-            .runner
-            .start(spec, &terminate, &self.launcher.stop)
-            .await
-        {
-            Ok(mut live) => {
-                let turn = TurnSpec {
-                    prompt,
-                    images: Vec::new(),
-                    retry_prompt: None,
-                    terminate: terminate.clone(),
-                    shutdown: self.launcher.stop.clone(),
-                    probe: Arc::new(TurnProbe(handle.clone())),
-                    first_sign_within: None,
-                };
-                let outcome = live.prompt(&turn).await;
-                close_turn(&live, handle).await;
-                live.stop().await;
-                outcome
-            }
-            Err(outcome) => outcome,
-        };
+            .one_turn(spec, &terminate, probe, || prompt)
+            .await;
         bridge.abort();
         outcome
     }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::RunOutcome;
 use super::prompt;
-use crate::agent::{AgentSpec, Outcome, TurnSpec};
+use crate::agent::Outcome;
 use crate::platform::{Origin, PlatformKind};
 use crate::session::{MaintenancePolicy, SessionContext, SessionPurpose};
 use crate::store::{MaintenanceRun, Memory, Visibility, WorkspaceKey};
@@ -83,7 +83,9 @@ impl Maintenance {
             "memory maintenance started"
         );
         let outcome = self
-            .one_turn(spec, &terminate, || {
+            .launcher
+            // Nobody is waiting for an answer: a turn that ends is a run that completed.
+            .one_turn(spec, &terminate, Arc::new(|| false), || {
                 prompt::build(
                     &template,
                     &session_id,
@@ -207,39 +209,6 @@ impl Maintenance {
                 tracing::error!(error = %e, "cannot read prompts/maintenance.md");
                 None
             }
-        }
-    }
-
-    /// Starts the agent, prompts it once with `prompt()` (built only once it runs) and stops
-    /// it.
-    async fn one_turn(
-        &self,
-        spec: AgentSpec,
-        terminate: &CancellationToken,
-        prompt: impl FnOnce() -> String,
-    ) -> Outcome {
-        match self
-            .launcher
-            .runner
-            .start(spec, terminate, &self.launcher.stop)
-            .await
-        {
-            Ok(mut live) => {
-                let turn = TurnSpec {
-                    prompt: prompt(),
-                    images: Vec::new(),
-                    retry_prompt: None,
-                    terminate: terminate.clone(),
-                    shutdown: self.launcher.stop.clone(),
-                    // Nobody is waiting for an answer: a turn that ends is a run that completed.
-                    probe: Arc::new(|| false),
-                    first_sign_within: None,
-                };
-                let outcome = live.prompt(&turn).await;
-                live.stop().await;
-                outcome
-            }
-            Err(outcome) => outcome,
         }
     }
 

@@ -68,7 +68,9 @@ pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
 pub use llm_usage::LlmUsage;
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
-pub use schedules::{INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState};
+pub use schedules::{
+    INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState, ScheduleSummary,
+};
 pub use types::{
     ExportFilter, Importance, MAX_CONTENT_CHARS, MAX_REMINDER_CHARS, Memory, MemoryPatch,
     MemoryStats, NewMemory, NewReminder, PatchRecord, PromptMemories, Recurrence, Reminder,

@@ -72,6 +72,23 @@ pub struct ScheduleRun {
     pub tokens: u64,
 }
 
+/// One schedule's runs over a period ([`Store::schedule_summary`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSummary {
+    /// Runs and skipped runs.
+    pub runs: u64,
+    /// Runs that posted.
+    pub posted: u64,
+    /// Occurrences skipped (`skipped_*`).
+    pub skipped: u64,
+    /// Runs that failed (neither posted, silent, skipped nor running).
+    pub failed: u64,
+    /// Model tokens used.
+    pub tokens: u64,
+    /// The latest run (its name is the schedule's).
+    pub last: ScheduleRun,
+}
+
 /// How a finished run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunEnd {
@@ -226,17 +243,49 @@ impl Store {
                 let mut rows = stmt.query(params![to_ms(since), limit])?;
                 let mut out = Vec::new();
                 while let Some(row) = rows.next()? {
-                    let tokens: i64 = row.get(8)?;
-                    out.push(ScheduleRun {
-                        id: row.get(0)?,
-                        name: row.get(1)?,
-                        due_at: from_ms(row.get(2)?)?,
-                        started_at: from_ms(row.get(3)?)?,
-                        finished_at: row.get::<_, Option<i64>>(4)?.map(from_ms).transpose()?,
-                        trigger: row.get(5)?,
-                        outcome: row.get(6)?,
-                        detail: row.get(7)?,
-                        tokens: u64::try_from(tokens).unwrap_or(0),
+                    out.push(run_from_row(row)?);
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    /// Each schedule's runs that started at or after `since`, counted by kind, with its
+    /// latest run; by name. A run counts as `posted`, as skipped (`skipped_*`), or as failed
+    /// (anything else but `silent` and `running`).
+    pub async fn schedule_summary(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<ScheduleSummary>, StoreError> {
+        self.db
+            .read(move |c| {
+                let mut stmt = c.prepare_cached(&format!(
+                    "WITH tally AS (
+                         SELECT name, COUNT(*) AS runs,
+                             SUM(outcome = 'posted') AS posted,
+                             SUM(outcome LIKE 'skipped!_%' ESCAPE '!') AS skipped,
+                             SUM(outcome NOT IN ('posted', 'silent', '{RUNNING}')
+                                 AND outcome NOT LIKE 'skipped!_%' ESCAPE '!') AS failed,
+                             SUM(tokens) AS tokens, MAX(id) AS last_id
+                         FROM schedule_runs WHERE started_ms >= ?1 GROUP BY name)
+                     SELECT r.id, r.name, r.due_ms, r.started_ms, r.finished_ms, r.trigger,
+                         r.outcome, r.detail, r.tokens,
+                         t.runs, t.posted, t.skipped, t.failed, t.tokens
+                     FROM tally t JOIN schedule_runs r ON r.id = t.last_id ORDER BY t.name"
+                ))?;
+                let mut rows = stmt.query([to_ms(since)])?;
+                let count = |row: &rusqlite::Row<'_>, i| -> Result<u64, StoreError> {
+                    Ok(u64::try_from(row.get::<_, i64>(i)?).unwrap_or(0))
+                };
+                let mut out = Vec::new();
+                while let Some(row) = rows.next()? {
+                    out.push(ScheduleSummary {
+                        runs: count(row, 9)?,
+                        posted: count(row, 10)?,
+                        skipped: count(row, 11)?,
+                        failed: count(row, 12)?,
+                        tokens: count(row, 13)?,
+                        last: run_from_row(row)?,
                     });
                 }
                 Ok(out)
@@ -255,6 +304,23 @@ impl Store {
             })
             .await
     }
+}
+
+/// A run from a row whose first nine columns are `id, name, due_ms, started_ms, finished_ms,
+/// trigger, outcome, detail, tokens`.
+fn run_from_row(row: &rusqlite::Row<'_>) -> Result<ScheduleRun, StoreError> {
+    let tokens: i64 = row.get(8)?;
+    Ok(ScheduleRun {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        due_at: from_ms(row.get(2)?)?,
+        started_at: from_ms(row.get(3)?)?,
+        finished_at: row.get::<_, Option<i64>>(4)?.map(from_ms).transpose()?,
+        trigger: row.get(5)?,
+        outcome: row.get(6)?,
+        detail: row.get(7)?,
+        tokens: u64::try_from(tokens).unwrap_or(0),
+    })
 }
 
 fn states(c: &Connection) -> Result<Vec<ScheduleState>, StoreError> {
@@ -327,12 +393,46 @@ mod tests {
         assert_eq!(runs.len(), 2);
         let posted = runs.iter().find(|r| r.name == "morning").unwrap();
         assert_eq!((posted.outcome.as_str(), posted.tokens), ("posted", 42));
+        // A silent run and one still going count as neither posted, skipped nor failed.
+        for outcome in ["silent", RUNNING, "model_failed"] {
+            let id = store
+                .schedule_run_started("morning", at(9), RunTrigger::Manual)
+                .await
+                .unwrap();
+            if outcome != RUNNING {
+                let end = RunEnd {
+                    outcome: outcome.into(),
+                    detail: None,
+                    tokens: 1,
+                };
+                store.schedule_run_finished(id, end).await.unwrap();
+            }
+        }
+        let summary = store.schedule_summary(at(0)).await.unwrap();
+        let counts: Vec<_> = summary
+            .iter()
+            .map(|s| {
+                (
+                    s.last.name.as_str(),
+                    s.runs,
+                    s.posted,
+                    s.skipped,
+                    s.failed,
+                    s.tokens,
+                )
+            })
+            .collect();
+        assert_eq!(
+            counts,
+            [("evening", 1, 0, 1, 0, 0), ("morning", 4, 1, 0, 1, 44)]
+        );
+        assert_eq!(summary[1].last.outcome, "model_failed", "the latest run");
         assert_eq!(
             store
                 .schedule_runs_prune(Utc::now() + chrono::Duration::hours(1))
                 .await
                 .unwrap(),
-            2
+            5
         );
         store.close().await.unwrap();
     }

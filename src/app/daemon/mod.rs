@@ -147,7 +147,7 @@ pub async fn start(
     let database = config.database_path();
     let control = crate::app::control::Control {
         eraser: pipeline.eraser,
-        scheduler: Some(pipeline.scheduler.clone()),
+        scheduler: pipeline.scheduler.clone(),
     };
     let draining = shutdown.draining();
     shutdown.spawn("control_socket", async move {

@@ -38,7 +38,8 @@ pub struct Reloadable {
     pub(super) notices: Arc<Notices>,
     /// The skills the running configuration enables (a reload's rules narrow these).
     pub(super) enabled: Vec<String>,
-    /// The operator schedules' scheduler (`None` in the chat console).
+    /// The operator schedules' scheduler (`None`: the schedules are not reloaded, as in the
+    /// unit tests of this module).
     pub(super) scheduler: Option<Scheduler>,
 }
 
