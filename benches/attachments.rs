@@ -12,8 +12,11 @@
 //! Run: `cargo bench --bench attachments` (`ATTACH_BENCH_ITERS`, default 40). Results are in
 //! `docs/PERFORMANCE.md` ("Attachments"), earlier runs in `docs/performance/attachments.md`.
 
+#[path = "support/cases.rs"]
+mod cases;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use air_friends::attachments::{
     AttachmentMetrics, AttachmentSettings, Attachments, Origins, SystemLookup,
@@ -22,6 +25,7 @@ use air_friends::config::AttachmentsConfig;
 use air_friends::platform::{Attachment, PlatformKind};
 use axum::extract::Path as UrlPath;
 use axum::response::IntoResponse;
+use cases::{Case, cpu};
 use image::codecs::jpeg::JpegEncoder;
 use image::{Rgb, RgbImage};
 
@@ -45,47 +49,6 @@ fn photo(w: u32, h: u32, quality: u8) -> Vec<u8> {
         .encode_image(&img)
         .unwrap();
     out
-}
-
-/// User CPU + system CPU of this process so far.
-fn cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the `(comm)`: state is 3rd, utime the 14th and stime the 15th of the line.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // USER_HZ is 100 on Linux.
-    Duration::from_millis(ticks * 10)
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[i]
-}
-
-struct Case {
-    name: &'static str,
-    wall: Vec<Duration>,
-    cpu: Duration,
-}
-
-impl Case {
-    fn new(name: &'static str) -> Self {
-        Case {
-            name,
-            wall: Vec::new(),
-            cpu: Duration::ZERO,
-        }
-    }
-
-    fn p(&mut self, q: f64) -> Duration {
-        percentile(&mut self.wall, q)
-    }
-
-    fn cpu_per_call(&self) -> Duration {
-        self.cpu / self.wall.len() as u32
-    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -145,6 +108,7 @@ async fn main() {
     let mut decode = Case::new("decode only, 5 MB photo (the floor of checking the bytes)");
     let mut step_small = Case::new("attachment step, 800×600 photo (sent as is)");
     let mut sent = (0, 0);
+    let who = air_friends::store::WorkspaceKey::new("misskey", "u1").unwrap();
     for i in 0..iters + 2 {
         let warmup = i < 2;
         // Baseline.
@@ -180,6 +144,7 @@ async fn main() {
             let received = fetcher
                 .receive(
                     PlatformKind::Misskey,
+                    &who,
                     std::slice::from_ref(file),
                     &staging,
                     dir.path(),
@@ -200,19 +165,12 @@ async fn main() {
     println!("(the downscaled photo is sent at {}×{})", sent.0, sent.1);
     let base_p50 = baseline.p(0.5);
     let base_cpu = baseline.cpu_per_call();
-    println!("| case | p50 | p99 | CPU per call | p50 / baseline | CPU / baseline |");
-    println!("|---|---|---|---|---|---|");
-    for case in [&mut baseline, &mut decode, &mut step, &mut step_small] {
-        let (p50, p99, cpu) = (case.p(0.5), case.p(0.99), case.cpu_per_call());
-        println!(
-            "| {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1}× | {:.1}× |",
-            case.name,
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3,
-            cpu.as_secs_f64() * 1e3,
-            p50.as_secs_f64() / base_p50.as_secs_f64(),
-            cpu.as_secs_f64() / base_cpu.as_secs_f64().max(1e-9),
-        );
-    }
+    cases::print_table(
+        &mut [&mut baseline, &mut decode, &mut step, &mut step_small],
+        "baseline",
+        base_p50,
+        base_cpu,
+        1,
+    );
     println!("iterations: {iters} per case, interleaved");
 }

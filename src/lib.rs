@@ -51,6 +51,8 @@
 //! * [`text`] — outgoing text processing, splitting to platform limits, token estimates.
 //! * [`timetable`] — cron expressions in a time zone (next runs, daylight saving time) and
 //!   the catch-up rule for a run that fell due while nobody was there.
+//! * [`voice`] — the speech services: voice messages transcribed by an OpenAI-compatible
+//!   service the daemon calls (the agent has no network), metered per user and day.
 //!
 //! Layers (a module uses only modules of lower layers; `tests/layering.rs` reads this table and
 //! holds it, with no exceptions):
@@ -60,7 +62,7 @@
 //! | 0 | `backoff`, `names`, `sync`, `text`, `timetable`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store` |
 //! | 2 | `observability`, `embeddings`, `skills` |
-//! | 3 | `ops`, `platform` |
+//! | 3 | `ops`, `platform`, `voice` |
 //! | 4 | `setup`, `attachments`, `agent`, `session`, `reminders` |
 //! | 5 | `skill_api`, `places` |
 //! | 6 | `gateway` |
@@ -104,3 +106,4 @@ pub mod sync;
 pub mod systemd;
 pub mod text;
 pub mod timetable;
+pub mod voice;

@@ -11,7 +11,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use air_friends::agent::env::AGENT_POLICY_ENV;
@@ -1110,7 +1110,7 @@ async fn opencode_sees_an_attached_picture_and_reads_an_attached_file_in_the_san
     )
     .unwrap();
     let notes = "The secret word is pineapple.\n";
-    let instance = serve_files(vec![
+    let instance = common::file_server::serve_files(vec![
         ("cat.png", "image/png", picture.clone()),
         ("notes.txt", "text/plain", notes.as_bytes().to_vec()),
     ])
@@ -1145,6 +1145,7 @@ async fn opencode_sees_an_attached_picture_and_reads_an_attached_file_in_the_san
     let received = fetcher
         .receive(
             PlatformKind::Misskey,
+            &air_friends::store::WorkspaceKey::new("misskey", "u1").unwrap(),
             &[
                 file("1", "cat.png", "image/png", picture.len()),
                 file("2", "notes.txt", "text/plain", notes.len()),
@@ -1171,7 +1172,7 @@ async fn opencode_sees_an_attached_picture_and_reads_an_attached_file_in_the_san
     let (spec, mut turn) = session(&w, env_for(&w, &llm)).split();
     turn.prompt = format!(
         "The user sent you files. Read notes.txt, then answer with send-reply.\n\n{}",
-        received.section(true, &mut 10_000)
+        received.section(true, false, &mut 10_000)
     );
     turn.images = received
         .pictures()
@@ -1211,34 +1212,6 @@ async fn opencode_sees_an_attached_picture_and_reads_an_attached_file_in_the_san
             .any(|r| r.contains("The secret word is pineapple.")),
         "the read tool's result (the attached file) never reached the model: {turn_requests:?}"
     );
-}
-
-/// A loopback HTTP server answering `GET /files/{name}` with the given files; returns its
-/// `127.0.0.1:PORT`.
-async fn serve_files(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
-    use axum::extract::Path as UrlPath;
-    use axum::response::IntoResponse;
-    let files = Arc::new(files);
-    let app = axum::Router::new().route(
-        "/files/{name}",
-        axum::routing::get(move |UrlPath(name): UrlPath<String>| {
-            let files = files.clone();
-            async move {
-                match files.iter().find(|(n, _, _)| *n == name) {
-                    Some((_, mime, bytes)) => {
-                        ([("content-type", *mime)], bytes.clone()).into_response()
-                    }
-                    None => axum::http::StatusCode::NOT_FOUND.into_response(),
-                }
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
 }
 
 /// Memory maintenance with the real OpenCode: `air-friends serve` finds a workspace with enough
@@ -1492,6 +1465,56 @@ async fn a_places_persona_and_model_reach_the_real_opencode() {
     );
 }
 
+/// The fake LLM's steps for OpenCode to write `reply` into its session's folder of the
+/// workspace set later in the returned cell (known once the daemon's folder exists), then send
+/// it with send-reply.
+fn reply_in_session(skills: &Path, reply: &'static str) -> (Vec<Step>, Arc<OnceLock<PathBuf>>) {
+    let workspace: Arc<OnceLock<PathBuf>> = Arc::default();
+    let mut steps = common::fake_llm::reply_steps(Path::new("/unset"), skills, reply);
+    let ws = workspace.clone();
+    steps[0] = Step::Dynamic(Arc::new(move |req| {
+        let session = common::fake_llm::find_in_request(req, "Session id: ")
+            .expect("the prompt names the session");
+        let ws = ws.get().expect("the workspace is set before the turn");
+        (
+            "write",
+            json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": reply}),
+        )
+    }));
+    (steps, workspace)
+}
+
+/// `air-friends serve` on the fake Discord with the real OpenCode in the sandbox, its model the
+/// fake LLM at `llm` behind the gateway with `key`; `extra` gives the other top-level sections
+/// (from the files folder) and the variables besides the key and `HOME`.
+async fn serve_opencode(
+    llm: &str,
+    key: &str,
+    extra: impl FnOnce(&Path) -> (String, Vec<(&'static str, String)>),
+) -> common::serve_discord::DiscordServe {
+    let bin = common::opencode::opencode();
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    common::serve_discord::DiscordServe::start(|files| {
+        let home = files.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let config = fake_chat_config(Path::new("/unused"), &bin, &skills, llm, key, &[]);
+        let sections = json!({"agent": config["agent"], "prompts": config["prompts"]});
+        let (extra_yaml, mut env) = extra(files);
+        env.extend([
+            ("FAKE_LLM_KEY", key.to_owned()),
+            ("HOME", home.display().to_string()),
+        ]);
+        common::serve_discord::DiscordSetup {
+            agent_yaml: Some(serde_yaml::to_string(&sections).unwrap()),
+            sandbox: Some(String::new()),
+            env,
+            extra_yaml,
+            ..common::serve_discord::DiscordSetup::default()
+        }
+    })
+    .await
+}
+
 /// An operator schedule runs on the real OpenCode (in the sandbox, through the gateway, with
 /// the fake LLM): `air-friends schedules run` against `air-friends serve` on the fake Discord.
 /// The model is given the schedule's task and the post's instructions, OpenCode posts through
@@ -1500,46 +1523,19 @@ async fn a_places_persona_and_model_reach_the_real_opencode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_prompt_runs_on_the_real_opencode_and_posts_in_its_channel() {
     use common::fake_discord::{BOT_ID, CHANNEL_ID, GUILD_ID};
-    use common::serve_discord::{DiscordServe, DiscordSetup};
-    use std::sync::OnceLock;
 
-    let bin = common::opencode::opencode();
     let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
     let post = "Good morning from OpenCode!";
-    // The bot's workspace is known once the daemon's folder exists.
-    let workspace: Arc<OnceLock<PathBuf>> = Arc::default();
-    let mut steps = common::fake_llm::reply_steps(Path::new("/unset"), &skills, post);
-    let ws = workspace.clone();
-    steps[0] = Step::Dynamic(Arc::new(move |req| {
-        let session = common::fake_llm::find_in_request(req, "Session id: ")
-            .expect("the prompt names the session");
-        let ws = ws.get().expect("the workspace is set before the run");
-        (
-            "write",
-            json!({"filePath": ws.join("tmp").join(&session).join("reply.md"), "content": post}),
-        )
-    }));
+    let (steps, workspace) = reply_in_session(&skills, post);
     let llm = FakeLlm::start(steps).await;
     let key = "sk-fake-provider-key-for-the-schedule";
-    let bot = DiscordServe::start(|files| {
+    let bot = serve_opencode(&llm.base_url, key, |files| {
         std::fs::write(files.join("task.md"), "Greet the server (task qzxv-opencode).").unwrap();
-        let home = files.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let config = fake_chat_config(Path::new("/unused"), &bin, &skills, &llm.base_url, key, &[]);
-        let sections = json!({"agent": config["agent"], "prompts": config["prompts"]});
-        DiscordSetup {
-            agent_yaml: Some(serde_yaml::to_string(&sections).unwrap()),
-            sandbox: Some(String::new()),
-            env: vec![
-                ("FAKE_LLM_KEY", key.to_owned()),
-                ("HOME", home.display().to_string()),
-            ],
-            extra_yaml: format!(
-                "schedules:\n  - name: morning\n    cron: '0 0 1 1 *'\n    place: discord/guild/{GUILD_ID}/channel/{CHANNEL_ID}\n    prompt: {}\n",
-                files.join("task.md").display()
-            ),
-            ..DiscordSetup::default()
-        }
+        let yaml = format!(
+            "schedules:\n  - name: morning\n    cron: '0 0 1 1 *'\n    place: discord/guild/{GUILD_ID}/channel/{CHANNEL_ID}\n    prompt: {}\n",
+            files.join("task.md").display()
+        );
+        (yaml, Vec::new())
     })
     .await;
     workspace
@@ -1574,5 +1570,75 @@ async fn a_scheduled_prompt_runs_on_the_real_opencode_and_posts_in_its_channel()
         let auth = h.get("authorization").and_then(|v| v.to_str().ok());
         assert_eq!(auth, Some(format!("Bearer {key}").as_str()));
     }
+    bot.stop();
+}
+
+/// A voice message heard on the real OpenCode (in the sandbox, through the gateway, with the
+/// fake LLM): a Discord voice message (Ogg Opus, no text) to the bot's DMs is transcribed by the
+/// daemon through the fake speech service, and the transcript, marked as a voice message with
+/// its length, is in the model's request; OpenCode answers through send-reply. The speech
+/// service's key reaches the service only, never the model provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voice_messages_transcript_reaches_the_model_through_the_real_opencode() {
+    use common::fake_discord::{DM_CHANNEL_ID, Served, USER_ID, message_create, user};
+    use common::fake_speech::{Answer, FakeSpeech};
+
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let reply = "See you at the fountain.";
+    let said = "meet me at the fountain at seven (kqpw-voice)";
+    let speech = FakeSpeech::start(Answer::Text(said.into())).await;
+    let (steps, workspace) = reply_in_session(&skills, reply);
+    let llm = FakeLlm::start(steps).await;
+    let key = "sk-fake-provider-key-for-voice";
+    let speech_key = "sk-speech-key-only-the-service-sees";
+    let bot = serve_opencode(&llm.base_url, key, |_| {
+        let yaml = format!(
+            "attachments:\n  transcription:\n    baseUrl: {}\n    apiKeyEnv: SPEECH_KEY\n",
+            speech.base_url
+        );
+        (yaml, vec![("SPEECH_KEY", speech_key.to_owned())])
+    })
+    .await;
+    workspace
+        .set(
+            bot.config
+                .dir
+                .path()
+                .join(format!("data/workspaces/discord/{USER_ID}")),
+        )
+        .unwrap();
+    let ogg = common::audio::ogg_opus(4.0);
+    let url = bot
+        .fake
+        .serve_file("voice-message.ogg", Served::Bytes("audio/ogg", ogg.clone()));
+    let mut m = message_create(
+        &bot.fake.next_id(),
+        DM_CHANNEL_ID,
+        None,
+        user(USER_ID, "alice", false),
+        "",
+    );
+    m["flags"] = json!(8192);
+    m["attachments"] = json!([{
+        "id": "91", "filename": "voice-message.ogg", "size": ogg.len(), "url": url,
+        "proxy_url": url, "content_type": "audio/ogg", "duration_secs": 4.0,
+        "waveform": "AAAA"
+    }]);
+    bot.fake.push_message(m);
+    let replies = bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    assert_eq!(replies[0].content, reply);
+    let asked = serde_json::to_string(&llm.requests()).unwrap();
+    assert!(
+        asked.contains(&format!("[voice message, 0:04; its transcript:]\\n{said}")),
+        "the transcript reached the model: {asked}"
+    );
+    assert!(
+        !asked.contains(speech_key),
+        "the speech key stays with the daemon"
+    );
+    assert_eq!(
+        speech.uploads()[0].authorization().as_deref(),
+        Some(format!("Bearer {speech_key}").as_str())
+    );
     bot.stop();
 }

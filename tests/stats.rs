@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use air_friends::store::analytics::{BUCKETS, SkillCallRow, bucket_of};
 use air_friends::store::{
     Importance, MaintenanceRun, MemoryPatch, NewMemory, NewReminder, RunEnd, RunTrigger, Scope,
-    Store, Visibility, WorkspaceKey,
+    Store, Visibility, VoiceUsage, WorkspaceKey,
 };
 use chrono::{Duration, Utc};
 use common::TestConfig;
@@ -146,6 +146,26 @@ async fn stats_reports_skills_workspaces_and_tokens() {
         .unwrap();
     store
         .add_llm_usage(&alice, Utc::now().date_naive(), 300, 20)
+        .await
+        .unwrap();
+    // Voice: two voice messages transcribed today (1.5 minutes) and one reply spoken.
+    let voice = VoiceUsage {
+        audio_in_ms: 60_000,
+        transcriptions: 1,
+        ..VoiceUsage::default()
+    };
+    store
+        .add_voice_usage(&alice, Utc::now().date_naive(), voice)
+        .await
+        .unwrap();
+    let voice = VoiceUsage {
+        audio_in_ms: 30_000,
+        transcriptions: 1,
+        audio_out_ms: 12_000,
+        speeches: 1,
+    };
+    store
+        .add_voice_usage(&alice, Utc::now().date_naive(), voice)
         .await
         .unwrap();
     // Memory maintenance of another user: two public runs this week (the newest a dry run),
@@ -308,6 +328,15 @@ async fn stats_reports_skills_workspaces_and_tokens() {
     assert_eq!(
         words(line(&text, &today)),
         [today.as_str(), "1500", "100", "2"],
+        "{text}"
+    );
+    let voice = text
+        .split("Voice per day (all users)")
+        .nth(1)
+        .expect("the voice section");
+    assert_eq!(
+        words(line(voice, &today)),
+        [today.as_str(), "2", "1.5", "1", "0.2"],
         "{text}"
     );
 }

@@ -2,7 +2,7 @@
 //! UTC day, the all-users total, the same per place (`llm_usage_place`, schema version 9), and
 //! the migration of a version-1 database.
 
-use air_friends::store::{LlmUsage, SCHEMA_VERSION, Scope, Store, WorkspaceKey};
+use air_friends::store::{LlmUsage, SCHEMA_VERSION, Scope, Store, VoiceUsage, WorkspaceKey};
 use chrono::NaiveDate;
 
 fn ws(user: &str) -> WorkspaceKey {
@@ -178,6 +178,29 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders()
         .unwrap();
     assert_eq!((stats.public.total, stats.public.enabled), (1, 1));
     store.add_llm_usage(&ws("a"), day(1), 4, 2).await.unwrap();
+    // Voice is counted on the same row (v14) without adding a model request.
+    let voice = VoiceUsage {
+        audio_in_ms: 42_000,
+        transcriptions: 1,
+        ..VoiceUsage::default()
+    };
+    store
+        .add_voice_usage(&ws("a"), day(1), voice)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.voice_usage_on(day(1), Some(&ws("a"))).await.unwrap(),
+        voice
+    );
+    assert_eq!(store.voice_usage_on(day(1), None).await.unwrap(), voice);
+    assert_eq!(
+        store
+            .llm_usage_on(day(1), Some(&ws("a")))
+            .await
+            .unwrap()
+            .requests,
+        1
+    );
     // A reminder of version 1 is a one-time reminder after the recurring ones' columns (v13).
     let reminder = store.get_reminder("rem_v1").await.unwrap().unwrap();
     assert_eq!(
@@ -194,7 +217,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders()
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (13, 13));
+    assert_eq!((version, SCHEMA_VERSION), (14, 14));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

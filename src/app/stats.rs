@@ -1,7 +1,8 @@
 //! `air-friends stats`: what the daemon has been doing, from the database. Per skill: calls,
 //! errors by code and latency p50/p99 over the last day and the last week (counted by the Skill
 //! API's call log, written once a minute); per workspace: memories by state and reminders by
-//! state; the model gateway's tokens per day over the last week; memory maintenance runs per
+//! state; the model gateway's tokens per day over the last week; voice (messages transcribed,
+//! replies spoken, minutes of each) per day over the last week; memory maintenance runs per
 //! workspace over the last week; operator schedules' runs over the last week (posted, skipped,
 //! failed, the last one and why); the last day's unanswered messages by state and reason (the
 //! inbox). Runs beside a live daemon
@@ -21,7 +22,9 @@ use std::collections::BTreeMap;
 use chrono::NaiveDate;
 
 use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
-use crate::store::{LlmUsage, MaintenanceSummary, ScheduleSummary, Store, StoreError, Unanswered};
+use crate::store::{
+    LlmUsage, MaintenanceSummary, ScheduleSummary, Store, StoreError, Unanswered, VoiceUsage,
+};
 
 /// Prints the statistics of the database named by the configuration at `config_path`.
 pub(super) fn stats_main(config_path: &Path) -> ExitCode {
@@ -58,6 +61,9 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     let tokens = store
         .tokens_per_day((now - Days::days(6)).date_naive())
         .await?;
+    let voice = store
+        .voice_per_day((now - Days::days(6)).date_naive())
+        .await?;
     let maintenance = store.maintenance_summary(now - Days::days(7)).await?;
     let unanswered = store.inbox_unanswered_since(now - Days::hours(24)).await?;
     let schedules = store.schedule_summary(now - Days::days(7)).await?;
@@ -67,6 +73,7 @@ pub async fn report(path: &Path) -> Result<String, StoreError> {
     skills_section(&mut out, &day, &week);
     workspaces_section(&mut out, &workspaces);
     tokens_section(&mut out, &tokens);
+    voice_section(&mut out, &voice);
     maintenance_section(&mut out, &maintenance);
     schedules_section(&mut out, &schedules);
     unanswered_section(&mut out, &unanswered);
@@ -188,6 +195,32 @@ fn tokens_section(out: &mut String, tokens: &[(NaiveDate, LlmUsage)]) {
                 u.requests
             );
         }
+    }
+}
+
+/// Voice per day: messages transcribed and replies spoken, with their minutes of audio.
+fn voice_section(out: &mut String, voice: &[(NaiveDate, VoiceUsage)]) {
+    let _ = writeln!(out, "\nVoice per day (all users)");
+    if voice.is_empty() {
+        let _ = writeln!(out, "  none in the last 7 days");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<10} {:>11} {:>9} {:>7} {:>9}",
+        "day", "transcribed", "minutes", "spoken", "minutes"
+    );
+    let minutes = |ms: u64| format!("{:.1}", ms as f64 / 60_000.0);
+    for (day, v) in voice {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:>11} {:>9} {:>7} {:>9}",
+            day.format("%Y-%m-%d"),
+            v.transcriptions,
+            minutes(v.audio_in_ms),
+            v.speeches,
+            minutes(v.audio_out_ms)
+        );
     }
 }
 

@@ -1,10 +1,15 @@
 //! How a message's attachments read in the prompt: one line per file (where it is saved, the
-//! sender's name, type, size, and what the agent was given: image N, inline text, or the file),
-//! skipped files with the reason, then the inline texts, each fenced under its name, as long
-//! as they fit the prompt's token budget.
+//! sender's name, type, size, and what the agent was given: image N, inline text, a voice
+//! message's transcript, or the file), skipped files with the reason, then the inline texts
+//! and transcripts, each fenced under its name, as long as they fit the prompt's token budget.
+//! A voice message's transcript is the message's text when the message has none
+//! ([`Received::spoken`]); it is then not repeated here.
 
-use super::{Content, IncomingFile, Picture};
+use std::time::Duration;
+
+use super::{Audio, Content, Hearing, IncomingFile, Picture};
 use crate::text::estimate_tokens;
+use crate::voice::clock;
 
 /// A message's attachments after [`super::Attachments::receive`].
 #[derive(Debug, Clone, Default)]
@@ -27,15 +32,32 @@ impl Received {
         })
     }
 
+    /// The first transcript among the files and the audio's length: what stands for the
+    /// message's text when it has none.
+    pub fn spoken(&self) -> Option<(&str, Option<Duration>)> {
+        self.files.iter().find_map(|f| match &f.result {
+            Ok(saved) => match &saved.content {
+                Content::Audio(a) => match &a.hearing {
+                    Hearing::Heard { text, .. } => Some((text.as_str(), a.duration.clone().ok())),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Err(_) => None,
+        })
+    }
+
     /// Estimated tokens the pictures cost the model.
     pub fn picture_tokens(&self) -> usize {
         self.pictures().map(Picture::estimated_tokens).sum()
     }
 
     /// The prompt section, empty without attachments. `vision`: the pictures go with the
-    /// prompt as image blocks. The section is charged to `budget` (estimated tokens): the
-    /// list always, each inline text only while it fits (one that does not is left as a file).
-    pub fn section(&self, vision: bool, budget: &mut usize) -> String {
+    /// prompt as image blocks. `spoken_is_text`: the first transcript ([`spoken`](Self::spoken))
+    /// is shown as the message's text. The section is charged to `budget` (estimated tokens):
+    /// the list always, each inline text or transcript only while it fits (one that does not is
+    /// left as a file).
+    pub fn section(&self, vision: bool, spoken_is_text: bool, budget: &mut usize) -> String {
         if self.files.is_empty() {
             return String::new();
         }
@@ -48,6 +70,7 @@ impl Received {
         )];
         let mut inline = Vec::new();
         let mut image = 0;
+        let mut spoken_shown = !spoken_is_text;
         for f in &self.files {
             let saved = match &f.result {
                 Ok(saved) => saved,
@@ -86,7 +109,7 @@ impl Received {
                     }
                 }
                 Content::Text(text) => {
-                    let block = fenced(&f.name, text);
+                    let block = fenced(&quoted(&f.name), text);
                     let cost = estimate_tokens(&block) + 1;
                     if cost <= *budget {
                         *budget -= cost;
@@ -95,6 +118,11 @@ impl Received {
                     } else {
                         "text, too long to show here: read the file".into()
                     }
+                }
+                Content::Audio(audio) => {
+                    let as_text = !spoken_shown && matches!(audio.hearing, Hearing::Heard { .. });
+                    spoken_shown |= as_text;
+                    audio_line(&f.name, audio, as_text, &mut inline, budget)
                 }
                 Content::File => "read the file to see what is in it".into(),
             };
@@ -113,6 +141,54 @@ impl Received {
             s.push_str(&block);
         }
         s
+    }
+}
+
+/// What an audio file's line says; its transcript goes to `inline` when it is not the
+/// message's text (`as_text`) and fits `budget`.
+fn audio_line(
+    name: &str,
+    audio: &Audio,
+    as_text: bool,
+    inline: &mut Vec<String>,
+    budget: &mut usize,
+) -> String {
+    let length = match &audio.duration {
+        Ok(d) => format!("{}, ", clock(*d)),
+        Err(_) => String::new(),
+    };
+    let what = format!("audio ({length}{})", audio.format.name());
+    match &audio.hearing {
+        Hearing::Heard { path, .. } if as_text => {
+            format!(
+                "{what}: a voice message; its transcript is the current message's text above{}",
+                saved_as(path)
+            )
+        }
+        Hearing::Heard { text, path } => {
+            let block = fenced(&format!("Transcript of {}", quoted(name)), text);
+            let cost = estimate_tokens(&block) + 1;
+            if cost <= *budget {
+                *budget -= cost;
+                inline.push(block);
+                format!("{what}: transcript shown below{}", saved_as(path))
+            } else {
+                format!("{what}: transcript too long to show here{}", saved_as(path))
+            }
+        }
+        Hearing::NotHeard(why) => format!("{what}, {why}; you cannot hear it"),
+        Hearing::Off => {
+            format!("{what}, not transcribed (voice is off on this bot); you cannot hear it")
+        }
+    }
+}
+
+/// `; saved as `path`` when the transcript was saved.
+fn saved_as(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("; saved as `{path}`")
     }
 }
 
@@ -160,12 +236,11 @@ fn quoted(name: &str) -> String {
 }
 
 /// `text` under a heading with its name, in a fence longer than any run of backticks in it.
-fn fenced(name: &str, text: &str) -> String {
+fn fenced(title: &str, text: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest.max(2) + 1);
     format!(
-        "### {}\n{fence}\n{}\n{fence}",
-        quoted(name),
+        "### {title}\n{fence}\n{}\n{fence}",
         text.trim_end_matches('\n')
     )
 }
@@ -187,6 +262,7 @@ pub fn size(bytes: u64) -> String {
 mod tests {
     use super::super::{SavedFile, Skip};
     use super::*;
+    use crate::voice::NotHeard;
 
     fn file(name: &str, result: Result<SavedFile, Skip>) -> IncomingFile {
         IncomingFile {
@@ -245,7 +321,7 @@ mod tests {
             ],
         };
         let mut budget = 10_000;
-        let s = r.section(true, &mut budget);
+        let s = r.section(true, false, &mut budget);
         assert!(s.contains("`tmp/s1/in/`"), "{s}");
         assert!(s.contains("- `tmp/s1/in/cat.jpg`: \"cat.jpg\" (image/jpeg, 2.0 KB) — picture 4000×3000; you can see it as image 1 of this prompt, sent at 1264×948"), "{s}");
         assert!(
@@ -266,7 +342,7 @@ mod tests {
         assert_eq!(r.pictures().count(), 1);
         // Without vision the picture is a file only; with no budget the text stays a file.
         let mut none = 0;
-        let s = r.section(false, &mut none);
+        let s = r.section(false, false, &mut none);
         assert!(s.contains("— picture 4000×3000\n"), "{s}");
         assert!(!s.contains("image 1"), "{s}");
         assert!(s.contains("too long to show here"), "{s}");
@@ -282,7 +358,7 @@ mod tests {
                 Err(Skip::NoUrl),
             )],
         };
-        let s = r.section(true, &mut 100);
+        let s = r.section(true, false, &mut 100);
         assert_eq!(s.lines().filter(|l| l.starts_with("## ")).count(), 1, "{s}");
     }
 
@@ -301,6 +377,94 @@ mod tests {
         assert_eq!(
             r.brief(),
             "[attached: `tmp/s/in/a.png` (\"a.png\", image/png, 2.0 KB); \"bc.zip\" skipped: the download took too long]"
+        );
+    }
+
+    fn audio(seconds: u64, hearing: Hearing) -> Content {
+        Content::Audio(Audio {
+            format: super::super::AudioType::OggOpus,
+            duration: Ok(Duration::from_secs(seconds)),
+            hearing,
+        })
+    }
+
+    fn heard(text: &str, path: &str) -> Hearing {
+        Hearing::Heard {
+            text: text.into(),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn a_voice_message_reads_as_its_transcript_or_the_reason_there_is_none() {
+        let r = Received {
+            folder: "tmp/s/in".into(),
+            files: vec![
+                file(
+                    "one.ogg",
+                    Ok(saved(
+                        "tmp/s/in/one.ogg",
+                        "audio/ogg",
+                        audio(42, heard("first words", "tmp/s/in/one.ogg.txt")),
+                    )),
+                ),
+                file(
+                    "two.ogg",
+                    Ok(saved(
+                        "tmp/s/in/two.ogg",
+                        "audio/ogg",
+                        audio(5, heard("second ``` words", "tmp/s/in/two.ogg.txt")),
+                    )),
+                ),
+                file(
+                    "three.ogg",
+                    Ok(saved(
+                        "tmp/s/in/three.ogg",
+                        "audio/ogg",
+                        audio(9, Hearing::NotHeard(NotHeard::Timeout)),
+                    )),
+                ),
+                file(
+                    "four.ogg",
+                    Ok(saved(
+                        "tmp/s/in/four.ogg",
+                        "audio/ogg",
+                        audio(61, Hearing::Off),
+                    )),
+                ),
+            ],
+        };
+        assert_eq!(
+            r.spoken(),
+            Some(("first words", Some(Duration::from_secs(42))))
+        );
+        // The first transcript is the message's text; the second is shown with its file.
+        let s = r.section(false, true, &mut 10_000);
+        assert!(s.contains("— audio (0:42, Ogg Opus): a voice message; its transcript is the current message's text above; saved as `tmp/s/in/one.ogg.txt`"), "{s}");
+        assert!(
+            s.contains(
+                "— audio (0:05, Ogg Opus): transcript shown below; saved as `tmp/s/in/two.ogg.txt`"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("### Transcript of \"two.ogg\"\n````\nsecond ``` words\n````"),
+            "{s}"
+        );
+        assert!(!s.contains("first words"), "not repeated: {s}");
+        assert!(s.contains("— audio (0:09, Ogg Opus), not transcribed: the transcription service took too long; you cannot hear it"), "{s}");
+        assert!(s.contains("— audio (1:01, Ogg Opus), not transcribed (voice is off on this bot); you cannot hear it"), "{s}");
+        // The message has words of its own: every transcript is shown with its file, while
+        // it fits the budget.
+        let s = r.section(false, false, &mut 10_000);
+        assert!(
+            s.contains("### Transcript of \"one.ogg\"\n```\nfirst words\n```"),
+            "{s}"
+        );
+        let s = r.section(false, false, &mut 0);
+        assert!(
+            s.contains("transcript too long to show here; saved as `tmp/s/in/one.ogg.txt`"),
+            "{s}"
         );
     }
 

@@ -4,13 +4,16 @@
 //! ([`origin`]), within a size cap per file and per turn and a time-out ([`download`]) — and
 //! decides from the bytes what each file is ([`kind`]). Pictures are decoded and downscaled
 //! for the model ([`picture`]), a few at a time across the daemon ([`slots`]), and sent as ACP
-//! image blocks when the agent takes them; short
+//! image blocks when the agent takes them; audio has its length read from its container
+//! ([`audio`]) and, when `attachments.transcription` is set, is transcribed by the voice
+//! service (`voice::Transcriber`), the transcript saved beside it; short
 //! text files are shown in the prompt inline; every file is saved read-only in the session's
 //! staging folder under `in/` ([`save`]) and listed in the prompt ([`listing`]). A file that
 //! cannot be used is listed as skipped with the reason; the turn always goes on.
 //!
 //! Documented for operators in `docs/ATTACHMENTS.md`.
 
+pub mod audio;
 pub mod download;
 pub mod kind;
 pub mod listing;
@@ -27,7 +30,10 @@ use std::time::Duration;
 
 use crate::config::{AttachmentsConfig, Config};
 use crate::platform::{Attachment, MessageId, PlatformKind};
+use crate::store::WorkspaceKey;
+use crate::voice::{Clip, NotHeard, Transcriber};
 
+pub use audio::{AudioError, AudioType};
 pub use download::{DownloadError, Downloader};
 pub use kind::{ImageType, Kind};
 pub use listing::Received;
@@ -156,8 +162,37 @@ pub enum Content {
     Picture(Picture),
     /// Text short enough to show inline.
     Text(String),
+    /// Audio of the current message: its length and what the agent is told it says.
+    Audio(Audio),
     /// A file only (text too long to show, or any other type).
     File,
+}
+
+/// An audio file of the message being answered.
+#[derive(Debug, Clone)]
+pub struct Audio {
+    /// Its format, from its bytes.
+    pub format: AudioType,
+    /// Its length read from the container, or why it could not be read.
+    pub duration: Result<Duration, AudioError>,
+    /// What became of its transcription.
+    pub hearing: Hearing,
+}
+
+/// What became of an audio file's transcription.
+#[derive(Debug, Clone)]
+pub enum Hearing {
+    /// `attachments.transcription` is not set.
+    Off,
+    /// The transcript, saved beside the audio at `path` (relative to the workspace).
+    Heard {
+        /// What was said.
+        text: String,
+        /// Where the transcript is saved.
+        path: String,
+    },
+    /// Why there is no transcript.
+    NotHeard(NotHeard),
 }
 
 /// One attachment, saved or skipped.
@@ -182,6 +217,8 @@ pub struct Attachments {
     metrics: AttachmentMetrics,
     /// Bounds the pictures decoded at once across every conversation (`slots.rs`).
     slots: PreparationSlots,
+    /// Transcribes the current message's audio (`attachments.transcription`).
+    transcriber: Option<Transcriber>,
 }
 
 /// Why [`Attachments`] could not be built.
@@ -204,7 +241,14 @@ impl Attachments {
             settings,
             metrics,
             slots: PreparationSlots::default(),
+            transcriber: None,
         })
+    }
+
+    /// The fetcher with the current message's audio transcribed by `transcriber`.
+    pub fn with_transcriber(mut self, transcriber: Option<Transcriber>) -> Self {
+        self.transcriber = transcriber;
+        self
     }
 
     /// The fetcher `config` describes (`None` when `attachments.enabled` is false), for the
@@ -245,44 +289,43 @@ impl Attachments {
         self.metrics.images_sent(n as u64);
     }
 
-    /// Downloads and prepares `files` of a `platform` message into `staging/in/`, in order,
-    /// within the per-turn cap. `workspace` is what listed paths are relative to. Never fails:
-    /// what cannot be used is in the result as skipped.
+    /// Downloads and prepares `files` of a `platform` message from `who` into `staging/in/`,
+    /// in order, within the per-turn cap. `workspace` is what listed paths are relative to.
+    /// Never fails: what cannot be used is in the result as skipped.
     pub async fn receive(
         &self,
         platform: PlatformKind,
+        who: &WorkspaceKey,
         files: &[Attachment],
         staging: &Path,
         workspace: &Path,
     ) -> Received {
-        self.receive_turn(platform, files, &[], staging, workspace)
-            .await
-            .0
+        let turn = Turn {
+            platform,
+            who,
+            staging,
+            workspace,
+        };
+        self.receive_turn(&turn, files, &[]).await.0
     }
 
     /// [`receive`](Self::receive) for the message being answered, then the files of earlier
     /// messages shown with it (`history`: message id and its files, in the order they should
     /// be fetched), all within one per-turn cap. History files are saved and listed, never
-    /// decoded, inlined or sent as images: the agent opens the ones it needs. Returns the
-    /// current message's files and each history message's, keyed by message id.
+    /// decoded, transcribed, inlined or sent as images: the agent opens the ones it needs.
+    /// Returns the current message's files and each history message's, keyed by message id.
     pub async fn receive_turn(
         &self,
-        platform: PlatformKind,
+        turn: &Turn<'_>,
         current: &[Attachment],
         history: &[(MessageId, Vec<Attachment>)],
-        staging: &Path,
-        workspace: &Path,
     ) -> (Received, HashMap<MessageId, Received>) {
         let started = std::time::Instant::now();
         let mut used = 0u64;
-        let now = self
-            .batch(platform, current, true, staging, workspace, &mut used)
-            .await;
+        let now = self.batch(turn, current, true, &mut used).await;
         let mut earlier = HashMap::new();
         for (id, files) in history {
-            let r = self
-                .batch(platform, files, false, staging, workspace, &mut used)
-                .await;
+            let r = self.batch(turn, files, false, &mut used).await;
             earlier.insert(id.clone(), r);
         }
         if !current.is_empty() || !history.is_empty() {
@@ -293,18 +336,15 @@ impl Attachments {
 
     async fn batch(
         &self,
-        platform: PlatformKind,
+        turn: &Turn<'_>,
         files: &[Attachment],
         for_prompt: bool,
-        staging: &Path,
-        workspace: &Path,
         used: &mut u64,
     ) -> Received {
+        let platform = turn.platform;
         let mut out = Vec::with_capacity(files.len());
         for file in files {
-            let result = self
-                .one(platform, file, for_prompt, staging, workspace, used)
-                .await;
+            let result = self.one(turn, file, for_prompt, used).await;
             match &result {
                 Ok(saved) => {
                     self.metrics.fetched();
@@ -323,20 +363,19 @@ impl Attachments {
             });
         }
         Received {
-            folder: relative(workspace, &staging.join(save::INCOMING_DIR)),
+            folder: relative(turn.workspace, &turn.staging.join(save::INCOMING_DIR)),
             files: out,
         }
     }
 
     async fn one(
         &self,
-        platform: PlatformKind,
+        turn: &Turn<'_>,
         file: &Attachment,
         for_prompt: bool,
-        staging: &Path,
-        workspace: &Path,
         used: &mut u64,
     ) -> Result<SavedFile, Skip> {
+        let platform = turn.platform;
         let s = &self.settings;
         if file.url.trim().is_empty() {
             return Err(Skip::NoUrl);
@@ -369,12 +408,61 @@ impl Attachments {
         };
         *used += bytes.len() as u64;
         self.metrics.downloaded(bytes.len() as u64);
-        self.prepare_downloaded(bytes, file, for_prompt, staging, workspace)
-            .await
+        let (saved, bytes) = self
+            .prepare_downloaded(bytes, file, for_prompt, turn.staging, turn.workspace)
+            .await;
+        let mut saved = saved?;
+        if let Content::Audio(audio) = &mut saved.content {
+            audio.hearing = self.hear(turn, file, audio, bytes).await;
+        }
+        Ok(saved)
+    }
+
+    /// The transcript of the current message's `audio` (its downloaded `bytes`), saved beside
+    /// it in `in/`; or why there is none.
+    async fn hear(
+        &self,
+        turn: &Turn<'_>,
+        file: &Attachment,
+        audio: &Audio,
+        bytes: Vec<u8>,
+    ) -> Hearing {
+        let Some(transcriber) = &self.transcriber else {
+            return Hearing::Off;
+        };
+        let clip = Clip {
+            bytes,
+            file_name: format!("voice.{}", audio.format.extension()),
+            mime: audio.format.mime(),
+            duration: audio.duration.clone().map_err(|e| e.to_string()),
+        };
+        let heard = match transcriber.transcribe(turn.who, clip).await {
+            Ok(heard) => heard,
+            Err(why) => return Hearing::NotHeard(why),
+        };
+        let (staging, name) = (turn.staging.to_path_buf(), format!("{}.txt", file.filename));
+        let text = heard.text.clone();
+        let saved =
+            tokio::task::spawn_blocking(move || save::save(&staging, &name, text.as_bytes())).await;
+        let workspace = turn.workspace.to_path_buf();
+        match saved {
+            Ok(Ok(path)) => Hearing::Heard {
+                text: heard.text,
+                path: relative(&workspace, &path),
+            },
+            _ => {
+                tracing::warn!(name = %file.filename, "the transcript could not be saved beside the audio");
+                Hearing::Heard {
+                    text: heard.text,
+                    path: String::new(),
+                }
+            }
+        }
     }
 
     /// Classifies, prepares and saves downloaded `bytes` off the async workers; the current
     /// message's files (`for_prompt`), which may be decoded, wait for a preparation slot.
+    /// Gives the bytes back with the result (an audio file goes on to be transcribed).
     async fn prepare_downloaded(
         &self,
         bytes: Vec<u8>,
@@ -382,7 +470,7 @@ impl Attachments {
         for_prompt: bool,
         staging: &Path,
         workspace: &Path,
-    ) -> Result<SavedFile, Skip> {
+    ) -> (Result<SavedFile, Skip>, Vec<u8>) {
         let s = &self.settings;
         // Files of earlier messages are only saved: no picture is decoded, no text inlined.
         let (max_pixels, max_inline) = if for_prompt {
@@ -393,7 +481,7 @@ impl Attachments {
         let (name, mime) = (file.filename.clone(), file.mime.clone());
         let (staging, workspace) = (staging.to_path_buf(), workspace.to_path_buf());
         let job = move || {
-            prepare(
+            let prepared = prepare(
                 &bytes,
                 &name,
                 mime.as_deref(),
@@ -401,7 +489,8 @@ impl Attachments {
                 max_inline,
                 &staging,
                 &workspace,
-            )
+            );
+            (prepared, bytes)
         };
         let done = if for_prompt {
             self.slots.run(job).await
@@ -410,7 +499,12 @@ impl Attachments {
                 .await
                 .map_err(|_| SlotError::JobFailed)
         };
-        done.unwrap_or_else(|_| Err(Skip::Failed("preparing the file failed".into())))
+        done.unwrap_or_else(|_| {
+            (
+                Err(Skip::Failed("preparing the file failed".into())),
+                Vec::new(),
+            )
+        })
     }
 }
 
@@ -426,8 +520,21 @@ fn skip_of(e: DownloadError, max_file: u64) -> Skip {
     }
 }
 
+/// Whose message the files are and where they go.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// The platform the files come from.
+    pub platform: PlatformKind,
+    /// The sender, whose day a transcription counts in.
+    pub who: &'a WorkspaceKey,
+    /// The session's staging folder (files go to its `in/`).
+    pub staging: &'a Path,
+    /// What listed paths are relative to.
+    pub workspace: &'a Path,
+}
+
 /// Classifies, prepares and saves one downloaded file (blocking). `max_pixels`: `None`
-/// keeps a picture as a file, undecoded.
+/// keeps a picture as a file, undecoded, and audio as a file, unread (an earlier message's).
 fn prepare(
     bytes: &[u8],
     name: &str,
@@ -446,6 +553,15 @@ fn prepare(
             }
             None => (t.mime().to_owned(), Content::File),
         },
+        Kind::Audio(format) if max_pixels.is_some() => (
+            format.mime().to_owned(),
+            Content::Audio(Audio {
+                format,
+                duration: audio::duration(bytes, format),
+                hearing: Hearing::Off,
+            }),
+        ),
+        Kind::Audio(format) => (format.mime().to_owned(), Content::File),
         Kind::Mislabelled { claimed } => return Err(Skip::Mislabelled { claimed }),
         Kind::Text(text) => (
             declared.unwrap_or_else(|| "text/plain".into()),
@@ -540,8 +656,9 @@ mod tests {
             filename: "cat.png".into(),
             size: 10,
         };
+        let who = WorkspaceKey::new("misskey", "u1").unwrap();
         let got = fetcher
-            .receive(PlatformKind::Misskey, &[file], dir.path(), dir.path())
+            .receive(PlatformKind::Misskey, &who, &[file], dir.path(), dir.path())
             .await;
         assert_eq!(
             got.files[0].result.as_ref().unwrap_err(),

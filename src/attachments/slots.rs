@@ -258,6 +258,7 @@ mod tests {
         let earlier = fetcher
             .prepare_downloaded(png(), &file("earlier.png"), false, &root, &root)
             .await
+            .0
             .unwrap();
         assert!(matches!(earlier.content, Content::File));
         let window = tokio::time::Instant::now() + Duration::from_millis(200);
@@ -268,7 +269,7 @@ mod tests {
         for _ in &holders {
             release.send(()).unwrap();
         }
-        let now = pending.await.unwrap().unwrap();
+        let now = pending.await.unwrap().0.unwrap();
         assert!(matches!(now.content, Content::Picture(_)));
         for holder in holders {
             assert_eq!(holder.await.ok(), Some(Ok(())));

@@ -79,6 +79,14 @@ pub fn known_secret_values(config: &Config, env: &impl EnvSource) -> Vec<String>
         .providers
         .values()
         .map(|p| &p.api_key_env)
+        .chain(config.memory.embeddings.iter().map(|e| &e.api_key_env))
+        .chain(
+            config
+                .attachments
+                .transcription
+                .iter()
+                .map(|t| &t.api_key_env),
+        )
         .filter(|name| !name.is_empty());
     for name in config.agent.provider_env_vars.iter().chain(gateway_keys) {
         if let Some(value) = env.var(name).filter(|v| !v.trim().is_empty())
@@ -179,6 +187,24 @@ mod tests {
                     baseUrl: http://127.0.0.1:8000/v1\n      apiKeyEnv: LOCAL_LLM_KEY\n";
         let config = load_str(text, &env).expect("valid");
         assert_eq!(known_secret_values(&config, &env), vec!["sk-local-value"]);
+    }
+
+    #[test]
+    fn known_secret_values_include_the_speech_and_embedding_services_keys() {
+        let env = |name: &str| match name {
+            "VOICE_KEY" => Some("sk-voice-value".to_owned()),
+            "EMBED_KEY" => Some("sk-embed-value".to_owned()),
+            _ => None,
+        };
+        let text = "agent:\n  providerEnvVars: []\n  providers: {}\n\
+                    attachments:\n  transcription:\n    baseUrl: https://speech.example/v1\n    \
+                    apiKeyEnv: VOICE_KEY\n\
+                    memory:\n  embeddings:\n    baseUrl: https://embed.example/v1\n    \
+                    apiKeyEnv: EMBED_KEY\n    model: m\n    dimensions: 8\n";
+        let config = load_str(text, &env).expect("valid");
+        let mut values = known_secret_values(&config, &env);
+        values.sort();
+        assert_eq!(values, vec!["sk-embed-value", "sk-voice-value"]);
     }
 
     #[test]

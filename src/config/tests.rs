@@ -565,6 +565,56 @@ fn embeddings_need_an_endpoint_a_model_and_a_length() {
 }
 
 #[test]
+fn transcription_needs_one_endpoint_a_model_and_sane_caps() {
+    let got = issues(
+        "attachments:\n  transcription:\n    model: \"\"\n    language: English\n    \
+         maxSeconds: 0\n    maxMb: 0\n    timeoutMs: 0\n    minutesPerUserPerDay: 0\n",
+    );
+    for key in [
+        "attachments.transcription: needs a provider",
+        "attachments.transcription.model: ",
+        "attachments.transcription.language: \"English\" is not an ISO-639-1 code",
+        "attachments.transcription.maxSeconds: ",
+        "attachments.transcription.maxMb: ",
+        "attachments.transcription.timeoutMs: ",
+        "attachments.transcription.minutesPerUserPerDay: ",
+    ] {
+        assert!(got.iter().any(|g| g.starts_with(key)), "{key} in {got:?}");
+    }
+    let got = issues(
+        "attachments:\n  transcription:\n    provider: openai\n    baseUrl: https://x.example/v1\n",
+    );
+    assert!(
+        got.iter()
+            .any(|g| g.starts_with("attachments.transcription.baseUrl: set either")),
+        "{got:?}"
+    );
+    let got = issues(
+        "attachments:\n  transcription:\n    baseUrl: http://speech.example/v1\n    apiKeyEnv: K\n",
+    );
+    assert!(got.iter().any(|g| g.contains("unencrypted")), "{got:?}");
+    let ok = load_str(
+        "attachments:\n  transcription:\n    provider: openai\n    language: ja\n",
+        &no_env(),
+    )
+    .unwrap();
+    let t = ok.attachments.transcription.clone().unwrap();
+    assert_eq!(
+        (
+            t.model.as_str(),
+            t.max_seconds,
+            t.max_mb,
+            t.minutes_per_user_per_day
+        ),
+        ("whisper-1", 300, 25, None)
+    );
+    let at = ok
+        .service_endpoint(&t.provider, &t.base_url, &t.api_key_env)
+        .unwrap();
+    assert_eq!(at.base_url, ok.agent.providers["openai"].base_url);
+}
+
+#[test]
 fn type_errors_and_unknown_keys_are_reported_together() {
     let got = issues(
         "agent:\n  maxTurnMs: soon\n  maxConcurentSessions: 3\n  args: acp\n\

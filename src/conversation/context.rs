@@ -25,6 +25,7 @@ use crate::platform::{
 use crate::session::SessionId;
 use crate::store::{Memory, Scope, Store, WorkspaceKey};
 use crate::text::estimate_tokens;
+use crate::voice::clock;
 
 /// Most custom emojis listed.
 pub const MAX_EMOJIS: usize = 50;
@@ -278,6 +279,13 @@ fn current_section(p: &PromptParts) -> String {
     let Some(m) = &p.current else {
         return "## Current message\n(none: this session was started without a message)".to_owned();
     };
+    let text = match spoken(p) {
+        Some((transcript, length)) => {
+            let length = length.map_or(String::new(), |d| format!(", {}", clock(d)));
+            format!("[voice message{length}; its transcript:]\n{transcript}")
+        }
+        None => m.content.clone(),
+    };
     let mut s = format!(
         "## Current message\nFrom {} (display name {}, user id {}), message id {}, at {}:\n{}",
         m.username,
@@ -285,7 +293,7 @@ fn current_section(p: &PromptParts) -> String {
         m.user_id,
         m.message_id,
         fmt_time(&m.timestamp),
-        m.content
+        text
     );
     // Fetched attachments have their own section; otherwise they are only named.
     if p.files.is_none() {
@@ -296,11 +304,30 @@ fn current_section(p: &PromptParts) -> String {
     s
 }
 
+/// The transcript that stands for the current message's text (and the audio's length): the
+/// first voice message's, when the message has no text of its own.
+fn spoken(p: &PromptParts) -> Option<(&str, Option<std::time::Duration>)> {
+    let m = p.current.as_ref()?;
+    if has_words(&m.content) {
+        return None;
+    }
+    p.files.as_ref()?.spoken()
+}
+
+/// Whether `content` says anything besides mentions (`@name`, `<@id>`): a Misskey voice note
+/// to the bot carries only its mention.
+fn has_words(content: &str) -> bool {
+    content
+        .split_whitespace()
+        .any(|w| !(w.starts_with('@') || (w.starts_with("<@") && w.ends_with('>'))))
+}
+
 /// The attachments section, charged to `left`.
 fn files_section(p: &PromptParts, left: &mut usize) -> String {
-    p.files
-        .as_ref()
-        .map_or_else(String::new, |files| files.section(p.vision, left))
+    let spoken_is_text = spoken(p).is_some();
+    p.files.as_ref().map_or_else(String::new, |files| {
+        files.section(p.vision, spoken_is_text, left)
+    })
 }
 
 const INSTRUCTIONS: &str = "## Instructions\n\
@@ -874,6 +901,58 @@ mod tests {
         assert!(
             !warm.contains("## Session") && warm.ends_with(FOLLOWUP),
             "{warm}"
+        );
+    }
+
+    /// A message that is only a voice message (or says nothing but a mention) reads as its
+    /// transcript, with the audio's length; one with words of its own keeps them.
+    #[test]
+    fn a_voice_message_without_words_reads_as_its_transcript() {
+        use crate::attachments::{Audio, AudioType, Content, Hearing, IncomingFile, SavedFile};
+        let voice = Received {
+            folder: "tmp/s1/in".into(),
+            files: vec![IncomingFile {
+                name: "voice-message.ogg".into(),
+                declared_mime: Some("audio/ogg".into()),
+                declared_size: 9_000,
+                result: Ok(SavedFile {
+                    path: "tmp/s1/in/voice-message.ogg".into(),
+                    mime: "audio/ogg".into(),
+                    size: 9_000,
+                    content: Content::Audio(Audio {
+                        format: AudioType::OggOpus,
+                        duration: Ok(std::time::Duration::from_millis(7_400)),
+                        hearing: Hearing::Heard {
+                            text: "see you at eight".into(),
+                            path: "tmp/s1/in/voice-message.ogg.txt".into(),
+                        },
+                    }),
+                }),
+            }],
+        };
+        let fake = FakePlatform::discord();
+        for words in ["", "  ", "@airfriends", "<@123> @bot@example.net"] {
+            let mut p = parts();
+            p.current = Some(fake.push_incoming_dm("u1", words));
+            p.files = Some(voice.clone());
+            let text = assemble(&p, 10_000);
+            assert!(
+                text.contains(":\n[voice message, 0:07; its transcript:]\nsee you at eight\n\n## Files attached"),
+                "{words:?}: {text}"
+            );
+            assert_eq!(text.matches("see you at eight").count(), 1, "{text}");
+        }
+        let mut p = parts();
+        p.current = Some(fake.push_incoming_dm("u1", "@airfriends listen to this"));
+        p.files = Some(voice);
+        let text = assemble(&p, 10_000);
+        assert!(
+            text.contains(":\n@airfriends listen to this\n\n## Files"),
+            "{text}"
+        );
+        assert!(
+            text.contains("### Transcript of \"voice-message.ogg\"\n```\nsee you at eight\n```"),
+            "{text}"
         );
     }
 

@@ -26,7 +26,7 @@ use super::router::MessageHandler;
 use super::warm::{ConversationKey, Take, Unprompted, WarmAgent, WarmPool};
 use super::workspace::SessionDirs;
 use crate::agent::{AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe, TurnSpec};
-use crate::attachments::{Attachments, Received};
+use crate::attachments::{Attachments, Received, Turn};
 use crate::gateway::{Budget, ModelTurn, ProblemKind};
 use crate::places::{LivePlaces, Place};
 use crate::platform::{
@@ -502,15 +502,18 @@ impl Interactions {
         let Some(fetcher) = self.attachments.as_ref().filter(|_| place.attachments) else {
             return (None, HashMap::new());
         };
+        let Ok(who) = WorkspaceKey::new(msg.platform.as_str(), msg.user_id.as_str()) else {
+            return (None, HashMap::new());
+        };
         let history = history_with_files(parts, shown);
+        let turn = Turn {
+            platform: msg.platform,
+            who: &who,
+            staging: &dirs.staging,
+            workspace: &dirs.workspace,
+        };
         let (current, earlier) = fetcher
-            .receive_turn(
-                msg.platform,
-                &msg.attachments,
-                &history,
-                &dirs.staging,
-                &dirs.workspace,
-            )
+            .receive_turn(&turn, &msg.attachments, &history)
             .await;
         (Some(current), earlier)
     }

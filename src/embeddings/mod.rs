@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
-use crate::config::{Config, EmbeddingsConfig};
+use crate::config::Config;
 use crate::store::{Scope, ScoredMemory, Store, StoreError, WorkspaceKey};
 
 pub use client::{EmbedError, EmbeddingClient};
@@ -82,10 +82,14 @@ impl Semantic {
         let Some(e) = &config.memory.embeddings else {
             return Ok(None);
         };
-        let (base, key_env) = endpoint(config, e)?;
-        let key = (!key_env.is_empty()).then(|| env.var(&key_env)).flatten();
+        let at = config
+            .service_endpoint(&e.provider, &e.base_url, &e.api_key_env)
+            .ok_or_else(|| SetupError(format!("{:?} is not one of agent.providers", e.provider)))?;
+        let key = (!at.api_key_env.is_empty())
+            .then(|| env.var(&at.api_key_env))
+            .flatten();
         let client = EmbeddingClient::new(
-            &base,
+            &at.base_url,
             key,
             &e.model,
             e.dimensions as usize,
@@ -264,19 +268,6 @@ impl Semantic {
         }
         Ok(rows.len())
     }
-}
-
-/// The endpoint and key variable: the named provider's, or the configured ones.
-fn endpoint(config: &Config, e: &EmbeddingsConfig) -> Result<(String, String), SetupError> {
-    if e.provider.is_empty() {
-        return Ok((e.base_url.clone(), e.api_key_env.clone()));
-    }
-    let p = config
-        .agent
-        .providers
-        .get(&e.provider)
-        .ok_or_else(|| SetupError(format!("{:?} is not one of agent.providers", e.provider)))?;
-    Ok((p.base_url.clone(), p.api_key_env.clone()))
 }
 
 /// Reciprocal rank fusion of the full-text `hits` and the vector neighbours `near` (both best

@@ -1,6 +1,6 @@
 //! memory-export: what is kept about the user as a Markdown or JSON file, always delivered **by
 //! direct message** to the invoking user, even when asked in a public channel: their memories
-//! with every change recorded on each, their reminders (any state) and their model usage per
+//! with every change recorded on each, their reminders (any state) and their model and voice usage per
 //! day (`docs/PRIVACY.md`). Private memories and the reminders are included only when the export
 //! was asked for from a DM.
 
@@ -14,7 +14,8 @@ use crate::platform::OutgoingFile;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::erasure::RequestedBy;
 use crate::store::{
-    ExportFilter, Importance, LlmUsage, Memory, PatchRecord, Reminder, StoreError, WorkspaceKey,
+    ExportFilter, Importance, LlmUsage, Memory, PatchRecord, Reminder, StoreError, VoiceUsage,
+    WorkspaceKey,
 };
 
 /// What the export holds besides the memories.
@@ -25,7 +26,7 @@ struct Extra {
     /// Every reminder (only in a DM's export).
     reminders: Option<Vec<Reminder>>,
     /// Tokens per day.
-    usage: Vec<(chrono::NaiveDate, LlmUsage)>,
+    usage: Vec<(chrono::NaiveDate, LlmUsage, VoiceUsage)>,
 }
 
 /// The `memory-export` skill: the user's memories as a file, always sent by DM (private ones only
@@ -198,9 +199,11 @@ fn render(
             let usage: Vec<Value> = extra
                 .usage
                 .iter()
-                .map(|(day, u)| {
+                .map(|(day, u, v)| {
                     json!({"day": day.to_string(), "inputTokens": u.input_tokens,
-                           "outputTokens": u.output_tokens, "requests": u.requests})
+                           "outputTokens": u.output_tokens, "requests": u.requests,
+                           "transcriptions": v.transcriptions, "audioInMs": v.audio_in_ms,
+                           "speeches": v.speeches, "audioOutMs": v.audio_out_ms})
                 })
                 .collect();
             let mut doc = json!({
@@ -291,11 +294,21 @@ fn markdown(
         ),
     }
     out.push_str(&format!("\n# Model usage ({} days)\n\n", extra.usage.len()));
-    for (day, u) in &extra.usage {
+    for (day, u, v) in &extra.usage {
         out.push_str(&format!(
-            "- {day}: {} input tokens, {} output tokens, {} requests\n",
+            "- {day}: {} input tokens, {} output tokens, {} requests",
             u.input_tokens, u.output_tokens, u.requests
         ));
+        if v.transcriptions > 0 || v.speeches > 0 {
+            out.push_str(&format!(
+                "; voice: {} transcribed ({:.1} min), {} spoken ({:.1} min)",
+                v.transcriptions,
+                v.audio_in_ms as f64 / 60_000.0,
+                v.speeches,
+                v.audio_out_ms as f64 / 60_000.0
+            ));
+        }
+        out.push('\n');
     }
     out
 }
@@ -363,6 +376,11 @@ mod tests {
                     output_tokens: 2,
                     requests: 1,
                 },
+                VoiceUsage {
+                    audio_in_ms: 42_000,
+                    transcriptions: 1,
+                    ..VoiceUsage::default()
+                },
             )],
             ..Extra::default()
         };
@@ -375,6 +393,8 @@ mod tests {
         assert_eq!(doc["memories"][0]["id"], "mem_1");
         assert_eq!(doc["memories"][0]["patches"], json!([]));
         assert_eq!(doc["usage"][0]["inputTokens"], 10);
+        assert_eq!(doc["usage"][0]["audioInMs"], 42_000);
+        assert_eq!(doc["usage"][0]["transcriptions"], 1);
         assert!(
             doc.get("reminders").is_none(),
             "reminders only in a DM's export"

@@ -13,7 +13,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
-use super::llm_usage::LlmUsage;
+use super::llm_usage::{LlmUsage, VoiceUsage};
 
 /// Upper bounds (ms) of the latency buckets; a last bucket holds everything slower.
 pub const LATENCY_BUCKETS_MS: [u64; 12] =
@@ -228,10 +228,52 @@ pub(crate) fn tokens_per_day(
     conn: &Connection,
     since: NaiveDate,
 ) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
-    let mut stmt = conn.prepare_cached(
+    per_day(
+        conn,
         "SELECT day, sum(input_tokens), sum(output_tokens), sum(requests) FROM llm_usage
          WHERE day >= ?1 GROUP BY day ORDER BY day",
-    )?;
+        since,
+        |r| {
+            Ok(LlmUsage {
+                input_tokens: from_sql(r.get(1)?),
+                output_tokens: from_sql(r.get(2)?),
+                requests: from_sql(r.get(3)?),
+            })
+        },
+    )
+}
+
+/// Voice per UTC day since `since` (all workspaces), oldest first; days without any left out.
+pub(crate) fn voice_per_day(
+    conn: &Connection,
+    since: NaiveDate,
+) -> Result<Vec<(NaiveDate, VoiceUsage)>, StoreError> {
+    per_day(
+        conn,
+        "SELECT day, sum(audio_in_ms), sum(transcriptions), sum(audio_out_ms), sum(speeches)
+         FROM llm_usage WHERE day >= ?1 AND (transcriptions > 0 OR speeches > 0)
+         GROUP BY day ORDER BY day",
+        since,
+        |r| {
+            Ok(VoiceUsage {
+                audio_in_ms: from_sql(r.get(1)?),
+                transcriptions: from_sql(r.get(2)?),
+                audio_out_ms: from_sql(r.get(3)?),
+                speeches: from_sql(r.get(4)?),
+            })
+        },
+    )
+}
+
+/// The rows of `sql` (its first column a day, its one parameter `since`), each read by `read`;
+/// a row whose day does not parse is left out.
+fn per_day<T>(
+    conn: &Connection,
+    sql: &str,
+    since: NaiveDate,
+    read: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<(NaiveDate, T)>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([since.format("%Y-%m-%d").to_string()])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
@@ -239,14 +281,7 @@ pub(crate) fn tokens_per_day(
         let Ok(day) = NaiveDate::parse_from_str(&day, "%Y-%m-%d") else {
             continue;
         };
-        out.push((
-            day,
-            LlmUsage {
-                input_tokens: from_sql(r.get(1)?),
-                output_tokens: from_sql(r.get(2)?),
-                requests: from_sql(r.get(3)?),
-            },
-        ));
+        out.push((day, read(r)?));
     }
     Ok(out)
 }

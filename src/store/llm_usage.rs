@@ -3,6 +3,9 @@
 //! place (`llm_usage_place`, `schema_v9.sql`), for a place's own limit
 //! (`places[].tokensPerUserPerDay`).
 //!
+//! The same rows carry the voice a user's messages used ([`VoiceUsage`], `schema_v14.sql`):
+//! audio transcribed and speech synthesised.
+//!
 //! Rows are only ever added to (an upsert per metered response), so concurrent sessions of one
 //! user cannot lose each other's counts: each addition is one statement on the writer thread.
 
@@ -29,6 +32,20 @@ impl LlmUsage {
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
     }
+}
+
+/// Voice usage of one day: of one workspace, or of all of them together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VoiceUsage {
+    /// Milliseconds of audio transcribed.
+    pub audio_in_ms: u64,
+    /// Transcriptions made.
+    pub transcriptions: u64,
+    /// Milliseconds of speech synthesised.
+    pub audio_out_ms: u64,
+    /// Speech syntheses made.
+    pub speeches: u64,
 }
 
 /// The stored spelling of a day (`YYYY-MM-DD`, sorts chronologically).
@@ -68,6 +85,60 @@ pub(crate) fn add(
         to_sql(output)
     ])?;
     Ok(())
+}
+
+/// Adds `voice` to `(ws, day)`.
+pub(crate) fn add_voice(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    day: NaiveDate,
+    voice: VoiceUsage,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO llm_usage (workspace, day, audio_in_ms, transcriptions, audio_out_ms, speeches)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (workspace, day) DO UPDATE SET
+             audio_in_ms    = min(audio_in_ms + excluded.audio_in_ms, 9223372036854775807),
+             transcriptions = min(transcriptions + excluded.transcriptions, 9223372036854775807),
+             audio_out_ms   = min(audio_out_ms + excluded.audio_out_ms, 9223372036854775807),
+             speeches       = min(speeches + excluded.speeches, 9223372036854775807)",
+    )?
+    .execute(params![
+        ws.to_string(),
+        day_text(day),
+        to_sql(voice.audio_in_ms),
+        to_sql(voice.transcriptions),
+        to_sql(voice.audio_out_ms),
+        to_sql(voice.speeches)
+    ])?;
+    Ok(())
+}
+
+/// Voice usage on `day` of `ws`, or of every workspace when `None`.
+pub(crate) fn voice_on(
+    conn: &Connection,
+    day: NaiveDate,
+    ws: Option<&WorkspaceKey>,
+) -> Result<VoiceUsage, StoreError> {
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<VoiceUsage> {
+        Ok(VoiceUsage {
+            audio_in_ms: from_sql(r.get(0)?),
+            transcriptions: from_sql(r.get(1)?),
+            audio_out_ms: from_sql(r.get(2)?),
+            speeches: from_sql(r.get(3)?),
+        })
+    };
+    let sums = "SELECT coalesce(sum(audio_in_ms), 0), coalesce(sum(transcriptions), 0),
+                       coalesce(sum(audio_out_ms), 0), coalesce(sum(speeches), 0)
+                FROM llm_usage WHERE day = ?1";
+    Ok(match ws {
+        Some(ws) => conn
+            .prepare_cached(&format!("{sums} AND workspace = ?2"))?
+            .query_row(params![day_text(day), ws.to_string()], row)?,
+        None => conn
+            .prepare_cached(sums)?
+            .query_row(params![day_text(day)], row)?,
+    })
 }
 
 /// Adds one metered response's tokens to `(ws, place, day)`.
@@ -153,14 +224,15 @@ pub(crate) fn on(
     Ok(usage)
 }
 
-/// Every day of usage of `ws`, oldest first.
+/// Every day of usage of `ws`, oldest first: tokens and voice.
 pub(crate) fn days_of(
     conn: &Connection,
     ws: &WorkspaceKey,
-) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
+) -> Result<Vec<(NaiveDate, LlmUsage, VoiceUsage)>, StoreError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT day, input_tokens, output_tokens, requests FROM llm_usage
-         WHERE workspace = ?1 ORDER BY day",
+        "SELECT day, input_tokens, output_tokens, requests,
+                audio_in_ms, transcriptions, audio_out_ms, speeches
+         FROM llm_usage WHERE workspace = ?1 ORDER BY day",
     )?;
     let rows = stmt.query_map([ws.to_string()], |r| {
         Ok((
@@ -170,14 +242,20 @@ pub(crate) fn days_of(
                 output_tokens: from_sql(r.get(2)?),
                 requests: from_sql(r.get(3)?),
             },
+            VoiceUsage {
+                audio_in_ms: from_sql(r.get(4)?),
+                transcriptions: from_sql(r.get(5)?),
+                audio_out_ms: from_sql(r.get(6)?),
+                speeches: from_sql(r.get(7)?),
+            },
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (day, usage) = row?;
+        let (day, usage, voice) = row?;
         let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d")
             .map_err(|e| StoreError::Internal(format!("corrupt usage day {day:?}: {e}")))?;
-        out.push((day, usage));
+        out.push((day, usage, voice));
     }
     Ok(out)
 }

@@ -66,7 +66,7 @@ pub use continuity::ContinuityRecord;
 pub use cursors::CatchUpCursor;
 pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
-pub use llm_usage::LlmUsage;
+pub use llm_usage::{LlmUsage, VoiceUsage};
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use schedules::{
     INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState, ScheduleSummary,
@@ -255,6 +255,17 @@ impl Store {
             .await
     }
 
+    /// Voice (transcribed, spoken) per UTC day since `since`, all workspaces, oldest first;
+    /// days without any left out.
+    pub async fn voice_per_day(
+        &self,
+        since: NaiveDate,
+    ) -> Result<Vec<(NaiveDate, VoiceUsage)>, StoreError> {
+        self.db
+            .read(move |c| analytics::voice_per_day(c, since))
+            .await
+    }
+
     // ---- memory maintenance ---------------------------------------------------------------
 
     /// Workspaces due for memory maintenance: more than `min_enabled` enabled memories and no
@@ -324,11 +335,11 @@ impl Store {
             .await
     }
 
-    /// Every day of model usage of `ws`, oldest first (an export of the user's data).
+    /// Every day of model and voice usage of `ws`, oldest first (an export of the user's data).
     pub async fn usage_days(
         &self,
         ws: &WorkspaceKey,
-    ) -> Result<Vec<(NaiveDate, LlmUsage)>, StoreError> {
+    ) -> Result<Vec<(NaiveDate, LlmUsage, VoiceUsage)>, StoreError> {
         let ws = ws.clone();
         self.db.read(move |c| llm_usage::days_of(c, &ws)).await
     }
@@ -350,6 +361,32 @@ impl Store {
                 llm_usage::add(c, &ws, day, input, output)?;
                 llm_usage::add_in_place(c, &ws, &place, day, input, output)
             })
+            .await
+    }
+
+    /// Adds `voice` (audio transcribed or speech synthesised) to the usage of `ws` on the UTC
+    /// `day`.
+    pub async fn add_voice_usage(
+        &self,
+        ws: &WorkspaceKey,
+        day: NaiveDate,
+        voice: VoiceUsage,
+    ) -> Result<(), StoreError> {
+        let ws = ws.clone();
+        self.db
+            .write(move |c| llm_usage::add_voice(c, &ws, day, voice))
+            .await
+    }
+
+    /// Voice usage on the UTC `day` of `ws`, or of all workspaces together with `None`.
+    pub async fn voice_usage_on(
+        &self,
+        day: NaiveDate,
+        ws: Option<&WorkspaceKey>,
+    ) -> Result<VoiceUsage, StoreError> {
+        let ws = ws.cloned();
+        self.db
+            .read(move |c| llm_usage::voice_on(c, day, ws.as_ref()))
             .await
     }
 

@@ -5,11 +5,14 @@
 //! condition (`poll`); test pictures and peak memory (`pictures`).
 #![allow(dead_code)]
 
+pub mod audio;
 pub mod fake_discord;
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_misskey;
 pub mod fake_provider;
+pub mod fake_speech;
+pub mod file_server;
 pub mod opencode;
 pub mod pictures;
 pub mod poll;

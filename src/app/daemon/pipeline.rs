@@ -15,7 +15,7 @@ use super::skills::SkillPackages;
 use super::{Ctx, agent, workspaces_root};
 use crate::agent::ActivityObserver;
 use crate::attachments::{AttachmentMetrics, Attachments};
-use crate::config::Config;
+use crate::config::{Config, ProcessEnv};
 use crate::conversation::catch_up::{CatchUp, CatchUpParts, CatchUpSettings, FEED_PAUSE};
 use crate::conversation::continuity::{Continuity, ContinuitySettings};
 use crate::conversation::inbox::{Inbox, InboxSettings};
@@ -38,6 +38,7 @@ use crate::privacy::metrics::PrivacyMetrics;
 use crate::schedules::Scheduler;
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
+use crate::voice::{Transcriber, VoiceMetrics};
 
 /// A conversation's worker with nothing to do for this long exits.
 const IDLE_WORKER: Duration = Duration::from_secs(300);
@@ -91,7 +92,15 @@ pub(super) fn start(
     let egress = egress_proxy(config, sandboxed)?;
     let warm = warm_pool(ctx);
     // attachments: the daemon downloads what users attach, from the platforms' own servers.
-    let attachments = Attachments::from_config(config, AttachmentMetrics::new(ctx.metrics))?;
+    // Voice messages among them are transcribed by the daemon (attachments.transcription).
+    let transcriber = Transcriber::from_config(
+        config,
+        &ProcessEnv,
+        Some(ctx.store.clone()),
+        VoiceMetrics::new(ctx.metrics),
+    )?;
+    let attachments = Attachments::from_config(config, AttachmentMetrics::new(ctx.metrics))?
+        .map(|a| a.with_transcriber(transcriber));
     let launcher = Arc::new(Launcher {
         sessions: served.api.sessions().clone(),
         channels: sandboxed.then(|| served.api.clone()),

@@ -152,6 +152,54 @@ pub struct AttachmentsConfig {
     /// and CDN, the Misskey instance), e.g. a Misskey instance's object storage or media proxy.
     /// `https` only, and only when the name resolves to public addresses.
     pub allow_hosts: Vec<String>,
+    /// Voice messages and other audio files are transcribed by an OpenAI-compatible
+    /// `/audio/transcriptions` service (the daemon sends them; the agent has no network), and
+    /// the transcript is given to the agent. Absent: audio is saved as a file only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcription: Option<TranscriptionConfig>,
+}
+
+/// `attachments.transcription`: the speech-to-text service voice messages are sent to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TranscriptionConfig {
+    /// A provider of `agent.providers` whose `baseUrl` and key to use (e.g. `openai`); or
+    /// leave empty and set `baseUrl`.
+    pub provider: String,
+    /// API root serving `POST {baseUrl}/audio/transcriptions` (when `provider` is empty): the
+    /// OpenAI API, Groq, or a local whisper.cpp / faster-whisper server.
+    pub base_url: String,
+    /// Variable holding the key (when `provider` is empty; empty = no key).
+    pub api_key_env: String,
+    /// Model name sent to the service (`whisper-1`, `whisper-large-v3`, ...).
+    pub model: String,
+    /// The language spoken, as an ISO-639-1 code (`en`, `ja`); empty = the service detects it.
+    pub language: String,
+    /// Longest audio transcribed, in seconds (read from the file before it is sent).
+    pub max_seconds: u32,
+    /// Largest audio file sent, in MB (the OpenAI API takes at most 25).
+    pub max_mb: u32,
+    /// Minutes of audio one user may have transcribed per UTC day (null = no limit); counted
+    /// with the user's tokens in the daily usage.
+    pub minutes_per_user_per_day: Option<u32>,
+    /// Longest wait for one transcription.
+    pub timeout_ms: u64,
+}
+
+impl Default for TranscriptionConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            base_url: String::new(),
+            api_key_env: String::new(),
+            model: "whisper-1".into(),
+            language: String::new(),
+            max_seconds: 300,
+            max_mb: 25,
+            minutes_per_user_per_day: None,
+            timeout_ms: 60_000,
+        }
+    }
 }
 
 impl Default for AttachmentsConfig {
@@ -164,6 +212,7 @@ impl Default for AttachmentsConfig {
             max_image_pixels: 1_200_000,
             max_inline_kb: 32,
             allow_hosts: Vec::new(),
+            transcription: None,
         }
     }
 }

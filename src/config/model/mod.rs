@@ -105,7 +105,39 @@ impl Default for Config {
     }
 }
 
+/// Where a service the daemon calls (embeddings, transcription) is: its API root and the
+/// variable holding its key (empty: no key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceEndpoint {
+    /// API root.
+    pub base_url: String,
+    /// Variable of the daemon's environment holding the key; empty = send none.
+    pub api_key_env: String,
+}
+
 impl Config {
+    /// The endpoint of a service configured with `provider` (one of `agent.providers`, whose
+    /// `baseUrl` and key it shares) or, when that is empty, its own `base_url` and
+    /// `api_key_env`. `None`: the provider is not defined (validation refuses that).
+    pub fn service_endpoint(
+        &self,
+        provider: &str,
+        base_url: &str,
+        api_key_env: &str,
+    ) -> Option<ServiceEndpoint> {
+        if provider.is_empty() {
+            return Some(ServiceEndpoint {
+                base_url: base_url.to_owned(),
+                api_key_env: api_key_env.to_owned(),
+            });
+        }
+        let p = self.agent.providers.get(provider)?;
+        Some(ServiceEndpoint {
+            base_url: p.base_url.clone(),
+            api_key_env: p.api_key_env.clone(),
+        })
+    }
+
     /// `shutdownGraceMs`: how long running sessions may finish after SIGTERM.
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_millis(self.shutdown_grace_ms)

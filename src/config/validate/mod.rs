@@ -29,11 +29,79 @@ impl Config {
         self.check_skills(&mut v);
         self.check_reminders_and_memory(&mut v);
         self.check_attachments(&mut v);
+        self.check_transcription(&mut v);
         self.check_paths_and_logging(&mut v);
         if v.0.is_empty() {
             Ok(())
         } else {
             Err(ConfigError::Problems(v.0))
+        }
+    }
+
+    /// A service the daemon calls (embeddings, transcription): a provider of `agent.providers`,
+    /// or a `baseUrl` of its own, not both.
+    fn check_service(
+        &self,
+        v: &mut Problems,
+        at: &str,
+        provider: &str,
+        base_url: &str,
+        api_key_env: &str,
+    ) {
+        match (provider.is_empty(), base_url.is_empty()) {
+            (true, true) => v.add(at, "needs a provider (one of agent.providers) or a baseUrl"),
+            (false, false) => v.add(
+                format!("{at}.baseUrl"),
+                "set either provider or baseUrl, not both",
+            ),
+            (false, true) if !self.agent.providers.contains_key(provider) => v.add(
+                format!("{at}.provider"),
+                format!("{provider:?} is not one of agent.providers"),
+            ),
+            (true, false) => {
+                if let Err(why) = check_base_url(base_url, !api_key_env.is_empty()) {
+                    v.add(format!("{at}.baseUrl"), why);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn check_transcription(&self, v: &mut Problems) {
+        let Some(t) = &self.attachments.transcription else {
+            return;
+        };
+        const AT: &str = "attachments.transcription";
+        self.check_service(v, AT, &t.provider, &t.base_url, &t.api_key_env);
+        if t.model.trim().is_empty() {
+            v.add(
+                format!("{AT}.model"),
+                "required (the transcription model's name)",
+            );
+        }
+        let language = t.language.trim();
+        let code =
+            (2..=3).contains(&language.len()) && language.bytes().all(|b| b.is_ascii_lowercase());
+        if !language.is_empty() && !code {
+            v.add(
+                format!("{AT}.language"),
+                format!("{language:?} is not an ISO-639-1 code such as en or ja (empty: detected)"),
+            );
+        }
+        if !(1..=3_600).contains(&t.max_seconds) {
+            v.add(format!("{AT}.maxSeconds"), "must be between 1 and 3600");
+        }
+        if t.max_mb == 0 {
+            v.add(format!("{AT}.maxMb"), "must be greater than 0");
+        }
+        if t.timeout_ms == 0 {
+            v.add(format!("{AT}.timeoutMs"), "must be greater than 0");
+        }
+        if t.minutes_per_user_per_day == Some(0) {
+            v.add(
+                format!("{AT}.minutesPerUserPerDay"),
+                "must be at least 1 (null: no limit; remove transcription to turn it off)",
+            );
         }
     }
 
@@ -298,26 +366,13 @@ impl Config {
             );
         }
         if let Some(e) = &m.embeddings {
-            match (e.provider.is_empty(), e.base_url.is_empty()) {
-                (true, true) => v.add(
-                    "memory.embeddings",
-                    "needs a provider (one of agent.providers) or a baseUrl",
-                ),
-                (false, false) => v.add(
-                    "memory.embeddings.baseUrl",
-                    "set either provider or baseUrl, not both",
-                ),
-                (false, true) if !self.agent.providers.contains_key(&e.provider) => v.add(
-                    "memory.embeddings.provider",
-                    format!("{:?} is not one of agent.providers", e.provider),
-                ),
-                (true, false) => {
-                    if let Err(why) = check_base_url(&e.base_url, !e.api_key_env.is_empty()) {
-                        v.add("memory.embeddings.baseUrl", why);
-                    }
-                }
-                _ => {}
-            }
+            self.check_service(
+                v,
+                "memory.embeddings",
+                &e.provider,
+                &e.base_url,
+                &e.api_key_env,
+            );
             if e.model.trim().is_empty() {
                 v.add(
                     "memory.embeddings.model",
