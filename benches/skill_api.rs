@@ -1204,6 +1204,7 @@ fn main() {
             memory_config: MemoryConfig::default(),
             clock: Clock::system(),
             semantic: None,
+            speaker: None,
         };
         let registry = build_registry(deps, &loaded).expect("registry");
         let state = SkillApiState::with_live_tokens(

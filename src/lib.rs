@@ -5,6 +5,8 @@
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`attachments`] — files users attach: fetched by the daemon from the platform's own
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
+//! * [`audio`] — audio files read from their bytes without decoding: the format, the length
+//!   from the container, an Ogg Opus file's waveform (voice messages in and out).
 //! * [`backoff`] — the exponential back-off schedule every retry uses.
 //! * [`cli`] — command-line definitions (clap).
 //! * [`command_path`] — where a command is found (a path, or the first match on `PATH`), the
@@ -59,7 +61,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | 0 | `backoff`, `names`, `sync`, `text`, `timetable`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
+//! | 0 | `audio`, `backoff`, `names`, `sync`, `text`, `timetable`, `confine`, `egress`, `cli`, `command_path`, `shipped`, `shutdown`, `systemd` |
 //! | 1 | `config`, `store` |
 //! | 2 | `observability`, `embeddings`, `skills` |
 //! | 3 | `ops`, `platform`, `voice` |
@@ -76,6 +78,7 @@
 pub mod agent;
 pub mod app;
 pub mod attachments;
+pub mod audio;
 pub mod backoff;
 pub mod cli;
 pub mod command_path;

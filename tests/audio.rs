@@ -1,4 +1,4 @@
-//! Audio attachments read from their bytes (`attachments::audio`), on files built byte by byte
+//! Audio attachments read from their bytes (`air_friends::audio`), on files built byte by byte
 //! (`common::audio`): each format is told from its bytes and its duration read from its
 //! container (to the millisecond; an MP3 without a VBR header to the frame), Opus pre-skip is
 //! subtracted, a browser recording without a duration is timed by its last block, and an Ogg
@@ -13,7 +13,7 @@ mod common;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use air_friends::attachments::audio::{AudioError, AudioType, duration, opus_waveform};
+use air_friends::audio::{AudioError, AudioType, duration, opus_waveform};
 use common::audio::*;
 
 const ALL: [AudioType; 6] = [

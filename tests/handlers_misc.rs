@@ -27,6 +27,7 @@ async fn deps(dir: &Path) -> HandlerDeps {
         memory_config: MemoryConfig::default(),
         clock: Clock::system(),
         semantic: None,
+        speaker: None,
     }
 }
 
@@ -50,11 +51,11 @@ async fn specs_come_from_the_manifests() {
             (limit.window_ms, limit.max_requests, limit.burst),
             "{name}"
         );
-        assert_eq!(spec.cacheable, name != "send-file", "{name}");
+        let uploads = name == "send-file" || name == "send-voice";
+        assert_eq!(spec.cacheable, !uploads, "{name}");
         assert_eq!(
-            spec.enabled,
-            name != "send-file",
-            "send-file is off by default"
+            spec.enabled, !uploads,
+            "send-file is off by default, send-voice without a speech service"
         );
     }
 }
@@ -80,7 +81,7 @@ async fn a_missing_builtin_manifest_is_an_error_and_operator_skills_are_not_serv
     assert!(with_extra.get("agent-browser").is_some());
     let registry = build_registry(deps(dir.path()).await, &with_extra).expect("registry");
     assert!(registry.get("agent-browser").is_none());
-    assert_eq!(registry.len(), 14);
+    assert_eq!(registry.len(), 15);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! `load_skills` and the data the daemon takes from it: schemas, rate limits, credentials,
 //! slash commands, parameter validation, the auto-approve list; plus the manifests' contract
-//! values of the 14 built-in skills (`skills/*/manifest.json`).
+//! values of the 15 built-in skills (`skills/*/manifest.json`).
 
 use std::path::{Path, PathBuf};
 
@@ -16,9 +16,9 @@ fn shipped() -> skills::LoadedSkills {
 }
 
 #[test]
-fn loads_all_fourteen_with_their_accessors() {
+fn loads_all_fifteen_with_their_accessors() {
     let s = shipped();
-    assert_eq!(s.len(), 14);
+    assert_eq!(s.len(), 15);
     assert!(s.warnings().is_empty(), "{:?}", s.warnings());
     let names: Vec<&str> = s.names().collect();
     let mut expected: Vec<&str> = builtin::builtin_names().collect();
@@ -216,7 +216,7 @@ fn third_party_skills_load_with_credentials_and_command_prefixes() {
 fn auto_approve_list_from_loaded_or_explicit_names() {
     let s = shipped();
     let all = AutoApproveList::from_skills(&s, &[]);
-    assert_eq!(all.entrypoints.len(), 14);
+    assert_eq!(all.entrypoints.len(), 15);
     assert!(all.command_prefixes.is_empty());
     // Every shipped entrypoint is a regular file at its own canonical path: the daemon keeps
     // them all (it drops symlinked or missing ones at start).

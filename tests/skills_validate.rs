@@ -37,17 +37,17 @@ fn shipped_skills_pass_with_builtin_check() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(
         out.lines().filter(|l| l.starts_with("✓ ")).count(),
-        14,
+        15,
         "{out}"
     );
     assert!(
-        out.contains("14 passed, 0 failed; 0 error(s), 0 warning(s)"),
+        out.contains("15 passed, 0 failed; 0 error(s), 0 warning(s)"),
         "{out}"
     );
     // The default directory is ./skills.
     let (code, default_out) = validate(&[]);
     assert_eq!(code, 0);
-    assert!(default_out.contains("14 skill(s) checked"));
+    assert!(default_out.contains("15 skill(s) checked"));
 }
 
 #[test]
@@ -107,7 +107,7 @@ fn every_skill_md_follows_the_agent_skills_rules() {
         );
         seen += 1;
     }
-    assert_eq!(seen, 14);
+    assert_eq!(seen, 15);
 }
 
 /// (fixture, check id, text of the ✗ line, text of the fix hint)

@@ -1,4 +1,4 @@
-//! The 14 skill wrappers end to end, as the agent's bash tool runs them.
+//! The 15 skill wrappers end to end, as the agent's bash tool runs them.
 //!
 //! Each test starts the **real Skill API** (`skill_api::serve` on `127.0.0.1:0`) with the real
 //! handler registry built from the repository's `skills/` manifests (shipped rate limits, send-file
@@ -15,6 +15,7 @@
 //! client-side errors also carry a corrected invocation of the skill's script). Calls within a
 //! session are ordered so the per-session quotas make sense.
 
+mod common;
 mod handlers_support;
 
 use std::path::{Path, PathBuf};
@@ -37,7 +38,7 @@ use tokio::task::JoinHandle;
 const USER: &str = "alice";
 
 /// Every skill this file covers; must be exactly the packages under `skills/`.
-const COVERED: [&str; 14] = [
+const COVERED: [&str; 15] = [
     "cancel-reminder",
     "edit-reply",
     "fetch-context",
@@ -51,6 +52,7 @@ const COVERED: [&str; 14] = [
     "react-message",
     "send-file",
     "send-reply",
+    "send-voice",
     "set-reminder",
 ];
 
@@ -69,8 +71,14 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Harness {
+        Self::start_with(None).await
+    }
+
+    /// The harness with send-voice speaking through the speech service at `speech`.
+    async fn start_with(speech: Option<String>) -> Harness {
         let mut options = Options {
             loaded: shipped_skills(),
+            speech,
             ..Options::default()
         };
         options.skills.send_file.enabled = true;
@@ -920,6 +928,51 @@ async fn send_file() {
     );
     assert_eq!(delivered[0].reply_to, Some(guild.trigger()));
     assert_eq!(delivered[0].message_ids, [id]);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_voice() {
+    use common::fake_speech::{Answer, FakeSpeech};
+    let speech = FakeSpeech::start(Answer::Text(String::new())).await;
+    let h = Harness::start_with(Some(speech.base_url.clone())).await;
+    let guild = h.guild();
+
+    // Error first: no payload flag (exit 2); the reply of the session is not used up.
+    let run = h.run(&guild, "send-voice", &[]).await;
+    let message = run.client_err(2, "SKILL_MISSING_PAYLOAD");
+    assert!(message.contains("--text-file"), "{message}");
+
+    // Happy, by following the corrected example: the text reaches the speech service byte for
+    // byte, and one voice file goes out threaded to the trigger.
+    let text = format!("See you soon. {SHELLY}");
+    let data = h
+        .follow_correction(&guild, &run, &[("text.md", &text)])
+        .await
+        .ok();
+    let file = stage_dir(&guild).join("text.md").display().to_string();
+    assert_consumed(&file);
+    assert!(
+        data["durationSecs"].as_f64().is_some_and(|d| d > 0.0),
+        "{data}"
+    );
+    assert_eq!(speech.speech_requests()[0].1["input"], text.as_str());
+    let delivered = h.app.discord.file_deliveries();
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(delivered[0].filenames, ["voice-message.ogg"]);
+    assert_eq!(delivered[0].reply_to, Some(guild.trigger()));
+    assert_eq!(delivered[0].message_ids, [str_of(&data, "messageId")]);
+
+    // The one reply is used: a second voice reply, or a text one, is 429 QUOTA_EXCEEDED.
+    let file = payload(&guild, "again.md", "one more thing");
+    let run = h.run(&guild, "send-voice", &["--text-file", &file]).await;
+    run.err(1, "QUOTA_EXCEEDED");
+    assert_kept(&file);
+    let run = h
+        .run(&guild, "send-reply", &["--message-file", &file])
+        .await;
+    run.err(1, "QUOTA_EXCEEDED");
+    assert!(h.app.discord.sent().is_empty());
     h.shutdown().await;
 }
 

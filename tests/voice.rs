@@ -4,7 +4,10 @@
 //! A voice message becomes the prompt's text with its duration; a too-long one is not sent to
 //! the service and is listed with its reason; the service down is listed too; and in every
 //! case the reply still arrives. The fetcher itself (`Attachments` with a `Transcriber`) is
-//! checked for the transcript saved beside the audio and the per-user daily minutes.
+//! checked for the transcript saved beside the audio and the per-user daily minutes. Voice
+//! replies: the agent's send-voice becomes a Discord voice message (the flag, a valid Ogg Opus
+//! file, its duration and waveform, the text as alt text) and a Misskey audio file with the
+//! text on the message.
 
 mod common;
 
@@ -14,6 +17,7 @@ use std::time::Duration;
 use air_friends::attachments::{
     AttachmentMetrics, AttachmentSettings, Attachments, Content, Hearing, Origins, SystemLookup,
 };
+use air_friends::audio::AudioType;
 use air_friends::config::{AttachmentsConfig, Config, EnvSource, TranscriptionConfig};
 use air_friends::platform::{Attachment, PlatformKind};
 use air_friends::store::{Store, WorkspaceKey};
@@ -400,4 +404,112 @@ async fn the_daily_minutes_are_counted_per_user_and_the_limit_holds() {
     let all = store.voice_usage_on(today, None).await.unwrap();
     assert_eq!((all.audio_in_ms, all.transcriptions), (80_000, 2));
     store.close().await.unwrap();
+}
+
+/// Steps that answer with send-voice: copy `text_file` into the session's folder, then run the
+/// real send-voice script with it.
+fn voice_steps(text_file: &std::path::Path) -> Vec<Value> {
+    vec![
+        json!({"run": format!("cp '{}' \"$TMPDIR/$SESSION_ID/voice.txt\"", text_file.display())}),
+        common::serve::skill_step("send-voice", "--text-file $TMPDIR/$SESSION_ID/voice.txt"),
+    ]
+}
+
+const SPOKEN: &str = "Of course. Noon at the station, see you there!";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_voice_posts_a_discord_voice_message_with_its_duration_and_waveform() {
+    use base64::Engine;
+    let speech = FakeSpeech::start(Answer::Text(String::new())).await;
+    let yaml = format!(
+        "speech:\n  baseUrl: {}\n  apiKeyEnv: SPEECH_TEST_KEY\n  voice: nova\n",
+        speech.base_url
+    );
+    let bot = DiscordServe::start(move |files| DiscordSetup {
+        script: one_turn(voice_steps(&text_path(files, "voice.txt"))),
+        texts: vec![("voice.txt", SPOKEN.to_owned())],
+        extra_yaml: yaml,
+        env: vec![("SPEECH_TEST_KEY", KEY.to_owned())],
+        ..DiscordSetup::default()
+    })
+    .await;
+    bot.dm("can you say it out loud?");
+    let sent = bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    assert_eq!(sent[0].content, "", "a voice message carries no text");
+    let posts = bot.message_posts(DM_CHANNEL_ID);
+    let post = posts.last().expect("the voice message's request");
+    let payload = post.json.as_ref().expect("payload_json");
+    assert_eq!(payload["flags"], 8192, "IS_VOICE_MESSAGE: {payload}");
+    assert!(payload.get("content").is_none(), "{payload}");
+    let entry = &payload["attachments"][0];
+    assert_eq!(entry["filename"], "voice-message.ogg");
+    assert_eq!(entry["description"], SPOKEN, "the text as alt text");
+    let ogg = &post.files[0];
+    assert_eq!(AudioType::sniff(ogg), Some(AudioType::OggOpus));
+    let length = air_friends::audio::duration(ogg, AudioType::OggOpus).unwrap();
+    assert_eq!(entry["duration_secs"], json!(length.as_secs_f64()));
+    let waveform = base64::engine::general_purpose::STANDARD
+        .decode(entry["waveform"].as_str().expect("a waveform"))
+        .unwrap();
+    assert_eq!(
+        waveform,
+        air_friends::audio::opus_waveform(ogg).unwrap().1,
+        "the waveform of the file sent"
+    );
+    assert!(!waveform.is_empty() && waveform.len() <= 256);
+    // The speech service got the text with the daemon's key and the configured voice.
+    let (headers, body) = speech.speech_requests().remove(0);
+    assert_eq!(body["input"], SPOKEN);
+    assert_eq!(body["voice"], "nova");
+    assert_eq!(
+        headers.get("authorization").and_then(|v| v.to_str().ok()),
+        Some("Bearer sk-voice-9f3a")
+    );
+    let metrics = bot.metrics().await;
+    for sample in [
+        "air_friends_voice_speeches_total{outcome=\"ok\"} 1".to_owned(),
+        format!(
+            "air_friends_voice_spoken_audio_seconds_total {}",
+            length.as_secs_f64()
+        ),
+    ] {
+        assert!(metrics.contains(&sample), "{sample} missing:\n{metrics}");
+    }
+    bot.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_voice_on_misskey_is_an_audio_file_with_the_text_on_the_message() {
+    let speech = FakeSpeech::start(Answer::Text(String::new())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("voice.txt");
+    std::fs::write(&text, SPOKEN).unwrap();
+    let setup = MisskeySetup {
+        extra_yaml: format!(
+            "speech:\n  baseUrl: {}\n  apiKeyEnv: \"\"\n",
+            speech.base_url
+        ),
+        ..MisskeySetup::default()
+    };
+    let serve = MisskeyServe::start(one_turn(voice_steps(&text)), setup).await;
+    serve.fake.chat_to_bot("u1", "say it please", true, false);
+    let created = serve
+        .wait_for_calls("chat/messages/create-to-user", 1)
+        .await;
+    let message = &created[0];
+    assert_eq!(
+        message["text"], SPOKEN,
+        "the text on the message: {message}"
+    );
+    let file_id = message["fileId"].as_str().expect("the audio file");
+    let drive = serve
+        .fake
+        .drive_files()
+        .into_iter()
+        .find(|f| f["id"] == file_id)
+        .expect("the uploaded drive file");
+    assert_eq!(drive["type"], "audio/ogg");
+    assert_eq!(drive["comment"], SPOKEN, "the text as the file's alt text");
+    let bytes = serve.fake.file_content(file_id).expect("its bytes");
+    assert_eq!(AudioType::sniff(&bytes), Some(AudioType::OggOpus));
 }

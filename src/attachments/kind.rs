@@ -5,7 +5,7 @@
 //!   of those types but has none of the signatures is a lie ([`Kind::Mislabelled`]) and is not
 //!   kept; other image types (HEIC, SVG, BMP) are ordinary files the agent can still read.
 //! * **Audio** is Ogg (Opus or Vorbis), MP3, M4A, WAV and WebM, told by their containers
-//!   (`audio.rs`); audio in other formats is an ordinary file.
+//!   (`crate::audio`); audio in other formats is an ordinary file.
 //! * **Text** is valid UTF-8 without NUL bytes whose claimed type or extension is a text one
 //!   (or that claims nothing at all).
 
@@ -87,7 +87,7 @@ pub enum Kind {
     /// A picture of a supported format (whatever it claimed to be).
     Image(ImageType),
     /// Audio of a format the transcription service takes (whatever it claimed to be).
-    Audio(super::AudioType),
+    Audio(crate::audio::AudioType),
     /// UTF-8 text.
     Text(String),
     /// It claims to be a supported picture format but its bytes are not one.
@@ -222,7 +222,7 @@ pub fn classify(bytes: &[u8], mime: Option<&str>, name: &str) -> Kind {
     if let Some(image) = ImageType::sniff(bytes) {
         return Kind::Image(image);
     }
-    if let Some(audio) = super::AudioType::sniff(bytes) {
+    if let Some(audio) = crate::audio::AudioType::sniff(bytes) {
         return Kind::Audio(audio);
     }
     // Claims a picture format the bytes do not have.
@@ -297,7 +297,7 @@ mod tests {
         // RIFF but not WebP: a WAV file is audio, whatever it claims.
         assert_eq!(
             classify(b"RIFF\x10\0\0\0WAVEfmt ", Some("image/webp"), "a.webp"),
-            Kind::Audio(super::super::AudioType::Wav)
+            Kind::Audio(crate::audio::AudioType::Wav)
         );
         // A HEIC photo is an ISO file like M4A audio, but neither a picture the model takes
         // nor audio: a plain file.

@@ -5,7 +5,7 @@
 //! decides from the bytes what each file is ([`kind`]). Pictures are decoded and downscaled
 //! for the model ([`picture`]), a few at a time across the daemon ([`slots`]), and sent as ACP
 //! image blocks when the agent takes them; audio has its length read from its container
-//! ([`audio`]) and, when `attachments.transcription` is set, is transcribed by the voice
+//! ([`crate::audio`]) and, when `attachments.transcription` is set, is transcribed by the voice
 //! service (`voice::Transcriber`), the transcript saved beside it; short
 //! text files are shown in the prompt inline; every file is saved read-only in the session's
 //! staging folder under `in/` ([`save`]) and listed in the prompt ([`listing`]). A file that
@@ -13,7 +13,6 @@
 //!
 //! Documented for operators in `docs/ATTACHMENTS.md`.
 
-pub mod audio;
 pub mod download;
 pub mod kind;
 pub mod listing;
@@ -33,7 +32,7 @@ use crate::platform::{Attachment, MessageId, PlatformKind};
 use crate::store::WorkspaceKey;
 use crate::voice::{Clip, NotHeard, Transcriber};
 
-pub use audio::{AudioError, AudioType};
+pub use crate::audio::{AudioError, AudioType};
 pub use download::{DownloadError, Downloader};
 pub use kind::{ImageType, Kind};
 pub use listing::Received;
@@ -557,7 +556,7 @@ fn prepare(
             format.mime().to_owned(),
             Content::Audio(Audio {
                 format,
-                duration: audio::duration(bytes, format),
+                duration: crate::audio::duration(bytes, format),
                 hearing: Hearing::Off,
             }),
         ),

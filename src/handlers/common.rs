@@ -24,6 +24,7 @@ pub(crate) struct Shared {
     pub memory_config: MemoryConfig,
     pub clock: Clock,
     pub semantic: Option<crate::embeddings::Semantic>,
+    pub speaker: Option<crate::voice::Speaker>,
 }
 
 impl Shared {
@@ -36,6 +37,7 @@ impl Shared {
             memory_config: deps.memory_config,
             clock: deps.clock,
             semantic: deps.semantic,
+            speaker: deps.speaker,
         }
     }
 

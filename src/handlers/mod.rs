@@ -7,7 +7,8 @@
 //!   built **from its manifest** (schema, rate limit) plus configuration (enabled flags); the
 //!   handlers themselves contain no parameter validation beyond what the schema cannot say.
 //! * `memory` (save / search / patch / stats), `export` (memory-export), `reply` (send-reply /
-//!   edit-reply / get-message), `files` + `preflight` (send-file), `context` (fetch-context),
+//!   edit-reply / get-message), `files` + `preflight` (send-file), `voice` (send-voice: the
+//!   reply spoken), `context` (fetch-context),
 //!   `reaction` (react-message), `reminder` (set / cancel / list).
 //! * `upkeep` — what a maintenance session's memory calls may change (its visibility, old
 //!   memories only, dry runs), in one place for memory-save and memory-patch.
@@ -39,6 +40,7 @@ mod reminder;
 mod render;
 mod reply;
 mod upkeep;
+mod voice;
 
 pub use files::FileSlot;
 pub use reaction::{Reaction, ReactionSlot};
@@ -113,6 +115,8 @@ pub struct HandlerDeps {
     pub clock: Clock,
     /// Meaning-based recall for memory-search (`memory.embeddings`); `None`: full text only.
     pub semantic: Option<crate::embeddings::Semantic>,
+    /// The speech service send-voice speaks through (`speech`); `None`: send-voice is off.
+    pub speaker: Option<crate::voice::Speaker>,
 }
 
 /// Why the handler registry could not be built.
@@ -134,7 +138,8 @@ pub enum BuildError {
 /// * schema = the manifest's `input_schema`, rate limit = its `rate_limit`;
 /// * `send-file` is never cacheable (a retried upload must really run again);
 /// * disabled (503 `SKILL_DISABLED`): skills listed in `skills.disabled`, `send-file` unless
-///   `skills.sendFile.enabled`, the reminder skills unless `reminders.enabled`.
+///   `skills.sendFile.enabled`, the reminder skills unless `reminders.enabled`, `send-voice`
+///   without `speech`.
 ///
 /// A built-in skill whose manifest is missing from `loaded` is an error. Loaded skills without a
 /// built-in handler (the operator's own script or command skills) are not registered: they talk
@@ -154,6 +159,7 @@ pub fn build_registry(
         Arc::new(reply::EditReply(shared.clone())),
         Arc::new(reply::GetMessage(shared.clone())),
         Arc::new(files::SendFile(shared.clone())),
+        Arc::new(voice::SendVoice(shared.clone())),
         Arc::new(context::FetchContext(shared.clone())),
         Arc::new(reaction::ReactMessage(shared.clone())),
         Arc::new(reminder::SetReminder(shared.clone())),
@@ -167,7 +173,7 @@ pub fn build_registry(
             .get(&name)
             .ok_or_else(|| BuildError::MissingManifest(name.clone()))?;
         let spec = SkillSpec::from_package(skill)
-            .with_cacheable(name != "send-file")
+            .with_cacheable(name != "send-file" && name != "send-voice")
             .with_enabled(enabled_by_config(&name, &shared));
         if !spec.enabled {
             tracing::info!(skill = %name, "skill disabled by configuration");
@@ -186,5 +192,13 @@ pub fn build_registry(
 }
 
 fn enabled_by_config(name: &str, shared: &common::Shared) -> bool {
-    crate::config::skill_enabled(&shared.skills_config, &shared.reminders_config, name)
+    let services = crate::config::SkillServices {
+        speech: shared.speaker.is_some(),
+    };
+    crate::config::skill_enabled(
+        &shared.skills_config,
+        &shared.reminders_config,
+        services,
+        name,
+    )
 }

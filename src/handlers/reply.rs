@@ -73,8 +73,8 @@ struct MessageParams {
     message: String,
 }
 
-/// What the quota check decided for one send-reply call.
-enum Reservation {
+/// What the quota check decided for one send-reply or send-voice call.
+pub(super) enum Reservation {
     /// The reply slot is reserved for this call (undone if nothing gets delivered).
     Reserved { anchor: Option<MessageId> },
     /// The reply was already sent.
@@ -92,24 +92,10 @@ impl SkillHandler for SendReply {
     }
 
     async fn call(&self, ctx: &CallContext, raw: Value) -> Result<Value, SkillError> {
-        let session = ctx.session();
         // Already counted by the Skill API before its rate limit; the 4th attempt also asks
         // for termination there.
         let attempt = ctx.count_attempt(MAX_REPLY_ATTEMPTS_BEFORE_TERMINATE);
-        let reservation = ctx.with_slots(|slots| {
-            let replies = slots.get_mut::<ReplySlot>();
-            if replies.successes >= MAX_REPLIES_PER_SESSION {
-                return Reservation::Used {
-                    previous: replies.last_sent_message_id.clone(),
-                };
-            }
-            // Reserve the slot now so two concurrent calls cannot both reply.
-            replies.successes += 1;
-            Reservation::Reserved {
-                anchor: FileSlot::reply_anchor(slots.get::<FileSlot>(), session).cloned(),
-            }
-        });
-        let anchor = match reservation {
+        let anchor = match reserve_reply(ctx) {
             Reservation::Used { previous } => {
                 let how = match previous {
                     Some(id) => format!(
@@ -130,14 +116,39 @@ impl SkillHandler for SendReply {
             }
             Reservation::Reserved { anchor } => anchor,
         };
-        let result = self.send(ctx, raw, anchor.as_ref()).await;
-        if result.is_err() {
-            ctx.with_slot(|replies: &mut ReplySlot| {
-                replies.successes = replies.successes.saturating_sub(1);
-            });
-        }
-        result
+        released_on_error(ctx, self.send(ctx, raw, anchor.as_ref()).await)
     }
+}
+
+/// Reserves the turn's one reply (send-reply's or send-voice's) for this call, so two
+/// concurrent calls cannot both reply; or says it was already sent.
+pub(super) fn reserve_reply(ctx: &CallContext) -> Reservation {
+    let session = ctx.session();
+    ctx.with_slots(|slots| {
+        let replies = slots.get_mut::<ReplySlot>();
+        if replies.successes >= MAX_REPLIES_PER_SESSION {
+            return Reservation::Used {
+                previous: replies.last_sent_message_id.clone(),
+            };
+        }
+        replies.successes += 1;
+        Reservation::Reserved {
+            anchor: FileSlot::reply_anchor(slots.get::<FileSlot>(), session).cloned(),
+        }
+    })
+}
+
+/// `result` of a reserved reply, the reservation undone when nothing was delivered.
+pub(super) fn released_on_error(
+    ctx: &CallContext,
+    result: Result<Value, SkillError>,
+) -> Result<Value, SkillError> {
+    if result.is_err() {
+        ctx.with_slot(|replies: &mut ReplySlot| {
+            replies.successes = replies.successes.saturating_sub(1);
+        });
+    }
+    result
 }
 
 impl SendReply {

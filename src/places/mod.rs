@@ -66,6 +66,9 @@ pub struct Place {
     pub time_zone: Arc<str>,
 }
 
+/// The skill that answers with the bot's voice (`places[].voiceReplies`).
+const VOICE_SKILL: &str = "send-voice";
+
 impl Place {
     /// What a session answering here is allowed (enforced by the Skill API and the gateway).
     pub fn grant(&self) -> PlaceGrant {
@@ -282,6 +285,14 @@ impl Places {
                 from(set(|r| r.warm.is_some()), "agent.warm.enabled"),
             ),
             Explained::new(
+                "voiceReplies",
+                on_off(
+                    place.allows_skill(VOICE_SKILL)
+                        && self.globals.enabled_skills.iter().any(|s| s == VOICE_SKILL),
+                ),
+                from(set(|r| r.voice_replies.is_some()), "speech"),
+            ),
+            Explained::new(
                 "threads",
                 place.threads.as_str(),
                 from(set(|r| r.threads.is_some()), "default"),
@@ -321,11 +332,14 @@ impl Globals {
             };
         };
         let memory = r.memory.unwrap_or_default();
-        let left_out: &[&str] = match memory {
-            MemoryAccess::On => &[],
-            MemoryAccess::ReadOnly => &MEMORY_WRITE_SKILLS,
-            MemoryAccess::Off => &MEMORY_SKILLS,
+        let mut left_out: Vec<&str> = match memory {
+            MemoryAccess::On => Vec::new(),
+            MemoryAccess::ReadOnly => MEMORY_WRITE_SKILLS.to_vec(),
+            MemoryAccess::Off => MEMORY_SKILLS.to_vec(),
         };
+        if r.voice_replies == Some(false) {
+            left_out.push(VOICE_SKILL);
+        }
         let skills = (r.skills.is_some() || !left_out.is_empty()).then(|| {
             let chosen = r.skills.as_ref().unwrap_or(&self.enabled_skills);
             Arc::new(

@@ -170,3 +170,43 @@ fn a_skill_is_offered_in_a_guild_where_some_place_allows_it() {
     );
     assert!(p.allows_in_guild("3", "react-message"));
 }
+
+/// `voiceReplies: false` leaves send-voice out of a place's skills; elsewhere it is one of the
+/// enabled skills as any other, and `explain` says where it is on.
+#[test]
+fn voice_replies_can_be_turned_off_in_a_place() {
+    let config: Config = serde_yaml::from_str(
+        "places:\n  - name: library\n    match: {platform: discord, channel: '7'}\n    voiceReplies: false\n",
+    )
+    .unwrap();
+    let skills = ["send-reply", "send-voice"].map(str::to_owned);
+    let p = Places::new(&config, skills);
+    let library = p.resolve(&spot("discord/guild/1/channel/7"));
+    assert!(library.allows_skill("send-reply") && !library.allows_skill("send-voice"));
+    let elsewhere = p.resolve(&spot("discord/guild/1/channel/8"));
+    assert!(elsewhere.allows_skill("send-voice"));
+    let said = |spot_text: &str| {
+        p.explain(&spot(spot_text))
+            .into_iter()
+            .find(|e| e.key == "voiceReplies")
+            .map(|e| (e.value, e.source))
+            .unwrap()
+    };
+    assert_eq!(
+        said("discord/guild/1/channel/7"),
+        ("off".to_owned(), "places.0 (library)".to_owned())
+    );
+    assert_eq!(
+        said("discord/guild/1/channel/8"),
+        ("on".to_owned(), "speech".to_owned())
+    );
+    // Without a speech service send-voice is not enabled, so it is off everywhere.
+    let p = Places::new(&config, ["send-reply".to_owned()]);
+    let (value, _) = p
+        .explain(&spot("discord/guild/1/channel/8"))
+        .into_iter()
+        .find(|e| e.key == "voiceReplies")
+        .map(|e| (e.value, e.source))
+        .unwrap();
+    assert_eq!(value, "off");
+}

@@ -59,7 +59,7 @@ pub use ids::{ChannelId, MessageId, UserId};
 pub use types::{
     Attachment, ChatMessage, CustomEmoji, FileDelivery, FileFailure, FileSource, IncomingMessage,
     InvalidEmoji, Location, Missed, Origin, OutgoingFile, PlatformKind, ReactionEmoji, SentMessage,
-    ThreadInfo, UnknownPlatform, UserInfo,
+    ThreadInfo, UnknownPlatform, UserInfo, VoiceClip,
 };
 
 /// Every platform the daemon connects to (a new platform adds its entry here, with its
@@ -191,7 +191,10 @@ pub trait PlatformAdapter: Send + Sync {
     /// [`FileDelivery::failed`] filled on a partial delivery.
     ///
     /// The caller has validated paths and sizes; `caption` must fit
-    /// [`text_limit`](Self::text_limit).
+    /// [`text_limit`](Self::text_limit). A file marked as a voice message
+    /// ([`OutgoingFile::voice`]) must be the only one; Discord sends it with the voice-message
+    /// flag and no text (the caption becomes its alt text when it has none), Misskey as an
+    /// audio file with the caption as the note's or message's text.
     async fn send_files(
         &self,
         channel_id: &ChannelId,

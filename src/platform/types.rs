@@ -430,6 +430,21 @@ pub struct OutgoingFile {
     pub source: FileSource,
     /// MIME type, if the caller knows it (adapters may guess from the name otherwise).
     pub mime: Option<String>,
+    /// Alt text shown with the file, for people who cannot see or play it (Discord: the
+    /// attachment's description, at most 1024 characters; Misskey: the drive file's comment).
+    pub description: Option<String>,
+    /// Sent as a voice message (Discord: the `IS_VOICE_MESSAGE` flag with the clip's duration
+    /// and waveform; the file must be the message's only one, Ogg Opus, with no text).
+    pub voice: Option<VoiceClip>,
+}
+
+/// What makes an Ogg Opus file a Discord voice message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VoiceClip {
+    /// Its length.
+    pub duration: std::time::Duration,
+    /// Up to 256 amplitude samples, 0-255 (`audio::opus_waveform`).
+    pub waveform: Vec<u8>,
 }
 
 impl OutgoingFile {
@@ -439,6 +454,8 @@ impl OutgoingFile {
             filename: filename.into(),
             source: FileSource::Bytes(bytes.into()),
             mime: None,
+            description: None,
+            voice: None,
         }
     }
 
@@ -448,12 +465,26 @@ impl OutgoingFile {
             filename: filename.into(),
             source: FileSource::Path(path.into()),
             mime: None,
+            description: None,
+            voice: None,
         }
     }
 
     /// Sets the MIME type.
     pub fn with_mime(mut self, mime: impl Into<String>) -> Self {
         self.mime = Some(mime.into());
+        self
+    }
+
+    /// Sets the alt text.
+    pub fn with_description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+
+    /// Makes the file a voice message.
+    pub fn as_voice(mut self, clip: VoiceClip) -> Self {
+        self.voice = Some(clip);
         self
     }
 

@@ -65,6 +65,10 @@ pub const BUILTIN_MANIFESTS: &[(&str, &str)] = &[
         include_str!("../../skills/send-reply/manifest.json"),
     ),
     (
+        "send-voice",
+        include_str!("../../skills/send-voice/manifest.json"),
+    ),
+    (
         "set-reminder",
         include_str!("../../skills/set-reminder/manifest.json"),
     ),

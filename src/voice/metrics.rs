@@ -1,5 +1,6 @@
-//! Voice metrics: transcriptions by outcome ([`TRANSCRIPTION_OUTCOMES`], every label at 0 from
-//! registration on), the seconds of audio transcribed, and how long the service took.
+//! Voice metrics: transcriptions and voice replies by outcome ([`TRANSCRIPTION_OUTCOMES`],
+//! [`SPEECH_OUTCOMES`], every label at 0 from registration on), the seconds of audio heard and
+//! spoken, and how long each service took.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,10 +24,25 @@ pub const TRANSCRIPTION_OUTCOMES: [&str; 11] = [
     "silent",
 ];
 
+/// Every `outcome` label of `voice_speeches_total` (`ok`, then [`super::NotSpoken::label`]'s).
+pub const SPEECH_OUTCOMES: [&str; 8] = [
+    "ok",
+    "too_long",
+    "daily_limit",
+    "no_key",
+    "http_error",
+    "unreachable",
+    "timeout",
+    "bad_audio",
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     outcome: String,
 }
+
+/// Service latency buckets, seconds.
+const LATENCY_BUCKETS: [f64; 10] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
 
 /// Handles to the voice metric families.
 #[derive(Clone, Debug)]
@@ -34,17 +50,26 @@ pub struct VoiceMetrics {
     transcriptions: Family<OutcomeLabels, Counter>,
     seconds_in: Counter<f64, std::sync::atomic::AtomicU64>,
     latency: Histogram,
+    speeches: Family<OutcomeLabels, Counter>,
+    seconds_out: Counter<f64, std::sync::atomic::AtomicU64>,
+    speech_latency: Histogram,
+}
+
+/// Sets every `outcome` of `family` at 0.
+fn zeroed(family: &Family<OutcomeLabels, Counter>, outcomes: &[&str]) {
+    for outcome in outcomes {
+        drop(family.get_or_create(&OutcomeLabels {
+            outcome: (*outcome).to_owned(),
+        }));
+    }
 }
 
 impl VoiceMetrics {
     /// Registers the families in `metrics`.
     pub fn new(metrics: &Metrics) -> Self {
         let m = Self::unregistered();
-        for outcome in TRANSCRIPTION_OUTCOMES {
-            drop(m.transcriptions.get_or_create(&OutcomeLabels {
-                outcome: outcome.to_owned(),
-            }));
-        }
+        zeroed(&m.transcriptions, &TRANSCRIPTION_OUTCOMES);
+        zeroed(&m.speeches, &SPEECH_OUTCOMES);
         metrics.register(|r| {
             r.register(
                 "voice_transcriptions",
@@ -61,6 +86,21 @@ impl VoiceMetrics {
                 "Time the transcription service took for one file",
                 m.latency.clone(),
             );
+            r.register(
+                "voice_speeches",
+                "Voice replies asked of the speech service (or not), by outcome",
+                m.speeches.clone(),
+            );
+            r.register(
+                "voice_spoken_audio_seconds",
+                "Seconds of speech synthesised for voice replies",
+                m.seconds_out.clone(),
+            );
+            r.register(
+                "voice_speech_seconds",
+                "Time the speech service took for one reply",
+                m.speech_latency.clone(),
+            );
         });
         m
     }
@@ -70,7 +110,10 @@ impl VoiceMetrics {
         Self {
             transcriptions: Family::default(),
             seconds_in: Counter::default(),
-            latency: Histogram::new([0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0]),
+            latency: Histogram::new(LATENCY_BUCKETS),
+            speeches: Family::default(),
+            seconds_out: Counter::default(),
+            speech_latency: Histogram::new(LATENCY_BUCKETS),
         }
     }
 
@@ -87,5 +130,20 @@ impl VoiceMetrics {
     pub(super) fn transcribed(&self, seconds: f64, latency: f64) {
         self.seconds_in.inc_by(seconds);
         self.latency.observe(latency);
+    }
+
+    /// One voice reply's `outcome`.
+    pub(super) fn speech(&self, outcome: &'static str) {
+        self.speeches
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A spoken reply: its audio `seconds` and the service's `latency` in seconds.
+    pub(super) fn spoken(&self, seconds: f64, latency: f64) {
+        self.seconds_out.inc_by(seconds);
+        self.speech_latency.observe(latency);
     }
 }

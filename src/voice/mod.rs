@@ -1,17 +1,22 @@
 //! The speech services the daemon calls for voice: a voice message is sent to an
 //! OpenAI-compatible `/audio/transcriptions` service ([`transcribe`]) and its transcript given
-//! to the agent. The agent has no network and holds no key, so it is the daemon that calls;
-//! the audio's length (read from its container by `attachments::audio`) is checked against
+//! to the agent; a voice reply's text is spoken by an `/audio/speech` service ([`speech`]) into
+//! Ogg Opus for the send-voice skill. What both share — endpoint and key, the client, the
+//! daily minutes — is `service.rs`. The agent has no network and holds no key, so it is the daemon that calls;
+//! the audio's length (read from its container by `crate::audio`) is checked against
 //! the configured caps before anything is sent, and what was transcribed is counted per user
-//! and UTC day with the user's tokens (`store::VoiceUsage`), which the daily minutes limit
-//! reads. Every call is counted in [`VoiceMetrics`] by outcome.
+//! and UTC day with the user's tokens (`store::VoiceUsage`), which the daily minutes limits
+//! read. Every call is counted in [`VoiceMetrics`] by outcome.
 //!
 //! Documented for operators in `docs/VOICE.md`.
 
 pub mod metrics;
+mod service;
+pub mod speech;
 pub mod transcribe;
 
-pub use metrics::{TRANSCRIPTION_OUTCOMES, VoiceMetrics};
+pub use metrics::{SPEECH_OUTCOMES, TRANSCRIPTION_OUTCOMES, VoiceMetrics};
+pub use speech::{NotSpoken, Speaker, Spoken};
 pub use transcribe::{Clip, Heard, NotHeard, Transcriber};
 
 /// Why a speech service could not be set up (configuration that skipped validation).

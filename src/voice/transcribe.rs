@@ -10,11 +10,10 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-
+use super::service::{CallFailure, Direction, Endpoint, Service};
 use super::{VoiceMetrics, VoiceSetupError};
-use crate::config::{Config, EnvSource, Secret};
-use crate::store::{Store, VoiceUsage, WorkspaceKey};
+use crate::config::{Config, EnvSource};
+use crate::store::{Store, WorkspaceKey};
 
 /// Most bytes of the service's answer read.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
@@ -123,72 +122,57 @@ impl NotHeard {
     }
 }
 
+impl From<CallFailure> for NotHeard {
+    fn from(f: CallFailure) -> Self {
+        match f {
+            CallFailure::NoKey => NotHeard::NoKey,
+            CallFailure::Http(status) => NotHeard::Http(status),
+            CallFailure::Unreachable => NotHeard::Unreachable,
+            CallFailure::Timeout => NotHeard::Timeout,
+            CallFailure::BadAnswer => NotHeard::BadAnswer,
+        }
+    }
+}
+
 /// The transcription service of `attachments.transcription`; one per daemon, cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Transcriber {
-    http: reqwest::Client,
-    url: String,
-    /// `None` with `key_required`: the key variable is unset.
-    key: Option<Secret>,
-    key_required: bool,
+    service: Service,
     model: String,
     language: String,
     max_duration: Duration,
     max_mb: u32,
-    minutes_per_day: Option<u32>,
-    /// Where the daily minutes are counted; `None` counts nothing (tests, benches).
-    store: Option<Store>,
     metrics: VoiceMetrics,
 }
 
 impl Transcriber {
     /// The service `config` describes (`None` without `attachments.transcription`); its key is
-    /// read from `env` now.
+    /// read from `env` now. `store`: where the daily minutes are counted.
     pub fn from_config(
         config: &Config,
         env: &impl EnvSource,
         store: Option<Store>,
         metrics: VoiceMetrics,
     ) -> Result<Option<Self>, VoiceSetupError> {
-        const AT: &str = "attachments.transcription";
         let Some(t) = &config.attachments.transcription else {
             return Ok(None);
         };
-        let at = config
-            .service_endpoint(&t.provider, &t.base_url, &t.api_key_env)
-            .ok_or_else(|| VoiceSetupError::UnknownProvider {
-                at: AT,
-                provider: t.provider.clone(),
-            })?;
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(t.timeout_ms))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|source| VoiceSetupError::Client { at: AT, source })?;
-        let key_required = !at.api_key_env.is_empty();
-        let key = key_required
-            .then(|| env.var(&at.api_key_env))
-            .flatten()
-            .filter(|k| !k.trim().is_empty())
-            .map(Secret::new);
-        if key_required && key.is_none() {
-            tracing::warn!(
-                variable = %at.api_key_env,
-                "voice messages will not be transcribed: the transcription key variable is unset"
-            );
-        }
+        let endpoint = Endpoint {
+            at: "attachments.transcription",
+            provider: &t.provider,
+            base_url: &t.base_url,
+            api_key_env: &t.api_key_env,
+            path: "audio/transcriptions",
+            timeout: Duration::from_millis(t.timeout_ms),
+            minutes_per_day: t.minutes_per_user_per_day,
+            direction: Direction::In,
+        };
         Ok(Some(Transcriber {
-            http,
-            url: format!("{}/audio/transcriptions", at.base_url.trim_end_matches('/')),
-            key,
-            key_required,
+            service: Service::new(config, endpoint, env, store)?,
             model: t.model.clone(),
             language: t.language.trim().to_owned(),
             max_duration: Duration::from_secs(u64::from(t.max_seconds)),
             max_mb: t.max_mb,
-            minutes_per_day: t.minutes_per_user_per_day,
-            store,
             metrics,
         }))
     }
@@ -243,70 +227,13 @@ impl Transcriber {
                 limit_mb: self.max_mb,
             });
         }
-        if self.key_required && self.key.is_none() {
-            return Err(NotHeard::NoKey);
+        let request = self.service.post()?;
+        if let Some(minutes) = self.service.over_day(who, duration).await {
+            return Err(NotHeard::DailyLimit { minutes });
         }
-        self.check_day(who, duration).await?;
-        let text = self.send(clip.bytes, clip.file_name, clip.mime).await?;
-        if text.is_empty() {
-            return Err(NotHeard::Silent);
-        }
-        self.count(who, duration).await;
-        Ok(Heard { text, duration })
-    }
-
-    /// `Err` when `duration` more would pass the user's minutes of today. A usage that cannot
-    /// be read is logged and not checked.
-    async fn check_day(&self, who: &WorkspaceKey, duration: Duration) -> Result<(), NotHeard> {
-        let (Some(minutes), Some(store)) = (self.minutes_per_day, &self.store) else {
-            return Ok(());
-        };
-        let day = Utc::now().date_naive();
-        match store.voice_usage_on(day, Some(who)).await {
-            Ok(used) => {
-                let limit_ms = u64::from(minutes) * 60_000;
-                let wanted = used.audio_in_ms.saturating_add(duration.as_millis() as u64);
-                if wanted > limit_ms {
-                    return Err(NotHeard::DailyLimit { minutes });
-                }
-            }
-            Err(error) => tracing::error!(
-                workspace = %who,
-                error = %error,
-                "transcription minutes not checked: the usage could not be read"
-            ),
-        }
-        Ok(())
-    }
-
-    /// Counts a transcription of `duration` in the user's day.
-    async fn count(&self, who: &WorkspaceKey, duration: Duration) {
-        let Some(store) = &self.store else {
-            return;
-        };
-        let usage = VoiceUsage {
-            audio_in_ms: duration.as_millis() as u64,
-            transcriptions: 1,
-            ..VoiceUsage::default()
-        };
-        if let Err(error) = store
-            .add_voice_usage(who, Utc::now().date_naive(), usage)
-            .await
-        {
-            tracing::error!(workspace = %who, error = %error, "transcription not counted: the usage could not be written");
-        }
-    }
-
-    /// The service's transcript of the file, trimmed and cut to [`MAX_TRANSCRIPT_CHARS`].
-    async fn send(
-        &self,
-        bytes: Vec<u8>,
-        file_name: String,
-        mime: &'static str,
-    ) -> Result<String, NotHeard> {
-        let file = reqwest::multipart::Part::bytes(bytes)
-            .file_name(file_name)
-            .mime_str(mime)
+        let file = reqwest::multipart::Part::bytes(clip.bytes)
+            .file_name(clip.file_name)
+            .mime_str(clip.mime)
             .map_err(|_| NotHeard::BadAnswer)?;
         let mut form = reqwest::multipart::Form::new()
             .part("file", file)
@@ -315,34 +242,16 @@ impl Transcriber {
         if !self.language.is_empty() {
             form = form.text("language", self.language.clone());
         }
-        let mut request = self.http.post(&self.url).multipart(form);
-        if let Some(key) = &self.key {
-            request = request.bearer_auth(key.expose());
+        let body = self
+            .service
+            .answer(request.multipart(form), MAX_ANSWER_BYTES)
+            .await?;
+        let text = transcript_of(&body)?;
+        if text.is_empty() {
+            return Err(NotHeard::Silent);
         }
-        let mut response = request.send().await.map_err(failure)?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(NotHeard::Http(status.as_u16()));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(failure)? {
-            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-                return Err(NotHeard::BadAnswer);
-            }
-            body.extend_from_slice(&chunk);
-        }
-        transcript_of(&body)
-    }
-}
-
-/// What a failed request means for the user.
-fn failure(e: reqwest::Error) -> NotHeard {
-    if e.is_timeout() {
-        NotHeard::Timeout
-    } else if e.is_connect() || e.is_request() {
-        NotHeard::Unreachable
-    } else {
-        NotHeard::BadAnswer
+        self.service.count(who, duration).await;
+        Ok(Heard { text, duration })
     }
 }
 

@@ -4,7 +4,8 @@
 //! REST: `GET /gateway[/bot]`, `GET /users/@me`, `GET /users/{id}`, `POST /users/@me/channels`,
 //! `GET /channels/{id}` ([`CHANNEL_ID`] in [`CATEGORY_ID`], the category, the DM channel and
 //! whatever [`FakeDiscord::add_channel`] added; other ids 404), `POST /channels/{id}/messages`
-//! (JSON or multipart with files; 400 code 50083 into an archived thread:
+//! (JSON or multipart with files; a voice message, flag `IS_VOICE_MESSAGE`, only as one file
+//! without content, else 400; 400 code 50083 into an archived thread:
 //! [`FakeDiscord::archive_thread`]), `PATCH /channels/{id}` (`{"archived": false}` unarchives;
 //! [`FakeDiscord::refuse_unarchive`] makes it fail), `GET /channels/{id}/messages?limit=&before=`
 //! (newest first), `GET|PATCH|DELETE /channels/{id}/messages/{id}`, `PUT|DELETE
@@ -94,6 +95,8 @@ pub struct Recorded {
     pub parts: Vec<String>,
     /// Multipart file names, in order.
     pub filenames: Vec<String>,
+    /// Multipart file contents, in order.
+    pub files: Vec<Vec<u8>>,
     /// The `Authorization` header.
     pub authorization: Option<String>,
 }
@@ -1011,41 +1014,6 @@ fn ok(value: Value) -> Response {
     axum::Json(value).into_response()
 }
 
-/// Splits a multipart body into `(name, filename, bytes)` parts.
-fn multipart_parts(content_type: &str, body: &[u8]) -> Vec<(String, Option<String>, Vec<u8>)> {
-    let Some(boundary) = content_type.split("boundary=").nth(1) else {
-        return Vec::new();
-    };
-    let delimiter = format!("--{}", boundary.trim_matches('"'));
-    let text = String::from_utf8_lossy(body).into_owned();
-    let mut parts = Vec::new();
-    for chunk in text.split(delimiter.as_str()).skip(1) {
-        if chunk.starts_with("--") {
-            break;
-        }
-        let Some((headers, content)) = chunk.split_once("\r\n\r\n") else {
-            continue;
-        };
-        let disposition = headers
-            .lines()
-            .find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))
-            .unwrap_or_default();
-        let attr = |key: &str| {
-            disposition.split(';').find_map(|piece| {
-                piece
-                    .trim()
-                    .strip_prefix(&format!("{key}="))
-                    .map(|v| v.trim_matches('"').to_owned())
-            })
-        };
-        let name = attr("name").unwrap_or_default();
-        let filename = attr("filename");
-        let content = content.strip_suffix("\r\n").unwrap_or(content);
-        parts.push((name, filename, content.as_bytes().to_vec()));
-    }
-    parts
-}
-
 async fn serve_download(shared: &Shared, name: &str) -> Response {
     let served = {
         let mut inner = shared.lock();
@@ -1145,19 +1113,21 @@ async fn rest(
         json: None,
         parts: Vec::new(),
         filenames: Vec::new(),
+        files: Vec::new(),
         authorization: headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned),
     };
     if content_type.starts_with("multipart/form-data") {
-        for (name, filename, bytes) in multipart_parts(&content_type, &body) {
-            if name == "payload_json" {
-                record.json = serde_json::from_slice(&bytes).ok();
+        for part in super::multipart::parts(&content_type, &body) {
+            if part.name == "payload_json" {
+                record.json = serde_json::from_slice(&part.bytes).ok();
             }
-            record.parts.push(name);
-            if let Some(f) = filename {
+            record.parts.push(part.name);
+            if let Some(f) = part.filename {
                 record.filenames.push(f);
+                record.files.push(part.bytes);
             }
         }
     } else if !body.is_empty() {
@@ -1233,6 +1203,20 @@ async fn rest(
         }
         ("POST", ["channels", channel, "messages"]) if inner.archived.contains(*channel) => {
             error(StatusCode::BAD_REQUEST, 50083, "Thread is archived")
+        }
+        // A voice message (flag IS_VOICE_MESSAGE) is one audio attachment and nothing else.
+        ("POST", ["channels", _, "messages"])
+            if record.json.as_ref().is_some_and(|j| {
+                j["flags"].as_u64().unwrap_or(0) & (1 << 13) != 0
+                    && (j["content"].as_str().is_some_and(|c| !c.is_empty())
+                        || record.files.len() != 1)
+            }) =>
+        {
+            error(
+                StatusCode::BAD_REQUEST,
+                50035,
+                "Invalid Form Body: a voice message is one audio file without content",
+            )
         }
         ("POST", ["channels", channel, "messages"]) => {
             if let Some((count, window)) = inner.send_limit {

@@ -330,6 +330,14 @@ impl FakeMisskey {
         message
     }
 
+    /// The bytes of drive file `id` (uploaded by the bot or by the test).
+    pub fn file_content(&self, id: &str) -> Option<Vec<u8>> {
+        self.inner()
+            .file_bytes
+            .get(id)
+            .map(|(_, bytes)| bytes.clone())
+    }
+
     /// Every drive file, oldest first.
     pub fn drive_files(&self) -> Vec<Value> {
         self.inner().files.values().cloned().collect()
@@ -850,65 +858,24 @@ async fn api(
 fn parse_multipart(content_type: &str, body: &[u8]) -> (Value, Option<(String, Vec<u8>, String)>) {
     let mut fields = serde_json::Map::new();
     let mut file = None;
-    let Some(boundary) = content_type.split("boundary=").nth(1) else {
-        return (Value::Object(fields), None);
-    };
-    let delimiter = format!("--{}", boundary.trim_matches('"'));
-    let text = body;
-    let positions: Vec<usize> = find_all(text, delimiter.as_bytes());
-    for pair in positions.windows(2) {
-        let part = &text[pair[0] + delimiter.len()..pair[1]];
-        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
-        let part = part.strip_suffix(b"\r\n").unwrap_or(part);
-        let Some(split) = find_all(part, b"\r\n\r\n").first().copied() else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&part[..split]).to_string();
-        let content = part[split + 4..].to_vec();
-        let name = header_param(&head, "name").unwrap_or_default();
-        if let Some(filename) = header_param(&head, "filename") {
-            let mime = head
-                .lines()
-                .find_map(|l| {
-                    l.strip_prefix("Content-Type: ")
-                        .or(l.strip_prefix("content-type: "))
-                })
-                .unwrap_or("application/octet-stream")
-                .trim()
-                .to_owned();
+    for part in super::multipart::parts(content_type, body) {
+        if let Some(filename) = part.filename {
+            let mime = part
+                .content_type
+                .unwrap_or_else(|| "application/octet-stream".to_owned());
             fields.insert(
-                name,
-                json!({"filename": filename, "size": content.len(), "type": mime}),
+                part.name,
+                json!({"filename": filename, "size": part.bytes.len(), "type": mime}),
             );
-            file = Some((filename, content, mime));
+            file = Some((filename, part.bytes, mime));
         } else {
             fields.insert(
-                name,
-                Value::String(String::from_utf8_lossy(&content).into()),
+                part.name,
+                Value::String(String::from_utf8_lossy(&part.bytes).into()),
             );
         }
     }
     (Value::Object(fields), file)
-}
-
-fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
-    if needle.is_empty() || haystack.len() < needle.len() {
-        return Vec::new();
-    }
-    (0..=haystack.len() - needle.len())
-        .filter(|&i| &haystack[i..i + needle.len()] == needle)
-        .collect()
-}
-
-fn header_param(head: &str, key: &str) -> Option<String> {
-    let marker = format!("{key}=\"");
-    head.split(';').find_map(|segment| {
-        let segment = segment.trim();
-        segment
-            .strip_prefix(&marker)
-            .and_then(|rest| rest.strip_suffix('"').or(rest.split('"').next()))
-            .map(str::to_owned)
-    })
 }
 
 fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, FakeError> {
@@ -1059,8 +1026,12 @@ fn handle(
                 "md5": format!("{:032x}", content.len()), "size": content.len(),
                 "isSensitive": false, "blurhash": null, "properties": {},
                 "url": format!("{}/files/{id}", inner.base_url), "thumbnailUrl": null,
-                "comment": null, "folderId": null, "folder": null, "userId": BOT_ID, "user": null
+                "comment": params["comment"].as_str(), "folderId": null, "folder": null,
+                "userId": BOT_ID, "user": null
             });
+            inner
+                .file_bytes
+                .insert(id.clone(), (mime.to_string(), content.to_vec()));
             inner.files.insert(id, drive.clone());
             Ok(Reply::Json(drive))
         }

@@ -1,8 +1,11 @@
 //! A fake OpenAI-compatible speech service on loopback: `POST /v1/audio/transcriptions` takes
 //! the multipart form the OpenAI API takes (`file`, `model`, `response_format`, `language`) and
 //! answers `{"text": ...}` with the transcript it is told to give ([`FakeSpeech::answer`]), or
-//! an error status, or nothing for a while. Every request is recorded with its parsed form, so
-//! a test can check what reached the service — or that nothing did.
+//! an error status, or nothing for a while; `POST /v1/audio/speech` takes `{"model", "input",
+//! "voice", "response_format"}` and answers Ogg Opus audio lasting about a second per 15
+//! characters of input ([`FakeSpeech::speak_with`] changes that). Every request is recorded
+//! (the transcription's form parsed), so a test can check what reached the service — or that
+//! nothing did.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -66,9 +69,22 @@ impl Upload {
     }
 }
 
+/// What the fake answers a speech request with.
+#[derive(Debug, Clone)]
+pub enum Speech {
+    /// Ogg Opus audio of about a second per 15 characters of input.
+    Opus,
+    /// These bytes, as `audio/ogg`.
+    Bytes(Vec<u8>),
+    /// This status with an OpenAI-style error body.
+    Status(u16),
+}
+
 struct Inner {
     answer: Answer,
+    speech: Speech,
     uploads: Vec<Upload>,
+    speech_requests: Vec<(HeaderMap, serde_json::Value)>,
 }
 
 /// The running fake.
@@ -84,10 +100,13 @@ impl FakeSpeech {
     pub async fn start(answer: Answer) -> FakeSpeech {
         let inner = Arc::new(Mutex::new(Inner {
             answer,
+            speech: Speech::Opus,
             uploads: Vec::new(),
+            speech_requests: Vec::new(),
         }));
         let app = Router::new()
             .route("/v1/audio/transcriptions", post(transcribe))
+            .route("/v1/audio/speech", post(speak))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -109,6 +128,47 @@ impl FakeSpeech {
     pub fn uploads(&self) -> Vec<Upload> {
         self.inner.lock().unwrap().uploads.clone()
     }
+
+    /// Answers speech requests with `speech` from now on.
+    pub fn speak_with(&self, speech: Speech) {
+        self.inner.lock().unwrap().speech = speech;
+    }
+
+    /// Every speech request so far: its headers and JSON body.
+    pub fn speech_requests(&self) -> Vec<(HeaderMap, serde_json::Value)> {
+        self.inner.lock().unwrap().speech_requests.clone()
+    }
+}
+
+/// Seconds of speech the fake makes of `input`.
+pub fn spoken_seconds(input: &str) -> f64 {
+    (input.chars().count() as f64 / 15.0).ceil().max(1.0)
+}
+
+async fn speak(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<serde_json::Value>,
+) -> Response {
+    let speech = {
+        let mut inner = inner.lock().unwrap();
+        inner.speech_requests.push((headers, body.clone()));
+        inner.speech.clone()
+    };
+    let input = body["input"].as_str().unwrap_or_default();
+    match speech {
+        Speech::Opus => (
+            [("content-type", "audio/ogg")],
+            super::audio::ogg_opus(spoken_seconds(input)),
+        )
+            .into_response(),
+        Speech::Bytes(bytes) => ([("content-type", "audio/ogg")], bytes).into_response(),
+        Speech::Status(code) => (
+            StatusCode::from_u16(code).unwrap(),
+            axum::Json(json!({"error": {"message": "fake failure", "type": "server_error"}})),
+        )
+            .into_response(),
+    }
 }
 
 /// A `baseUrl` on loopback where nothing listens: a service that is down.
@@ -125,9 +185,21 @@ async fn transcribe(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let form = boundary(&headers)
-        .map(|b| parse_form(&body, &b))
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let form = super::multipart::parts(content_type, &body)
+        .into_iter()
+        .map(|p| {
+            let part = FormPart {
+                file_name: p.filename,
+                content_type: p.content_type,
+                bytes: p.bytes,
+            };
+            (p.name, part)
+        })
+        .collect();
     let answer = {
         let mut inner = inner.lock().unwrap();
         inner.uploads.push(Upload {
@@ -149,67 +221,4 @@ async fn transcribe(
             axum::Json(json!({ "text": "late" })).into_response()
         }
     }
-}
-
-fn boundary(headers: &HeaderMap) -> Option<String> {
-    let ct = headers.get("content-type")?.to_str().ok()?;
-    let (_, b) = ct.split_once("boundary=")?;
-    Some(b.trim_matches('"').to_owned())
-}
-
-/// The parts of a `multipart/form-data` body.
-fn parse_form(body: &[u8], boundary: &str) -> HashMap<String, FormPart> {
-    let delimiter = format!("--{boundary}");
-    let mut parts = HashMap::new();
-    for chunk in split(body, delimiter.as_bytes()).into_iter().skip(1) {
-        if chunk.starts_with(b"--") {
-            break;
-        }
-        let chunk = chunk.strip_prefix(b"\r\n").unwrap_or(chunk);
-        let Some(end) = find(chunk, b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&chunk[..end]).into_owned();
-        let mut bytes = chunk[end + 4..].to_vec();
-        if bytes.ends_with(b"\r\n") {
-            bytes.truncate(bytes.len() - 2);
-        }
-        let param = |key: &str| {
-            let at = head.find(&format!("{key}=\""))? + key.len() + 2;
-            let len = head[at..].find('"')?;
-            Some(head[at..at + len].to_owned())
-        };
-        let content_type = head
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("Content-Type: ")
-                    .or(l.strip_prefix("content-type: "))
-            })
-            .map(str::to_owned);
-        if let Some(name) = param("name") {
-            parts.insert(
-                name,
-                FormPart {
-                    file_name: param("filename"),
-                    content_type,
-                    bytes,
-                },
-            );
-        }
-    }
-    parts
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(mut body: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
-    let mut out = Vec::new();
-    while let Some(at) = find(body, delimiter) {
-        out.push(&body[..at]);
-        body = &body[at + delimiter.len()..];
-    }
-    out.push(body);
-    out
 }

@@ -13,6 +13,7 @@ pub mod fake_misskey;
 pub mod fake_provider;
 pub mod fake_speech;
 pub mod file_server;
+pub mod multipart;
 pub mod opencode;
 pub mod pictures;
 pub mod poll;

@@ -92,6 +92,8 @@ pub struct Options {
     pub clock: Clock,
     /// Meaning-based recall against this endpoint: (base URL, model, dimensions).
     pub embeddings: Option<(String, String, usize)>,
+    /// Voice replies (send-voice) through the speech service at this base URL (no key).
+    pub speech: Option<String>,
 }
 
 impl Default for Options {
@@ -105,6 +107,7 @@ impl Default for Options {
             loaded: unlimited_skills(),
             clock: Clock::system(),
             embeddings: None,
+            speech: None,
         }
     }
 }
@@ -152,6 +155,22 @@ pub async fn app_with(options: Options) -> App {
         .set_embedding_queue(semantic.is_some())
         .await
         .expect("embedding queue");
+    let speaker = options.speech.as_ref().map(|url| {
+        let mut config = air_friends::config::Config::default();
+        config.speech = Some(air_friends::config::SpeechConfig {
+            base_url: url.clone(),
+            max_chars: 200,
+            ..Default::default()
+        });
+        air_friends::voice::Speaker::from_config(
+            &config,
+            &air_friends::config::ProcessEnv,
+            Some(store.clone()),
+            air_friends::voice::VoiceMetrics::unregistered(),
+        )
+        .expect("speaker")
+        .expect("configured")
+    });
     let deps = HandlerDeps {
         store: store.clone(),
         platforms,
@@ -160,6 +179,7 @@ pub async fn app_with(options: Options) -> App {
         memory_config: options.memory,
         clock: options.clock,
         semantic: semantic.clone(),
+        speaker,
     };
     let registry = build_registry(deps, &options.loaded).expect("registry");
     let state = SkillApiState::new(

@@ -28,6 +28,7 @@ use crate::platform::{EventSink, PlatformAdapter};
 use crate::shutdown::Shutdown;
 use crate::store::Store;
 use crate::store::owner::OwnerLock;
+use crate::voice::VoiceMetrics;
 pub use reload::{Reloadable, on_sighup};
 
 /// What a started daemon hands back to its caller.
@@ -73,6 +74,9 @@ struct Ctx<'a> {
     store: &'a Store,
     shutdown: &'a Shutdown,
     metrics: &'a Metrics,
+    /// The voice metric families, registered once for both speech services (the
+    /// transcription of the pipeline, the speech of send-voice).
+    voice: &'a VoiceMetrics,
     readiness: &'a Readiness,
 }
 
@@ -82,6 +86,7 @@ impl<'a> Ctx<'a> {
         store: &'a Store,
         shutdown: &'a Shutdown,
         metrics: &'a Metrics,
+        voice: &'a VoiceMetrics,
         readiness: &'a Readiness,
     ) -> Self {
         Self {
@@ -89,6 +94,7 @@ impl<'a> Ctx<'a> {
             store,
             shutdown,
             metrics,
+            voice,
             readiness,
         }
     }
@@ -107,11 +113,12 @@ pub async fn start(
     observers: Observers,
 ) -> anyhow::Result<Started> {
     let skills = skills::SkillPackages::load(config)?;
+    let voice = VoiceMetrics::new(metrics);
     // The sandbox probe (one sandboxed run, the longest step of a start) runs while the store
     // opens and the platforms and handlers are set up; nothing is served before it passed.
     let setup = async {
         let (store, owner) = store::open(config).await?;
-        let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
+        let ctx = Ctx::new(config, &store, shutdown, metrics, &voice, readiness);
         let (platforms, sink, events) =
             platforms::start(ctx, extra, &skills.commands, skills.places.clone())?;
         let semantic = store::start_embeddings(ctx).await?;
@@ -123,7 +130,7 @@ pub async fn start(
     let (host, setup) = tokio::join!(sandbox::start(config, readiness, &skills), setup);
     let (store, owner, platforms, sink, events, handlers) = setup?;
     let host = host?;
-    let ctx = Ctx::new(config, &store, shutdown, metrics, readiness);
+    let ctx = Ctx::new(config, &store, shutdown, metrics, &voice, readiness);
     // The agent sandbox decides how agents reach the daemon (see `skill_api::start`).
     let sandboxed = host.sandbox.is_enabled();
     let served = skill_api::start(

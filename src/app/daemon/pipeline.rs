@@ -38,7 +38,7 @@ use crate::privacy::metrics::PrivacyMetrics;
 use crate::schedules::Scheduler;
 use crate::shutdown::Shutdown;
 use crate::skills::LoadedSkills;
-use crate::voice::{Transcriber, VoiceMetrics};
+use crate::voice::Transcriber;
 
 /// A conversation's worker with nothing to do for this long exits.
 const IDLE_WORKER: Duration = Duration::from_secs(300);
@@ -97,7 +97,7 @@ pub(super) fn start(
         config,
         &ProcessEnv,
         Some(ctx.store.clone()),
-        VoiceMetrics::new(ctx.metrics),
+        ctx.voice.clone(),
     )?;
     let attachments = Attachments::from_config(config, AttachmentMetrics::new(ctx.metrics))?
         .map(|a| a.with_transcriber(transcriber));

@@ -22,6 +22,7 @@ use crate::skill_api::{
     self, ServingRuntime, SkillApiMetrics, SkillApiSettings, SkillApiState, SkillRegistry,
 };
 use crate::skills::LoadedSkills;
+use crate::voice::Speaker;
 
 /// The registered skill handlers and the Skill API's metrics, ready for [`start`].
 pub(super) struct Handlers {
@@ -46,6 +47,13 @@ pub(super) fn skill_handlers(
     semantic: Option<Semantic>,
 ) -> anyhow::Result<Handlers> {
     let config = ctx.config;
+    // send-voice speaks through the speech service (`speech`), when there is one.
+    let speaker = Speaker::from_config(
+        config,
+        &ProcessEnv,
+        Some(ctx.store.clone()),
+        ctx.voice.clone(),
+    )?;
     let registry = handlers::build_registry(
         HandlerDeps {
             store: ctx.store.clone(),
@@ -55,6 +63,7 @@ pub(super) fn skill_handlers(
             memory_config: config.memory.clone(),
             clock: handlers::Clock::system(),
             semantic,
+            speaker,
         },
         &skills.loaded,
     )

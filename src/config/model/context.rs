@@ -202,6 +202,45 @@ impl Default for TranscriptionConfig {
     }
 }
 
+/// `speech`: the text-to-speech service the send-voice skill speaks through, an
+/// OpenAI-compatible `/audio/speech` that answers Ogg Opus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SpeechConfig {
+    /// A provider of `agent.providers` whose `baseUrl` and key to use; or leave empty and set
+    /// `baseUrl`.
+    pub provider: String,
+    /// API root serving `POST {baseUrl}/audio/speech` (when `provider` is empty).
+    pub base_url: String,
+    /// Variable holding the key (when `provider` is empty; empty = no key).
+    pub api_key_env: String,
+    /// Model name sent to the service (`tts-1`, `gpt-4o-mini-tts`, ...).
+    pub model: String,
+    /// The voice (`alloy`, `nova`, ...; what the service offers).
+    pub voice: String,
+    /// Longest text spoken, in characters (the OpenAI API takes at most 4096).
+    pub max_chars: u32,
+    /// Minutes of speech one user's conversations may get per UTC day (null = no limit).
+    pub minutes_per_user_per_day: Option<u32>,
+    /// Longest wait for one synthesis.
+    pub timeout_ms: u64,
+}
+
+impl Default for SpeechConfig {
+    fn default() -> Self {
+        Self {
+            provider: String::new(),
+            base_url: String::new(),
+            api_key_env: String::new(),
+            model: "tts-1".into(),
+            voice: "alloy".into(),
+            max_chars: 1_000,
+            minutes_per_user_per_day: None,
+            timeout_ms: 30_000,
+        }
+    }
+}
+
 impl Default for AttachmentsConfig {
     fn default() -> Self {
         Self {

@@ -64,6 +64,9 @@ pub struct Config {
     pub context: ContextConfig,
     /// Files and pictures users attach: fetched by the daemon, read by the agent.
     pub attachments: AttachmentsConfig,
+    /// Voice replies: the speech service send-voice speaks through (`None`: no voice replies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speech: Option<SpeechConfig>,
     /// Where user workspaces live.
     pub workspace: WorkspaceConfig,
     /// The SQLite database.
@@ -95,6 +98,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             context: ContextConfig::default(),
             attachments: AttachmentsConfig::default(),
+            speech: None,
             workspace: WorkspaceConfig::default(),
             storage: StorageConfig::default(),
             prompts: PromptsConfig::default(),
@@ -145,7 +149,10 @@ impl Config {
 
     /// Whether the configuration lets skill `name` run (see [`skill_enabled`]).
     pub fn skill_enabled(&self, name: &str) -> bool {
-        skill_enabled(&self.skills, &self.reminders, name)
+        let services = SkillServices {
+            speech: self.speech.is_some(),
+        };
+        skill_enabled(&self.skills, &self.reminders, services, name)
     }
 
     /// The database file: `storage.path`, else `{workspace.repoPath}/air-friends.db`.

@@ -48,6 +48,10 @@ pub struct PlaceRule {
     /// What the agent may do with memories here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryAccess>,
+    /// Whether the agent may answer with its voice here (send-voice; never on without
+    /// `speech`). `false` leaves send-voice out of the place's skills.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice_replies: Option<bool>,
     /// How Discord threads are answered here (`follow` when unset).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<ThreadsPolicy>,

@@ -60,15 +60,31 @@ impl SkillApiConfig {
 /// The reminder skills: off unless `reminders.enabled`.
 pub const REMINDER_SKILLS: [&str; 3] = ["set-reminder", "cancel-reminder", "list-reminders"];
 
+/// The services a skill may need besides the daemon itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SkillServices {
+    /// A speech service is configured (`speech`): send-voice can speak.
+    pub speech: bool,
+}
+
 /// Whether the configuration lets skill `name` run: not in `skills.disabled`, `send-file` only
-/// with `skills.sendFile.enabled`, the reminder skills only with `reminders.enabled`. The one
-/// rule the Skill API's registry, the platforms' user commands, the agent's credentials and the
-/// Discord invite's permissions all follow ([`Config::skill_enabled`](super::Config::skill_enabled)).
-pub fn skill_enabled(skills: &SkillsConfig, reminders: &RemindersConfig, name: &str) -> bool {
+/// with `skills.sendFile.enabled`, the reminder skills only with `reminders.enabled`,
+/// `send-voice` only with a speech service. The one rule the Skill API's registry, the
+/// platforms' user commands, the agent's credentials and the Discord invite's permissions all
+/// follow ([`Config::skill_enabled`](super::Config::skill_enabled)).
+pub fn skill_enabled(
+    skills: &SkillsConfig,
+    reminders: &RemindersConfig,
+    services: SkillServices,
+    name: &str,
+) -> bool {
     if skills.disabled.iter().any(|d| d == name) {
         return false;
     }
     if name == "send-file" && !skills.send_file.enabled {
+        return false;
+    }
+    if name == "send-voice" && !services.speech {
         return false;
     }
     reminders.enabled || !REMINDER_SKILLS.contains(&name)

@@ -30,6 +30,7 @@ impl Config {
         self.check_reminders_and_memory(&mut v);
         self.check_attachments(&mut v);
         self.check_transcription(&mut v);
+        self.check_speech(&mut v);
         self.check_paths_and_logging(&mut v);
         if v.0.is_empty() {
             Ok(())
@@ -101,6 +102,31 @@ impl Config {
             v.add(
                 format!("{AT}.minutesPerUserPerDay"),
                 "must be at least 1 (null: no limit; remove transcription to turn it off)",
+            );
+        }
+    }
+
+    fn check_speech(&self, v: &mut Problems) {
+        let Some(t) = &self.speech else {
+            return;
+        };
+        const AT: &str = "speech";
+        self.check_service(v, AT, &t.provider, &t.base_url, &t.api_key_env);
+        for (key, value) in [("model", &t.model), ("voice", &t.voice)] {
+            if value.trim().is_empty() {
+                v.add(format!("{AT}.{key}"), "required");
+            }
+        }
+        if !(1..=4_096).contains(&t.max_chars) {
+            v.add(format!("{AT}.maxChars"), "must be between 1 and 4096");
+        }
+        if t.timeout_ms == 0 {
+            v.add(format!("{AT}.timeoutMs"), "must be greater than 0");
+        }
+        if t.minutes_per_user_per_day == Some(0) {
+            v.add(
+                format!("{AT}.minutesPerUserPerDay"),
+                "must be at least 1 (null: no limit; remove speech to turn voice replies off)",
             );
         }
     }

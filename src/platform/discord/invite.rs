@@ -17,6 +17,8 @@ pub const READ_MESSAGE_HISTORY: u64 = 1 << 16;
 pub const ADD_REACTIONS: u64 = 1 << 6;
 /// send-file in a server channel.
 pub const ATTACH_FILES: u64 = 1 << 15;
+/// send-voice in a server channel (with [`ATTACH_FILES`]).
+pub const SEND_VOICE_MESSAGES: u64 = 1 << 46;
 /// A place with `threads: perConversation` opens a thread from the message it answers.
 pub const CREATE_PUBLIC_THREADS: u64 = 1 << 35;
 
@@ -30,6 +32,7 @@ const ALWAYS: u64 = VIEW_CHANNEL | SEND_MESSAGES | SEND_MESSAGES_IN_THREADS | RE
 const SKILL_PERMISSIONS: &[(&str, u64)] = &[
     ("react-message", ADD_REACTIONS),
     ("send-file", ATTACH_FILES),
+    ("send-voice", ATTACH_FILES | SEND_VOICE_MESSAGES),
 ];
 
 /// The permission bits the enabled `skills` use.
@@ -88,6 +91,8 @@ mod tests {
         let all = permissions(["send-reply", "react-message", "send-file"]);
         assert_eq!(all, ALWAYS | ADD_REACTIONS | ATTACH_FILES);
         assert_eq!(all & (1 << 3), 0, "never Administrator");
+        let voice = permissions(["send-reply", "send-voice"]);
+        assert_eq!(voice, ALWAYS | ATTACH_FILES | SEND_VOICE_MESSAGES);
     }
 
     #[test]

@@ -300,17 +300,34 @@ impl DiscordAdapter {
         if let Some(caption) = caption {
             check_text(caption)?;
         }
+        let voice = files.iter().any(|f| f.voice.is_some());
+        if voice && files.len() != 1 {
+            return Err(PlatformError::InvalidInput(
+                "a Discord voice message is one audio file".into(),
+            ));
+        }
+        // A voice message carries no text: the caption becomes the file's alt text.
+        let mut files = files;
+        let caption = match caption {
+            Some(text) if voice => {
+                files[0].description.get_or_insert_with(|| text.to_owned());
+                None
+            }
+            other => other,
+        };
         let mut payload = message_payload(channel, caption, reply_to)?;
         let mut parts = Vec::with_capacity(files.len());
         let mut described = Vec::with_capacity(files.len());
         for (index, file) in files.into_iter().enumerate() {
-            let filename = file.filename.clone();
-            let mime = file.mime.clone();
+            described.push(attachment_entry(index, &file));
+            let (filename, mime) = (file.filename.clone(), file.mime.clone());
             let bytes = file.into_bytes().await?;
-            described.push(json!({"id": index, "filename": filename}));
             parts.push((filename, mime, bytes));
         }
         payload["attachments"] = Value::Array(described);
+        if voice {
+            payload["flags"] = json!(IS_VOICE_MESSAGE);
+        }
         let body = Body::Files {
             payload,
             files: parts,
@@ -701,6 +718,26 @@ impl PlatformAdapter for DiscordAdapter {
     ) -> Result<Option<ChannelId>, PlatformError> {
         self.start_thread(channel_id, message_id, name).await
     }
+}
+
+/// Discord's message flag for a voice message.
+const IS_VOICE_MESSAGE: u64 = 1 << 13;
+/// Longest attachment description Discord takes, in characters.
+const MAX_DESCRIPTION_CHARS: usize = 1024;
+
+/// The `attachments` entry of `file` at `index`: its name, its alt text (cut to Discord's
+/// limit), and a voice message's duration and waveform.
+fn attachment_entry(index: usize, file: &OutgoingFile) -> Value {
+    use base64::Engine;
+    let mut entry = json!({"id": index, "filename": file.filename});
+    if let Some(text) = &file.description {
+        entry["description"] = json!(text.chars().take(MAX_DESCRIPTION_CHARS).collect::<String>());
+    }
+    if let Some(clip) = &file.voice {
+        entry["duration_secs"] = json!(clip.duration.as_secs_f64());
+        entry["waveform"] = json!(base64::engine::general_purpose::STANDARD.encode(&clip.waveform));
+    }
+    entry
 }
 
 #[cfg(test)]

@@ -29,6 +29,9 @@ const AUTH_CODES: &[&str] = &[
     "ROLE_PERMISSION_DENIED",
 ];
 
+/// Longest alt text (`comment`) of a drive file Misskey keeps, in characters.
+pub const MAX_FILE_COMMENT_CHARS: usize = 512;
+
 /// How the REST client retries rate-limited calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -106,13 +109,17 @@ impl Api {
         self.call_raw(endpoint, params).await.map(drop)
     }
 
-    /// Uploads one file with `drive/files/create` (multipart: `i`, `name`, `file`).
+    /// Uploads one file with `drive/files/create` (multipart: `i`, `name`, `file`, and its alt
+    /// text as `comment`, cut to [`MAX_FILE_COMMENT_CHARS`]).
     pub async fn upload(
         &self,
         filename: &str,
         bytes: Vec<u8>,
         mime: Option<&str>,
+        comment: Option<&str>,
     ) -> Result<DriveFile, PlatformError> {
+        let comment: Option<String> =
+            comment.map(|c| c.chars().take(MAX_FILE_COMMENT_CHARS).collect());
         let endpoint = "drive/files/create";
         let url = format!("{}{endpoint}", self.base);
         let body = self
@@ -123,10 +130,13 @@ impl Api {
                         reqwest::multipart::Part::bytes(bytes.clone())
                             .file_name(filename.to_owned())
                     });
-                let form = reqwest::multipart::Form::new()
+                let mut form = reqwest::multipart::Form::new()
                     .text("i", self.token.expose().to_owned())
-                    .text("name", filename.to_owned())
-                    .part("file", part);
+                    .text("name", filename.to_owned());
+                if let Some(comment) = &comment {
+                    form = form.text("comment", comment.clone());
+                }
+                let form = form.part("file", part);
                 self.http
                     .post(&url)
                     .timeout(self.timeout.saturating_mul(4))

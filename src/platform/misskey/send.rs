@@ -301,10 +301,12 @@ impl MisskeyAdapter {
     }
 
     async fn upload(&self, file: OutgoingFile) -> Result<DriveFile, PlatformError> {
-        let filename = file.filename.clone();
-        let mime = file.mime.clone();
+        let (filename, mime) = (file.filename.clone(), file.mime.clone());
+        let comment = file.description.clone();
         let bytes = file.into_bytes().await?;
-        self.api.upload(&filename, bytes, mime.as_deref()).await
+        self.api
+            .upload(&filename, bytes, mime.as_deref(), comment.as_deref())
+            .await
     }
 
     /// Deletes drive files that no message references (best effort: failures are logged).
