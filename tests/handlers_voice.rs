@@ -9,7 +9,7 @@ mod handlers_support;
 
 use air_friends::audio::{AudioType, duration};
 use air_friends::platform::fake::{Call, Op};
-use air_friends::platform::{FileSource, OutgoingFile};
+use air_friends::platform::{FileSource, OutgoingFile, PlatformError};
 use common::fake_speech::{Answer, FakeSpeech, Speech, spoken_seconds};
 use handlers_support::{App, Options, app, app_with};
 use serde_json::json;
@@ -166,6 +166,27 @@ async fn a_speech_failure_sends_nothing_and_leaves_the_reply_to_send_reply() {
         .await
         .data();
     assert_eq!(app.discord.sent_texts(), ["in words, then"]);
+}
+
+#[tokio::test]
+async fn a_platform_refusing_the_voice_message_leaves_the_reply_to_send_reply() {
+    let (app, _speech) = voiced().await;
+    let s = app.guild_session("u1");
+    app.discord.fail_next(
+        Op::SendFiles,
+        PlatformError::Forbidden("Cannot send voice messages in this channel".into()),
+    );
+    let r = app.call(&s, "send-voice", json!({ "text": SAID })).await;
+    assert_eq!(r.error(502), "PLATFORM_ERROR");
+    assert!(
+        r.message().contains("Cannot send voice messages") && r.message().contains("send-reply"),
+        "{}",
+        r.message()
+    );
+    app.call(&s, "send-reply", json!({"message": "in words"}))
+        .await
+        .data();
+    assert_eq!(app.discord.sent_texts(), ["in words"]);
 }
 
 #[tokio::test]

@@ -479,7 +479,7 @@ async fn send_voice_posts_a_discord_voice_message_with_its_duration_and_waveform
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn send_voice_on_misskey_is_an_audio_file_with_the_text_on_the_message() {
+async fn send_voice_on_misskey_is_an_audio_file_with_the_text_on_the_message_or_note() {
     let speech = FakeSpeech::start(Answer::Text(String::new())).await;
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("voice.txt");
@@ -511,5 +511,22 @@ async fn send_voice_on_misskey_is_an_audio_file_with_the_text_on_the_message() {
     assert_eq!(drive["type"], "audio/ogg");
     assert_eq!(drive["comment"], SPOKEN, "the text as the file's alt text");
     let bytes = serve.fake.file_content(file_id).expect("its bytes");
+    assert_eq!(AudioType::sniff(&bytes), Some(AudioType::OggOpus));
+    // On a note: the reply note carries the audio and the text, threaded to the mention.
+    let mention = serve.fake.mention(
+        "u1",
+        "@airfriends say it here too",
+        common::fake_misskey::NoteOpts::default(),
+    );
+    let notes = serve.wait_for_calls("notes/create", 1).await;
+    let note = &notes[0];
+    assert_eq!(note["text"], SPOKEN, "{note}");
+    assert_eq!(note["replyId"], mention["id"], "{note}");
+    let file_ids = note["fileIds"].as_array().expect("the audio file");
+    assert_eq!(file_ids.len(), 1, "{note}");
+    let bytes = serve
+        .fake
+        .file_content(file_ids[0].as_str().unwrap())
+        .expect("its bytes");
     assert_eq!(AudioType::sniff(&bytes), Some(AudioType::OggOpus));
 }

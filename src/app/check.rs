@@ -350,11 +350,22 @@ fn check_place_switches(config: &Config, warnings: &mut Vec<ConfigIssue>) {
                 "agent.warm.enabled",
                 config.agent.warm.enabled,
             ),
+            (
+                "voiceReplies",
+                rule.voice_replies,
+                "speech",
+                config.speech.is_some(),
+            ),
         ] {
             if on_here == Some(true) && !on {
+                let off = if global == "speech" {
+                    "unset".to_owned()
+                } else {
+                    "false".to_owned()
+                };
                 warnings.push(ConfigIssue::new(
                     format!("places.{i}.{key}"),
-                    format!("true has no effect while {global} is false"),
+                    format!("true has no effect while {global} is {off}"),
                 ));
             }
         }

@@ -84,7 +84,7 @@ impl SendVoice {
         let delivery = adapter
             .send_files(channel, vec![file], caption, anchor)
             .await
-            .map_err(platform_error)?;
+            .map_err(|e| with_text_advice(platform_error(e)))?;
         let first = delivery
             .messages
             .first()
@@ -117,6 +117,20 @@ fn voice_file(spoken: Spoken, text: &str) -> OutgoingFile {
             duration: spoken.duration,
             waveform: spoken.waveform,
         })
+}
+
+/// A platform's refusal of the voice message (Discord: no permission to send voice messages
+/// in this channel) as the agent sees it, with the way out: the same answer as text.
+fn with_text_advice(error: SkillError) -> SkillError {
+    match error {
+        SkillError::PlatformError { message, retryable } => SkillError::PlatformError {
+            message: format!(
+                "{message}; the voice message was not sent: send your answer as text with send-reply"
+            ),
+            retryable,
+        },
+        other => other,
+    }
 }
 
 /// A speech failure as the agent sees it: the user's allowance used up is a quota (send the

@@ -352,7 +352,7 @@ fn places_name_real_skills_and_personas() {
     let warnings = m.warnings(&m.config(
         "  warm:\n    enabled: false\n",
         &format!(
-            "skills:\n  disabled: [send-file]\nplaces:\n  - name: a\n    match: {{dm: true}}\n    persona: {persona}\n    skills: [send-reply, send-file]\n    warm: true\n",
+            "skills:\n  disabled: [send-file]\nplaces:\n  - name: a\n    match: {{dm: true}}\n    persona: {persona}\n    skills: [send-reply, send-file]\n    warm: true\n    voiceReplies: true\n",
             persona = m.path("support.md").display(),
         ),
     ));
@@ -361,6 +361,7 @@ fn places_name_real_skills_and_personas() {
         [
             "places.0.skills.1: send-file is disabled by the configuration, so not used here either",
             "places.0.warm: true has no effect while agent.warm.enabled is false",
+            "places.0.voiceReplies: true has no effect while speech is unset",
         ]
     );
 }
