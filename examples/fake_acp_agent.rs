@@ -9,7 +9,8 @@
 //!   "log": "/tmp/x/agent-log.jsonl",          // optional: every received message + events
 //!   "initialize": {"delayMs": 0, "protocolVersion": 1, "hang": false, "error": null,
 //!                  "run": null,                 // "run": a shell command run first (as below)
-//!                  "promptCapabilities": {"image": true}},  // advertised as is (default {})
+//!                  "promptCapabilities": {"image": true},  // advertised as is (default {})
+//!                  "mcpCapabilities": {"http": true}},    // advertised as is (default {})
 //!   "sessionNew": {"configOptions": [], "hang": false},
 //!   "resume": "resume",                      // advertise `sessionCapabilities.resume`
 //!                                            // ("load": `loadSession`); sessions are kept as
@@ -389,7 +390,8 @@ async fn main() {
                     "agentCapabilities": {
                         "loadSession": agent.script["resume"] == "load",
                         "sessionCapabilities": if agent.script["resume"] == "resume" { json!({"resume": {}}) } else { json!({}) },
-                        "promptCapabilities": init.get("promptCapabilities").cloned().unwrap_or(json!({}))}, "authMethods": [],
+                        "promptCapabilities": init.get("promptCapabilities").cloned().unwrap_or(json!({})),
+                        "mcpCapabilities": init.get("mcpCapabilities").cloned().unwrap_or(json!({}))}, "authMethods": [],
                     "agentInfo": {"name": "fake-acp-agent", "version": "0.0.0"}}),
                 );
             }

@@ -26,6 +26,8 @@
 //! * [`handlers`] — the built-in skill handlers, their registry, user commands for humans.
 //! * [`maintenance`] — memory consolidation: agent runs in quiet hours that merge old memories
 //!   into summaries (memory skills only, nothing sent to anyone).
+//! * [`mcp`] — the MCP broker: the agent reaches the configured MCP servers only through the
+//!   daemon, which adds their credentials and lets only the allowed tools through.
 //! * [`names`] — the name rules used in several layers (skill names, Discord ids, flag
 //!   spelling), each in one place.
 //! * [`observability`] — JSON/pretty logging with secret redaction, the metrics registry.
@@ -67,7 +69,7 @@
 //! | 3 | `ops`, `platform`, `voice` |
 //! | 4 | `setup`, `attachments`, `agent`, `session`, `reminders` |
 //! | 5 | `skill_api`, `places` |
-//! | 6 | `gateway` |
+//! | 6 | `gateway`, `mcp` |
 //! | 7 | `conversation` |
 //! | 8 | `handlers`, `maintenance`, `privacy`, `schedules` |
 //! | 9 | `app` (the composition root and the commands) |
@@ -90,6 +92,7 @@ pub mod embeddings;
 pub mod gateway;
 pub mod handlers;
 pub mod maintenance;
+pub mod mcp;
 pub mod names;
 pub mod observability;
 pub mod ops;

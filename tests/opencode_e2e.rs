@@ -1484,6 +1484,18 @@ fn reply_in_session(skills: &Path, reply: &'static str) -> (Vec<Step>, Arc<OnceL
     (steps, workspace)
 }
 
+/// Sets `cell` to the Discord workspace of `user` in `bot`'s data folder (for
+/// [`reply_in_session`]'s steps).
+fn set_workspace(cell: &OnceLock<PathBuf>, bot: &common::serve_discord::DiscordServe, user: &str) {
+    cell.set(
+        bot.config
+            .dir
+            .path()
+            .join(format!("data/workspaces/discord/{user}")),
+    )
+    .unwrap();
+}
+
 /// `air-friends serve` on the fake Discord with the real OpenCode in the sandbox, its model the
 /// fake LLM at `llm` behind the gateway with `key`; `extra` gives the other top-level sections
 /// (from the files folder) and the variables besides the key and `HOME`.
@@ -1538,14 +1550,7 @@ async fn a_scheduled_prompt_runs_on_the_real_opencode_and_posts_in_its_channel()
         (yaml, Vec::new())
     })
     .await;
-    workspace
-        .set(
-            bot.config
-                .dir
-                .path()
-                .join(format!("data/workspaces/discord/{BOT_ID}")),
-        )
-        .unwrap();
+    set_workspace(&workspace, &bot, BOT_ID);
     let out = std::process::Command::new(common::bin())
         .args(["schedules", "run", "morning", "--config"])
         .arg(&bot.config.path)
@@ -1599,14 +1604,7 @@ async fn a_voice_messages_transcript_reaches_the_model_through_the_real_opencode
         (yaml, vec![("SPEECH_KEY", speech_key.to_owned())])
     })
     .await;
-    workspace
-        .set(
-            bot.config
-                .dir
-                .path()
-                .join(format!("data/workspaces/discord/{USER_ID}")),
-        )
-        .unwrap();
+    set_workspace(&workspace, &bot, USER_ID);
     let ogg = common::audio::ogg_opus(4.0);
     let url = bot
         .fake
@@ -1639,6 +1637,64 @@ async fn a_voice_messages_transcript_reaches_the_model_through_the_real_opencode
     assert_eq!(
         speech.uploads()[0].authorization().as_deref(),
         Some(format!("Bearer {speech_key}").as_str())
+    );
+    bot.stop();
+}
+
+/// An MCP tool through the daemon on the real OpenCode (in the sandbox, with the fake LLM):
+/// OpenCode is given the broker's endpoint in `session/new`, the model calls the allowed tool,
+/// OpenCode reaches the fake MCP server only through the daemon (which adds the server's
+/// secret header), and the tool's answer is in the model's next request; the reply arrives.
+/// Nothing of the server's secret reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_calls_an_allowed_mcp_tool_through_the_daemon() {
+    use common::fake_discord::{DM_CHANNEL_ID, USER_ID};
+    use common::fake_mcp::FakeMcp;
+
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let mcp = FakeMcp::start().await;
+    let (mut steps, workspace) = reply_in_session(&skills, "The wiki says: start on Monday.");
+    steps.insert(0, Step::Tool("wiki_search", json!({"q": "onboarding-qv7"})));
+    let llm = FakeLlm::start(steps).await;
+    let key = "sk-fake-provider-key-for-mcp";
+    let secret = "Bearer wiki-secret-e2e-4Rk";
+    let bot = serve_opencode(&llm.base_url, key, |_| {
+        let yaml = format!(
+            "mcp:\n  servers:\n    - name: wiki\n      description: The team wiki\n      \
+             url: {}/mcp\n      local: true\n      headers: {{Authorization: '{secret}'}}\n      \
+             tools: [search]\n",
+            mcp.base
+        );
+        (yaml, Vec::new())
+    })
+    .await;
+    set_workspace(&workspace, &bot, USER_ID);
+    bot.dm("what does the wiki say about onboarding?");
+    let replies = bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    assert_eq!(replies[0].content, "The wiki says: start on Monday.");
+    let calls: Vec<serde_json::Value> = mcp
+        .requests()
+        .into_iter()
+        .filter(|(_, body)| body["method"] == "tools/call")
+        .map(|(headers, body)| {
+            assert_eq!(headers.get("authorization").unwrap(), secret);
+            body
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "{:?}", mcp.requests());
+    assert_eq!(calls[0]["params"]["name"], "search");
+    let asked = serde_json::to_string(&llm.requests()).unwrap();
+    assert!(
+        asked.contains("found: onboarding-qv7"),
+        "the tool's answer reached the model"
+    );
+    assert!(
+        !asked.contains("delete_everything"),
+        "a tool not allowed is never listed"
+    );
+    assert!(
+        !asked.contains("wiki-secret"),
+        "the server's secret never reaches the model"
     );
     bot.stop();
 }

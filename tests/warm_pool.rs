@@ -121,6 +121,7 @@ impl World {
                     skills: None,
                     state_dir: None,
                     resume: None,
+                    mcp_servers: Vec::new(),
                 },
                 &never,
                 &never,

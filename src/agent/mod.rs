@@ -34,7 +34,7 @@ pub mod sys;
 pub use activity::{Activity, ActivityObserver};
 pub use gate::{ApprovalRules, PermissionGate};
 pub use run::{
-    AgentRun, AgentRunner, AgentSpec, LiveAgent, Outcome, PromptImage, ResponseProbe,
+    AgentRun, AgentRunner, AgentSpec, LiveAgent, McpEndpoint, Outcome, PromptImage, ResponseProbe,
     RunnerSettings, TurnSpec,
 };
 pub use sandbox::{Sandbox, SandboxError, SandboxSetup};

@@ -174,10 +174,14 @@ impl PublicResolver {
     ) -> Self {
         let trusted = origins
             .into_iter()
-            .flat_map(|o| o.trusted_hosts().map(str::to_owned))
-            .collect();
+            .flat_map(|o| o.trusted_hosts().map(str::to_owned));
+        Self::trusting(trusted, lookup)
+    }
+
+    /// A resolver trusting the names `hosts` (any address) and screening every other name.
+    pub fn trusting(hosts: impl IntoIterator<Item = String>, lookup: Arc<dyn Lookup>) -> Self {
         PublicResolver {
-            trusted: Arc::new(trusted),
+            trusted: Arc::new(hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect()),
             lookup,
         }
     }

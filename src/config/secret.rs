@@ -88,6 +88,12 @@ pub fn known_secret_values(config: &Config, env: &impl EnvSource) -> Vec<String>
                 .map(|t| &t.api_key_env),
         )
         .filter(|name| !name.is_empty());
+    // MCP servers' headers are credentials by design (their values came from `${VAR}`s).
+    for value in config.mcp.servers.iter().flat_map(|s| s.headers.values()) {
+        if !value.trim().is_empty() && !values.contains(value) {
+            values.push(value.clone());
+        }
+    }
     for name in config.agent.provider_env_vars.iter().chain(gateway_keys) {
         if let Some(value) = env.var(name).filter(|v| !v.trim().is_empty())
             && !values.contains(&value)

@@ -751,3 +751,44 @@ fn place_rules_are_checked() {
         );
     }
 }
+
+#[test]
+fn mcp_servers_need_a_name_a_safe_endpoint_and_known_places() {
+    let got = issues(
+        "mcp:\n  servers:\n    - name: Wiki\n      url: http://wiki.example.com/mcp\n      \
+         headers: {Host: x, Authorization: 'Bearer k'}\n      tools: [search, search]\n      \
+         places: [nowhere]\n    - name: lan\n      url: https://10.0.0.5/mcp\n    \
+         - name: lan\n      url: http://10.0.0.5/mcp\n      local: true\n      timeoutMs: 0\n",
+    );
+    for key in [
+        "mcp.servers.0.name: \"Wiki\" is not a server name",
+        "mcp.servers.0.url: \"http://wiki.example.com/mcp\" would send the server's headers unencrypted",
+        "mcp.servers.0.headers.Host: set by the broker",
+        "mcp.servers.0.tools.1: \"search\" is listed twice",
+        "mcp.servers.0.places.0: \"nowhere\" is not the name of a places rule",
+        "mcp.servers.1.url: 10.0.0.5 is not a public address; set local: true",
+        "mcp.servers.2.name: \"lan\" is already the name of mcp.servers.1",
+        "mcp.servers.2: timeoutMs",
+    ] {
+        assert!(got.iter().any(|g| g.starts_with(key)), "{key} in {got:?}");
+    }
+    assert!(
+        !got.iter().any(|g| g.starts_with("mcp.servers.2.url")),
+        "a local server may use http and a private address: {got:?}"
+    );
+    let ok = load_str(
+        "mcp:\n  servers:\n    - name: wiki\n      url: https://wiki.example.com/mcp\n      \
+         headers: {Authorization: 'Bearer ${WIKI_TOKEN}'}\n      tools: [search]\n",
+        &|name: &str| (name == "WIKI_TOKEN").then(|| "wiki-secret".to_owned()),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.mcp.servers[0].headers["Authorization"],
+        "Bearer wiki-secret"
+    );
+    assert!(ok.mcp.servers[0].serves_place("anywhere"));
+    assert!(
+        known_secret_values(&ok, &|_: &str| None).contains(&"Bearer wiki-secret".to_owned()),
+        "a server's headers are secrets"
+    );
+}

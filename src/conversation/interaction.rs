@@ -626,6 +626,7 @@ impl Interactions {
             skills_dir: &self.launcher.env.skills_dir,
             sizes: &self.prompt,
             place,
+            mcp: &self.launcher.env.mcp_servers,
         }
     }
 

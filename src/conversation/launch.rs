@@ -15,10 +15,10 @@ use super::workspace::{WorkspaceError, Workspaces};
 use crate::agent::env::{EnvInputs, ModelGateway, SessionIdentity, build_agent_env};
 use std::sync::Arc;
 
-use crate::agent::{AgentRunner, AgentSpec, Outcome, ResponseProbe, TurnSpec};
-use crate::config::{AgentConfig, ProcessEnv};
+use crate::agent::{AgentRunner, AgentSpec, McpEndpoint, Outcome, ResponseProbe, TurnSpec};
+use crate::config::{AgentConfig, McpServerConfig, ProcessEnv};
 use crate::egress::EgressProxy;
-use crate::session::{SessionContext, SessionError, SessionRegistry};
+use crate::session::{SessionContext, SessionError, SessionPurpose, SessionRegistry};
 use crate::skill_api::{SkillApiState, SocketError};
 
 /// What the agent's environment is built from, fixed for the daemon's life.
@@ -39,6 +39,9 @@ pub struct AgentEnvTemplate {
     /// Providers served by the model gateway: (provider id, variable holding its key). The
     /// agent is pointed at `{api_url}/llm/<session>/<id>` and never gets the key.
     pub gateway_providers: Vec<(String, String)>,
+    /// The MCP servers (`mcp.servers`): a session gets those of its place, as the broker's
+    /// endpoints `{api_url}/mcp/<session>/<name>`.
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 /// Why a session could not be started (everything it had opened is released again).
@@ -201,6 +204,25 @@ impl Launcher {
             },
             &ProcessEnv,
         );
+        let context = resources.registered.handle.context();
+        // A maintenance run works on memories only: no tools of anyone's.
+        let mcp_servers = if matches!(context.purpose, SessionPurpose::Maintenance(_)) {
+            Vec::new()
+        } else {
+            self.env
+                .mcp_servers
+                .iter()
+                .filter(|s| s.serves_place(&context.place.name))
+                .map(|s| McpEndpoint {
+                    name: s.name.clone(),
+                    url: format!("{}/mcp/{session_id}/{}", self.env.api_url, s.name),
+                    headers: vec![(
+                        "Authorization".to_owned(),
+                        format!("Bearer {}", identity.token),
+                    )],
+                })
+                .collect()
+        };
         AgentSpec {
             session_id,
             workspace: resources.dirs.workspace.clone(),
@@ -208,9 +230,10 @@ impl Launcher {
             api_socket_dir: resources.socket.as_ref().map(|s| s.dir().to_path_buf()),
             env,
             model,
-            skills: resources.registered.handle.context().place.skills.clone(),
+            skills: context.place.skills.clone(),
             state_dir: None,
             resume: None,
+            mcp_servers,
         }
     }
 }

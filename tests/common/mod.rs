@@ -9,6 +9,7 @@ pub mod audio;
 pub mod fake_discord;
 pub mod fake_embeddings;
 pub mod fake_llm;
+pub mod fake_mcp;
 pub mod fake_misskey;
 pub mod fake_provider;
 pub mod fake_speech;

@@ -124,6 +124,7 @@ impl AgentRun {
                 skills: None,
                 state_dir: None,
                 resume: None,
+                mcp_servers: Vec::new(),
             },
             TurnSpec {
                 prompt: self.prompt,
@@ -162,6 +163,43 @@ pub struct AgentSpec {
     pub state_dir: Option<PathBuf>,
     /// The agent session to resume there instead of starting a new one.
     pub resume: Option<String>,
+    /// The MCP servers offered to the agent (the daemon's broker endpoints), when it takes
+    /// HTTP MCP servers (`mcpCapabilities.http`).
+    pub mcp_servers: Vec<McpEndpoint>,
+}
+
+/// An MCP server as the agent is given it in `session/new`'s `mcpServers`: the daemon's broker
+/// endpoint for it (`{api}/mcp/<session>/<name>`) and the session's caller token as its
+/// `Authorization`. The server's own URL and credentials never reach the agent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct McpEndpoint {
+    /// The server's name.
+    pub name: String,
+    /// The broker's URL for it.
+    pub url: String,
+    /// Headers the agent sends (the caller token).
+    pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for McpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpEndpoint")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpEndpoint {
+    /// The ACP `McpServer` entry (`type: http`).
+    pub fn acp(&self) -> serde_json::Value {
+        let headers: Vec<serde_json::Value> = self
+            .headers
+            .iter()
+            .map(|(name, value)| serde_json::json!({"name": name, "value": value}))
+            .collect();
+        serde_json::json!({"type": "http", "name": self.name, "url": self.url, "headers": headers})
+    }
 }
 
 impl std::fmt::Debug for AgentSpec {

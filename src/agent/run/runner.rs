@@ -11,7 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::connection::Connection;
 use super::live::LiveAgent;
-use super::{AgentRun, AgentSpec, Outcome, PROTOCOL_VERSION, RunnerSettings, staging_of};
+use super::{
+    AgentRun, AgentSpec, McpEndpoint, Outcome, PROTOCOL_VERSION, RunnerSettings, staging_of,
+};
 use crate::agent::activity::{Activity, ActivityObserver, ActivityReporter};
 use crate::agent::gate::PermissionGate;
 use crate::agent::process::{AgentProcess, Launch};
@@ -88,12 +90,13 @@ impl AgentRunner {
             Err(outcome)
         };
         let resume = spec.resume.clone();
+        let mcp = spec.mcp_servers.clone();
         let (mut process, mut conn) = match self.spawn(spec).await {
             Ok(p) => p,
             Err(outcome) => return ended(outcome),
         };
         let connected = tokio::select! {
-            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn, model.as_deref(), resume.as_deref())) => match r {
+            r = tokio::time::timeout(self.settings.connect_timeout, self.connect(&mut conn, model.as_deref(), resume.as_deref(), &mcp)) => match r {
                 Ok(Ok(id)) => Ok(id),
                 Ok(Err(reason)) => Err(Outcome::Failed { reason }),
                 Err(_) => Err(Outcome::TimedOut { phase: "connect" }),
@@ -228,6 +231,7 @@ impl AgentRunner {
         conn: &mut Connection,
         model: Option<&str>,
         resume: Option<&str>,
+        mcp: &[McpEndpoint],
     ) -> Result<Connected, String> {
         let far = Duration::from_secs(24 * 3600); // bounded by the caller's connect timeout
         let init = conn
@@ -258,8 +262,9 @@ impl AgentRunner {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         let cwd = std::path::absolute(&conn.workspace).unwrap_or_else(|_| conn.workspace.clone());
+        let servers = mcp_servers(&init, mcp, &conn.session_id);
         if let Some(earlier) = resume
-            && let Some(session) = self.resume(conn, &init, earlier, &cwd).await
+            && let Some(session) = self.resume(conn, &init, earlier, &cwd, &servers).await
         {
             if let Some(model) = model {
                 self.reselect_model(conn, &session, model).await;
@@ -271,7 +276,11 @@ impl AgentRunner {
             });
         }
         let new = conn
-            .request_serving("session/new", json!({"cwd": cwd, "mcpServers": []}), far)
+            .request_serving(
+                "session/new",
+                json!({"cwd": cwd, "mcpServers": servers}),
+                far,
+            )
             .await
             .map_err(|e| format!("session/new failed: {e}"))?;
         let session = new
@@ -300,6 +309,7 @@ impl AgentRunner {
         init: &Value,
         earlier: &str,
         cwd: &Path,
+        servers: &Value,
     ) -> Option<String> {
         let caps = init.get("agentCapabilities");
         let method = if caps
@@ -318,7 +328,7 @@ impl AgentRunner {
             return None;
         };
         let far = Duration::from_secs(24 * 3600);
-        let params = json!({"sessionId": earlier, "cwd": cwd, "mcpServers": []});
+        let params = json!({"sessionId": earlier, "cwd": cwd, "mcpServers": servers});
         match conn.request_serving(method, params, far).await {
             Ok(_) => {
                 tracing::info!(session_id = %conn.session_id, acp_session = earlier, method, "agent session resumed");
@@ -391,6 +401,24 @@ impl AgentRunner {
 }
 
 /// What connecting gave.
+/// The `mcpServers` of `session/new` (and of a resumption): `mcp` when the agent's
+/// `initialize` answer takes HTTP MCP servers, else none (logged).
+fn mcp_servers(init: &Value, mcp: &[McpEndpoint], session_id: &str) -> Value {
+    if mcp.is_empty() {
+        return json!([]);
+    }
+    let http = init.pointer("/agentCapabilities/mcpCapabilities/http") == Some(&json!(true));
+    if !http {
+        tracing::warn!(
+            session_id,
+            servers = mcp.len(),
+            "the agent takes no HTTP MCP servers: the configured MCP servers are not offered to it"
+        );
+        return json!([]);
+    }
+    Value::Array(mcp.iter().map(McpEndpoint::acp).collect())
+}
+
 struct Connected {
     acp_session: String,
     accepts_images: bool,

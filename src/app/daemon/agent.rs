@@ -112,5 +112,6 @@ pub(super) fn env_template(
             .iter()
             .map(|(id, p)| (id.clone(), p.api_key_env.clone()))
             .collect(),
+        mcp_servers: config.mcp.servers.clone(),
     }
 }

@@ -10,11 +10,13 @@ use super::skills::SkillPackages;
 use super::{Ctx, workspaces_root};
 use crate::agent::sandbox::sandbox_api_url;
 use crate::app::bind;
+use crate::attachments::SystemLookup;
 use crate::config::{Config, ProcessEnv};
 use crate::conversation::workspace::Workspaces;
 use crate::embeddings::Semantic;
 use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings, ProviderObserver};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
+use crate::mcp::{Broker, McpMetrics};
 use crate::observability::LiveSecrets;
 use crate::platform::PlatformRegistry;
 use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
@@ -92,7 +94,17 @@ pub(super) async fn start(
     )
     .serve_on(serving.handle());
     let gateway = model_gateway(ctx, &api, provider)?;
-    let api = api.with_extra_routes(gateway.router());
+    // MCP servers (`mcp.servers`) through the broker, on the same sockets as the gateway.
+    let broker = Broker::new(
+        &ctx.config.mcp,
+        api.sessions().clone(),
+        McpMetrics::new(ctx.metrics),
+        Arc::new(SystemLookup),
+    )
+    .context("cannot build the MCP broker")?;
+    let api = api
+        .with_extra_routes(gateway.router())
+        .with_extra_routes(broker.router());
     let url = serve(ctx, &api, &gateway, sandboxed, serving).await?;
     let user_commands = Arc::new(
         UserCommandRunner::new(

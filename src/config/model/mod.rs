@@ -13,6 +13,7 @@
 mod agent;
 mod context;
 mod daemon;
+mod mcp;
 mod places;
 mod platforms;
 mod schedules;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 pub use agent::*;
 pub use context::*;
 pub use daemon::*;
+pub use mcp::*;
 pub use places::*;
 pub use platforms::*;
 pub use schedules::*;
@@ -67,6 +69,8 @@ pub struct Config {
     /// Voice replies: the speech service send-voice speaks through (`None`: no voice replies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speech: Option<SpeechConfig>,
+    /// MCP servers whose tools the agent may use, through the daemon.
+    pub mcp: McpConfig,
     /// Where user workspaces live.
     pub workspace: WorkspaceConfig,
     /// The SQLite database.
@@ -99,6 +103,7 @@ impl Default for Config {
             context: ContextConfig::default(),
             attachments: AttachmentsConfig::default(),
             speech: None,
+            mcp: McpConfig::default(),
             workspace: WorkspaceConfig::default(),
             storage: StorageConfig::default(),
             prompts: PromptsConfig::default(),

@@ -5,6 +5,7 @@
 //! one pass. Each problem names the exact key path.
 
 mod agent;
+mod mcp;
 mod places;
 mod schedules;
 mod values;
@@ -31,6 +32,7 @@ impl Config {
         self.check_attachments(&mut v);
         self.check_transcription(&mut v);
         self.check_speech(&mut v);
+        self.check_mcp(&mut v);
         self.check_paths_and_logging(&mut v);
         if v.0.is_empty() {
             Ok(())
