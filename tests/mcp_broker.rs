@@ -41,7 +41,10 @@ fn server(name: &str, url: &str, local: bool) -> McpServerConfig {
 
 fn broker(app: &App, servers: Vec<McpServerConfig>, lookup: Arc<dyn Lookup>) -> Broker {
     Broker::new(
-        &McpConfig { servers },
+        &McpConfig {
+            servers,
+            calls_per_user_per_day: None,
+        },
         app.state.sessions().clone(),
         McpMetrics::default(),
         lookup,
@@ -240,6 +243,64 @@ async fn only_the_sessions_own_token_in_an_open_turn_and_a_served_place_gets_thr
     let (status, _, _) = post(&b, &s, "wiki", &token(&s), list).await;
     assert_eq!(status, StatusCode::CONFLICT, "no turn open");
     assert!(fake.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_days_tool_calls_are_counted_per_user_and_the_limit_holds() {
+    let fake = FakeMcp::start().await;
+    let app = app().await;
+    let b = Broker::counted(
+        &McpConfig {
+            servers: vec![server("wiki", &format!("{}/mcp", fake.base), true)],
+            calls_per_user_per_day: Some(2),
+        },
+        app.state.sessions().clone(),
+        McpMetrics::default(),
+        Arc::new(SystemLookup),
+        Some(app.store.clone()),
+    )
+    .unwrap();
+    let (alice, bob) = (app.guild_session("u1"), app.guild_session("u2"));
+    let call = |id| {
+        rpc(
+            id,
+            "tools/call",
+            json!({"name": "search", "arguments": {"q": "x"}}),
+        )
+    };
+    for id in 1..=2 {
+        let (_, json, _) = post(&b, &alice, "wiki", &token(&alice), call(id)).await;
+        assert!(json.get("result").is_some(), "{json}");
+    }
+    let (_, json, _) = post(&b, &alice, "wiki", &token(&alice), call(3)).await;
+    assert_eq!(json["error"]["code"], -32001, "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("used up")
+    );
+    // Listing is not a call; another user has calls of their own.
+    let (_, json, _) = post(
+        &b,
+        &alice,
+        "wiki",
+        &token(&alice),
+        rpc(4, "tools/list", json!({})),
+    )
+    .await;
+    assert!(json.get("result").is_some(), "{json}");
+    let (_, json, _) = post(&b, &bob, "wiki", &token(&bob), call(5)).await;
+    assert!(json.get("result").is_some(), "{json}");
+    let calls = fake
+        .requests()
+        .iter()
+        .filter(|(_, body)| body["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 3, "the refused call never reached the server");
+    let who = air_friends::store::WorkspaceKey::new("discord", "u1").unwrap();
+    let today = chrono::Utc::now().date_naive();
+    assert_eq!(app.store.mcp_calls_on(today, &who).await.unwrap(), 2);
 }
 
 /// Answers every name with one address and counts the lookups.

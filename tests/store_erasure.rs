@@ -460,7 +460,8 @@ async fn the_upgrade_to_v11_rebuilds_the_short_keyword_index_from_the_memories()
     // columns of v11 and later.
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "ALTER TABLE llm_usage DROP COLUMN audio_in_ms; ALTER TABLE llm_usage DROP COLUMN transcriptions;
+        "ALTER TABLE llm_usage DROP COLUMN mcp_calls;
+         ALTER TABLE llm_usage DROP COLUMN audio_in_ms; ALTER TABLE llm_usage DROP COLUMN transcriptions;
          ALTER TABLE llm_usage DROP COLUMN audio_out_ms; ALTER TABLE llm_usage DROP COLUMN speeches;
          DROP TABLE schedules; DROP TABLE schedule_runs;
          ALTER TABLE reminders DROP COLUMN recur_every; ALTER TABLE reminders DROP COLUMN recur_zone;

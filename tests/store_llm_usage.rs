@@ -193,6 +193,10 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders()
         voice
     );
     assert_eq!(store.voice_usage_on(day(1), None).await.unwrap(), voice);
+    // And MCP tool calls (v15).
+    store.add_mcp_calls(&ws("a"), day(1), 2).await.unwrap();
+    assert_eq!(store.mcp_calls_on(day(1), &ws("a")).await.unwrap(), 2);
+    assert_eq!(store.mcp_calls_on(day(2), &ws("a")).await.unwrap(), 0);
     assert_eq!(
         store
             .llm_usage_on(day(1), Some(&ws("a")))
@@ -217,7 +221,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders()
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (14, 14));
+    assert_eq!((version, SCHEMA_VERSION), (15, 15));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

@@ -758,7 +758,8 @@ fn mcp_servers_need_a_name_a_safe_endpoint_and_known_places() {
         "mcp:\n  servers:\n    - name: Wiki\n      url: http://wiki.example.com/mcp\n      \
          headers: {Host: x, Authorization: 'Bearer k'}\n      tools: [search, search]\n      \
          places: [nowhere]\n    - name: lan\n      url: https://10.0.0.5/mcp\n    \
-         - name: lan\n      url: http://10.0.0.5/mcp\n      local: true\n      timeoutMs: 0\n",
+         - name: lan\n      url: http://10.0.0.5/mcp\n      local: true\n      timeoutMs: 0\n  \
+         callsPerUserPerDay: 0\n",
     );
     for key in [
         "mcp.servers.0.name: \"Wiki\" is not a server name",
@@ -769,6 +770,7 @@ fn mcp_servers_need_a_name_a_safe_endpoint_and_known_places() {
         "mcp.servers.1.url: 10.0.0.5 is not a public address; set local: true",
         "mcp.servers.2.name: \"lan\" is already the name of mcp.servers.1",
         "mcp.servers.2: timeoutMs",
+        "mcp.callsPerUserPerDay: must be at least 1",
     ] {
         assert!(got.iter().any(|g| g.starts_with(key)), "{key} in {got:?}");
     }

@@ -31,6 +31,7 @@ use axum::routing::any;
 use crate::attachments::{Lookup, PublicResolver};
 use crate::config::{McpConfig, McpServerConfig};
 use crate::session::SessionRegistry;
+use crate::store::Store;
 
 pub use metrics::McpMetrics;
 
@@ -84,6 +85,10 @@ struct Inner {
     servers: BTreeMap<String, Server>,
     sessions: SessionRegistry,
     metrics: McpMetrics,
+    /// Where each user's calls of the day are counted (`None`: not counted, no limit).
+    store: Option<Store>,
+    /// `mcp.callsPerUserPerDay`.
+    calls_per_day: Option<u32>,
 }
 
 impl Broker {
@@ -95,6 +100,18 @@ impl Broker {
         metrics: McpMetrics,
         lookup: Arc<dyn Lookup>,
     ) -> Result<Self, McpBuildError> {
+        Self::counted(config, sessions, metrics, lookup, None)
+    }
+
+    /// [`new`](Self::new), counting each user's tool calls of the day in `store` (and holding
+    /// them to `mcp.callsPerUserPerDay`).
+    pub fn counted(
+        config: &McpConfig,
+        sessions: SessionRegistry,
+        metrics: McpMetrics,
+        lookup: Arc<dyn Lookup>,
+        store: Option<Store>,
+    ) -> Result<Self, McpBuildError> {
         let mut servers = BTreeMap::new();
         for s in &config.servers {
             servers.insert(s.name.clone(), Server::new(s, lookup.clone())?);
@@ -104,6 +121,8 @@ impl Broker {
                 servers,
                 sessions,
                 metrics,
+                store,
+                calls_per_day: config.calls_per_user_per_day,
             }),
         })
     }

@@ -18,8 +18,9 @@ use tokio::time::Instant;
 use super::events::{Events, data_of, with_data};
 use super::filter::{Answered, Exchange, Verdict, inspect};
 use super::{Broker, Server};
-use crate::session::authenticate;
+use crate::session::{SessionHandle, authenticate};
 use crate::skill_api::auth::{auth_status, presented};
+use crate::store::WorkspaceKey;
 
 /// Client headers passed to the server (besides the body's type); nothing else of the
 /// agent's — its caller token above all — goes up.
@@ -137,7 +138,14 @@ pub(super) async fn broker(
     };
     let exchange = match parts.method {
         Method::POST => match inspect(&body, &server.allowed) {
-            Ok(Verdict::Forward(exchange)) => exchange,
+            Ok(Verdict::Forward(exchange)) => {
+                if let Some(answer) = over_day(&broker, &session, &exchange).await {
+                    audit.refused(&["the day's tool calls".to_owned()]);
+                    broker.inner.metrics.request(&server.name, "daily_limit");
+                    return (StatusCode::OK, Json(answer)).into_response();
+                }
+                exchange
+            }
             Ok(Verdict::Refuse { answer, refused }) => {
                 audit.refused(&refused);
                 broker.inner.metrics.request(&server.name, "refused");
@@ -155,6 +163,57 @@ pub(super) async fn broker(
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     };
     forward(server, parts.method, &parts.headers, body, exchange, audit).await
+}
+
+/// JSON-RPC: a server-defined error (here: the user's calls of the day are used up).
+const DAILY_LIMIT: i64 = -32001;
+
+/// The answer refusing the tool calls of `exchange` when they would pass the user's calls of
+/// the day (`mcp.callsPerUserPerDay`); `None` when they may go, and then they are counted. A
+/// usage that cannot be read or written is logged and the calls go.
+async fn over_day(
+    broker: &Broker,
+    session: &SessionHandle,
+    exchange: &Exchange,
+) -> Option<serde_json::Value> {
+    let Some(store) = &broker.inner.store else {
+        return None;
+    };
+    if exchange.calls.is_empty() {
+        return None;
+    }
+    let context = session.context();
+    let who = WorkspaceKey::new(
+        context.origin.platform.as_str(),
+        context.origin.user_id.as_str(),
+    )
+    .ok()?;
+    let day = chrono::Utc::now().date_naive();
+    let calls = exchange.calls.len() as u64;
+    if let Some(limit) = broker.inner.calls_per_day {
+        match store.mcp_calls_on(day, &who).await {
+            Ok(used) if used + calls > u64::from(limit) => {
+                let errors: Vec<serde_json::Value> = exchange
+                    .calls
+                    .iter()
+                    .map(|c| json!({"jsonrpc": "2.0", "id": c.id, "error": {"code": DAILY_LIMIT,
+                        "message": format!("the {limit} tool calls this person's conversations may make today are used up")}}))
+                    .collect();
+                return Some(match errors.len() {
+                    1 => errors.into_iter().next().unwrap_or_default(),
+                    _ => serde_json::Value::Array(errors),
+                });
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::error!(workspace = %who, error = %error, "mcp calls not checked: the usage could not be read")
+            }
+        }
+    }
+    if let Err(error) = store.add_mcp_calls(&who, day, calls).await {
+        tracing::error!(workspace = %who, error = %error, "mcp calls not counted: the usage could not be written");
+    }
+    None
 }
 
 /// Sends the request to the server and passes its answer back through the rules.

@@ -47,7 +47,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -87,6 +87,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema_v12.sql"),
     include_str!("schema_v13.sql"),
     include_str!("schema_v14.sql"),
+    include_str!("schema_v15.sql"),
 ];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the

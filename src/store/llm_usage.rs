@@ -4,7 +4,8 @@
 //! (`places[].tokensPerUserPerDay`).
 //!
 //! The same rows carry the voice a user's messages used ([`VoiceUsage`], `schema_v14.sql`):
-//! audio transcribed and speech synthesised.
+//! audio transcribed and speech synthesised; and the MCP tool calls made for them
+//! (`schema_v15.sql`).
 //!
 //! Rows are only ever added to (an upsert per metered response), so concurrent sessions of one
 //! user cannot lose each other's counts: each addition is one statement on the writer thread.
@@ -112,6 +113,37 @@ pub(crate) fn add_voice(
         to_sql(voice.speeches)
     ])?;
     Ok(())
+}
+
+/// Adds `calls` MCP tool calls to `(ws, day)`.
+pub(crate) fn add_mcp_calls(
+    conn: &Connection,
+    ws: &WorkspaceKey,
+    day: NaiveDate,
+    calls: u64,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO llm_usage (workspace, day, mcp_calls) VALUES (?1, ?2, ?3)
+         ON CONFLICT (workspace, day) DO UPDATE SET
+             mcp_calls = min(mcp_calls + excluded.mcp_calls, 9223372036854775807)",
+    )?
+    .execute(params![ws.to_string(), day_text(day), to_sql(calls)])?;
+    Ok(())
+}
+
+/// MCP tool calls on `day` of `ws`.
+pub(crate) fn mcp_calls_on(
+    conn: &Connection,
+    day: NaiveDate,
+    ws: &WorkspaceKey,
+) -> Result<u64, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT mcp_calls FROM llm_usage WHERE workspace = ?1 AND day = ?2")?
+        .query_row(params![ws.to_string(), day_text(day)], |r| {
+            r.get::<_, i64>(0)
+        })
+        .optional()?
+        .map_or(0, from_sql))
 }
 
 /// Voice usage on `day` of `ws`, or of every workspace when `None`.

@@ -378,6 +378,27 @@ impl Store {
             .await
     }
 
+    /// Adds `calls` MCP tool calls to the usage of `ws` on the UTC `day`.
+    pub async fn add_mcp_calls(
+        &self,
+        ws: &WorkspaceKey,
+        day: NaiveDate,
+        calls: u64,
+    ) -> Result<(), StoreError> {
+        let ws = ws.clone();
+        self.db
+            .write(move |c| llm_usage::add_mcp_calls(c, &ws, day, calls))
+            .await
+    }
+
+    /// MCP tool calls on the UTC `day` of `ws`.
+    pub async fn mcp_calls_on(&self, day: NaiveDate, ws: &WorkspaceKey) -> Result<u64, StoreError> {
+        let ws = ws.clone();
+        self.db
+            .read(move |c| llm_usage::mcp_calls_on(c, day, &ws))
+            .await
+    }
+
     /// Voice usage on the UTC `day` of `ws`, or of all workspaces together with `None`.
     pub async fn voice_usage_on(
         &self,

@@ -95,11 +95,12 @@ pub(super) async fn start(
     .serve_on(serving.handle());
     let gateway = model_gateway(ctx, &api, provider)?;
     // MCP servers (`mcp.servers`) through the broker, on the same sockets as the gateway.
-    let broker = Broker::new(
+    let broker = Broker::counted(
         &ctx.config.mcp,
         api.sessions().clone(),
         McpMetrics::new(ctx.metrics),
         Arc::new(SystemLookup),
+        Some(ctx.store.clone()),
     )
     .context("cannot build the MCP broker")?;
     let api = api

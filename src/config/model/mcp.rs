@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct McpConfig {
     /// The servers, each under a name of its own.
     pub servers: Vec<McpServerConfig>,
+    /// MCP tool calls one user's conversations may make per UTC day, every server together
+    /// (null: no limit); counted with the user's tokens in the daily usage.
+    pub calls_per_user_per_day: Option<u32>,
 }
 
 /// How an MCP server is reached.

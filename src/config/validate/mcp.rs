@@ -22,6 +22,12 @@ const RESERVED_HEADERS: [&str; 8] = [
 impl Config {
     /// Every entry of `mcp.servers`.
     pub(super) fn check_mcp(&self, v: &mut Problems) {
+        if self.mcp.calls_per_user_per_day == Some(0) {
+            v.add(
+                "mcp.callsPerUserPerDay",
+                "must be at least 1 (null: no limit; remove the servers to turn MCP off)",
+            );
+        }
         let mut names: Vec<&str> = Vec::new();
         for (i, s) in self.mcp.servers.iter().enumerate() {
             let key = format!("mcp.servers.{i}");
