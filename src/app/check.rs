@@ -27,7 +27,8 @@
 //!   `model-failures.md` that is no longer read;
 //! * a place that names a disabled skill, or turns on attachments or warm agents while they
 //!   are off everywhere (it stays off);
-//! * an enabled schedule on a platform that is not enabled (it never runs).
+//! * an enabled schedule on a platform that is not enabled (it never runs);
+//! * an MCP server that does not accept a connection now (its tools fail until it does).
 
 use std::path::Path;
 
@@ -181,6 +182,7 @@ fn check_machine(
     check_personas(config, errors);
     check_place_switches(config, warnings);
     check_schedules(config, errors, warnings);
+    check_mcp_reachable(config, warnings);
 
     let agent = &config.agent;
     let command = agent.command.trim();
@@ -330,6 +332,41 @@ fn check_personas(config: &Config, errors: &mut Vec<ConfigIssue>) {
         };
         if let Some(problem) = problem {
             errors.push(ConfigIssue::new(format!("places.{i}.persona"), problem));
+        }
+    }
+}
+
+/// How long `check_mcp_reachable` waits for one MCP server to accept a connection.
+const MCP_CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Every MCP server accepts a connection now (a warning otherwise: it may be down for a while,
+/// and the agent's calls to it fail until it is back; nothing of the daemon waits for it).
+fn check_mcp_reachable(config: &Config, warnings: &mut Vec<ConfigIssue>) {
+    use std::net::{TcpStream, ToSocketAddrs};
+    for (i, server) in config.mcp.servers.iter().enumerate() {
+        let Ok(url) = reqwest::Url::parse(&server.url) else {
+            continue; // reported by `validate`
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            continue;
+        };
+        let host = host.trim_matches(['[', ']']);
+        let reached = (host, port)
+            .to_socket_addrs()
+            .map(|addrs| {
+                addrs
+                    .into_iter()
+                    .any(|a| TcpStream::connect_timeout(&a, MCP_CONNECT_WAIT).is_ok())
+            })
+            .unwrap_or(false);
+        if !reached {
+            warnings.push(ConfigIssue::new(
+                format!("mcp.servers.{i}.url"),
+                format!(
+                    "{host}:{port} does not accept connections now: the agent's calls to {:?} fail until it does",
+                    server.name
+                ),
+            ));
         }
     }
 }

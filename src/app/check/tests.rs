@@ -470,3 +470,26 @@ fn schedules_need_a_timetable_a_place_to_post_and_their_prompt_file() {
         "schedules.0.place: platforms.discord.enabled is off: this schedule never runs"
     );
 }
+
+/// An MCP server that does not accept connections is a warning naming it, not an error; one
+/// that does is no warning.
+#[test]
+fn an_mcp_server_that_cannot_be_reached_now_is_a_warning() {
+    let m = Machine::new();
+    let up = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down_port = down.local_addr().unwrap().port();
+    drop(down);
+    let servers = format!(
+        "mcp:\n  servers:\n    - name: up\n      url: http://127.0.0.1:{}/mcp\n      local: true\n    \
+         - name: down\n      url: http://127.0.0.1:{down_port}/mcp\n      local: true\n",
+        up.local_addr().unwrap().port()
+    );
+    let warnings = m.warnings(&m.config("", &servers));
+    assert_eq!(
+        warnings,
+        [format!(
+            "mcp.servers.1.url: 127.0.0.1:{down_port} does not accept connections now: the agent's calls to \"down\" fail until it does"
+        )]
+    );
+}
