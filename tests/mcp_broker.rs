@@ -161,6 +161,80 @@ async fn only_the_allowed_tools_are_listed_and_called_with_the_servers_secret() 
     }
 }
 
+/// A tool list replayed on the server's own stream (a `GET`, resumed with `Last-Event-ID`) is
+/// filtered as well: the broker filters every tool list that comes down, not only the answers
+/// to the requests it saw.
+#[tokio::test]
+async fn a_tool_list_replayed_on_the_servers_own_stream_is_filtered_too() {
+    let fake = FakeMcp::start().await;
+    let app = app().await;
+    let b = broker(
+        &app,
+        vec![server("wiki", &format!("{}/mcp", fake.base), true)],
+        Arc::new(SystemLookup),
+    );
+    let s = app.guild_session("u1");
+    let request = Request::get(format!("/mcp/{}/wiki", s.registered.session_id))
+        .header("authorization", format!("Bearer {}", token(&s)))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "6")
+        .body(Body::empty())
+        .unwrap();
+    let response = b.router().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("\"search\""), "{text}");
+    assert!(!text.contains("delete_everything"), "{text}");
+    let (headers, _) = fake.requests().remove(0);
+    assert_eq!(
+        headers.get("last-event-id").unwrap(),
+        "6",
+        "the resumption passes"
+    );
+}
+
+/// A request over `maxRequestKb` is refused before the server; an answer over
+/// `maxResponseKb` is not passed on, as JSON (502) or as a stream (cut).
+#[tokio::test]
+async fn requests_and_answers_are_held_to_their_caps() {
+    let fake = FakeMcp::start().await;
+    let app = app().await;
+    let mut capped = server("wiki", &format!("{}/mcp", fake.base), true);
+    capped.max_request_kb = 4;
+    capped.max_response_kb = 1;
+    let b = broker(&app, vec![capped], Arc::new(SystemLookup));
+    let s = app.guild_session("u1");
+    let search = |q: String| {
+        rpc(
+            1,
+            "tools/call",
+            json!({"name": "search", "arguments": {"q": q}}),
+        )
+    };
+    let (status, _, _) = post(&b, &s, "wiki", &token(&s), search("x".repeat(5_000))).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(fake.requests().is_empty(), "never forwarded");
+    // 2 000 characters echoed back: over the 1 KB answer cap.
+    let (status, json, _) = post(&b, &s, "wiki", &token(&s), search("y".repeat(2_000))).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    assert_eq!(json["code"], "ANSWER_TOO_LARGE", "{json}");
+    fake.stream(true);
+    let request = Request::post(format!("/mcp/{}/wiki", s.registered.session_id))
+        .header("authorization", format!("Bearer {}", token(&s)))
+        .header("content-type", "application/json")
+        .body(Body::from(search("z".repeat(2_000)).to_string()))
+        .unwrap();
+    let response = b.router().oneshot(request).await.unwrap();
+    assert!(
+        response.into_body().collect().await.is_err(),
+        "the stream is cut at the cap, the big event never passed"
+    );
+    // A small answer still passes.
+    let (_, _, text) = post(&b, &s, "wiki", &token(&s), search("ok".into())).await;
+    assert!(text.contains("found: ok"), "{text}");
+}
+
 #[tokio::test]
 async fn a_tool_not_allowed_or_another_method_never_reaches_the_server() {
     let fake = FakeMcp::start().await;

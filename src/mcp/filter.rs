@@ -6,9 +6,11 @@
 //!   requests pass. Everything else — a tool not on the list, `resources/*`, `prompts/*`,
 //!   `completion/*`, `logging/*`, any other method — is answered by the broker with a JSON-RPC
 //!   error and never reaches the server (a batch holding one is refused whole).
-//! * **Down** ([`Exchange::filter`]): the answer to a `tools/list` keeps only the allowed tools;
-//!   the answer to a `tools/call` ends that call's audit ([`Answered`]). The rest passes as the
-//!   server sent it: a tool's result is data for the agent, which the daemon never executes.
+//! * **Down** ([`Exchange::filter`]): any answer carrying a tool list keeps only the allowed
+//!   tools — whatever request or stream it comes on (a resumed event stream can replay a
+//!   `tools/list` answer the broker never saw asked); the answer to a `tools/call` ends that
+//!   call's audit ([`Answered`]). The rest passes as the server sent it: a tool's result is data
+//!   for the agent, which the daemon never executes.
 
 use std::collections::BTreeSet;
 
@@ -36,8 +38,6 @@ pub struct Call {
 /// What one HTTP exchange carries up, to read its answer by.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Exchange {
-    /// Ids of the `tools/list` requests: their answers are filtered.
-    lists: Vec<Value>,
     /// The `tools/call`s: their answers end their audit.
     pub calls: Vec<Call>,
 }
@@ -88,8 +88,7 @@ pub fn inspect(body: &[u8], allowed: &BTreeSet<String>) -> Result<Verdict, NotJs
         let method = method.as_str().ok_or(NotJsonRpc)?;
         let id = m.get("id").cloned();
         match method {
-            "initialize" | "ping" => {}
-            "tools/list" => exchange.lists.extend(id),
+            "initialize" | "ping" | "tools/list" => {}
             "tools/call" => {
                 let tool = m["params"]["name"].as_str().unwrap_or_default();
                 if !allowed.contains(tool) {
@@ -155,8 +154,8 @@ fn refusal(id: Value, m: &Value, allowed: &BTreeSet<String>, batch: bool) -> Val
 }
 
 impl Exchange {
-    /// Filters one message of the answer in place: a `tools/list` result keeps the `allowed`
-    /// tools. Returns whether it changed, and the call it answers, if any.
+    /// Filters one message of the answer in place: a result carrying a tool list keeps the
+    /// `allowed` tools. Returns whether it changed, and the call it answers, if any.
     pub fn filter(
         &self,
         message: &mut Value,
@@ -182,9 +181,6 @@ impl Exchange {
             };
             return (false, Some(answered));
         }
-        if !self.lists.contains(id) {
-            return (false, None);
-        }
         let Some(tools) = message
             .get_mut("result")
             .and_then(|r| r.get_mut("tools"))
@@ -195,11 +191,6 @@ impl Exchange {
         let before = tools.len();
         tools.retain(|t| t["name"].as_str().is_some_and(|n| allowed.contains(n)));
         (tools.len() != before, None)
-    }
-
-    /// Whether any answer of this exchange needs reading (a list to filter, a call to audit).
-    pub fn watches(&self) -> bool {
-        !self.lists.is_empty() || !self.calls.is_empty()
     }
 
     /// Filters a JSON answer (one message or a batch): the new body when it changed, and the
@@ -264,7 +255,6 @@ mod tests {
         ])) else {
             panic!()
         };
-        assert!(x.watches());
         assert_eq!(
             x.calls,
             [Call {
@@ -357,7 +347,12 @@ mod tests {
                 outcome: "tool_error"
             }]
         );
-        // A list answer to another id, or a server request reusing the id, is left alone.
+        // A tool list answering a request the broker never saw (a replayed stream) is filtered
+        // too; a server request reusing an id is left alone.
+        let mut replayed = json!({"jsonrpc": "2.0", "id": 77, "result": {"tools": [
+            {"name": "delete_everything"}, {"name": "search"}]}});
+        assert_eq!(x.filter(&mut replayed, &allowed()), (true, None));
+        assert_eq!(replayed["result"]["tools"], json!([{"name": "search"}]));
         let mut other = json!({"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage"});
         assert_eq!(x.filter(&mut other, &allowed()), (false, None));
     }

@@ -353,9 +353,6 @@ async fn json_answer(
             }
         }
     }
-    if !exchange.watches() {
-        return Ok(Body::from(body));
-    }
     let (changed, answered) = exchange.filter_body(&body, allowed);
     audit.calls(&answered);
     Ok(Body::from(changed.unwrap_or(body)))
@@ -424,9 +421,6 @@ fn pass_event(
     allowed: &BTreeSet<String>,
     audit: &Audit,
 ) -> Vec<u8> {
-    if !exchange.watches() {
-        return event.to_vec();
-    }
     let Some(mut message) = data_of(event).and_then(|d| serde_json::from_str(&d).ok()) else {
         return event.to_vec();
     };

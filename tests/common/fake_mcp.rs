@@ -3,7 +3,9 @@
 //! `delete_everything`), `tools/call` (`search` echoes its query; any other tool "deletes
 //! everything") and anything else with method-not-found — as one JSON body, or, when the
 //! fake is told to ([`FakeMcp::stream`]), as an event stream with a progress notification
-//! before the answer. `POST /redirect` answers 307 to a URL the test gives. Every request is
+//! before the answer. `GET /mcp` is the server's own event stream, resumed: it replays a
+//! `tools/list` answer (both tools), as a stream resumed with `Last-Event-ID` may. `POST
+//! /redirect` answers 307 to a URL the test gives. Every request is
 //! recorded with its headers and body.
 #![allow(dead_code)]
 
@@ -40,7 +42,7 @@ impl FakeMcp {
             requests: Vec::new(),
         }));
         let app = Router::new()
-            .route("/mcp", post(mcp))
+            .route("/mcp", post(mcp).get(replay))
             .route("/redirect", post(redirect))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -143,6 +145,19 @@ async fn mcp(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body: B
             "fake-session-1",
         )],
         axum::Json(body),
+    )
+        .into_response()
+}
+
+async fn replay(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap) -> Response {
+    inner.lock().unwrap().requests.push((headers, Value::Null));
+    let list = answer(&json!({"jsonrpc": "2.0", "id": 41, "method": "tools/list"}));
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        format!(
+            "id: 7\nevent: message\ndata: {}\n\n",
+            list.unwrap_or_default()
+        ),
     )
         .into_response()
 }
