@@ -35,6 +35,8 @@
 //! N bytes (in 64 KiB pieces, never held whole) that is not JSON-RPC. Results of
 //! permission/run/fs/request steps are written to the log as `{"event": ..}` lines.
 //!
+//! With the argument `mcp-stdio` it is instead a fake MCP server on stdio (see [`mcp_stdio`]).
+//!
 //! Every log line carries `atUs`, the wall-clock time in microseconds since the Unix epoch when
 //! it was written (so a test or benchmark can see e.g. when `session/prompt` arrived).
 
@@ -296,6 +298,9 @@ impl Agent {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    if std::env::args().nth(1).as_deref() == Some("mcp-stdio") {
+        return mcp_stdio::serve();
+    }
     let path = std::env::var("FAKE_ACP_SCRIPT")
         .ok()
         .or_else(|| std::env::args().nth(1))
@@ -463,6 +468,120 @@ async fn main() {
             "session/cancel" => {}
             _ if id.is_null() => {}
             other => agent.respond_error(&id, -32601, &format!("Method not found: {other}")),
+        }
+    }
+}
+
+/// `fake_acp_agent mcp-stdio`: a fake MCP server speaking JSON-RPC on stdin/stdout, one message
+/// per line. Tools: `search` (echoes `q`), `delete_everything`, `env` (its environment as
+/// `NAME=value` lines, and `PID=` its process id), `probe` (connects to `addr`: "connected" or the error), `read` (a
+/// file's first bytes, or the error), `seen` (the tools called so far and how many times it
+/// was initialized), `ask` (asks the client `roots/list` and returns the answer), `garbage`
+/// (writes a line that is not JSON first) and `crash` (exits 3).
+mod mcp_stdio {
+    use std::io::{BufRead, Write};
+
+    use serde_json::{Value, json};
+
+    const TOOLS: [&str; 9] = [
+        "search",
+        "delete_everything",
+        "env",
+        "probe",
+        "read",
+        "seen",
+        "ask",
+        "garbage",
+        "crash",
+    ];
+
+    pub fn serve() {
+        let stdin = std::io::stdin();
+        let mut lines = stdin.lock().lines();
+        let mut out = std::io::stdout();
+        let mut seen: Vec<String> = Vec::new();
+        let mut initialized = 0;
+        while let Some(Ok(line)) = lines.next() {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) else {
+                continue;
+            };
+            let result = match method {
+                "initialize" => {
+                    initialized += 1;
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "fake-mcp-stdio", "version": "1.0.0"}})
+                }
+                "tools/list" => json!({"tools": TOOLS.iter().map(|t| json!({"name": t,
+                    "description": format!("the {t} tool"),
+                    "inputSchema": {"type": "object"}})).collect::<Vec<_>>()}),
+                "tools/call" => {
+                    let tool = message["params"]["name"].as_str().unwrap_or_default();
+                    let args = &message["params"]["arguments"];
+                    seen.push(tool.to_owned());
+                    let text = match tool {
+                        "search" => format!("found: {}", args["q"].as_str().unwrap_or_default()),
+                        "delete_everything" => "deleted everything".to_owned(),
+                        "env" => std::env::vars()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .chain([format!("PID={}", std::process::id())])
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        "probe" => match std::net::TcpStream::connect_timeout(
+                            &args["addr"].as_str().unwrap_or_default().parse().unwrap(),
+                            std::time::Duration::from_secs(2),
+                        ) {
+                            Ok(_) => "connected".to_owned(),
+                            Err(e) => format!("not connected: {e}"),
+                        },
+                        "read" => match std::fs::read(args["path"].as_str().unwrap_or_default()) {
+                            Ok(bytes) => {
+                                String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).into_owned()
+                            }
+                            Err(e) => format!("not read: {e}"),
+                        },
+                        "seen" => json!({"calls": seen, "initialized": initialized}).to_string(),
+                        "ask" => {
+                            let ask = json!({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"});
+                            writeln!(out, "{ask}").unwrap();
+                            out.flush().unwrap();
+                            let mut answer = Value::Null;
+                            while let Some(Ok(line)) = lines.next() {
+                                if let Ok(m) = serde_json::from_str::<Value>(&line)
+                                    && m["id"] == "s1"
+                                {
+                                    answer = m;
+                                    break;
+                                }
+                            }
+                            answer.to_string()
+                        }
+                        "garbage" => {
+                            writeln!(out, "this is not JSON").unwrap();
+                            "after garbage".to_owned()
+                        }
+                        "crash" => std::process::exit(3),
+                        other => format!("no tool {other}"),
+                    };
+                    json!({"content": [{"type": "text", "text": text}], "isError": false})
+                }
+                _ => {
+                    let error = json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32601, "message": "method not found"}});
+                    writeln!(out, "{error}").unwrap();
+                    out.flush().unwrap();
+                    continue;
+                }
+            };
+            writeln!(
+                out,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": id, "result": result})
+            )
+            .unwrap();
+            out.flush().unwrap();
         }
     }
 }

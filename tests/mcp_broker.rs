@@ -19,6 +19,7 @@ use air_friends::mcp::{Broker, McpMetrics};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use common::fake_mcp::FakeMcp;
+use common::mcp_client::{self, rpc, tool_names};
 use handlers_support::{App, Session, app};
 use http_body_util::BodyExt;
 use reqwest::dns::{Addrs, Resolving};
@@ -61,32 +62,12 @@ async fn post(
     token: &str,
     body: Value,
 ) -> (StatusCode, Value, String) {
-    let mut request = Request::post(format!("/mcp/{}/{name}", session.registered.session_id));
-    if !token.is_empty() {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    let request = request
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let response = broker.router().oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        text,
-    )
+    let id = session.registered.session_id.to_string();
+    mcp_client::send(broker, (&id, name), token, "POST", body).await
 }
 
 fn token(s: &Session) -> String {
     s.registered.caller_token.expose_secret().to_owned()
-}
-
-fn rpc(id: u64, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
 #[tokio::test]
@@ -117,13 +98,7 @@ async fn only_the_allowed_tools_are_listed_and_called_with_the_servers_secret() 
         } else {
             json
         };
-        let names: Vec<&str> = listed["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .collect();
-        assert_eq!(names, ["search"], "stream: {stream}");
+        assert_eq!(tool_names(&listed), ["search"], "stream: {stream}");
         assert!(!text.contains("delete_everything"), "{text}");
         let (status, json, text) = post(
             &b,

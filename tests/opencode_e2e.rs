@@ -1510,7 +1510,9 @@ async fn serve_opencode(
         let home = files.join("home");
         std::fs::create_dir_all(&home).unwrap();
         let config = fake_chat_config(Path::new("/unused"), &bin, &skills, llm, key, &[]);
-        let sections = json!({"agent": config["agent"], "prompts": config["prompts"]});
+        let mut sections = json!({"agent": config["agent"], "prompts": config["prompts"]});
+        // The test's own files (e.g. a stdio MCP server's program) are visible in the sandbox.
+        sections["agent"]["sandbox"] = json!({"readOnlyPaths": [files]});
         let (extra_yaml, mut env) = extra(files);
         env.extend([
             ("FAKE_LLM_KEY", key.to_owned()),
@@ -1525,6 +1527,56 @@ async fn serve_opencode(
         }
     })
     .await
+}
+
+/// The real OpenCode (in the sandbox, with the fake LLM) calls an allowed tool of a stdio MCP
+/// server: the daemon starts the server in a sandbox of its own (with its secret variable) and
+/// relays OpenCode's requests to it; the tool's answer is in the model's next request, and
+/// neither the secret nor a tool not allowed reaches the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_calls_an_allowed_tool_of_a_stdio_mcp_server() {
+    use common::fake_discord::{DM_CHANNEL_ID, USER_ID};
+
+    let skills = Path::new(env!("CARGO_MANIFEST_DIR")).join("skills");
+    let (mut steps, workspace) = reply_in_session(&skills, "Your feed says: release on Friday.");
+    steps.insert(0, Step::Tool("feeds_search", json!({"q": "release-zt4"})));
+    let llm = FakeLlm::start(steps).await;
+    let key = "sk-fake-provider-key-for-stdio-mcp";
+    let secret = "stdio-secret-e2e-9Wd";
+    let mut bot = serve_opencode(&llm.base_url, key, |files| {
+        let program = files.join("fake-mcp");
+        std::fs::copy(common::fake_agent(), &program).unwrap();
+        let yaml = format!(
+            "mcp:\n  servers:\n    - name: feeds\n      kind: stdio\n      description: The feed reader\n      \
+             command: ['{}', mcp-stdio]\n      env: {{MCP_TOKEN: '${{FEEDS_TOKEN}}'}}\n      tools: [search]\n",
+            program.display()
+        );
+        (yaml, vec![("FEEDS_TOKEN", secret.to_owned())])
+    })
+    .await;
+    set_workspace(&workspace, &bot, USER_ID);
+    bot.dm("anything in my feed about the release?");
+    let replies = bot.wait_bot_messages(DM_CHANNEL_ID, 1).await;
+    assert_eq!(replies[0].content, "Your feed says: release on Friday.");
+    let asked = serde_json::to_string(&llm.requests()).unwrap();
+    assert!(
+        asked.contains("found: release-zt4"),
+        "the tool's answer reached the model"
+    );
+    assert!(
+        !asked.contains("delete_everything") && !asked.contains("feeds_env"),
+        "a tool not allowed is never listed"
+    );
+    assert!(
+        !asked.contains(secret),
+        "the server's secret never reaches the model"
+    );
+    let record = bot.logged_or_wait(|l| l["message"] == "mcp tool call");
+    assert_eq!(
+        (&record["server"], &record["tool"], &record["outcome"]),
+        (&json!("feeds"), &json!("search"), &json!("ok"))
+    );
+    bot.stop();
 }
 
 /// An operator schedule runs on the real OpenCode (in the sandbox, through the gateway, with

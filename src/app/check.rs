@@ -28,7 +28,8 @@
 //! * a place that names a disabled skill, or turns on attachments or warm agents while they
 //!   are off everywhere (it stays off);
 //! * an enabled schedule on a platform that is not enabled (it never runs);
-//! * an MCP server that does not accept a connection now (its tools fail until it does).
+//! * an MCP server that does not accept a connection now, or a stdio one whose program is not
+//!   on `PATH` (its tools fail until it does, or is installed).
 
 use std::path::Path;
 
@@ -182,7 +183,7 @@ fn check_machine(
     check_personas(config, errors);
     check_place_switches(config, warnings);
     check_schedules(config, errors, warnings);
-    check_mcp_reachable(config, warnings);
+    check_mcp_reachable(config, agent_lookup.path_var(), warnings);
 
     let agent = &config.agent;
     let command = agent.command.trim();
@@ -339,11 +340,31 @@ fn check_personas(config: &Config, errors: &mut Vec<ConfigIssue>) {
 /// How long `check_mcp_reachable` waits for one MCP server to accept a connection.
 const MCP_CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Every MCP server accepts a connection now (a warning otherwise: it may be down for a while,
+/// Every stdio MCP server's program is on `path_var`, and every remote one accepts a
+/// connection now (a warning otherwise: it may be down for a while,
 /// and the agent's calls to it fail until it is back; nothing of the daemon waits for it).
-fn check_mcp_reachable(config: &Config, warnings: &mut Vec<ConfigIssue>) {
+fn check_mcp_reachable(config: &Config, path_var: Option<&str>, warnings: &mut Vec<ConfigIssue>) {
     use std::net::{TcpStream, ToSocketAddrs};
     for (i, server) in config.mcp.servers.iter().enumerate() {
+        if server.kind == crate::config::McpKind::Stdio {
+            let program = server
+                .command
+                .first()
+                .map(String::as_str)
+                .unwrap_or_default();
+            if !program.is_empty()
+                && crate::command_path::resolve_command(program, path_var).is_none()
+            {
+                warnings.push(ConfigIssue::new(
+                    format!("mcp.servers.{i}.command.0"),
+                    format!(
+                        "{program:?} is not an executable on PATH: the agent's calls to {:?} fail until it is installed",
+                        server.name
+                    ),
+                ));
+            }
+            continue;
+        }
         let Ok(url) = reqwest::Url::parse(&server.url) else {
             continue; // reported by `validate`
         };

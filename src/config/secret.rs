@@ -88,8 +88,10 @@ pub fn known_secret_values(config: &Config, env: &impl EnvSource) -> Vec<String>
                 .map(|t| &t.api_key_env),
         )
         .filter(|name| !name.is_empty());
-    // MCP servers' headers are credentials by design (their values came from `${VAR}`s).
-    for value in config.mcp.servers.iter().flat_map(|s| s.headers.values()) {
+    // MCP servers' headers are credentials by design (their values came from `${VAR}`s), and
+    // so are a stdio server's variables.
+    let mcp = config.mcp.servers.iter();
+    for value in mcp.flat_map(|s| s.headers.values().chain(s.env.values())) {
         if !value.trim().is_empty() && !values.contains(value) {
             values.push(value.clone());
         }

@@ -794,3 +794,42 @@ fn mcp_servers_need_a_name_a_safe_endpoint_and_known_places() {
         "a server's headers are secrets"
     );
 }
+
+#[test]
+fn stdio_and_sse_servers_take_what_their_transport_needs_and_a_stdio_servers_env_is_secret() {
+    let got = issues(
+        "mcp:\n  servers:\n    - name: feeds\n      kind: stdio\n    \
+         - name: tool\n      kind: stdio\n      command: [mcp-tool]\n      url: https://x.example/mcp\n      \
+         env: {LD_PRELOAD: /tmp/x.so, PATH: /tmp, '1BAD': x, OK_NAME: y}\n    \
+         - name: old\n      kind: sse\n      url: https://old.example.com/sse\n      command: [x]\n    \
+         - name: old2\n      kind: sse\n      url: http://old.example.com/sse\n",
+    );
+    for key in [
+        "mcp.servers.0.command: a stdio server needs its command",
+        "mcp.servers.1: url, headers and local are for remote servers",
+        "mcp.servers.1.env.LD_PRELOAD: set by the sandbox",
+        "mcp.servers.1.env.PATH: set by the sandbox",
+        "mcp.servers.1.env: \"1BAD\" is not an environment variable name",
+        "mcp.servers.2: command and env are for kind: stdio",
+        "mcp.servers.3.url: \"http://old.example.com/sse\" would send the server's headers unencrypted",
+    ] {
+        assert!(got.iter().any(|g| g.starts_with(key)), "{key} in {got:?}");
+    }
+    assert!(
+        !got.iter().any(|g| g.contains("OK_NAME")),
+        "a plain variable name is fine: {got:?}"
+    );
+    let ok = load_str(
+        "mcp:\n  servers:\n    - name: feeds\n      kind: stdio\n      command: [mcp-feeds, --quiet]\n      \
+         env: {FEED_KEY: '${FEED_KEY}'}\n      tools: [latest]\n",
+        &|name: &str| (name == "FEED_KEY").then(|| "feed-secret".to_owned()),
+    )
+    .unwrap();
+    assert_eq!(ok.mcp.servers[0].kind, McpKind::Stdio);
+    assert!(
+        known_secret_values(&ok, &|_: &str| None).contains(&"feed-secret".to_owned()),
+        "a stdio server's variables are secrets"
+    );
+    let masked = masked_yaml(&ok, &|_: &str| None).unwrap();
+    assert!(!masked.contains("feed-secret"), "{masked}");
+}

@@ -70,6 +70,16 @@ pub fn data_of(event: &[u8]) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
+/// The event's type (its `event` field; `message` when it has none, as the format says).
+pub fn name_of(event: &[u8]) -> String {
+    let text = String::from_utf8_lossy(event);
+    text.lines()
+        .filter_map(|l| l.strip_prefix("event:"))
+        .map(|n| n.trim().to_owned())
+        .next_back()
+        .unwrap_or_else(|| "message".to_owned())
+}
+
 /// `event` with its data replaced by `data` (one line: JSON has no raw newlines), its other
 /// fields (`id`, `event`, `retry`) kept.
 pub fn with_data(event: &[u8], data: &str) -> Vec<u8> {
@@ -109,9 +119,22 @@ mod tests {
             assert_eq!(got.len(), 2, "chunks of {size}");
             assert_eq!(got.concat(), stream[..stream.len() - 10].to_vec());
             assert_eq!(data_of(&got[0]).as_deref(), Some("{\"a\":1}"));
+            assert_eq!(
+                (name_of(&got[0]), name_of(&got[1])),
+                ("message".into(), "message".into())
+            );
             assert_eq!(data_of(&got[1]).as_deref(), Some("{\"b\":\n2}"));
             assert_eq!(events.finish(), b"data: tail");
         }
+    }
+
+    #[test]
+    fn an_events_type_is_read() {
+        assert_eq!(
+            name_of(b"event: endpoint\ndata: /messages?s=1\n\n"),
+            "endpoint"
+        );
+        assert_eq!(name_of(b"event:ping\n\n"), "ping");
     }
 
     #[test]

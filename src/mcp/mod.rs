@@ -17,11 +17,16 @@
 
 pub mod events;
 pub mod filter;
+pub mod link;
 pub mod metrics;
+mod relay;
 mod route;
+mod sse;
+pub mod stdio;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -29,11 +34,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::routing::any;
 
 use crate::attachments::{Lookup, PublicResolver};
-use crate::config::{McpConfig, McpServerConfig};
+use crate::config::{McpConfig, McpKind, McpServerConfig};
 use crate::session::SessionRegistry;
 use crate::store::Store;
 
+use link::Links;
 pub use metrics::McpMetrics;
+pub use stdio::StdioHost;
 
 /// The route the broker serves.
 pub const ROUTE: &str = "/mcp/{session_id}/{server}";
@@ -72,6 +79,9 @@ struct Server {
     allowed: BTreeSet<String>,
     config: McpServerConfig,
     client: reqwest::Client,
+    /// For an `sse` server's event stream: the same, without the read timeout (a stream may
+    /// be quiet for long).
+    stream_client: reqwest::Client,
 }
 
 /// The broker; cheap to clone.
@@ -89,6 +99,12 @@ struct Inner {
     store: Option<Store>,
     /// `mcp.callsPerUserPerDay`.
     calls_per_day: Option<u32>,
+    /// How `stdio` servers are started (set once by the daemon: [`Broker::with_stdio`]).
+    stdio: OnceLock<StdioHost>,
+    /// The connections kept to `stdio` and `sse` servers.
+    links: Links,
+    /// Whether the task closing ended sessions' connections runs.
+    reaping: AtomicBool,
 }
 
 impl Broker {
@@ -123,8 +139,50 @@ impl Broker {
                 metrics,
                 store,
                 calls_per_day: config.calls_per_user_per_day,
+                stdio: OnceLock::new(),
+                links: Links::default(),
+                reaping: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// Starts `stdio` servers with `host` (the agents' sandbox). Without it their requests are
+    /// answered 502: such a server is never started unconfined by mistake.
+    pub fn with_stdio(self, host: StdioHost) -> Self {
+        let _ = self.inner.stdio.set(host);
+        self
+    }
+
+    /// The connections kept to `stdio` and `sse` servers.
+    pub fn links(&self) -> &Links {
+        &self.inner.links
+    }
+
+    /// Closes the connections of sessions that ended and those idle for [`link::IDLE`], now.
+    pub fn reap(&self) -> usize {
+        let sessions = &self.inner.sessions;
+        self.inner
+            .links
+            .reap(|id| sessions.lookup(id).is_none(), link::IDLE)
+    }
+
+    /// Runs [`reap`](Self::reap) every [`link::REAP_EVERY`] from now on (once per broker; the
+    /// task ends with the broker).
+    fn reap_in_background(&self) {
+        if self.inner.reaping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(link::REAP_EVERY).await;
+                let Some(inner) = weak.upgrade() else { break };
+                let closed = Broker { inner }.reap();
+                if closed > 0 {
+                    tracing::debug!(closed, "mcp connections closed");
+                }
+            }
+        });
     }
 
     /// The broker's route with its state, to merge into the Skill API's router.
@@ -148,7 +206,12 @@ impl Broker {
 impl Server {
     fn new(config: &McpServerConfig, lookup: Arc<dyn Lookup>) -> Result<Self, McpBuildError> {
         let name = config.name.clone();
-        let url = reqwest::Url::parse(&config.url).map_err(|_| McpBuildError::Url {
+        // A stdio server is never connected to: its "URL" only names it.
+        let url = match config.kind {
+            McpKind::Stdio => reqwest::Url::parse(&format!("stdio:{name}")),
+            McpKind::Http | McpKind::Sse => reqwest::Url::parse(&config.url),
+        }
+        .map_err(|_| McpBuildError::Url {
             name: name.clone(),
             url: config.url.clone(),
         })?;
@@ -170,20 +233,23 @@ impl Server {
             .local
             .then(|| url.host_str().map(str::to_owned))
             .flatten();
-        let client = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .read_timeout(timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .dns_resolver(Arc::new(PublicResolver::trusting(trusted, lookup)))
-            .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")));
+        let resolver = Arc::new(PublicResolver::trusting(trusted, lookup));
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(timeout)
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .dns_resolver(resolver.clone())
+                .user_agent(concat!("air-friends/", env!("CARGO_PKG_VERSION")))
+        };
         Ok(Server {
             name,
             url,
             headers,
             allowed: config.tools.iter().cloned().collect(),
             config: config.clone(),
-            client: client.build()?,
+            client: builder().read_timeout(timeout).build()?,
+            stream_client: builder().build()?,
         })
     }
 

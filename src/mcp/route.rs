@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::events::{Events, data_of, with_data};
 use super::filter::{Answered, Exchange, Verdict, inspect};
 use super::{Broker, Server};
+use crate::config::McpKind;
 use crate::session::{SessionHandle, authenticate};
 use crate::skill_api::auth::{auth_status, presented};
 use crate::store::WorkspaceKey;
@@ -35,7 +36,7 @@ const PASSED_DOWN: [&str; 2] = ["mcp-session-id", "mcp-protocol-version"];
 
 /// Who a request is for, for the audit.
 #[derive(Clone)]
-struct Audit {
+pub(super) struct Audit {
     broker: Broker,
     server: String,
     session_id: String,
@@ -44,7 +45,7 @@ struct Audit {
 
 impl Audit {
     /// Records the end of each answered tool call.
-    fn calls(&self, answered: &[Answered]) {
+    pub(super) fn calls(&self, answered: &[Answered]) {
         for a in answered {
             self.broker
                 .inner
@@ -79,7 +80,8 @@ impl Audit {
     }
 }
 
-fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
+/// The broker's own refusal: `{success: false, code, error}`.
+pub(super) fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
     (
         status,
         Json(json!({"success": false, "code": code, "error": message})),
@@ -120,6 +122,10 @@ pub(super) async fn broker(
             "FORBIDDEN_CONTEXT",
             "this MCP server is not available in this place",
         );
+    }
+    // A server the broker keeps a connection to has no stream of its own for the agent.
+    if server.config.kind != McpKind::Http && parts.method != Method::POST {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
     }
     let limit = server.config.max_request_kb as usize * 1024;
     let Ok(body) = axum::body::to_bytes(body, limit).await else {
@@ -162,7 +168,12 @@ pub(super) async fn broker(
         Method::GET | Method::DELETE => Exchange::default(),
         _ => return StatusCode::METHOD_NOT_ALLOWED.into_response(),
     };
-    forward(server, parts.method, &parts.headers, body, exchange, audit).await
+    match server.config.kind {
+        McpKind::Http => forward(server, parts.method, &parts.headers, body, exchange, audit).await,
+        McpKind::Sse | McpKind::Stdio => {
+            super::relay::relay(&broker, server, &session, &body, exchange, &audit).await
+        }
+    }
 }
 
 /// JSON-RPC: a server-defined error (here: the user's calls of the day are used up).
@@ -434,7 +445,7 @@ fn pass_event(
 }
 
 /// A client error's text without the URL (it may carry a credential in its query).
-fn without_url(e: &reqwest::Error) -> String {
+pub(super) fn without_url(e: &reqwest::Error) -> String {
     let text = e.to_string();
     match e.url() {
         Some(url) => text.replace(url.as_str(), "<url>"),

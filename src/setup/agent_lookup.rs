@@ -24,6 +24,11 @@ pub struct AgentLookup {
 }
 
 impl AgentLookup {
+    /// `PATH` as the daemon sees it.
+    pub fn path_var(&self) -> Option<&str> {
+        self.path_var.as_deref()
+    }
+
     /// The lookup for `env`'s `PATH`, `XDG_DATA_HOME` and `HOME`.
     pub fn from_env(env: &impl EnvSource) -> Self {
         AgentLookup {

@@ -72,7 +72,8 @@ impl FakeMcp {
     }
 }
 
-fn answer(message: &Value) -> Option<Value> {
+/// The fake's answer to one JSON-RPC message (`None` for a notification).
+pub fn answer(message: &Value) -> Option<Value> {
     let id = message.get("id")?.clone();
     let result = match message["method"].as_str()? {
         "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},

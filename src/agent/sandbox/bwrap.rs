@@ -103,11 +103,11 @@ impl Bwrap {
         })
     }
 
-    /// The arguments that start `program args` for a session in `workspace` (canonical): the
-    /// shared ones, the session's mounts, a read-only root, no network with `api_socket_dir`,
-    /// and the agent under `sandbox-init` (locking itself down, relaying to that folder's
-    /// sockets when there is one).
-    pub(super) fn session_args(
+    /// The arguments that start `program args` (the agent, or a program beside it such as a
+    /// stdio MCP server) for a session in `workspace` (canonical): the shared ones, the
+    /// session's mounts, a read-only root, no network with `api_socket_dir`, and the program
+    /// under `sandbox-init` (locking itself down, relaying to that folder's sockets).
+    pub(super) fn program_args(
         &self,
         program: &Path,
         args: &[String],
@@ -115,8 +115,7 @@ impl Bwrap {
     ) -> Vec<OsString> {
         let mut out = self.mount_args(mounts);
         self.start_under_init(&mut out, mounts.api_socket_dir.is_some());
-        let agent = self.agent_program.as_deref().unwrap_or(program);
-        out.push(agent.as_os_str().to_os_string());
+        out.push(program.as_os_str().to_os_string());
         out.extend(args.iter().map(OsString::from));
         out
     }

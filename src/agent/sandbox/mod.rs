@@ -325,7 +325,23 @@ impl Sandbox {
     /// agent reaches the Skill API over TCP). With one and `api_socket_dir` (the folder holding
     /// the session's `api.sock`), the sandbox has no network and the agent runs under
     /// `sandbox-init`, relaying [`sandbox_api_url`] to that socket.
+    /// In the sandbox the agent is its canonical executable (what the sandbox binds).
     pub fn wrap(&self, program: &Path, args: &[String], mounts: &Mounts<'_>) -> Wrapped {
+        let agent = self
+            .bwrap
+            .as_ref()
+            .and_then(|b| b.agent_program.as_deref())
+            .unwrap_or(program);
+        self.wrap_program(agent, args, mounts)
+    }
+
+    /// The command line that starts exactly `program args` — a program beside the agent, such
+    /// as a stdio MCP server — in a sandbox of its own with a session's rules ([`wrap`]'s
+    /// mounts, network and `sandbox-init`). `program` must be visible inside: under `/usr`, in
+    /// `agent.sandbox.readOnlyPaths`, or the agent's own install.
+    ///
+    /// [`wrap`]: Self::wrap
+    pub fn wrap_program(&self, program: &Path, args: &[String], mounts: &Mounts<'_>) -> Wrapped {
         let Some(b) = &self.bwrap else {
             return Wrapped {
                 program: program.to_path_buf(),
@@ -334,7 +350,7 @@ impl Sandbox {
         };
         Wrapped {
             program: b.program.clone(),
-            args: b.session_args(program, args, mounts),
+            args: b.program_args(program, args, mounts),
         }
     }
 
@@ -745,6 +761,52 @@ mod tests {
             "{public}"
         );
         assert!(!args(true).contains("private"));
+    }
+
+    #[test]
+    fn a_program_beside_the_agent_runs_itself_in_the_same_walls() {
+        let mounts = Mounts {
+            workspace: Path::new("/ws/u1"),
+            dm: false,
+            api_socket_dir: Some(Path::new("/run/af/s1")),
+            staging: None,
+            state: None,
+        };
+        let sandbox = test_sandbox(false);
+        let program = sandbox.wrap_program(
+            Path::new("/usr/bin/mcp-feeds"),
+            &["--quiet".into()],
+            &mounts,
+        );
+        let agent = sandbox.wrap(
+            Path::new("/usr/bin/mcp-feeds"),
+            &["--quiet".into()],
+            &mounts,
+        );
+        let line = |w: &Wrapped| {
+            w.args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert!(
+            line(&program).ends_with("-- /usr/bin/mcp-feeds --quiet"),
+            "{}",
+            line(&program)
+        );
+        assert!(
+            line(&agent).ends_with("-- /a/agent --quiet"),
+            "wrap runs the agent"
+        );
+        // Everything before the program is the same: the walls, the relay, sandbox-init.
+        let walls = |w: &Wrapped| line(w).rsplit_once(" -- ").unwrap().0.to_owned();
+        assert_eq!(walls(&program), walls(&agent));
+        assert!(
+            line(&program).contains("--unshare-net"),
+            "{}",
+            line(&program)
+        );
     }
 
     #[test]

@@ -493,3 +493,18 @@ fn an_mcp_server_that_cannot_be_reached_now_is_a_warning() {
         )]
     );
 }
+
+/// A stdio MCP server whose program is not on PATH is a warning naming it.
+#[test]
+fn a_stdio_mcp_server_whose_program_is_missing_is_a_warning() {
+    let m = Machine::new();
+    let servers = "mcp:\n  servers:\n    - name: here\n      kind: stdio\n      command: [sh, -c, 'true']\n    \
+         - name: gone\n      kind: stdio\n      command: [no-such-mcp-server-7]\n";
+    let warnings = m.warnings(&m.config("", servers));
+    assert_eq!(
+        warnings,
+        [
+            "mcp.servers.1.command.0: \"no-such-mcp-server-7\" is not an executable on PATH: the agent's calls to \"gone\" fail until it is installed"
+        ]
+    );
+}

@@ -132,14 +132,13 @@ pub async fn start(
     let host = host?;
     let ctx = Ctx::new(config, &store, shutdown, metrics, &voice, readiness);
     // The agent sandbox decides how agents reach the daemon (see `skill_api::start`).
-    let sandboxed = host.sandbox.is_enabled();
     let served = skill_api::start(
         ctx,
         handlers,
         &skills,
         live_tokens,
         observers.provider,
-        sandboxed,
+        &host.sandbox,
     )
     .await?;
     let pipeline = pipeline::start(

@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::skills::SkillPackages;
 use super::{Ctx, workspaces_root};
+use crate::agent::Sandbox;
 use crate::agent::sandbox::sandbox_api_url;
 use crate::app::bind;
 use crate::attachments::SystemLookup;
@@ -16,7 +17,7 @@ use crate::conversation::workspace::Workspaces;
 use crate::embeddings::Semantic;
 use crate::gateway::{Gateway, GatewayMetrics, GatewaySettings, ProviderObserver};
 use crate::handlers::{self, HandlerDeps, UserCommandRunner};
-use crate::mcp::{Broker, McpMetrics};
+use crate::mcp::{Broker, McpMetrics, StdioHost};
 use crate::observability::LiveSecrets;
 use crate::platform::PlatformRegistry;
 use crate::skill_api::call_log::{CallLog, FLUSH_EVERY};
@@ -82,8 +83,9 @@ pub(super) async fn start(
     skills: &SkillPackages,
     live_tokens: LiveSecrets,
     provider: Option<Arc<dyn ProviderObserver>>,
-    sandboxed: bool,
+    sandbox: &Sandbox,
 ) -> anyhow::Result<SkillApi> {
+    let sandboxed = sandbox.is_enabled();
     // Connections and calls run on a thread of their own (`skill_api::runtime` says why).
     let serving = ServingRuntime::start().context("cannot start the Skill API's thread")?;
     let api = SkillApiState::with_live_tokens(
@@ -102,7 +104,12 @@ pub(super) async fn start(
         Arc::new(SystemLookup),
         Some(ctx.store.clone()),
     )
-    .context("cannot build the MCP broker")?;
+    .context("cannot build the MCP broker")?
+    // Stdio servers start in the agents' sandbox, bound to the session's socket folder.
+    .with_stdio(StdioHost::new(
+        sandbox.clone(),
+        sandboxed.then(|| ctx.config.skill_api_socket_dir()),
+    ));
     let api = api
         .with_extra_routes(gateway.router())
         .with_extra_routes(broker.router());

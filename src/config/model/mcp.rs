@@ -22,6 +22,12 @@ pub enum McpKind {
     /// Streamable HTTP: JSON-RPC posted to `url`, answered as JSON or an event stream.
     #[default]
     Http,
+    /// The older HTTP+SSE transport: an event stream opened at `url` names the endpoint the
+    /// messages are posted to; the answers come on the stream.
+    Sse,
+    /// A program (`command`) speaking JSON-RPC on its stdin and stdout, started by the daemon
+    /// for each session that uses it, in a sandbox of its own with the agent's rules.
+    Stdio,
 }
 
 /// One MCP server.
@@ -35,8 +41,14 @@ pub struct McpServerConfig {
     pub description: String,
     /// How it is reached.
     pub kind: McpKind,
-    /// Its endpoint (`https://…`; plain `http` only for a `local` server).
+    /// Its endpoint (`https://…`; plain `http` only for a `local` server); `http` and `sse`.
     pub url: String,
+    /// `stdio`: the program and its arguments (the program on the daemon's `PATH`, or a path;
+    /// it must be visible in the sandbox: under `/usr` or in `agent.sandbox.readOnlyPaths`).
+    pub command: Vec<String>,
+    /// `stdio`: environment variables for this server's process only, e.g.
+    /// `API_KEY: "${FEED_KEY}"`: secrets, redacted from logs like the headers.
+    pub env: BTreeMap<String, String>,
     /// Headers sent with every request, e.g. `Authorization: "Bearer ${WIKI_TOKEN}"`: the values
     /// stay in the daemon (the agent never sees them).
     pub headers: BTreeMap<String, String>,
@@ -64,6 +76,8 @@ impl Default for McpServerConfig {
             description: String::new(),
             kind: McpKind::Http,
             url: String::new(),
+            command: Vec::new(),
+            env: BTreeMap::new(),
             headers: BTreeMap::new(),
             tools: Vec::new(),
             places: Vec::new(),

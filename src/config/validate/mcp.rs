@@ -5,7 +5,22 @@
 
 use super::Problems;
 use super::values::parse_host;
-use crate::config::Config;
+use crate::config::{Config, McpKind, McpServerConfig};
+
+/// Variables a stdio server's `env` may not set: the sandbox sets them (home, proxies), or
+/// they change what runs (the dynamic linker's, `PATH`).
+const RESERVED_ENV: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "all_proxy",
+    "no_proxy",
+];
 
 /// Headers the broker sets or that describe the connection: never configured.
 const RESERVED_HEADERS: [&str; 8] = [
@@ -46,8 +61,19 @@ impl Config {
                 );
             }
             names.push(&s.name);
-            if let Err(why) = check_url(&s.url, s.local) {
-                v.add(format!("{key}.url"), why);
+            match s.kind {
+                McpKind::Http | McpKind::Sse => {
+                    if let Err(why) = check_url(&s.url, s.local) {
+                        v.add(format!("{key}.url"), why);
+                    }
+                    if !s.command.is_empty() || !s.env.is_empty() {
+                        v.add(
+                            key.clone(),
+                            "command and env are for kind: stdio; a remote server takes url and headers",
+                        );
+                    }
+                }
+                McpKind::Stdio => check_stdio(s, &key, v),
             }
             for name in s.headers.keys() {
                 let lower = name.to_ascii_lowercase();
@@ -92,6 +118,44 @@ impl Config {
                     "timeoutMs, maxRequestKb and maxResponseKb must be greater than 0",
                 );
             }
+        }
+    }
+}
+
+/// A `stdio` server: a command, variable names that are names and not the sandbox's own, and
+/// nothing of a remote server's.
+fn check_stdio(s: &McpServerConfig, key: &str, v: &mut Problems) {
+    match s.command.first() {
+        None => v.add(
+            format!("{key}.command"),
+            "a stdio server needs its command: [program, arguments...]",
+        ),
+        Some(program) if program.trim().is_empty() || program.contains('\0') => v.add(
+            format!("{key}.command.0"),
+            "the program must be a name on PATH or a path",
+        ),
+        Some(_) => {}
+    }
+    if !s.url.is_empty() || !s.headers.is_empty() || s.local {
+        v.add(
+            key.to_owned(),
+            "url, headers and local are for remote servers (kind: http or sse); a stdio server takes command and env",
+        );
+    }
+    for name in s.env.keys() {
+        let is_name = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !is_name {
+            v.add(
+                format!("{key}.env"),
+                format!("{name:?} is not an environment variable name"),
+            );
+        } else if RESERVED_ENV.contains(&name.as_str()) || name.starts_with("LD_") {
+            v.add(
+                format!("{key}.env.{name}"),
+                "set by the sandbox (or it would change what runs); not configurable",
+            );
         }
     }
 }
