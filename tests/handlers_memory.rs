@@ -318,6 +318,10 @@ async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
     )
     .await
     .data();
+    // A tool call of theirs through an MCP server today: in the export's usage.
+    let who = air_friends::store::WorkspaceKey::new("discord", "u1").unwrap();
+    let today = chrono::Utc::now().date_naive();
+    app.store.add_mcp_calls(&who, today, 2).await.unwrap();
     app.call(&dm, "memory-export", json!({"format": "json"}))
         .await
         .data();
@@ -334,7 +338,8 @@ async fn export_from_a_dm_includes_private_memories_and_applies_filters() {
         json!({"importance": "high"})
     );
     assert_eq!(doc["reminders"][0]["message"], "drink water");
-    assert!(doc["usage"].is_array());
+    assert_eq!(doc["usage"][0]["day"], today.to_string());
+    assert_eq!(doc["usage"][0]["mcpCalls"], 2);
     let data = app
         .call(&dm, "memory-export", json!({"importance": "high"}))
         .await

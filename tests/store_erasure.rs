@@ -165,8 +165,18 @@ async fn fill(store: &Store, user: &str, marks: bool) {
         .unwrap();
 }
 
+/// Whether `line` holds `word` as a word of its own (a random id such as `mem_…bobm…` that
+/// happens to contain it does not name anyone).
+fn names(line: &str, word: &str) -> bool {
+    line.match_indices(word).any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + word.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
 /// Every row of every table the schema has (FTS shadow tables included), as text, keyed by
-/// table, for the rows whose text mentions `needle` (or all rows when `None`).
+/// table, for the rows whose text names `needle` (as a word) (or all rows when `None`).
 fn dump(conn: &Connection, needle: Option<&str>) -> BTreeMap<String, Vec<String>> {
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")
@@ -190,7 +200,7 @@ fn dump(conn: &Connection, needle: Option<&str>) -> BTreeMap<String, Vec<String>
             })
             .unwrap()
             .map(Result::unwrap)
-            .filter(|line| needle.is_none_or(|n| line.contains(n)))
+            .filter(|line| needle.is_none_or(|n| names(line, n)))
             .collect::<Vec<String>>();
         // Compared as sets: a scan's order is the planner's choice.
         let mut rows = rows;
@@ -291,6 +301,10 @@ async fn an_erasure_leaves_no_row_no_index_entry_no_vector_and_no_byte_of_the_us
     assert!(vocab_has(&conn, "memories_grams", CJK_MARK));
     assert!(file_holds(&path, LATIN_MARK));
     let bob_before = dump(&conn, Some("bob"));
+    assert!(
+        !bob_before["memories"].is_empty() && !bob_before["llm_usage"].is_empty(),
+        "the fixture gives bob rows that name him"
+    );
     // Bob's rows in the tables keyed by a memory's row (patches, vectors, use marks, index
     // entries), which hold no text naming him.
     let bob_range = erasure::memory_range(&conn, &bob).unwrap();

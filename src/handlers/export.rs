@@ -1,6 +1,6 @@
 //! memory-export: what is kept about the user as a Markdown or JSON file, always delivered **by
 //! direct message** to the invoking user, even when asked in a public channel: their memories
-//! with every change recorded on each, their reminders (any state) and their model and voice usage per
+//! with every change recorded on each, their reminders (any state) and their model, voice and MCP usage per
 //! day (`docs/PRIVACY.md`). Private memories and the reminders are included only when the export
 //! was asked for from a DM.
 
@@ -14,8 +14,7 @@ use crate::platform::OutgoingFile;
 use crate::skill_api::{CallContext, SkillError, SkillHandler};
 use crate::store::erasure::RequestedBy;
 use crate::store::{
-    ExportFilter, Importance, LlmUsage, Memory, PatchRecord, Reminder, StoreError, VoiceUsage,
-    WorkspaceKey,
+    DayUsage, ExportFilter, Importance, Memory, PatchRecord, Reminder, StoreError, WorkspaceKey,
 };
 
 /// What the export holds besides the memories.
@@ -25,8 +24,8 @@ struct Extra {
     patches: Vec<Vec<PatchRecord>>,
     /// Every reminder (only in a DM's export).
     reminders: Option<Vec<Reminder>>,
-    /// Tokens per day.
-    usage: Vec<(chrono::NaiveDate, LlmUsage, VoiceUsage)>,
+    /// Tokens, voice and MCP tool calls per day.
+    usage: Vec<DayUsage>,
 }
 
 /// The `memory-export` skill: the user's memories as a file, always sent by DM (private ones only
@@ -199,11 +198,13 @@ fn render(
             let usage: Vec<Value> = extra
                 .usage
                 .iter()
-                .map(|(day, u, v)| {
-                    json!({"day": day.to_string(), "inputTokens": u.input_tokens,
+                .map(|d| {
+                    let (u, v) = (&d.tokens, &d.voice);
+                    json!({"day": d.day.to_string(), "inputTokens": u.input_tokens,
                            "outputTokens": u.output_tokens, "requests": u.requests,
                            "transcriptions": v.transcriptions, "audioInMs": v.audio_in_ms,
-                           "speeches": v.speeches, "audioOutMs": v.audio_out_ms})
+                           "speeches": v.speeches, "audioOutMs": v.audio_out_ms,
+                           "mcpCalls": d.mcp_calls})
                 })
                 .collect();
             let mut doc = json!({
@@ -294,10 +295,11 @@ fn markdown(
         ),
     }
     out.push_str(&format!("\n# Model usage ({} days)\n\n", extra.usage.len()));
-    for (day, u, v) in &extra.usage {
+    for d in &extra.usage {
+        let (u, v) = (&d.tokens, &d.voice);
         out.push_str(&format!(
-            "- {day}: {} input tokens, {} output tokens, {} requests",
-            u.input_tokens, u.output_tokens, u.requests
+            "- {}: {} input tokens, {} output tokens, {} requests",
+            d.day, u.input_tokens, u.output_tokens, u.requests
         ));
         if v.transcriptions > 0 || v.speeches > 0 {
             out.push_str(&format!(
@@ -307,6 +309,9 @@ fn markdown(
                 v.speeches,
                 v.audio_out_ms as f64 / 60_000.0
             ));
+        }
+        if d.mcp_calls > 0 {
+            out.push_str(&format!("; {} tool calls (MCP)", d.mcp_calls));
         }
         out.push('\n');
     }
@@ -326,7 +331,7 @@ fn memory_patches<'a>(extra: &'a Extra, memories: &[Memory], id: &str) -> &'a [P
 mod tests {
     use super::*;
     use crate::store::Scope;
-    use crate::store::{Visibility, WorkspaceKey};
+    use crate::store::{LlmUsage, Visibility, VoiceUsage, WorkspaceKey};
 
     fn memory(id: &str, content: &str) -> Memory {
         let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default();
@@ -369,19 +374,20 @@ mod tests {
         };
         let now = DateTime::from_timestamp(0, 0).unwrap_or_default();
         let extra = Extra {
-            usage: vec![(
-                now.date_naive(),
-                LlmUsage {
+            usage: vec![DayUsage {
+                day: now.date_naive(),
+                tokens: LlmUsage {
                     input_tokens: 10,
                     output_tokens: 2,
                     requests: 1,
                 },
-                VoiceUsage {
+                voice: VoiceUsage {
                     audio_in_ms: 42_000,
                     transcriptions: 1,
                     ..VoiceUsage::default()
                 },
-            )],
+                mcp_calls: 3,
+            }],
             ..Extra::default()
         };
         let (name, bytes) =
@@ -395,6 +401,7 @@ mod tests {
         assert_eq!(doc["usage"][0]["inputTokens"], 10);
         assert_eq!(doc["usage"][0]["audioInMs"], 42_000);
         assert_eq!(doc["usage"][0]["transcriptions"], 1);
+        assert_eq!(doc["usage"][0]["mcpCalls"], 3);
         assert!(
             doc.get("reminders").is_none(),
             "reminders only in a DM's export"

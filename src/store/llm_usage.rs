@@ -49,6 +49,19 @@ pub struct VoiceUsage {
     pub speeches: u64,
 }
 
+/// One day of a user's usage, as their data export shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DayUsage {
+    /// The UTC day.
+    pub day: NaiveDate,
+    /// Model tokens and responses.
+    pub tokens: LlmUsage,
+    /// Audio transcribed and speech synthesised.
+    pub voice: VoiceUsage,
+    /// MCP tool calls forwarded.
+    pub mcp_calls: u64,
+}
+
 /// The stored spelling of a day (`YYYY-MM-DD`, sorts chronologically).
 fn day_text(day: NaiveDate) -> String {
     day.format("%Y-%m-%d").to_string()
@@ -256,14 +269,11 @@ pub(crate) fn on(
     Ok(usage)
 }
 
-/// Every day of usage of `ws`, oldest first: tokens and voice.
-pub(crate) fn days_of(
-    conn: &Connection,
-    ws: &WorkspaceKey,
-) -> Result<Vec<(NaiveDate, LlmUsage, VoiceUsage)>, StoreError> {
+/// Every day of usage of `ws`, oldest first: tokens, voice and MCP tool calls.
+pub(crate) fn days_of(conn: &Connection, ws: &WorkspaceKey) -> Result<Vec<DayUsage>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT day, input_tokens, output_tokens, requests,
-                audio_in_ms, transcriptions, audio_out_ms, speeches
+                audio_in_ms, transcriptions, audio_out_ms, speeches, mcp_calls
          FROM llm_usage WHERE workspace = ?1 ORDER BY day",
     )?;
     let rows = stmt.query_map([ws.to_string()], |r| {
@@ -280,14 +290,20 @@ pub(crate) fn days_of(
                 audio_out_ms: from_sql(r.get(6)?),
                 speeches: from_sql(r.get(7)?),
             },
+            from_sql(r.get(8)?),
         ))
     })?;
     let mut out = Vec::new();
     for row in rows {
-        let (day, usage, voice) = row?;
+        let (day, tokens, voice, mcp_calls) = row?;
         let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d")
             .map_err(|e| StoreError::Internal(format!("corrupt usage day {day:?}: {e}")))?;
-        out.push((day, usage, voice));
+        out.push(DayUsage {
+            day,
+            tokens,
+            voice,
+            mcp_calls,
+        });
     }
     Ok(out)
 }

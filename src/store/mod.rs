@@ -66,7 +66,7 @@ pub use continuity::ContinuityRecord;
 pub use cursors::CatchUpCursor;
 pub use db::SCHEMA_VERSION;
 pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
-pub use llm_usage::{LlmUsage, VoiceUsage};
+pub use llm_usage::{DayUsage, LlmUsage, VoiceUsage};
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use schedules::{
     INTERRUPTED, RUNNING, RunEnd, RunTrigger, ScheduleRun, ScheduleState, ScheduleSummary,
@@ -336,10 +336,7 @@ impl Store {
     }
 
     /// Every day of model and voice usage of `ws`, oldest first (an export of the user's data).
-    pub async fn usage_days(
-        &self,
-        ws: &WorkspaceKey,
-    ) -> Result<Vec<(NaiveDate, LlmUsage, VoiceUsage)>, StoreError> {
+    pub async fn usage_days(&self, ws: &WorkspaceKey) -> Result<Vec<DayUsage>, StoreError> {
         let ws = ws.clone();
         self.db.read(move |c| llm_usage::days_of(c, &ws)).await
     }
