@@ -143,6 +143,13 @@ pub enum Command {
         /// The user: PLATFORM/USER-ID, e.g. discord/123456789012345678 or misskey/9abcdefghi.
         user: String,
     },
+    /// Print a one-time login link for the operator console (docs/CONSOLE.md): the running
+    /// daemon mints it (admin.enabled must be on); it works once, for admin.linkMinutes.
+    AdminLink {
+        /// Configuration (for the database, beside which the daemon's control socket is).
+        #[command(flatten)]
+        config: ConfigArg,
+    },
     /// Inspect the `places:` rules (docs/PLACES.md).
     Places {
         /// What to do.
@@ -203,7 +210,8 @@ pub struct SetupArgs {
     /// Print what is in place and what would be done; change nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Also install what only the tests need (promtool, from the Debian package `prometheus`).
+    /// Also install what only the tests need (promtool, from the Debian package `prometheus`,
+    /// and `chromium` for the console's browser tests).
     #[arg(long)]
     pub test_tools: bool,
     /// Install for the systemd service, as root: OpenCode into /usr/lib/air-friends/opencode,

@@ -2,6 +2,8 @@
 //! Misskey.
 //!
 //! Map of the crate:
+//! * [`admin`] — the operator console in the browser: one-time login links, sessions with CSRF
+//!   tokens, the *Now* page of running turns and health, served on the ops listener.
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`attachments`] — files users attach: fetched by the daemon from the platform's own
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.
@@ -71,12 +73,13 @@
 //! | 5 | `skill_api`, `places` |
 //! | 6 | `gateway`, `mcp` |
 //! | 7 | `conversation` |
-//! | 8 | `handlers`, `maintenance`, `privacy`, `schedules` |
+//! | 8 | `admin`, `handlers`, `maintenance`, `privacy`, `schedules` |
 //! | 9 | `app` (the composition root and the commands) |
 // No unsafe code, but in `agent::sys`: the few system calls no safe wrapper covers (capability
 // sets, keyctl).
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod agent;
 pub mod app;
 pub mod attachments;

@@ -6,7 +6,8 @@
 //!   finds it there when `agent.command` is the bare default `opencode` and not on `PATH`.
 //! * The system packages, with `apt-get` (through `sudo` unless running as root): ripgrep
 //!   (OpenCode's file tools), bubblewrap (the agent sandbox), npm when OpenCode must be
-//!   installed and npm is missing, and with `--test-tools` promtool (tests/serve.rs).
+//!   installed and npm is missing, and with `--test-tools` promtool (tests/serve.rs) and
+//!   chromium (tests/admin_browser.rs).
 //! * `config.yaml`, the documented default (`print-default-config`), when there is none.
 //! * The shipped defaults (skills, prompts, agent configuration; `crate::shipped`) written from
 //!   the binary to the user's data folder, unless that folder already holds this build's.
@@ -83,7 +84,7 @@ pub struct Options {
     pub config: PathBuf,
     /// Print the plan only.
     pub dry_run: bool,
-    /// Also install what only the tests need (promtool).
+    /// Also install what only the tests need (promtool, chromium).
     pub test_tools: bool,
     /// Install for a service (see the module header); `config` is then [`SYSTEM_CONFIG`].
     pub system: bool,
@@ -119,6 +120,11 @@ const PROMTOOL: Package = Package {
     name: "prometheus",
     command: "promtool",
     purpose: "the tests lint /metrics with promtool",
+};
+const CHROMIUM: Package = Package {
+    name: "chromium",
+    command: "chromium",
+    purpose: "the tests drive the operator console in a headless browser",
 };
 
 /// What is on this machine, as far as the plan cares.
@@ -230,7 +236,7 @@ impl Machine {
         let user_exists = |name: &str| matches!(nix::unistd::User::from_name(name), Ok(Some(_)));
         let mut wanted = vec![RIPGREP, BUBBLEWRAP, NPM];
         if options.test_tools {
-            wanted.push(PROMTOOL);
+            wanted.extend([PROMTOOL, CHROMIUM]);
         }
         Ok(Machine {
             root,

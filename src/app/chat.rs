@@ -112,6 +112,7 @@ async fn chat(config: Config, live_tokens: LiveSecrets) -> anyhow::Result<()> {
         Observers {
             activity: Some(console.clone()),
             provider: Some(console.clone()),
+            console: None,
         },
     )
     .await?;

@@ -29,7 +29,8 @@
 //!   are off everywhere (it stays off);
 //! * an enabled schedule on a platform that is not enabled (it never runs);
 //! * an MCP server that does not accept a connection now, or a stdio one whose program is not
-//!   on `PATH` (its tools fail until it does, or is installed).
+//!   on `PATH` (its tools fail until it does, or is installed);
+//! * the operator console served on a listener that is not loopback (plain HTTP).
 
 use std::path::Path;
 
@@ -184,6 +185,7 @@ fn check_machine(
     check_place_switches(config, warnings);
     check_schedules(config, errors, warnings);
     check_mcp_reachable(config, agent_lookup.path_var(), warnings);
+    check_console_exposure(config, warnings);
 
     let agent = &config.agent;
     let command = agent.command.trim();
@@ -334,6 +336,24 @@ fn check_personas(config: &Config, errors: &mut Vec<ConfigIssue>) {
         if let Some(problem) = problem {
             errors.push(ConfigIssue::new(format!("places.{i}.persona"), problem));
         }
+    }
+}
+
+/// The console on a listener others can reach: its cookie and pages would cross the network
+/// in plain HTTP.
+fn check_console_exposure(config: &Config, warnings: &mut Vec<ConfigIssue>) {
+    let host = config.health.host.trim_matches(['[', ']']);
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if config.admin.enabled && !loopback {
+        warnings.push(ConfigIssue::new(
+            "admin.enabled",
+            format!(
+                "the console is served in plain HTTP on {host}: keep health.host on 127.0.0.1 and use an SSH tunnel, or put TLS in front"
+            ),
+        ));
     }
 }
 

@@ -12,6 +12,8 @@
 //! * `POST /v1/schedules/run` `{"name": "morning"}` → runs the schedule now and answers, when
 //!   the run ends, 200 with the [`ScheduleRunReport`]; 404 `unknown_schedule`;
 //!   409 `running`; 503 `draining`.
+//! * `POST /v1/admin/link` `{}` → a one-time login link for the operator console:
+//!   200 `{"url": ..., "minutes": ...}`; 404 `admin_disabled` when `admin.enabled` is off.
 //!
 //! The socket is bound under a temporary name, made 0600 and renamed into place, so it is
 //! never reachable with wider permissions; a stale one (the daemon holds the database lock, so
@@ -34,6 +36,7 @@ use serde_json::{Value, json};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::Console;
 use crate::platform::PlatformKind;
 use crate::privacy::{EraseError, Eraser, ForgetReport};
 use crate::schedules::{Scheduler, TriggerError};
@@ -92,6 +95,8 @@ pub struct Control {
     pub eraser: Eraser,
     /// Runs schedules by hand.
     pub scheduler: Scheduler,
+    /// The operator console, when enabled: mints its login links.
+    pub console: Option<Console>,
 }
 
 /// Binds the control socket of `database` (0600) and serves it until `stop`; the socket file is
@@ -120,6 +125,7 @@ fn router(control: Control) -> Router {
     Router::new()
         .route("/v1/forget-user", post(forget_user))
         .route("/v1/schedules/run", post(run_schedule))
+        .route("/v1/admin/link", post(admin_link))
         .with_state(control)
 }
 
@@ -139,6 +145,34 @@ fn bind(path: &Path) -> anyhow::Result<UnixListener> {
             .with_context(|| format!("cannot place the control socket {}", path.display()));
     }
     Ok(listener)
+}
+
+async fn admin_link(State(control): State<Control>) -> (StatusCode, Json<Value>) {
+    let Some(console) = &control.console else {
+        return failure(
+            StatusCode::NOT_FOUND,
+            "admin_disabled",
+            "the operator console is off (set admin.enabled: true and restart)",
+        );
+    };
+    match console.login_link() {
+        Ok((url, minutes)) => (
+            StatusCode::OK,
+            Json(json!({"url": url, "minutes": minutes})),
+        ),
+        Err(e) => failure(StatusCode::INTERNAL_SERVER_ERROR, "entropy", &e.to_string()),
+    }
+}
+
+/// Asks the daemon serving `database` for a one-time console login link: its URL and how many
+/// minutes it is valid.
+pub async fn request_admin_link(database: &Path) -> anyhow::Result<(String, u64)> {
+    let answer = call(&socket_path(database), "/v1/admin/link", &json!({})).await?;
+    let url = answer["url"]
+        .as_str()
+        .context("the daemon's answer has no url")?
+        .to_owned();
+    Ok((url, answer["minutes"].as_u64().unwrap_or_default()))
 }
 
 async fn forget_user(
@@ -358,6 +392,7 @@ mod tests {
         let app = router(Control {
             eraser,
             scheduler: scheduler(&store, Vec::new()),
+            console: None,
         });
         for (body, status, code) in [
             ("not json", StatusCode::BAD_REQUEST, "bad_request"),
@@ -450,7 +485,14 @@ mod tests {
         let without = router(Control {
             eraser: eraser.clone(),
             scheduler: scheduler(&store, Vec::new()),
+            console: None,
         });
+        let (status, answer) = call_at(&without, "/v1/admin/link", "{}").await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (StatusCode::NOT_FOUND, Some("admin_disabled")),
+            "no console, no link"
+        );
         let (status, answer) = call_at(&without, "/v1/schedules/run", r#"{"name":"hi"}"#).await;
         assert_eq!(
             (status, answer["code"].as_str()),
@@ -466,6 +508,7 @@ mod tests {
         let app = router(Control {
             eraser,
             scheduler: scheduler(&store, vec![Schedule::new(&config, dir.path()).unwrap()]),
+            console: None,
         });
         for (body, status, code) in [
             ("{}", StatusCode::BAD_REQUEST, "bad_request"),

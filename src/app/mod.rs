@@ -2,6 +2,7 @@
 //! root, shared by `serve` and `chat`); [`serve`] runs it, `chat` talks to it on the console.
 //! The short one-shot commands are here.
 
+mod admin_link;
 mod backup;
 mod chat;
 mod check;
@@ -85,6 +86,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ForgetUser { config, now, user } => {
             forget_user::forget_user_main(&config.config, &user, now)
         }
+        Command::AdminLink { config } => admin_link::admin_link_main(&config.config),
         Command::Places {
             command: PlacesCommand::Explain { config, place },
         } => places::explain_main(&config.config, &place),

@@ -5,12 +5,16 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::Console;
+use crate::admin::auth::Auth;
 use crate::config::{self, Config};
 use crate::observability::Metrics;
 use crate::observability::{LiveSecrets, LogTarget};
@@ -49,6 +53,23 @@ pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> a
     // Signals are installed before anything is announced, so an early SIGTERM is not lost.
     let signal = tokio::spawn(shutdown::wait_for_signal());
 
+    // The operator console (`admin.enabled`): its board is told what every agent does.
+    let console = config.admin.enabled.then(|| {
+        Console::new(
+            Auth::new(
+                Duration::from_secs(config.admin.link_minutes * 60),
+                Duration::from_secs(config.admin.session_hours * 3600),
+            ),
+            readiness.clone(),
+        )
+    });
+    let observers = super::daemon::Observers {
+        activity: console
+            .as_ref()
+            .map(|c| c.board() as Arc<dyn crate::agent::ActivityObserver>),
+        console: console.clone(),
+        ..super::daemon::Observers::default()
+    };
     let started = super::daemon::start(
         &config,
         &shutdown,
@@ -56,7 +77,7 @@ pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> a
         &readiness,
         Vec::new(),
         live_tokens,
-        super::daemon::Observers::default(),
+        observers,
     )
     .await?;
 
@@ -70,7 +91,7 @@ pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> a
             shutdown.draining(),
         ),
     );
-    let ops = OpsListener::start(&config, readiness.clone(), metrics, &shutdown).await?;
+    let ops = OpsListener::start(&config, readiness.clone(), metrics, console, &shutdown).await?;
 
     // Started: systemd is told now (a platform that cannot connect must not fail the start);
     // "ready" is logged when `/readyz` would say so.
@@ -156,16 +177,23 @@ impl OpsListener {
         config: &Config,
         readiness: Readiness,
         metrics: Metrics,
+        console: Option<Console>,
         shutdown: &Shutdown,
     ) -> anyhow::Result<Self> {
         let ops_listener = bind(&config.health.host, config.health.port)
             .await
             .context("cannot bind the ops listener (health.host / health.port)")?;
-        tracing::info!(
-            addr = %ops_listener.local_addr()?,
-            listener = "ops",
-            "listening"
-        );
+        let addr = ops_listener.local_addr()?;
+        tracing::info!(addr = %addr, listener = "ops", "listening");
+        // The console's pages beside the ops endpoints, reached where the listener is.
+        let extra = match console {
+            Some(console) => {
+                console.set_base_url(format!("http://{addr}"));
+                tracing::info!(url = %format!("http://{addr}/admin/"), "operator console served (log in with `air-friends admin-link`)");
+                console.router()
+            }
+            None => axum::Router::new(),
+        };
         let stop = CancellationToken::new();
         let task = tokio::spawn(ops::serve(
             ops_listener,
@@ -174,6 +202,7 @@ impl OpsListener {
                 metrics,
                 draining: shutdown.draining(),
             },
+            extra,
             stop.clone().cancelled_owned(),
         ));
         let watchdog = systemd::watchdog_interval().map(|interval| {

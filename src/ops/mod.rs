@@ -40,13 +40,15 @@ pub fn router(state: OpsState) -> Router {
         .with_state(state)
 }
 
-/// Serves the ops router on an already-bound listener until `shutdown` completes.
+/// Serves the ops router, with `extra` routes beside it (the operator console), on an
+/// already-bound listener until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
     state: OpsState,
+    extra: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    axum::serve(listener, router(state).merge(extra))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -508,3 +508,21 @@ fn a_stdio_mcp_server_whose_program_is_missing_is_a_warning() {
         ]
     );
 }
+
+/// The console on a listener that is not loopback is a warning; on loopback, none.
+#[test]
+fn the_console_on_a_network_listener_is_a_warning() {
+    let m = Machine::new();
+    let warnings = m.warnings(&m.config("", "admin:\n  enabled: true\n"));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let warnings = m.warnings(&m.config(
+        "",
+        "admin:\n  enabled: true\nhealth:\n  host: 0.0.0.0\n  port: 0\n",
+    ));
+    assert_eq!(
+        warnings,
+        [
+            "admin.enabled: the console is served in plain HTTP on 0.0.0.0: keep health.host on 127.0.0.1 and use an SSH tunnel, or put TLS in front"
+        ]
+    );
+}

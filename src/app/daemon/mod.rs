@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::Console;
 use crate::agent::ActivityObserver;
 use crate::config::Config;
 use crate::gateway::ProviderObserver;
@@ -47,15 +48,18 @@ pub struct Started {
 }
 
 /// Who is told what the running agents are doing and why a model provider failed: the chat
-/// console subscribes both (to show a status line and the actionable line); `serve` none (the
-/// daemon logs a failing provider once per cause, and every user is told in words by their
-/// turn, `gateway::health`).
+/// console subscribes both (to show a status line and the actionable line); `serve` the
+/// operator console's board when `admin.enabled` (the daemon logs a failing provider once per
+/// cause, and every user is told in words by their turn, `gateway::health`).
 #[derive(Clone, Default)]
 pub struct Observers {
     /// Every session's activity (see `agent::activity`).
     pub activity: Option<Arc<dyn ActivityObserver>>,
     /// Every classified provider failure (see `gateway::observer`).
     pub provider: Option<Arc<dyn ProviderObserver>>,
+    /// The operator console (`admin`): given the daemon's sessions and database once they
+    /// exist, and minting its login links over the control socket.
+    pub console: Option<Console>,
 }
 
 impl std::fmt::Debug for Observers {
@@ -63,6 +67,7 @@ impl std::fmt::Debug for Observers {
         f.debug_struct("Observers")
             .field("activity", &self.activity.is_some())
             .field("provider", &self.provider.is_some())
+            .field("console", &self.console.is_some())
             .finish()
     }
 }
@@ -148,12 +153,16 @@ pub async fn start(
         &skills,
         &served,
         host,
-        observers.activity,
+        observers.activity.clone(),
     )?;
     let database = config.database_path();
+    if let Some(console) = &observers.console {
+        console.attach(served.api.sessions().clone(), store.clone());
+    }
     let control = crate::app::control::Control {
         eraser: pipeline.eraser,
         scheduler: pipeline.scheduler.clone(),
+        console: observers.console,
     };
     let draining = shutdown.draining();
     shutdown.spawn("control_socket", async move {

@@ -177,6 +177,30 @@ pub struct HealthConfig {
     pub port: u16,
 }
 
+/// `admin`: the operator console (`docs/CONSOLE.md`), served on the ops listener under
+/// `/admin/`; off unless enabled. Logging in takes a one-time link from
+/// `air-friends admin-link`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AdminConfig {
+    /// Serve the console.
+    pub enabled: bool,
+    /// How long a login link is valid, in minutes (it works once).
+    pub link_minutes: u64,
+    /// How long a console session lasts, in hours.
+    pub session_hours: u64,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            link_minutes: 10,
+            session_hours: 12,
+        }
+    }
+}
+
 impl Default for HealthConfig {
     fn default() -> Self {
         Self {

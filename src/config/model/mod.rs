@@ -81,6 +81,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// The ops listener: `/healthz`, `/readyz`, `/metrics`.
     pub health: HealthConfig,
+    /// The operator console in the browser, on the ops listener under `/admin/`.
+    pub admin: AdminConfig,
     /// How long running sessions may finish after SIGTERM before they are cancelled.
     pub shutdown_grace_ms: u64,
 }
@@ -109,6 +111,7 @@ impl Default for Config {
             prompts: PromptsConfig::default(),
             logging: LoggingConfig::default(),
             health: HealthConfig::default(),
+            admin: AdminConfig::default(),
             shutdown_grace_ms: 30_000,
         }
     }

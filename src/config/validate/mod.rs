@@ -33,6 +33,7 @@ impl Config {
         self.check_transcription(&mut v);
         self.check_speech(&mut v);
         self.check_mcp(&mut v);
+        self.check_admin(&mut v);
         self.check_paths_and_logging(&mut v);
         if v.0.is_empty() {
             Ok(())
@@ -468,5 +469,17 @@ struct Problems(Vec<ConfigIssue>);
 impl Problems {
     fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(ConfigIssue::new(path, message));
+    }
+}
+
+impl Config {
+    /// `admin`: the link and session lifetimes.
+    fn check_admin(&self, v: &mut Problems) {
+        if !(1..=1_440).contains(&self.admin.link_minutes) {
+            v.add("admin.linkMinutes", "must be 1 to 1440 (a day)");
+        }
+        if !(1..=720).contains(&self.admin.session_hours) {
+            v.add("admin.sessionHours", "must be 1 to 720 (30 days)");
+        }
     }
 }

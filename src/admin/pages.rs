@@ -1,0 +1,203 @@
+//! The console's HTML, server-rendered with `maud` (every value escaped): the layout shared by
+//! every page, the login outcomes, and *Now*. Pages work without JavaScript; `console.js` only
+//! refreshes the live section (`/admin/now/live`) every two seconds. No inline script or
+//! style: the Content-Security-Policy allows only the console's own files.
+
+use maud::{DOCTYPE, Markup, html};
+
+use crate::ops::CheckReport;
+use crate::store::LlmUsage;
+
+/// One running turn as *Now* shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnView {
+    /// Our session id.
+    pub session_id: String,
+    /// `discord`, `misskey`, `console`.
+    pub platform: String,
+    /// Who it answers (their name, else their id).
+    pub user: String,
+    /// The `places:` rule that applies (`default` when none).
+    pub place: String,
+    /// A direct message: nothing of what is done is shown but its kind.
+    pub dm: bool,
+    /// How long its agent has run.
+    pub elapsed_ms: u64,
+    /// `starting`, `thinking` or the tool's title.
+    pub doing: String,
+    /// The tool's command line (public places only).
+    pub command: Option<String>,
+}
+
+/// What *Now* shows.
+#[derive(Debug, Clone, Default)]
+pub struct NowView {
+    /// The readiness checks (platforms, database, sandbox, ...).
+    pub checks: Vec<CheckReport>,
+    /// The running turns.
+    pub turns: Vec<TurnView>,
+    /// Every user's model tokens today (UTC), when the database answered.
+    pub tokens_today: Option<LlmUsage>,
+}
+
+/// A whole page: `title`, the session's CSRF token (for the log-out form), and `body`.
+pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · air-friends" }
+                link rel="stylesheet" href="/admin/assets/console.css";
+                @if csrf.is_some() {
+                    script src="/admin/assets/console.js" defer {}
+                }
+            }
+            body {
+                header {
+                    strong { "air-friends" }
+                    @if let Some(csrf) = csrf {
+                        nav { a href="/admin/" { "Now" } }
+                        form method="post" action="/admin/logout" class="logout" {
+                            input type="hidden" name="csrf" value=(csrf);
+                            button type="submit" { "Log out" }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// What a request without a valid session gets.
+pub fn logged_out() -> Markup {
+    layout(
+        "Log in",
+        None,
+        html! {
+            h1 { "Log in" }
+            p { "The console needs a login link. On the machine that runs the bot:" }
+            pre { "air-friends admin-link" }
+            p { "Open the link it prints (it works once, for a few minutes)." }
+        },
+    )
+}
+
+/// A login link that was used, expired or never issued.
+pub fn link_refused() -> Markup {
+    layout(
+        "Link not valid",
+        None,
+        html! {
+            h1 { "This link is not valid" }
+            p { "A login link works once and only for a few minutes. Ask for a new one with "
+                code { "air-friends admin-link" } "." }
+        },
+    )
+}
+
+/// *Now*: the whole page.
+pub fn now(view: &NowView, csrf: &str) -> Markup {
+    layout(
+        "Now",
+        Some(csrf),
+        html! {
+            h1 { "Now" }
+            section id="live" data-src="/admin/now/live" { (live(view, csrf)) }
+        },
+    )
+}
+
+/// *Now*'s live section (what the page refreshes).
+pub fn live(view: &NowView, csrf: &str) -> Markup {
+    html! {
+        h2 { "Health" }
+        table class="checks" {
+            thead { tr { th { "Check" } th { "State" } th { "Detail" } } }
+            tbody {
+                @for c in &view.checks {
+                    tr class=(if c.ok { "ok" } else if c.degrades { "degraded" } else { "failing" }) {
+                        td { (c.name) }
+                        td { (if c.ok { "ok" } else if c.degrades { "degraded" } else { "failing" }) }
+                        td { (c.detail.as_deref().or(c.info.as_deref()).unwrap_or("")) }
+                    }
+                }
+            }
+        }
+        h2 { "Running turns (" (view.turns.len()) ")" }
+        @if view.turns.is_empty() {
+            p class="empty" { "No turn is running." }
+        } @else {
+            table class="turns" {
+                thead { tr { th { "User" } th { "Place" } th { "Running for" } th { "Doing" } th {} } }
+                tbody {
+                    @for t in &view.turns {
+                        tr data-session=(t.session_id) {
+                            td { (t.platform) " · " (t.user) @if t.dm { " " span class="tag" { "DM" } } }
+                            td { (t.place) }
+                            td { (seconds(t.elapsed_ms)) }
+                            td {
+                                (t.doing)
+                                @if let Some(command) = &t.command {
+                                    " " code { (command) }
+                                }
+                            }
+                            td {
+                                form method="post" action={ "/admin/turns/" (t.session_id) "/cancel" } {
+                                    input type="hidden" name="csrf" value=(csrf);
+                                    button type="submit" { "Cancel" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Today" }
+        @match &view.tokens_today {
+            Some(u) => p { (u.input_tokens) " input and " (u.output_tokens) " output tokens in "
+                (u.requests) " model responses (UTC day)." },
+            None => p class="empty" { "The usage could not be read." },
+        }
+    }
+}
+
+fn seconds(ms: u64) -> String {
+    match ms / 1000 {
+        s if s < 60 => format!("{s} s"),
+        s => format!("{} min {} s", s / 60, s % 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_escaped_and_dm_turns_show_no_command() {
+        let view = NowView {
+            turns: vec![TurnView {
+                session_id: "s1".into(),
+                platform: "discord".into(),
+                user: "<script>alert(1)</script>".into(),
+                place: "default".into(),
+                dm: true,
+                elapsed_ms: 61_000,
+                doing: "thinking".into(),
+                command: None,
+            }],
+            ..NowView::default()
+        };
+        let page = now(&view, "tok").into_string();
+        assert!(!page.contains("<script>alert"), "{page}");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("1 min 1 s"));
+        assert!(
+            page.contains(r#"action="/admin/turns/s1/cancel""#),
+            "{page}"
+        );
+        assert!(!page.contains("style="), "no inline style under the CSP");
+    }
+}

@@ -1,0 +1,268 @@
+//! The operator console's routes (`/admin/…`), with sessions of the real registry and a real
+//! store: nothing but the login page answers without a session; a login link works once and
+//! sets an `HttpOnly`, `SameSite=Strict` cookie; a change needs the session's CSRF token and the
+//! console's own origin; every answer carries the Content-Security-Policy; *Now* shows the
+//! health checks and the running turns (a DM's without its command), and a turn can be
+//! cancelled.
+
+mod handlers_support;
+
+use std::time::Duration;
+
+use air_friends::admin::Console;
+use air_friends::admin::auth::Auth;
+use air_friends::agent::{Activity, ActivityObserver};
+use air_friends::ops::Readiness;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use handlers_support::app;
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+fn console() -> Console {
+    let readiness = Readiness::new();
+    readiness.register("database", || async { Ok(()) });
+    readiness.register("discord", || async { Err("not connected yet".to_owned()) });
+    Console::new(
+        Auth::new(Duration::from_secs(600), Duration::from_secs(3600)),
+        readiness,
+    )
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+async fn send(router: &Router, request: Request<Body>) -> Answer {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+fn get(path: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut r = Request::get(path).header(header::HOST, "127.0.0.1:8080");
+    if let Some(c) = cookie {
+        r = r.header(header::COOKIE, c);
+    }
+    r.body(Body::empty()).unwrap()
+}
+
+fn post(path: &str, cookie: &str, form: &str, origin: Option<&str>) -> Request<Body> {
+    let mut r = Request::post(path)
+        .header(header::HOST, "127.0.0.1:8080")
+        .header(header::COOKIE, cookie)
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(o) = origin {
+        r = r.header(header::ORIGIN, o);
+    }
+    r.body(Body::from(form.to_owned())).unwrap()
+}
+
+/// Logs in with a fresh link: the cookie header to send, and the session's CSRF token (read
+/// from the page, as a browser's form would carry it).
+async fn login(console: &Console, router: &Router) -> (String, String) {
+    let (url, _) = console.login_link().unwrap();
+    let path = url.split_once("127.0.0.1").unwrap().1;
+    let path = &path[path.find('/').unwrap()..];
+    let answer = send(router, get(path, None)).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    let set = answer.headers[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let page = send(router, get("/admin/", Some(&cookie))).await;
+    let csrf = page
+        .body
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    (cookie, csrf)
+}
+
+#[tokio::test]
+async fn nothing_but_the_login_page_answers_without_a_session() {
+    let console = console();
+    let router = console.router();
+    for path in ["/admin/", "/admin/now/live", "/admin/anything"] {
+        let answer = send(&router, get(path, None)).await;
+        assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(answer.body.contains("air-friends admin-link"), "{path}");
+        assert!(
+            answer.headers["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("default-src 'none'"),
+            "{path}"
+        );
+    }
+    let forged = send(&router, get("/admin/", Some("af_admin=0123abcd"))).await;
+    assert_eq!(forged.status, StatusCode::UNAUTHORIZED, "a made-up cookie");
+    let changed = send(&router, post("/admin/logout", "af_admin=x", "csrf=x", None)).await;
+    assert_eq!(changed.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn a_login_link_works_once_and_sets_a_strict_cookie() {
+    let console = console();
+    let router = console.router();
+    let (url, minutes) = console.login_link().unwrap();
+    assert_eq!(minutes, 10);
+    let path = &url[url.find("/admin/").unwrap()..];
+    let first = send(&router, get(path, None)).await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    assert_eq!(first.headers[header::LOCATION], "/admin/");
+    let set = first.headers[header::SET_COOKIE].to_str().unwrap();
+    for part in [
+        "af_admin=",
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/admin",
+        "Max-Age=3600",
+    ] {
+        assert!(set.contains(part), "{part} in {set}");
+    }
+    let again = send(&router, get(path, None)).await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN, "a used link");
+    assert!(again.body.contains("This link is not valid"));
+    assert!(
+        again.headers.get(header::SET_COOKIE).is_none(),
+        "no session from a used link"
+    );
+    let cookie = set.split(';').next().unwrap();
+    let page = send(&router, get("/admin/", Some(cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("<h1>Now</h1>"), "{}", page.body);
+    assert!(
+        page.body.contains("not connected yet"),
+        "the checks are shown"
+    );
+    for (name, value) in [
+        ("x-frame-options", "DENY"),
+        ("x-content-type-options", "nosniff"),
+        ("cache-control", "no-store"),
+        ("referrer-policy", "no-referrer"),
+    ] {
+        assert_eq!(page.headers[name], value);
+    }
+}
+
+#[tokio::test]
+async fn a_change_needs_the_sessions_token_and_the_consoles_own_origin() {
+    let console = console();
+    let router = console.router();
+    let (cookie, csrf) = login(&console, &router).await;
+    let wrong = send(&router, post("/admin/logout", &cookie, "csrf=nope", None)).await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN, "a wrong CSRF token");
+    let missing = send(&router, post("/admin/logout", &cookie, "", None)).await;
+    assert_eq!(missing.status, StatusCode::FORBIDDEN, "no CSRF token");
+    let form = format!("csrf={csrf}");
+    let elsewhere = send(
+        &router,
+        post("/admin/logout", &cookie, &form, Some("http://evil.example")),
+    )
+    .await;
+    assert_eq!(elsewhere.status, StatusCode::FORBIDDEN, "another origin");
+    let mut cross = post("/admin/logout", &cookie, &form, None);
+    cross
+        .headers_mut()
+        .insert("sec-fetch-site", "cross-site".parse().unwrap());
+    assert_eq!(send(&router, cross).await.status, StatusCode::FORBIDDEN);
+    // Still logged in after every refusal; then a real log-out ends the session.
+    assert_eq!(
+        send(&router, get("/admin/", Some(&cookie))).await.status,
+        StatusCode::OK
+    );
+    let out = send(
+        &router,
+        post(
+            "/admin/logout",
+            &cookie,
+            &form,
+            Some("http://127.0.0.1:8080"),
+        ),
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        send(&router, get("/admin/", Some(&cookie))).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn now_shows_the_running_turns_a_dms_without_its_command_and_cancels_one() {
+    let app = app().await;
+    let console = console();
+    console.attach(app.state.sessions().clone(), app.store.clone());
+    let router = console.router();
+    let public = app.guild_session("u1");
+    let dm = app.dm_session("u2");
+    let board = console.board();
+    let command = || Activity::Tool {
+        title: "bash".into(),
+        command: Some("skills/send-reply/scripts/send-reply --text-file reply-qv3.md".into()),
+    };
+    board.activity(public.registered.session_id.as_str(), &command());
+    board.activity(dm.registered.session_id.as_str(), &command());
+    let (cookie, csrf) = login(&console, &router).await;
+    let live = send(&router, get("/admin/now/live", Some(&cookie))).await;
+    assert_eq!(live.status, StatusCode::OK);
+    assert!(live.body.contains("Running turns (2)"), "{}", live.body);
+    assert_eq!(
+        live.body.matches("reply-qv3.md").count(),
+        1,
+        "only the public turn's command: {}",
+        live.body
+    );
+    assert!(live.body.contains("DM"));
+    assert!(live.body.contains("model responses"), "today's tokens");
+    let id = public.registered.session_id.as_str();
+    let signal = app
+        .state
+        .sessions()
+        .termination_signal(&public.registered.session_id)
+        .unwrap();
+    let cancel = send(
+        &router,
+        post(
+            &format!("/admin/turns/{id}/cancel"),
+            &cookie,
+            &format!("csrf={csrf}"),
+            Some("http://127.0.0.1:8080"),
+        ),
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        signal.reason().as_deref(),
+        Some("cancelled by the operator")
+    );
+    let unknown = send(
+        &router,
+        post(
+            "/admin/turns/0000/cancel",
+            &cookie,
+            &format!("csrf={csrf}"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    board.activity(id, &Activity::Ended);
+    let live = send(&router, get("/admin/now/live", Some(&cookie))).await;
+    assert!(live.body.contains("Running turns (1)"), "{}", live.body);
+}
