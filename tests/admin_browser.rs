@@ -146,7 +146,37 @@ async fn the_console_logs_in_once_shows_the_running_turn_and_refreshes_it() {
         &[&format!("--screenshot={}", now_shot.display())],
         &admin_link(&bot.config.path),
     );
-    for shot in [&login_shot, &now_shot] {
+    // The other pages, in a browser logged in with a fresh link (its profile keeps the cookie).
+    let other = tempfile::tempdir().unwrap();
+    let page = browse(
+        &browser,
+        other.path(),
+        &["--dump-dom"],
+        &admin_link(&bot.config.path),
+    );
+    assert!(page.contains("<h1>Now</h1>"), "{page}");
+    let mut shots_taken = vec![login_shot.clone(), now_shot.clone()];
+    for (name, heading) in [
+        ("skills", "<h1>Skills</h1>"),
+        ("config", "<h1>Configuration</h1>"),
+    ] {
+        let url = format!("{root}{name}");
+        let page = browse(&browser, other.path(), &["--dump-dom"], &url);
+        assert!(page.contains(heading), "{page}");
+        assert!(
+            !page.contains(common::serve_discord::TOKEN),
+            "no secret on {name}: {page}"
+        );
+        let shot = shots.join(format!("{name}.png"));
+        browse(
+            &browser,
+            other.path(),
+            &[&format!("--screenshot={}", shot.display())],
+            &url,
+        );
+        shots_taken.push(shot);
+    }
+    for shot in &shots_taken {
         let bytes = std::fs::read(shot).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{}", shot.display());
         assert!(

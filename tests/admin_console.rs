@@ -266,3 +266,65 @@ async fn now_shows_the_running_turns_a_dms_without_its_command_and_cancels_one()
     let live = send(&router, get("/admin/now/live", Some(&cookie))).await;
     assert!(live.body.contains("Running turns (1)"), "{}", live.body);
 }
+
+#[tokio::test]
+async fn skills_show_the_recorded_calls_and_config_masks_every_secret() {
+    use air_friends::store::analytics::{SkillCallRow, bucket_of};
+    let app = app().await;
+    let console = console();
+    console.attach(app.state.sessions().clone(), app.store.clone());
+    let config = air_friends::config::load_str(
+        "platforms:\n  discord:\n    enabled: true\n    token: discord-secret-4Kq\n",
+        &|_: &str| None,
+    )
+    .unwrap();
+    console.set_config(air_friends::config::masked_yaml(&config, &|_: &str| None).unwrap());
+    let mut buckets = [0u64; air_friends::store::analytics::BUCKETS];
+    buckets[bucket_of(30)] = 7;
+    let hour = chrono::Utc::now();
+    app.store
+        .add_skill_calls(vec![
+            SkillCallRow {
+                hour,
+                skill: "send-reply".into(),
+                code: air_friends::store::analytics::OK_CODE.into(),
+                calls: 6,
+                buckets,
+            },
+            SkillCallRow {
+                hour,
+                skill: "send-reply".into(),
+                code: "RATE_LIMITED".into(),
+                calls: 1,
+                buckets: [0; air_friends::store::analytics::BUCKETS],
+            },
+        ])
+        .await
+        .unwrap();
+    let router = console.router();
+    let (cookie, _) = login(&console, &router).await;
+    let skills = send(&router, get("/admin/skills", Some(&cookie))).await;
+    assert_eq!(skills.status, StatusCode::OK);
+    assert!(
+        skills.body.contains("<td>send-reply</td>"),
+        "{}",
+        skills.body
+    );
+    assert!(skills.body.contains("RATE_LIMITED"), "{}", skills.body);
+    assert!(skills.body.contains("<svg"), "a chart");
+    let config = send(&router, get("/admin/config", Some(&cookie))).await;
+    assert_eq!(config.status, StatusCode::OK);
+    assert!(
+        !config.body.contains("discord-secret-4Kq"),
+        "{}",
+        config.body
+    );
+    assert!(config.body.contains("***"), "{}", config.body);
+    for page in ["/admin/skills", "/admin/config"] {
+        assert_eq!(
+            send(&router, get(page, None)).await.status,
+            StatusCode::UNAUTHORIZED,
+            "{page}"
+        );
+    }
+}

@@ -13,7 +13,8 @@
 //! * **Pages** ([`pages`]): *Now* — the readiness checks, the running turns with what each
 //!   agent is doing ([`board`]), today's tokens — refreshed every two seconds by a small
 //!   script; a turn can be cancelled from it. Nothing of a direct message but its kind of work
-//!   is shown.
+//!   is shown. *Skills* — calls, errors by code and latency per skill over a day and a week,
+//!   with SVG charts. *Config* — the configuration as loaded, secrets masked.
 
 pub mod auth;
 pub mod board;
@@ -58,6 +59,8 @@ struct Inner {
     daemon: OnceLock<(SessionRegistry, Store)>,
     /// Where the console is reached (`http://host:port`), once the ops listener is bound.
     base_url: OnceLock<String>,
+    /// The configuration as loaded, secrets masked (YAML).
+    config: OnceLock<String>,
 }
 
 impl Console {
@@ -70,6 +73,7 @@ impl Console {
                 readiness,
                 daemon: OnceLock::new(),
                 base_url: OnceLock::new(),
+                config: OnceLock::new(),
             }),
         }
     }
@@ -82,6 +86,12 @@ impl Console {
     /// The running daemon's sessions and database (once, at start).
     pub fn attach(&self, sessions: SessionRegistry, store: Store) {
         let _ = self.inner.daemon.set((sessions, store));
+    }
+
+    /// The configuration the *Config* page shows: YAML with every secret masked
+    /// (`config::masked_yaml`).
+    pub fn set_config(&self, masked_yaml: String) {
+        let _ = self.inner.config.set(masked_yaml);
     }
 
     /// The ops listener's address, for the links (once it is bound).
@@ -111,6 +121,8 @@ impl Console {
             .route("/admin", get(|| async { Redirect::to("/admin/") }))
             .route("/admin/", get(now))
             .route("/admin/now/live", get(live))
+            .route("/admin/skills", get(skills))
+            .route("/admin/config", get(config))
             .route("/admin/login", get(login))
             .route("/admin/logout", post(logout))
             .route("/admin/turns/{session}/cancel", post(cancel))
@@ -255,6 +267,48 @@ async fn live(State(console): State<Console>, headers: HeaderMap) -> Response {
     };
     let view = console.now_view().await;
     Html(pages::live(&view, &session.csrf).into_string()).into_response()
+}
+
+async fn skills(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = console.session_of(&headers) else {
+        return unauthorized();
+    };
+    let Some((_, store)) = console.inner.daemon.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
+    };
+    let now = chrono::Utc::now();
+    let read = async {
+        let day = store
+            .skill_calls_since(now - chrono::Duration::hours(24))
+            .await?;
+        let week = store
+            .skill_calls_since(now - chrono::Duration::days(7))
+            .await?;
+        Ok::<_, crate::store::StoreError>(pages::SkillsView { day, week })
+    };
+    match read.await {
+        Ok(view) => Html(pages::skills(&view, &session.csrf).into_string()).into_response(),
+        Err(error) => {
+            tracing::warn!(error = %error, "the console could not read the skill calls");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the skill calls could not be read\n",
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn config(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = console.session_of(&headers) else {
+        return unauthorized();
+    };
+    let yaml = console
+        .inner
+        .config
+        .get()
+        .map_or("(not available)", String::as_str);
+    Html(pages::config(yaml, &session.csrf).into_string()).into_response()
 }
 
 #[derive(Deserialize)]

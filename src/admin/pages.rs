@@ -3,10 +3,13 @@
 //! refreshes the live section (`/admin/now/live`) every two seconds. No inline script or
 //! style: the Content-Security-Policy allows only the console's own files.
 
+use std::collections::BTreeMap;
+
 use maud::{DOCTYPE, Markup, html};
 
 use crate::ops::CheckReport;
 use crate::store::LlmUsage;
+use crate::store::analytics::SkillCallSummary;
 
 /// One running turn as *Now* shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +61,11 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                 header {
                     strong { "air-friends" }
                     @if let Some(csrf) = csrf {
-                        nav { a href="/admin/" { "Now" } }
+                        nav {
+                            a href="/admin/" { "Now" }
+                            a href="/admin/skills" { "Skills" }
+                            a href="/admin/config" { "Config" }
+                        }
                         form method="post" action="/admin/logout" class="logout" {
                             input type="hidden" name="csrf" value=(csrf);
                             button type="submit" { "Log out" }
@@ -164,6 +171,97 @@ pub fn live(view: &NowView, csrf: &str) -> Markup {
     }
 }
 
+/// What *Skills* shows: every skill's calls over the last day and the last week.
+#[derive(Debug, Clone, Default)]
+pub struct SkillsView {
+    /// The last 24 hours, by skill.
+    pub day: BTreeMap<String, SkillCallSummary>,
+    /// The last 7 days, by skill.
+    pub week: BTreeMap<String, SkillCallSummary>,
+}
+
+/// *Skills*: calls, errors by code and latency per skill (what `air-friends stats` computes),
+/// with a chart of each skill's calls and p99 over the week.
+pub fn skills(view: &SkillsView, csrf: &str) -> Markup {
+    let ms = |v: Option<u64>| v.map_or("-".to_owned(), |ms| format!("≤ {ms} ms"));
+    layout(
+        "Skills",
+        Some(csrf),
+        html! {
+            h1 { "Skills" }
+            @if view.week.is_empty() {
+                p class="empty" { "No skill call recorded yet (the call log is written once a minute)." }
+            } @else {
+                table class="skills" {
+                    thead {
+                        tr { th {} th colspan="4" { "last 24 hours" } th colspan="4" { "last 7 days" } th { "errors (7 days)" } }
+                        tr { th { "Skill" } th { "calls" } th { "errors" } th { "p50" } th { "p99" }
+                             th { "calls" } th { "errors" } th { "p50" } th { "p99" } th {} }
+                    }
+                    tbody {
+                        @for (skill, week) in &view.week {
+                            @let day = view.day.get(skill).cloned().unwrap_or_default();
+                            tr {
+                                td { (skill) }
+                                td { (day.calls) } td { (day.error_count()) }
+                                td { (ms(day.quantile_ms(0.5))) } td { (ms(day.quantile_ms(0.99))) }
+                                td { (week.calls) } td { (week.error_count()) }
+                                td { (ms(week.quantile_ms(0.5))) } td { (ms(week.quantile_ms(0.99))) }
+                                td {
+                                    @for (code, n) in &week.errors { code { (code) } " " (n) " " }
+                                }
+                            }
+                        }
+                    }
+                }
+                h2 { "Calls in the last 7 days" }
+                (bars(view.week.iter().map(|(k, v)| (k.as_str(), v.calls, v.calls.to_string()))))
+                h2 { "p99 latency in the last 7 days" }
+                (bars(view.week.iter().map(|(k, v)| {
+                    let p99 = v.quantile_ms(0.99).unwrap_or(0);
+                    (k.as_str(), p99, ms(v.quantile_ms(0.99)))
+                })))
+            }
+        },
+    )
+}
+
+/// A horizontal bar chart in SVG (attributes only: the CSP allows no inline style), each bar
+/// labelled with its name and value so the numbers read without the picture.
+fn bars<'a>(rows: impl Iterator<Item = (&'a str, u64, String)>) -> Markup {
+    const ROW: u64 = 22;
+    const LABEL: u64 = 180;
+    const WIDTH: u64 = 420;
+    let rows: Vec<(&str, u64, String)> = rows.collect();
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
+    let height = ROW * rows.len() as u64 + 4;
+    html! {
+        svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img"
+            width=(LABEL + WIDTH + 120) height=(height) viewBox={ "0 0 " (LABEL + WIDTH + 120) " " (height) } {
+            @for (i, (name, value, text)) in rows.iter().enumerate() {
+                @let y = ROW * i as u64;
+                text x="0" y=(y + 15) font-size="13" fill="currentColor" { (name) }
+                rect x=(LABEL) y=(y + 3) height="14" width=(WIDTH * value / max) fill="#4f7cac" {}
+                text x=(LABEL + WIDTH * value / max + 6) y=(y + 15) font-size="13" fill="currentColor" { (text) }
+            }
+        }
+    }
+}
+
+/// *Config*: the configuration as the daemon loaded it, every secret masked.
+pub fn config(masked_yaml: &str, csrf: &str) -> Markup {
+    layout(
+        "Config",
+        Some(csrf),
+        html! {
+            h1 { "Configuration" }
+            p { "As loaded at start (a reload's live changes are in the log). Secrets print as "
+                code { "***" } "." }
+            pre class="config" { (masked_yaml) }
+        },
+    )
+}
+
 fn seconds(ms: u64) -> String {
     match ms / 1000 {
         s if s < 60 => format!("{s} s"),
@@ -198,6 +296,36 @@ mod tests {
             page.contains(r#"action="/admin/turns/s1/cancel""#),
             "{page}"
         );
+        assert!(!page.contains("style="), "no inline style under the CSP");
+    }
+
+    #[test]
+    fn skills_read_without_the_chart_and_the_chart_scales_to_the_largest() {
+        let mut week = BTreeMap::new();
+        let mut summary = SkillCallSummary {
+            calls: 40,
+            ..SkillCallSummary::default()
+        };
+        summary.buckets[0] = 40;
+        summary.errors.insert("RATE_LIMITED".into(), 3);
+        week.insert("send-reply".to_owned(), summary.clone());
+        summary.calls = 10;
+        week.insert("memory-save".to_owned(), summary);
+        let page = skills(
+            &SkillsView {
+                day: BTreeMap::new(),
+                week,
+            },
+            "tok",
+        )
+        .into_string();
+        assert!(page.contains("<td>send-reply</td>"), "{page}");
+        assert!(page.contains("RATE_LIMITED"), "{page}");
+        assert!(
+            page.contains(r#"width="420""#),
+            "the largest bar is full: {page}"
+        );
+        assert!(page.contains(r#"width="105""#), "a quarter of it: {page}");
         assert!(!page.contains("style="), "no inline style under the CSP");
     }
 }

@@ -63,6 +63,12 @@ pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> a
             readiness.clone(),
         )
     });
+    if let Some(console) = &console {
+        match crate::config::masked_yaml(&config, &crate::config::ProcessEnv) {
+            Ok(yaml) => console.set_config(yaml),
+            Err(e) => tracing::warn!(error = %e, "the console cannot show the configuration"),
+        }
+    }
     let observers = super::daemon::Observers {
         activity: console
             .as_ref()
