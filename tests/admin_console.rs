@@ -328,3 +328,112 @@ async fn skills_show_the_recorded_calls_and_config_masks_every_secret() {
         );
     }
 }
+
+/// Memories: every user is listed with counts; a user's public memories are shown and
+/// searched, a private one never (only counted); a public memory is disabled with a recorded
+/// patch; a private memory's id cannot be changed from the console.
+#[tokio::test]
+async fn memories_show_public_ones_only_and_a_public_one_is_disabled_with_a_patch() {
+    let app = app().await;
+    let console = console();
+    console.attach(app.state.sessions().clone(), app.store.clone());
+    let router = console.router();
+    let public_session = app.guild_session("u1");
+    let public = app
+        .save_memory(&public_session, "likes green tea qx1", "public")
+        .await;
+    let dm = app.dm_session("u1");
+    let private = app
+        .save_memory(&dm, "green allergy secret qx2", "private")
+        .await;
+    app.store.flush().await.unwrap();
+    let (cookie, csrf) = login(&console, &router).await;
+
+    let index = send(&router, get("/admin/memories", Some(&cookie))).await;
+    assert_eq!(index.status, StatusCode::OK);
+    assert!(index.body.contains("discord/u1"), "{}", index.body);
+
+    let page = send(
+        &router,
+        get("/admin/memories/of?ws=discord/u1", Some(&cookie)),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("likes green tea qx1"), "{}", page.body);
+    assert!(
+        !page.body.contains("qx2"),
+        "a private memory is never shown"
+    );
+    assert!(!page.body.contains(&private), "nor its id");
+    assert!(page.body.contains("Private memories: 1"), "{}", page.body);
+    let found = send(
+        &router,
+        get("/admin/memories/of?ws=discord/u1&q=green", Some(&cookie)),
+    )
+    .await;
+    assert!(
+        found.body.contains("qx1") && !found.body.contains("qx2"),
+        "{}",
+        found.body
+    );
+
+    let form = |id: &str, enabled: bool, token: &str| {
+        format!("csrf={token}&ws=discord%2Fu1&id={id}&enabled={enabled}")
+    };
+    let refused = send(
+        &router,
+        post(
+            "/admin/memories/toggle",
+            &cookie,
+            &form(&public, false, "nope"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let hidden = send(
+        &router,
+        post(
+            "/admin/memories/toggle",
+            &cookie,
+            &form(&private, false, &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(hidden.status, StatusCode::NOT_FOUND, "a private memory");
+    let done = send(
+        &router,
+        post(
+            "/admin/memories/toggle",
+            &cookie,
+            &form(&public, false, &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER);
+    let ws = air_friends::store::WorkspaceKey::new("discord", "u1").unwrap();
+    let memory = app
+        .store
+        .get_memory(&ws, &public, air_friends::store::Scope::PublicOnly)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!memory.enabled, "disabled");
+    let patches = app
+        .store
+        .memory_patches(&ws, &public, air_friends::store::Scope::PublicOnly)
+        .await
+        .unwrap();
+    assert_eq!(patches.len(), 1, "a recorded patch, as the skill makes");
+    let secret = app
+        .store
+        .get_memory(&ws, &private, air_friends::store::Scope::IncludePrivate)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(secret.enabled, "the private memory is untouched");
+    let bad = send(&router, get("/admin/memories/of?ws=nobody", Some(&cookie))).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}

@@ -13,8 +13,10 @@
 //! * **Pages** ([`pages`]): *Now* — the readiness checks, the running turns with what each
 //!   agent is doing ([`board`]), today's tokens — refreshed every two seconds by a small
 //!   script; a turn can be cancelled from it. Nothing of a direct message but its kind of work
-//!   is shown. *Skills* — calls, errors by code and latency per skill over a day and a week,
-//!   with SVG charts. *Config* — the configuration as loaded, secrets masked.
+//!   is shown. *Memories* — every user's memories and reminders by state; a user's public
+//!   memories, searched, each disabled or enabled with a recorded patch as the skill does;
+//!   private ones only counted. *Skills* — calls, errors by code and latency per skill over a
+//!   day and a week, with SVG charts. *Config* — the configuration as loaded, secrets masked.
 
 pub mod auth;
 pub mod board;
@@ -32,7 +34,7 @@ use serde::Deserialize;
 
 use crate::ops::Readiness;
 use crate::session::SessionRegistry;
-use crate::store::Store;
+use crate::store::{ExportFilter, MemoryPatch, Scope, Store, WorkspaceKey};
 use auth::{AdminSession, Auth, COOKIE};
 use board::Board;
 use pages::{NowView, TurnView};
@@ -121,6 +123,9 @@ impl Console {
             .route("/admin", get(|| async { Redirect::to("/admin/") }))
             .route("/admin/", get(now))
             .route("/admin/now/live", get(live))
+            .route("/admin/memories", get(memories))
+            .route("/admin/memories/of", get(memories_of))
+            .route("/admin/memories/toggle", post(toggle_memory))
             .route("/admin/skills", get(skills))
             .route("/admin/config", get(config))
             .route("/admin/login", get(login))
@@ -297,6 +302,142 @@ async fn skills(State(console): State<Console>, headers: HeaderMap) -> Response 
                 .into_response()
         }
     }
+}
+
+async fn memories(State(console): State<Console>, headers: HeaderMap) -> Response {
+    let Some((_, session)) = console.session_of(&headers) else {
+        return unauthorized();
+    };
+    let Some((_, store)) = console.inner.daemon.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
+    };
+    match store.workspace_overview().await {
+        Ok(overview) => {
+            Html(pages::memories_index(&overview, &session.csrf).into_string()).into_response()
+        }
+        Err(error) => store_failed(&error),
+    }
+}
+
+#[derive(Deserialize)]
+struct WorkspaceQuery {
+    #[serde(default)]
+    ws: String,
+    #[serde(default)]
+    q: String,
+}
+
+async fn memories_of(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(query): Query<WorkspaceQuery>,
+) -> Response {
+    let Some((_, session)) = console.session_of(&headers) else {
+        return unauthorized();
+    };
+    let Some((_, store)) = console.inner.daemon.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
+    };
+    let Ok(ws) = query.ws.parse::<WorkspaceKey>() else {
+        return (StatusCode::BAD_REQUEST, "ws must be platform/user\n").into_response();
+    };
+    let q = query.q.trim();
+    let read = async {
+        let all = store
+            .export_memories(&ws, ExportFilter::all(Scope::PublicOnly))
+            .await?;
+        let private = store
+            .workspace_overview()
+            .await?
+            .get(&ws.to_string())
+            .map_or(0, |o| o.private);
+        let public = if q.is_empty() {
+            all.iter()
+                .rev()
+                .take(pages::MEMORIES_SHOWN)
+                .cloned()
+                .collect()
+        } else {
+            store
+                .search_memories(&ws, q, Scope::PublicOnly, 100)
+                .await?
+                .into_iter()
+                .map(|hit| hit.memory)
+                .collect()
+        };
+        Ok::<_, crate::store::StoreError>(pages::WorkspaceView {
+            workspace: ws.to_string(),
+            public,
+            public_total: all.len(),
+            private,
+            query: (!q.is_empty()).then(|| q.to_owned()),
+        })
+    };
+    match read.await {
+        Ok(view) => Html(pages::memories_of(&view, &session.csrf).into_string()).into_response(),
+        Err(error) => store_failed(&error),
+    }
+}
+
+#[derive(Deserialize)]
+struct ToggleForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    ws: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    enabled: bool,
+}
+
+/// Disables or enables a public memory, as the memory-patch skill does (a recorded patch). A
+/// private memory is not found here: the console never changes what it may not show.
+async fn toggle_memory(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Form(form): Form<ToggleForm>,
+) -> Response {
+    let csrf = CsrfForm {
+        csrf: form.csrf.clone(),
+    };
+    let (_, session) = match changing(&console, &headers, &csrf) {
+        Ok(found) => found,
+        Err(refused) => return refused.into_response(),
+    };
+    let Some((_, store)) = console.inner.daemon.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
+    };
+    let Ok(ws) = form.ws.parse::<WorkspaceKey>() else {
+        return (StatusCode::BAD_REQUEST, "ws must be platform/user\n").into_response();
+    };
+    let patch = MemoryPatch {
+        enabled: Some(form.enabled),
+        ..MemoryPatch::default()
+    };
+    match store
+        .patch_memory(&ws, &form.id, patch, Scope::PublicOnly)
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(who = %session.who, action = if form.enabled { "enable memory" } else { "disable memory" },
+                workspace = %ws, memory_id = %form.id, "admin action");
+            Redirect::to(&format!("/admin/memories/of?ws={ws}")).into_response()
+        }
+        Err(crate::store::StoreError::NotFound) => {
+            (StatusCode::NOT_FOUND, "no such public memory\n").into_response()
+        }
+        Err(error) => store_failed(&error),
+    }
+}
+
+fn store_failed(error: &crate::store::StoreError) -> Response {
+    tracing::warn!(error = %error, "the console could not read the database");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the database could not be read\n",
+    )
+        .into_response()
 }
 
 async fn config(State(console): State<Console>, headers: HeaderMap) -> Response {

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use maud::{DOCTYPE, Markup, html};
 
 use crate::ops::CheckReport;
-use crate::store::LlmUsage;
-use crate::store::analytics::SkillCallSummary;
+use crate::store::analytics::{SkillCallSummary, WorkspaceOverview};
+use crate::store::{LlmUsage, Memory};
 
 /// One running turn as *Now* shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +63,7 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                     @if let Some(csrf) = csrf {
                         nav {
                             a href="/admin/" { "Now" }
+                            a href="/admin/memories" { "Memories" }
                             a href="/admin/skills" { "Skills" }
                             a href="/admin/config" { "Config" }
                         }
@@ -246,6 +247,102 @@ fn bars<'a>(rows: impl Iterator<Item = (&'a str, u64, String)>) -> Markup {
             }
         }
     }
+}
+
+/// *Memories*: every workspace with its memories and reminders by state.
+pub fn memories_index(overview: &BTreeMap<String, WorkspaceOverview>, csrf: &str) -> Markup {
+    layout(
+        "Memories",
+        Some(csrf),
+        html! {
+            h1 { "Memories" }
+            @if overview.is_empty() {
+                p class="empty" { "No one has memories yet." }
+            } @else {
+                table {
+                    thead { tr { th { "User" } th { "enabled" } th { "disabled" } th { "important" }
+                                 th { "private" } th { "reminders pending" } } }
+                    tbody {
+                        @for (ws, o) in overview {
+                            tr {
+                                td { a href={ "/admin/memories/of?ws=" (ws) } { (ws) } }
+                                td { (o.enabled) } td { (o.disabled) } td { (o.important) }
+                                td { (o.private) }
+                                td { (o.reminders.get("pending").copied().unwrap_or(0)) }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// One workspace's memories as the console shows them.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspaceView {
+    /// `platform/user`.
+    pub workspace: String,
+    /// Its public memories, newest first (at most [`MEMORIES_SHOWN`]), or the search's hits.
+    pub public: Vec<Memory>,
+    /// Public memories in all.
+    pub public_total: usize,
+    /// Its private memories: only counted.
+    pub private: u64,
+    /// The search, when there is one.
+    pub query: Option<String>,
+}
+
+/// How many public memories a workspace page lists.
+pub const MEMORIES_SHOWN: usize = 200;
+
+/// A workspace's public memories (newest first, or a search's hits), each with a button that
+/// disables or enables it; private memories only as a count.
+pub fn memories_of(view: &WorkspaceView, csrf: &str) -> Markup {
+    layout(
+        "Memories",
+        Some(csrf),
+        html! {
+            h1 { "Memories of " (view.workspace) }
+            form method="get" action="/admin/memories/of" class="search" {
+                input type="hidden" name="ws" value=(view.workspace);
+                input type="search" name="q" value=(view.query.as_deref().unwrap_or("")) placeholder="search public memories";
+                button type="submit" { "Search" }
+            }
+            p {
+                @match &view.query {
+                    Some(q) => { (view.public.len()) " enabled public memories match " code { (q) } "." }
+                    None => { (view.public_total) " public memories"
+                        @if view.public_total > view.public.len() { " (the newest " (view.public.len()) " shown)" } "." }
+                }
+                " Private memories: " (view.private) " (shown only to their owner, in a direct message)."
+            }
+            @if !view.public.is_empty() {
+                table class="memories" {
+                    thead { tr { th { "Saved" } th { "Memory" } th { "Importance" } th { "State" } th {} } }
+                    tbody {
+                        @for m in &view.public {
+                            tr class=(if m.enabled { "enabled" } else { "disabled" }) {
+                                td { (m.created_at.format("%Y-%m-%d %H:%M")) }
+                                td { (m.content) }
+                                td { (m.importance.as_str()) }
+                                td { (if m.enabled { "enabled" } else { "disabled" }) }
+                                td {
+                                    form method="post" action="/admin/memories/toggle" {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        input type="hidden" name="ws" value=(view.workspace);
+                                        input type="hidden" name="id" value=(m.id);
+                                        input type="hidden" name="enabled" value=(if m.enabled { "false" } else { "true" });
+                                        button type="submit" { (if m.enabled { "Disable" } else { "Enable" }) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// *Config*: the configuration as the daemon loaded it, every secret masked.
