@@ -3,7 +3,8 @@
 //!
 //! Map of the crate:
 //! * [`admin`] — the operator console in the browser: one-time login links, sessions with CSRF
-//!   tokens, the *Now*, *Memories*, *Skills* and *Config* pages, served on the ops listener.
+//!   tokens, the *Now*, *Conversations*, *Memories*, *Skills* and *Config* pages, served on
+//!   the ops listener.
 //! * [`agent`] — the ACP agent runner: process, JSON-RPC, permission gate, session flow.
 //! * [`attachments`] — files users attach: fetched by the daemon from the platform's own
 //!   servers only, sniffed, pictures downscaled for the model, saved read-only for the agent.

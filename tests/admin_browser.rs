@@ -157,6 +157,7 @@ async fn the_console_logs_in_once_shows_the_running_turn_and_refreshes_it() {
     assert!(page.contains("<h1>Now</h1>"), "{page}");
     let mut shots_taken = vec![login_shot.clone(), now_shot.clone()];
     for (name, heading) in [
+        ("conversations", "<h1>Conversations</h1>"),
         ("memories", "<h1>Memories</h1>"),
         ("skills", "<h1>Skills</h1>"),
         ("config", "<h1>Configuration</h1>"),

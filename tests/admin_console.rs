@@ -437,3 +437,69 @@ async fn memories_show_public_ones_only_and_a_public_one_is_disabled_with_a_patc
     let bad = send(&router, get("/admin/memories/of?ws=nobody", Some(&cookie))).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+/// Conversations: the latest messages with how each ended and how long it took; a public
+/// message's text, never a direct message's; filtered by state.
+#[tokio::test]
+async fn conversations_list_how_each_message_ended_without_a_dms_text() {
+    use air_friends::store::{InboxRecord, InboxState};
+    let app = app().await;
+    let console = console();
+    console.attach(app.state.sessions().clone(), app.store.clone());
+    let router = console.router();
+    let public = app
+        .discord
+        .push_incoming("guild-chan", "u1", "hello public qz5");
+    app.discord.add_user("u2", "u2", "u2");
+    let dm = app.discord.push_incoming_dm("u2", "my dm secret qz6");
+    for (message, minutes) in [(&public, 2), (&dm, 1)] {
+        app.store
+            .inbox_record(InboxRecord {
+                platform: "discord".into(),
+                message_id: message.message_id.to_string(),
+                channel_id: message.channel_id.to_string(),
+                user_id: message.user_id.to_string(),
+                received_at: chrono::Utc::now() - chrono::Duration::minutes(minutes),
+                payload: serde_json::to_string(message).unwrap(),
+            })
+            .await
+            .unwrap();
+    }
+    app.store
+        .inbox_settle(
+            "discord",
+            public.message_id.as_ref(),
+            InboxState::Failed,
+            Some("model_unreachable"),
+        )
+        .await
+        .unwrap();
+    let (cookie, _) = login(&console, &router).await;
+    let page = send(&router, get("/admin/conversations", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("hello public qz5"), "{}", page.body);
+    assert!(!page.body.contains("qz6"), "a DM's text is never shown");
+    assert!(page.body.contains("(a direct message)"), "{}", page.body);
+    assert!(
+        page.body.contains("failed (model_unreachable)"),
+        "{}",
+        page.body
+    );
+    let failed = send(
+        &router,
+        get("/admin/conversations?state=failed", Some(&cookie)),
+    )
+    .await;
+    assert!(failed.body.contains("qz5"));
+    assert!(
+        !failed.body.contains("(a direct message)"),
+        "{}",
+        failed.body
+    );
+    let bad = send(
+        &router,
+        get("/admin/conversations?state=nope", Some(&cookie)),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}

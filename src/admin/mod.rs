@@ -13,7 +13,8 @@
 //! * **Pages** ([`pages`]): *Now* — the readiness checks, the running turns with what each
 //!   agent is doing ([`board`]), today's tokens — refreshed every two seconds by a small
 //!   script; a turn can be cancelled from it. Nothing of a direct message but its kind of work
-//!   is shown. *Memories* — every user's memories and reminders by state; a user's public
+//!   is shown. *Conversations* — the latest messages the bot was asked to answer, how each
+//!   ended and how long it took, a public one's text (never a direct message's). *Memories* — every user's memories and reminders by state; a user's public
 //!   memories, searched, each disabled or enabled with a recorded patch as the skill does;
 //!   private ones only counted. *Skills* — calls, errors by code and latency per skill over a
 //!   day and a week, with SVG charts. *Config* — the configuration as loaded, secrets masked.
@@ -34,7 +35,7 @@ use serde::Deserialize;
 
 use crate::ops::Readiness;
 use crate::session::SessionRegistry;
-use crate::store::{ExportFilter, MemoryPatch, Scope, Store, WorkspaceKey};
+use crate::store::{ExportFilter, InboxRow, InboxState, MemoryPatch, Scope, Store, WorkspaceKey};
 use auth::{AdminSession, Auth, COOKIE};
 use board::Board;
 use pages::{NowView, TurnView};
@@ -123,6 +124,7 @@ impl Console {
             .route("/admin", get(|| async { Redirect::to("/admin/") }))
             .route("/admin/", get(now))
             .route("/admin/now/live", get(live))
+            .route("/admin/conversations", get(conversations))
             .route("/admin/memories", get(memories))
             .route("/admin/memories/of", get(memories_of))
             .route("/admin/memories/toggle", post(toggle_memory))
@@ -301,6 +303,70 @@ async fn skills(State(console): State<Console>, headers: HeaderMap) -> Response 
             )
                 .into_response()
         }
+    }
+}
+
+/// How many messages *Conversations* lists.
+const CONVERSATIONS_SHOWN: u32 = 200;
+
+#[derive(Deserialize)]
+struct ConversationsQuery {
+    #[serde(default)]
+    state: String,
+}
+
+async fn conversations(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(query): Query<ConversationsQuery>,
+) -> Response {
+    let Some((_, session)) = console.session_of(&headers) else {
+        return unauthorized();
+    };
+    let Some((_, store)) = console.inner.daemon.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
+    };
+    let state = match query.state.as_str() {
+        "" => None,
+        "queued" => Some(InboxState::Queued),
+        "answered" => Some(InboxState::Answered),
+        "failed" => Some(InboxState::Failed),
+        "skipped" => Some(InboxState::Skipped),
+        _ => return (StatusCode::BAD_REQUEST, "no such state\n").into_response(),
+    };
+    match store.inbox_recent(state, CONVERSATIONS_SHOWN).await {
+        Ok(rows) => {
+            let rows: Vec<pages::TurnRow> = rows.into_iter().map(turn_row).collect();
+            let page = pages::conversations(&rows, state.map(InboxState::as_str), &session.csrf);
+            Html(page.into_string()).into_response()
+        }
+        Err(error) => store_failed(&error),
+    }
+}
+
+/// A recorded message as the page shows it: its text only when it was not a direct message (a
+/// payload that cannot be read counts as one).
+fn turn_row(row: InboxRow) -> pages::TurnRow {
+    let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
+    let dm = payload["isDm"].as_bool().unwrap_or(true);
+    let user = payload["username"]
+        .as_str()
+        .filter(|u| !u.is_empty())
+        .map_or_else(|| row.user_id.clone(), str::to_owned);
+    let text = payload["content"]
+        .as_str()
+        .filter(|_| !dm)
+        .map(|t| crate::text::clip_chars(t, 200));
+    pages::TurnRow {
+        platform: row.platform,
+        user,
+        dm,
+        received_at: row.received_at,
+        took_ms: (row.state != "queued")
+            .then(|| (row.updated_at - row.received_at).num_milliseconds()),
+        state: row.state,
+        reason: row.reason,
+        text,
     }
 }
 

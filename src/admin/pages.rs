@@ -63,6 +63,7 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                     @if let Some(csrf) = csrf {
                         nav {
                             a href="/admin/" { "Now" }
+                            a href="/admin/conversations" { "Conversations" }
                             a href="/admin/memories" { "Memories" }
                             a href="/admin/skills" { "Skills" }
                             a href="/admin/config" { "Config" }
@@ -247,6 +248,71 @@ fn bars<'a>(rows: impl Iterator<Item = (&'a str, u64, String)>) -> Markup {
             }
         }
     }
+}
+
+/// One recorded message as *Conversations* shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnRow {
+    /// `discord`, `misskey`, `console`.
+    pub platform: String,
+    /// Who wrote it (their name, else their id).
+    pub user: String,
+    /// A direct message: its text is never shown.
+    pub dm: bool,
+    /// When it arrived.
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    /// How long until its turn ended (settled messages).
+    pub took_ms: Option<i64>,
+    /// `queued`, `answered`, `failed`, `skipped`.
+    pub state: String,
+    /// Why, for `failed` and `skipped`.
+    pub reason: Option<String>,
+    /// Its text, for a public place only (clipped).
+    pub text: Option<String>,
+}
+
+/// The states *Conversations* filters by.
+pub const TURN_STATES: [&str; 4] = ["answered", "failed", "skipped", "queued"];
+
+/// *Conversations*: the latest messages the bot was asked to answer, how each ended and how
+/// long it took; a public message's text, never a direct message's.
+pub fn conversations(rows: &[TurnRow], state: Option<&str>, csrf: &str) -> Markup {
+    layout(
+        "Conversations",
+        Some(csrf),
+        html! {
+            h1 { "Conversations" }
+            p class="filters" {
+                "Show: "
+                a href="/admin/conversations" { "all" }
+                @for s in TURN_STATES { " · " a href={ "/admin/conversations?state=" (s) } { (s) } }
+                @if let Some(s) = state { " (showing " (s) ")" }
+            }
+            @if rows.is_empty() {
+                p class="empty" { "No message recorded." }
+            } @else {
+                table class="turns" {
+                    thead { tr { th { "Received (UTC)" } th { "User" } th { "Outcome" } th { "Took" } th { "Message" } } }
+                    tbody {
+                        @for r in rows {
+                            tr class=(r.state) {
+                                td { (r.received_at.format("%Y-%m-%d %H:%M:%S")) }
+                                td { (r.platform) " · " (r.user) @if r.dm { " " span class="tag" { "DM" } } }
+                                td { (r.state) @if let Some(why) = &r.reason { " (" (why) ")" } }
+                                td { @if let Some(ms) = r.took_ms { (seconds(ms.max(0) as u64)) } }
+                                td {
+                                    @match &r.text {
+                                        Some(text) => (text),
+                                        None => span class="empty" { (if r.dm { "(a direct message)" } else { "" }) },
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// *Memories*: every workspace with its memories and reminders by state.

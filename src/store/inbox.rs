@@ -79,6 +79,31 @@ pub struct Unanswered {
     pub count: u64,
 }
 
+/// One recorded message and how it ended, for the operator console.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxRow {
+    /// The platform's name.
+    pub platform: String,
+    /// The message's id.
+    pub message_id: String,
+    /// Its channel.
+    pub channel_id: String,
+    /// Its author.
+    pub user_id: String,
+    /// When the daemon received it.
+    pub received_at: DateTime<Utc>,
+    /// When its state last changed (its turn's end, for a settled message).
+    pub updated_at: DateTime<Utc>,
+    /// `queued`, `answered`, `failed` or `skipped`.
+    pub state: String,
+    /// Why, for `failed` and `skipped`.
+    pub reason: Option<String>,
+    /// Times it was handed to the router again after a restart.
+    pub attempts: u32,
+    /// The message (JSON).
+    pub payload: String,
+}
+
 impl Store {
     /// Records `record` as queued. False when its platform and message id were recorded before
     /// (in any state, in this run or an earlier one): it is a duplicate.
@@ -177,6 +202,17 @@ impl Store {
             .await
     }
 
+    /// The `limit` latest recorded messages, newest first; only those in `state` when given.
+    pub async fn inbox_recent(
+        &self,
+        state: Option<InboxState>,
+        limit: u32,
+    ) -> Result<Vec<InboxRow>, StoreError> {
+        self.db
+            .read(move |c| recent(c, state.map(InboxState::as_str), limit))
+            .await
+    }
+
     /// Messages received since `since` that were not answered, by state and reason.
     pub async fn inbox_unanswered_since(
         &self,
@@ -253,6 +289,47 @@ fn queued(c: &Connection) -> Result<Vec<QueuedMessage>, StoreError> {
     Ok(out)
 }
 
+fn recent(c: &Connection, state: Option<&str>, limit: u32) -> Result<Vec<InboxRow>, StoreError> {
+    let mut stmt = c.prepare_cached(
+        "SELECT platform, message_id, channel_id, user_id, received_at_ms, updated_at_ms, state,
+                reason, attempts, payload
+         FROM inbox WHERE ?1 IS NULL OR state = ?1
+         ORDER BY received_at_ms DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![state, limit], |r| {
+        Ok((
+            (r.get::<_, String>(0)?, r.get::<_, String>(1)?),
+            (r.get::<_, String>(2)?, r.get::<_, String>(3)?),
+            (r.get::<_, i64>(4)?, r.get::<_, i64>(5)?),
+            (r.get::<_, String>(6)?, r.get::<_, Option<String>>(7)?),
+            (r.get::<_, i64>(8)?, r.get::<_, String>(9)?),
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (
+            (platform, message_id),
+            (channel_id, user_id),
+            (received, updated),
+            (state, reason),
+            (attempts, payload),
+        ) = row?;
+        out.push(InboxRow {
+            platform,
+            message_id,
+            channel_id,
+            user_id,
+            received_at: from_ms(received)?,
+            updated_at: from_ms(updated)?,
+            state,
+            reason,
+            attempts: u32::try_from(attempts).unwrap_or(0),
+            payload,
+        });
+    }
+    Ok(out)
+}
+
 fn unanswered(c: &Connection, since: i64) -> Result<Vec<Unanswered>, StoreError> {
     let mut stmt = c.prepare(
         "SELECT state, reason, COUNT(*) FROM inbox
@@ -273,6 +350,38 @@ fn unanswered(c: &Connection, since: i64) -> Result<Vec<Unanswered>, StoreError>
 mod tests {
     use super::*;
     use chrono::Duration;
+
+    #[tokio::test]
+    async fn the_latest_messages_come_newest_first_and_by_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        let now = Utc::now();
+        for (i, id) in ["m1", "m2", "m3"].iter().enumerate() {
+            store
+                .inbox_record(record(id, now - Duration::minutes(10 - i as i64)))
+                .await
+                .unwrap();
+        }
+        store
+            .inbox_settle(
+                "discord",
+                "m2",
+                InboxState::Failed,
+                Some("model_unreachable"),
+            )
+            .await
+            .unwrap();
+        let all = store.inbox_recent(None, 10).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|r| r.message_id.as_str()).collect();
+        assert_eq!(ids, ["m3", "m2", "m1"]);
+        let failed = store
+            .inbox_recent(Some(InboxState::Failed), 10)
+            .await
+            .unwrap();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].reason.as_deref(), Some("model_unreachable"));
+        assert_eq!(store.inbox_recent(None, 2).await.unwrap().len(), 2);
+    }
 
     fn record(id: &str, received_at: DateTime<Utc>) -> InboxRecord {
         InboxRecord {

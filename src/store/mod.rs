@@ -65,7 +65,7 @@ use analytics::{SkillCallRow, SkillCallSummary, WorkspaceOverview};
 pub use continuity::ContinuityRecord;
 pub use cursors::CatchUpCursor;
 pub use db::SCHEMA_VERSION;
-pub use inbox::{InboxRecord, InboxState, QueuedMessage, Unanswered};
+pub use inbox::{InboxRecord, InboxRow, InboxState, QueuedMessage, Unanswered};
 pub use llm_usage::{DayUsage, LlmUsage, VoiceUsage};
 pub use maintenance::{MaintenanceRun, MaintenanceSummary};
 pub use schedules::{
