@@ -230,6 +230,34 @@ async fn now_shows_the_running_turns_a_dms_without_its_command_and_cancels_one()
     );
     assert!(live.body.contains("DM"));
     assert!(live.body.contains("model responses"), "today's tokens");
+    assert!(
+        !live.body.contains("Tokens, last 7 days"),
+        "no chart without usage"
+    );
+    let ws = air_friends::store::WorkspaceKey::new("discord", "u1").unwrap();
+    let today = chrono::Utc::now().date_naive();
+    app.store
+        .add_llm_usage(&ws, today, 1200, 345)
+        .await
+        .unwrap();
+    app.store
+        .add_llm_usage(&ws, today - chrono::Days::new(1), 100, 20)
+        .await
+        .unwrap();
+    let live = send(&router, get("/admin/now/live", Some(&cookie))).await;
+    assert!(
+        live.body
+            .contains("1200 input and 345 output tokens in 1 model responses"),
+        "{}",
+        live.body
+    );
+    assert!(live.body.contains("Tokens, last 7 days"), "{}", live.body);
+    assert!(
+        live.body.contains(">1545<"),
+        "today's bar is labelled: {}",
+        live.body
+    );
+    assert!(live.body.contains(">120<"), "yesterday's: {}", live.body);
     let id = public.registered.session_id.as_str();
     let signal = app
         .state

@@ -191,17 +191,30 @@ impl Console {
             })
             .collect();
         let today = chrono::Utc::now().date_naive();
-        let tokens_today = match store.tokens_per_day(today).await {
-            Ok(days) => Some(days.into_iter().map(|(_, u)| u).next().unwrap_or_default()),
-            Err(error) => {
-                tracing::warn!(error = %error, "the console could not read today's usage");
-                None
-            }
-        };
+        let (tokens_today, tokens_week) =
+            match store.tokens_per_day(today - chrono::Days::new(6)).await {
+                Ok(days) => {
+                    let now = days
+                        .iter()
+                        .find(|(day, _)| *day == today)
+                        .map(|(_, u)| *u)
+                        .unwrap_or_default();
+                    let week = days
+                        .iter()
+                        .map(|(day, u)| (day.format("%a %d %b").to_string(), u.total_tokens()))
+                        .collect();
+                    (Some(now), week)
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "the console could not read the usage");
+                    (None, Vec::new())
+                }
+            };
         NowView {
             checks,
             turns,
             tokens_today,
+            tokens_week,
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct NowView {
     pub turns: Vec<TurnView>,
     /// Every user's model tokens today (UTC), when the database answered.
     pub tokens_today: Option<LlmUsage>,
+    /// Every user's model tokens (input and output) per UTC day of the last seven, oldest
+    /// first; days without any left out.
+    pub tokens_week: Vec<(String, u64)>,
 }
 
 /// A whole page: `title`, the session's CSRF token (for the log-out form), and `body`.
@@ -170,6 +173,10 @@ pub fn live(view: &NowView, csrf: &str) -> Markup {
                 (u.requests) " model responses (UTC day)." },
             None => p class="empty" { "The usage could not be read." },
         }
+        @if !view.tokens_week.is_empty() {
+            h2 { "Tokens, last 7 days" }
+            (bars(view.tokens_week.iter().map(|(day, n)| (day.clone(), *n, n.to_string()))))
+        }
     }
 }
 
@@ -217,11 +224,11 @@ pub fn skills(view: &SkillsView, csrf: &str) -> Markup {
                     }
                 }
                 h2 { "Calls in the last 7 days" }
-                (bars(view.week.iter().map(|(k, v)| (k.as_str(), v.calls, v.calls.to_string()))))
+                (bars(view.week.iter().map(|(k, v)| (k.clone(), v.calls, v.calls.to_string()))))
                 h2 { "p99 latency in the last 7 days" }
                 (bars(view.week.iter().map(|(k, v)| {
                     let p99 = v.quantile_ms(0.99).unwrap_or(0);
-                    (k.as_str(), p99, ms(v.quantile_ms(0.99)))
+                    (k.clone(), p99, ms(v.quantile_ms(0.99)))
                 })))
             }
         },
@@ -230,11 +237,11 @@ pub fn skills(view: &SkillsView, csrf: &str) -> Markup {
 
 /// A horizontal bar chart in SVG (attributes only: the CSP allows no inline style), each bar
 /// labelled with its name and value so the numbers read without the picture.
-fn bars<'a>(rows: impl Iterator<Item = (&'a str, u64, String)>) -> Markup {
+fn bars(rows: impl Iterator<Item = (String, u64, String)>) -> Markup {
     const ROW: u64 = 22;
     const LABEL: u64 = 180;
     const WIDTH: u64 = 420;
-    let rows: Vec<(&str, u64, String)> = rows.collect();
+    let rows: Vec<(String, u64, String)> = rows.collect();
     let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
     let height = ROW * rows.len() as u64 + 4;
     html! {
