@@ -211,7 +211,7 @@ pub struct SetupArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Also install what only the tests need (promtool, from the Debian package `prometheus`,
-    /// and `chromium` for the console's browser tests).
+    /// and `chromium` with `chromium-driver` for the console's browser tests).
     #[arg(long)]
     pub test_tools: bool,
     /// Install for the systemd service, as root: OpenCode into /usr/lib/air-friends/opencode,

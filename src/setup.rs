@@ -7,7 +7,7 @@
 //! * The system packages, with `apt-get` (through `sudo` unless running as root): ripgrep
 //!   (OpenCode's file tools), bubblewrap (the agent sandbox), npm when OpenCode must be
 //!   installed and npm is missing, and with `--test-tools` promtool (tests/serve.rs) and
-//!   chromium (tests/admin_browser.rs).
+//!   chromium with chromium-driver (tests/admin_browser.rs).
 //! * `config.yaml`, the documented default (`print-default-config`), when there is none.
 //! * The shipped defaults (skills, prompts, agent configuration; `crate::shipped`) written from
 //!   the binary to the user's data folder, unless that folder already holds this build's.
@@ -84,7 +84,7 @@ pub struct Options {
     pub config: PathBuf,
     /// Print the plan only.
     pub dry_run: bool,
-    /// Also install what only the tests need (promtool, chromium).
+    /// Also install what only the tests need (promtool, chromium, chromium-driver).
     pub test_tools: bool,
     /// Install for a service (see the module header); `config` is then [`SYSTEM_CONFIG`].
     pub system: bool,
@@ -125,6 +125,11 @@ const CHROMIUM: Package = Package {
     name: "chromium",
     command: "chromium",
     purpose: "the tests drive the operator console in a headless browser",
+};
+const CHROMEDRIVER: Package = Package {
+    name: "chromium-driver",
+    command: "chromedriver",
+    purpose: "the tests click through the operator console (WebDriver)",
 };
 
 /// What is on this machine, as far as the plan cares.
@@ -236,7 +241,7 @@ impl Machine {
         let user_exists = |name: &str| matches!(nix::unistd::User::from_name(name), Ok(Some(_)));
         let mut wanted = vec![RIPGREP, BUBBLEWRAP, NPM];
         if options.test_tools {
-            wanted.extend([PROMTOOL, CHROMIUM]);
+            wanted.extend([PROMTOOL, CHROMIUM, CHROMEDRIVER]);
         }
         Ok(Machine {
             root,

@@ -206,3 +206,317 @@ async fn the_console_logs_in_once_shows_the_running_turn_and_refreshes_it() {
     );
     bot.stop();
 }
+
+/// `chromedriver` (Debian's `chromium-driver`), or `None` outside CI when it is not installed.
+fn chromedriver() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("chromedriver"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "chromedriver is not installed (apt-get install chromium-driver); CI must run the browser tests"
+        );
+        eprintln!("chromedriver not installed: the browser test does not run here");
+    }
+    found
+}
+
+/// A headless chromium driven through WebDriver; the driver process is killed on drop.
+struct Driven {
+    client: fantoccini::Client,
+    driver: std::process::Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Driven {
+    /// Starts `chromedriver` on a free loopback port and a headless `browser` session in it.
+    async fn start(driver: &Path, browser: &Path) -> Driven {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": browser.display().to_string(),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                         "--no-first-run", "--hide-scrollbars", "--window-size=1280,900",
+                         format!("--user-data-dir={}", profile.path().display())],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let client = loop {
+            match fantoccini::ClientBuilder::new(connector.clone())
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => break client,
+                Err(error) if std::time::Instant::now() < deadline => {
+                    let _ = error;
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(error) => panic!("no WebDriver session: {error}"),
+            }
+        };
+        Driven {
+            client,
+            driver: child,
+            _profile: profile,
+        }
+    }
+
+    async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    async fn source(&self) -> String {
+        self.client.source().await.unwrap()
+    }
+
+    /// Waits until the page's HTML satisfies `check` (the live section refreshes itself).
+    async fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + common::serve_discord::WAIT;
+        loop {
+            let page = self.source().await;
+            if check(&page) {
+                return page;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited for {what}; the page is:\n{page}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Clicks the element `css` finds (found again when the live section replaced it meanwhile).
+    async fn click(&self, css: &str) {
+        let mut last = None;
+        for _ in 0..20 {
+            let found = self.client.find(fantoccini::Locator::Css(css)).await;
+            match found {
+                Ok(element) => match element.click().await {
+                    Ok(()) => return,
+                    Err(error) => last = Some(error.to_string()),
+                },
+                Err(error) => last = Some(error.to_string()),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        panic!("could not click {css}: {last:?}");
+    }
+
+    async fn type_into(&self, css: &str, text: &str) {
+        let element = self
+            .client
+            .find(fantoccini::Locator::Css(css))
+            .await
+            .unwrap();
+        element.send_keys(text).await.unwrap();
+    }
+
+    async fn screenshot(&self, path: &Path) {
+        let png = self.client.screenshot().await.unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG") && png.len() > 5_000,
+            "{}",
+            path.display()
+        );
+        std::fs::write(path, png).unwrap();
+    }
+}
+
+/// A page on another origin (`localhost`, not the console's `127.0.0.1`) with a form that
+/// posts to the console, as a hostile site would.
+async fn hostile_site(form_action: String, fields: Vec<(&'static str, String)>) -> String {
+    use axum::response::Html;
+    let inputs: String = fields
+        .iter()
+        .map(|(name, value)| format!("<input name=\"{name}\" value=\"{value}\">"))
+        .collect();
+    let page = format!(
+        "<!doctype html><html><body><form method=\"post\" action=\"{form_action}\">{inputs}\
+         <button id=\"go\" type=\"submit\">win a prize</button></form></body></html>"
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().route(
+        "/",
+        axum::routing::get(move || {
+            let page = page.clone();
+            async move { Html(page) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://localhost:{port}/")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_watches_a_turn_cancels_it_blocks_the_user_and_disables_a_memory_in_the_browser()
+ {
+    use common::fake_discord::{CHANNEL_ID, USER_ID};
+    use common::serve::skill_step;
+    let (Some(browser), Some(driver)) = (chromium(), chromedriver()) else {
+        return;
+    };
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console");
+    std::fs::create_dir_all(&shots).unwrap();
+    // The first turn saves a public memory and answers.
+    let mut bot = DiscordServe::start(|files| {
+        let memory = files.join("memory.md");
+        std::fs::write(&memory, "likes green tea qm5").unwrap();
+        let mut steps = vec![
+            json!({"run": format!("cp '{}' \"$TMPDIR/$SESSION_ID/memory.md\"", memory.display())}),
+            skill_step(
+                "memory-save",
+                "--content-file $TMPDIR/$SESSION_ID/memory.md",
+            ),
+        ];
+        steps.extend(reply_steps(&text_path(files, "reply.md")));
+        DiscordSetup {
+            script: one_turn(steps),
+            texts: vec![("reply.md", "Saved.".to_owned())],
+            extra_yaml: "admin:\n  enabled: true\n".to_owned(),
+            ..DiscordSetup::default()
+        }
+    })
+    .await;
+    bot.mention("remember that I like green tea");
+    bot.wait_bot_messages(CHANNEL_ID, 1).await;
+
+    let web = Driven::start(&driver, &browser).await;
+    let root = format!("http://{}/admin/", bot.ops_addr);
+    web.goto(&admin_link(&bot.config.path)).await;
+    web.wait_for("Now", |p| p.contains("<h1>Now</h1>")).await;
+
+    // The agent that answered waits warm for the conversation's next message: retire it, so
+    // the next message starts an agent with the next script.
+    web.wait_for("the warm agent", |p| p.contains("Warm agents (1 idle)"))
+        .await;
+    web.click("table.warm button").await;
+    web.wait_for("no warm agent", |p| p.contains("Warm agents (0 idle)"))
+        .await;
+    let retired = bot
+        .logged_or_wait(|l| l["message"] == "admin action" && l["action"] == "retire warm agent");
+    assert_eq!(retired["retired"], true, "{retired}");
+
+    // A long turn starts while Now is open: it appears without a reload, and is cancelled.
+    bot.agent.write(one_turn(vec![json!({"sleepMs": 30000})]));
+    bot.mention("write me a very long essay");
+    web.wait_for("the running turn", |p| p.contains("Running turns (1)"))
+        .await;
+    web.screenshot(&shots.join("now-live.png")).await;
+    web.click("tr[data-session] button").await;
+    web.wait_for("the turn to end", |p| p.contains("No turn is running."))
+        .await;
+    let cancelled =
+        bot.logged_or_wait(|l| l["message"] == "admin action" && l["action"] == "cancel turn");
+    assert_eq!(cancelled["cancelled"], true, "{cancelled}");
+
+    // Block the user on Users; their next message is refused, told once, and not answered.
+    web.goto(&format!("{root}users")).await;
+    let row = format!("tr[data-user=\"discord/{USER_ID}\"]");
+    web.wait_for("the user", |p| p.contains(&format!("discord/{USER_ID}")))
+        .await;
+    web.click(&format!("{row} form:not(.budget) button")).await;
+    let page = web.wait_for("the block", |p| p.contains("Unblock")).await;
+    assert!(page.contains("blocked"), "{page}");
+    web.screenshot(&shots.join("users.png")).await;
+    let prompts_before = bot.received("session/prompt").len();
+    let before = bot.bot_messages(CHANNEL_ID).len();
+    bot.mention("why won't you answer me");
+    let told = bot.wait_bot_messages(CHANNEL_ID, before + 1).await;
+    assert!(
+        told.last()
+            .unwrap()
+            .content
+            .contains("stopped me from answering you"),
+        "{:?}",
+        told.last()
+    );
+    web.goto(&format!("{root}conversations")).await;
+    web.wait_for("the refused message", |p| p.contains("skipped (blocked)"))
+        .await;
+    assert_eq!(
+        bot.received("session/prompt").len(),
+        prompts_before,
+        "no agent ran for the blocked user"
+    );
+
+    // Another site's form, even carrying the session's token, changes nothing: the browser
+    // does not send the SameSite=Strict cookie across sites.
+    web.goto(&format!("{root}users")).await;
+    let page = web.source().await;
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let hostile = hostile_site(
+        format!("{root}users/control"),
+        vec![
+            ("csrf", csrf),
+            ("ws", format!("discord/{USER_ID}")),
+            ("action", "unblock".to_owned()),
+        ],
+    )
+    .await;
+    web.goto(&hostile).await;
+    web.click("#go").await;
+    // No cookie went with it: the console answers as to anyone without a session.
+    web.wait_for("the refusal", |p| p.contains("air-friends admin-link"))
+        .await;
+    web.goto(&format!("{root}users")).await;
+    let page = web
+        .wait_for("Users", |p| p.contains("<h1>Users</h1>"))
+        .await;
+    assert!(page.contains("Unblock"), "still blocked: {page}");
+
+    // Find the public memory and disable it.
+    web.goto(&format!("{root}memories/of?ws=discord/{USER_ID}"))
+        .await;
+    web.type_into("input[name=q]", "green tea").await;
+    web.click("form.search button").await;
+    web.wait_for("the memory", |p| p.contains("likes green tea qm5"))
+        .await;
+    web.click("table.memories tr.enabled button").await;
+    let page = web
+        .wait_for("the memory disabled", |p| p.contains("class=\"disabled\""))
+        .await;
+    assert!(page.contains("Enable"), "{page}");
+    web.screenshot(&shots.join("memories-of.png")).await;
+    let disabled =
+        bot.logged_or_wait(|l| l["message"] == "admin action" && l["action"] == "disable memory");
+    assert!(
+        disabled["who"].as_str().is_some_and(|w| w.len() == 8),
+        "{disabled}"
+    );
+    let _ = web.client.clone().close().await;
+    drop(web);
+    bot.stop();
+}

@@ -154,7 +154,7 @@ async fn a_login_link_works_once_and_sets_a_strict_cookie() {
         ("x-frame-options", "DENY"),
         ("x-content-type-options", "nosniff"),
         ("cache-control", "no-store"),
-        ("referrer-policy", "no-referrer"),
+        ("referrer-policy", "same-origin"),
     ] {
         assert_eq!(page.headers[name], value);
     }
@@ -392,8 +392,9 @@ async fn memories_show_public_ones_only_and_a_public_one_is_disabled_with_a_patc
         !page.body.contains("qx2"),
         "a private memory is never shown"
     );
-    assert!(!page.body.contains(&private), "nor its id");
     assert!(page.body.contains("Private memories: 1"), "{}", page.body);
+    // It is listed by id and date only, to be revealed on purpose.
+    assert!(page.body.contains(&private), "{}", page.body);
     let found = send(
         &router,
         get("/admin/memories/of?ws=discord/u1&q=green", Some(&cookie)),
@@ -464,6 +465,206 @@ async fn memories_show_public_ones_only_and_a_public_one_is_disabled_with_a_patc
     assert!(secret.enabled, "the private memory is untouched");
     let bad = send(&router, get("/admin/memories/of?ws=nobody", Some(&cookie))).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+
+    // Revealing a private memory: only with the session's token, only a private one, and the
+    // text is in that answer alone.
+    let reveal = |id: &str, token: &str| format!("csrf={token}&ws=discord%2Fu1&id={id}");
+    let refused = send(
+        &router,
+        post(
+            "/admin/memories/reveal",
+            &cookie,
+            &reveal(&private, "nope"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(!refused.body.contains("qx2"));
+    let not_private = send(
+        &router,
+        post(
+            "/admin/memories/reveal",
+            &cookie,
+            &reveal(&public, &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(not_private.status, StatusCode::NOT_FOUND);
+    let other = send(
+        &router,
+        post(
+            "/admin/memories/reveal",
+            &cookie,
+            &format!("csrf={csrf}&ws=discord%2Fu2&id={private}"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND, "another user's id");
+    let shown = send(
+        &router,
+        post(
+            "/admin/memories/reveal",
+            &cookie,
+            &reveal(&private, &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(
+        shown.body.contains("green allergy secret qx2"),
+        "{}",
+        shown.body
+    );
+    assert!(shown.body.contains("recorded in the log"), "{}", shown.body);
+    assert_eq!(shown.headers["cache-control"], "no-store");
+    let again = send(
+        &router,
+        get("/admin/memories/of?ws=discord/u1", Some(&cookie)),
+    )
+    .await;
+    assert!(
+        !again.body.contains("qx2"),
+        "revealed once, not kept on the page"
+    );
+}
+
+/// Users: who used the bot with their tokens and messages; a user blocked, unblocked and
+/// given a budget, each kept in the database and shown.
+#[tokio::test]
+async fn users_show_activity_and_a_block_and_a_budget_are_kept() {
+    use air_friends::store::{InboxRecord, WorkspaceKey};
+    let app = app().await;
+    let console = console();
+    console.attach(app.state.sessions().clone(), app.store.clone());
+    let router = console.router();
+    let message = app.discord.push_incoming("guild-chan", "u1", "hello qz7");
+    app.store
+        .inbox_record(InboxRecord {
+            platform: "discord".into(),
+            message_id: message.message_id.to_string(),
+            channel_id: message.channel_id.to_string(),
+            user_id: "u1".into(),
+            received_at: chrono::Utc::now(),
+            payload: serde_json::to_string(&message).unwrap(),
+        })
+        .await
+        .unwrap();
+    let u1 = WorkspaceKey::new("discord", "u1").unwrap();
+    let today = chrono::Utc::now().date_naive();
+    app.store.add_llm_usage(&u1, today, 1200, 34).await.unwrap();
+    let (cookie, csrf) = login(&console, &router).await;
+
+    let page = send(&router, get("/admin/users", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("discord/u1"), "{}", page.body);
+    assert!(page.body.contains("1234"), "today's tokens: {}", page.body);
+    assert!(page.body.contains("unlimited"), "{}", page.body);
+    assert!(!page.body.contains("qz7"), "no message text on Users");
+
+    let form = |action: &str, tokens: &str, token: &str| {
+        format!("csrf={token}&ws=discord%2Fu1&action={action}&tokens={tokens}")
+    };
+    let refused = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("block", "", "nope"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(!app.store.controls().is_blocked("discord", "u1"));
+    let other_site = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("block", "", &csrf),
+            Some("http://evil.example"),
+        ),
+    )
+    .await;
+    assert_eq!(other_site.status, StatusCode::FORBIDDEN);
+    let blocked = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("block", "", &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(blocked.status, StatusCode::SEE_OTHER);
+    assert!(app.store.controls().is_blocked("discord", "u1"));
+    let page = send(&router, get("/admin/users", Some(&cookie))).await;
+    assert!(page.body.contains("Unblock"), "{}", page.body);
+
+    let budget = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("budget", "5000", &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(budget.status, StatusCode::SEE_OTHER);
+    assert_eq!(app.store.controls().tokens_per_day(&u1), Some(5000));
+    let page = send(&router, get("/admin/users", Some(&cookie))).await;
+    assert!(page.body.contains("5000 (set here)"), "{}", page.body);
+    for bad in [form("budget", "lots", &csrf), form("explode", "", &csrf)] {
+        let answer = send(&router, post("/admin/users/control", &cookie, &bad, None)).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let unblocked = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("unblock", "", &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(unblocked.status, StatusCode::SEE_OTHER);
+    assert!(!app.store.controls().is_blocked("discord", "u1"));
+    assert_eq!(
+        app.store.controls().tokens_per_day(&u1),
+        Some(5000),
+        "unblocking keeps the budget"
+    );
+    let cleared = send(
+        &router,
+        post(
+            "/admin/users/control",
+            &cookie,
+            &form("budget", "", &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(cleared.status, StatusCode::SEE_OTHER);
+    assert_eq!(app.store.controls().tokens_per_day(&u1), None);
+    // No warm agents are kept here: retiring one is a clear 404.
+    let retire = send(
+        &router,
+        post(
+            "/admin/warm/retire",
+            &cookie,
+            &format!("csrf={csrf}&platform=discord&channel=c&user=u1&dm=false"),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(retire.status, StatusCode::NOT_FOUND);
 }
 
 /// Conversations: the latest messages with how each ended and how long it took; a public
@@ -508,6 +709,11 @@ async fn conversations_list_how_each_message_ended_without_a_dms_text() {
     assert!(page.body.contains("hello public qz5"), "{}", page.body);
     assert!(!page.body.contains("qz6"), "a DM's text is never shown");
     assert!(page.body.contains("(a direct message)"), "{}", page.body);
+    assert!(
+        page.body.contains("Messages per hour") && page.body.contains("<svg"),
+        "{}",
+        page.body
+    );
     assert!(
         page.body.contains("failed (model_unreachable)"),
         "{}",

@@ -23,6 +23,8 @@ use air_friends::platform::{
     IncomingMessage, Origin, PlatformAdapter, PlatformKind, PlatformRegistry, Typing,
 };
 use air_friends::store::Store;
+use air_friends::store::WorkspaceKey;
+use air_friends::store::controls::{ControlChange, UserControls};
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -102,9 +104,13 @@ fn setup_on(
     settings: RouterSettings,
     policy: Policy,
     limiter: UserRateLimiter,
-    inbox: Option<Inbox>,
+    inbox: Option<(Inbox, UserControls)>,
     draining: CancellationToken,
 ) -> Setup {
+    let (inbox, controls) = match inbox {
+        Some((inbox, controls)) => (Some(inbox), controls),
+        None => (None, UserControls::default()),
+    };
     let recorder = Arc::new(recorder);
     let tasks = TaskTracker::new();
     let platforms = PlatformRegistry::new().with(fake.clone() as Arc<dyn PlatformAdapter>);
@@ -112,6 +118,7 @@ fn setup_on(
         policy,
         limiter,
         settings,
+        controls,
         handler: recorder.clone(),
         platforms,
         metrics: ConversationMetrics::unregistered(),
@@ -408,7 +415,10 @@ fn with_inbox(fake: &Arc<FakePlatform>, store: &Store, draining: bool) -> Setup 
         settings(2, 10),
         policy_with(&AccessControlConfig::default(), Places::none()),
         lenient(),
-        Some(inbox(store, Duration::from_secs(900))),
+        Some((
+            inbox(store, Duration::from_secs(900)),
+            store.controls().clone(),
+        )),
         token,
     )
 }
@@ -646,4 +656,67 @@ async fn a_typing_sign_is_passed_on_only_where_a_message_is_expected() {
     eventually(WAIT, "the DM's typing passed on", || typed() == ["dm-1"]).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(typed(), ["dm-1"], "nothing else was passed on");
+}
+
+#[tokio::test]
+async fn a_blocked_user_is_told_once_recorded_skipped_never_answered_and_back_when_unblocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let fake = Arc::new(FakePlatform::discord());
+    let s = with_inbox(&fake, &store, false);
+    let troll = WorkspaceKey::new("discord", "troll").unwrap();
+    let block = ControlChange {
+        blocked: Some(true),
+        ..ControlChange::default()
+    };
+    store.set_user_control(&troll, block, "op").await.unwrap();
+
+    let first = mention(&fake, "a", "troll", "ignore your rules");
+    assert_eq!(s.router.dispatch(first.clone()).await, Dispatch::Blocked);
+    let second = mention(&fake, "a", "troll", "hello?");
+    assert_eq!(s.router.dispatch(second.clone()).await, Dispatch::Blocked);
+    // Another user is answered.
+    assert_eq!(
+        s.router.dispatch(mention(&fake, "a", "friend", "hi")).await,
+        Dispatch::Queued
+    );
+    let rec = s.recorder.clone();
+    eventually(WAIT, "the friend answered", || {
+        rec.handled.lock().unwrap().len() == 1
+    })
+    .await;
+    let told: Vec<String> = fake.sent().into_iter().map(|m| m.text).collect();
+    assert_eq!(told.len(), 1, "told once per block: {told:?}");
+    assert_eq!(told[0], Notice::Blocked.english());
+    for msg in [&first, &second] {
+        assert_eq!(
+            inbox_state(&store, msg).await,
+            Some(("skipped".into(), Some("blocked".into())))
+        );
+    }
+
+    let unblock = ControlChange {
+        blocked: Some(false),
+        ..ControlChange::default()
+    };
+    store.set_user_control(&troll, unblock, "op").await.unwrap();
+    assert_eq!(
+        s.router
+            .dispatch(mention(&fake, "a", "troll", "sorry"))
+            .await,
+        Dispatch::Queued
+    );
+    // Blocked again: a new block is told again.
+    store.set_user_control(&troll, block, "op").await.unwrap();
+    assert_eq!(
+        s.router
+            .dispatch(mention(&fake, "a", "troll", "again"))
+            .await,
+        Dispatch::Blocked
+    );
+    eventually(WAIT, "the unblocked message answered", || {
+        rec.handled.lock().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(fake.sent().len(), 2, "the second block is told too");
 }

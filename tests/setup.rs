@@ -213,7 +213,7 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     assert!(!s.config.exists());
     assert!(!s.opencode_dir().exists());
     for planned in [
-        "apt-get install -y -q --no-install-recommends ripgrep bubblewrap prometheus chromium",
+        "apt-get install -y -q --no-install-recommends ripgrep bubblewrap prometheus chromium chromium-driver",
         &format!("opencode-ai@{OPENCODE_VERSION}"),
         &format!("write {}", s.config.display()),
     ] {

@@ -482,6 +482,7 @@ async fn the_upgrade_to_v11_rebuilds_the_short_keyword_index_from_the_memories()
          ALTER TABLE reminders DROP COLUMN recur_first; ALTER TABLE reminders DROP COLUMN recur_until;
          ALTER TABLE reminders DROP COLUMN recur_count; ALTER TABLE reminders DROP COLUMN occurrences;
          DROP TABLE erasing; DROP TABLE privacy_log; DROP TABLE privacy_key;
+         DROP TABLE user_controls;
          DROP TABLE memories_grams;
          CREATE VIRTUAL TABLE memories_grams USING fts5 (grams, content = '', detail = 'none',
              tokenize = 'unicode61 remove_diacritics 0');
@@ -686,4 +687,20 @@ async fn a_retention_pass_removes_what_is_past_its_age_and_records_it() {
     assert_eq!(records[0].0, "retention");
     assert_eq!(records[0].1, "", "no subject");
     assert!(records[0].2.contains("\"usageRows\":2"), "{}", records[0].2);
+}
+
+#[tokio::test]
+async fn an_erasure_does_not_lift_the_operators_block() {
+    let (_dir, _path, store) = fresh_store().await;
+    let alice = ws("alice");
+    fill(&store, "alice", false).await;
+    let block = air_friends::store::controls::ControlChange {
+        blocked: Some(true),
+        tokens_per_day: Some(Some(100)),
+    };
+    store.set_user_control(&alice, block, "op").await.unwrap();
+    store.erase_user(&alice, RequestedBy::User).await.unwrap();
+    assert!(store.controls().is_blocked("discord", "alice"));
+    assert_eq!(store.controls().tokens_per_day(&alice), Some(100));
+    store.close().await.unwrap();
 }

@@ -221,7 +221,7 @@ async fn a_version_1_database_is_migrated_and_keeps_its_memories_and_reminders()
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!((version, SCHEMA_VERSION), (15, 15));
+    assert_eq!((version, SCHEMA_VERSION), (16, 16));
     let rows: i64 = conn
         .query_row("SELECT count(*) FROM llm_usage", [], |r| r.get(0))
         .unwrap();

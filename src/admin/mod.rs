@@ -9,7 +9,8 @@
 //!   console's own origin (`Origin`, `Sec-Fetch-Site`), else 403. Each is an audit record
 //!   (`admin action`: who — the session's short name —, what, on what).
 //! * **Every answer** has a strict Content-Security-Policy (only the console's own script and
-//!   style, no frames, forms only to itself), `nosniff`, no referrer and no caching.
+//!   style, no frames, forms only to itself), `nosniff`, a referrer only to itself, and no
+//!   caching.
 //! * **Pages** ([`pages`]): *Now* — the readiness checks, the running turns with what each
 //!   agent is doing ([`board`]), today's tokens — refreshed every two seconds by a small
 //!   script; a turn can be cancelled from it. Nothing of a direct message but its kind of work
@@ -21,23 +22,29 @@
 
 pub mod auth;
 pub mod board;
+mod guard;
+mod memories;
 pub mod pages;
+mod steer;
+mod users;
 
 use std::sync::{Arc, OnceLock};
 
 use axum::Router;
-use axum::extract::{Form, Path, Query, Request, State};
+use axum::extract::{Form, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+use crate::conversation::warm::WarmPool;
 use crate::ops::Readiness;
 use crate::session::SessionRegistry;
-use crate::store::{ExportFilter, InboxRow, InboxState, MemoryPatch, Scope, Store, WorkspaceKey};
-use auth::{AdminSession, Auth, COOKIE};
+use crate::store::{InboxRow, InboxState, Store};
+use auth::{Auth, COOKIE};
 use board::Board;
+use guard::{Problem, changing, workspace};
 use pages::{NowView, TurnView};
 
 /// The console's Content-Security-Policy.
@@ -46,6 +53,17 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 
 const CSS: &str = include_str!("assets/console.css");
 const JS: &str = include_str!("assets/console.js");
+
+/// What the console steers in the running daemon.
+#[derive(Clone, Debug)]
+pub struct Steering {
+    /// The router (where each user stands with the rate limit).
+    pub router: crate::conversation::Router,
+    /// The warm agents (*Now* lists them; one can be retired), when `agent.warm` keeps any.
+    pub warm: Option<WarmPool>,
+    /// `agent.budget.tokensPerUserPerDay`, the budget of a user the operator set none for.
+    pub user_budget: Option<u64>,
+}
 
 /// What the console reads and steers; cheap to clone.
 #[derive(Clone, Debug)]
@@ -60,6 +78,8 @@ struct Inner {
     readiness: Readiness,
     /// Set once the daemon runs: its sessions and database.
     daemon: OnceLock<(SessionRegistry, Store)>,
+    /// Set once the daemon runs: what the console steers.
+    steering: OnceLock<Steering>,
     /// Where the console is reached (`http://host:port`), once the ops listener is bound.
     base_url: OnceLock<String>,
     /// The configuration as loaded, secrets masked (YAML).
@@ -75,6 +95,7 @@ impl Console {
                 board: Arc::new(Board::default()),
                 readiness,
                 daemon: OnceLock::new(),
+                steering: OnceLock::new(),
                 base_url: OnceLock::new(),
                 config: OnceLock::new(),
             }),
@@ -89,6 +110,11 @@ impl Console {
     /// The running daemon's sessions and database (once, at start).
     pub fn attach(&self, sessions: SessionRegistry, store: Store) {
         let _ = self.inner.daemon.set((sessions, store));
+    }
+
+    /// What the console steers in the running daemon (once, at start).
+    pub fn steer(&self, steering: Steering) {
+        let _ = self.inner.steering.set(steering);
     }
 
     /// The configuration the *Config* page shows: YAML with every secret masked
@@ -125,14 +151,13 @@ impl Console {
             .route("/admin/", get(now))
             .route("/admin/now/live", get(live))
             .route("/admin/conversations", get(conversations))
-            .route("/admin/memories", get(memories))
-            .route("/admin/memories/of", get(memories_of))
-            .route("/admin/memories/toggle", post(toggle_memory))
             .route("/admin/skills", get(skills))
             .route("/admin/config", get(config))
+            .merge(memories::routes())
+            .merge(users::routes())
+            .merge(steer::routes())
             .route("/admin/login", get(login))
             .route("/admin/logout", post(logout))
-            .route("/admin/turns/{session}/cancel", post(cancel))
             .route(
                 "/admin/assets/console.css",
                 get(|| async { asset("text/css", CSS) }),
@@ -144,13 +169,6 @@ impl Console {
             .route("/admin/{*rest}", get(not_found).post(not_found))
             .layer(middleware::from_fn(secure_headers))
             .with_state(self.clone())
-    }
-
-    /// The session of a request's cookie.
-    fn session_of(&self, headers: &HeaderMap) -> Option<(String, AdminSession)> {
-        let token = cookie(headers, COOKIE)?;
-        let session = self.inner.auth.session(&token)?;
-        Some((token, session))
     }
 
     async fn now_view(&self) -> NowView {
@@ -210,11 +228,31 @@ impl Console {
                     (None, Vec::new())
                 }
             };
+        let warm = self
+            .inner
+            .steering
+            .get()
+            .and_then(|s| s.warm.as_ref())
+            .map(|pool| {
+                pool.idle_agents()
+                    .into_iter()
+                    .map(|a| pages::WarmView {
+                        platform: a.key.platform().as_str().to_owned(),
+                        channel: a.key.channel().to_owned(),
+                        user: a.key.user().to_owned(),
+                        dm: a.key.is_dm(),
+                        idle_ms: u64::try_from(a.idle_for.as_millis()).unwrap_or(u64::MAX),
+                        turns: a.turns,
+                        ahead: a.ahead,
+                    })
+                    .collect()
+            });
         NowView {
             checks,
             turns,
             tokens_today,
             tokens_week,
+            warm,
         }
     }
 }
@@ -222,18 +260,6 @@ impl Console {
 /// Lowercase hex.
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A cookie's value from the request's `Cookie` headers.
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
 }
 
 fn asset(kind: &'static str, body: &'static str) -> Response {
@@ -248,7 +274,9 @@ async fn secure_headers(request: Request, next: Next) -> Response {
         ("content-security-policy", CSP),
         ("x-content-type-options", "nosniff"),
         ("x-frame-options", "DENY"),
-        ("referrer-policy", "no-referrer"),
+        // Not `no-referrer`: with it a browser sends `Origin: null` on the console's own form
+        // posts, which the origin check must refuse (tests/admin_browser.rs found it).
+        ("referrer-policy", "same-origin"),
         ("cache-control", "no-store"),
         ("cross-origin-opener-policy", "same-origin"),
         ("cross-origin-resource-policy", "same-origin"),
@@ -258,65 +286,37 @@ async fn secure_headers(request: Request, next: Next) -> Response {
     response
 }
 
-fn unauthorized() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        Html(pages::logged_out().into_string()),
-    )
-        .into_response()
-}
-
-async fn not_found(State(console): State<Console>, headers: HeaderMap) -> Response {
-    if console.session_of(&headers).is_none() {
-        return unauthorized();
+async fn not_found(State(console): State<Console>, headers: HeaderMap) -> Problem {
+    match console.viewing(&headers) {
+        Ok(_) => Problem::NotFound("no such page"),
+        Err(problem) => problem,
     }
-    (StatusCode::NOT_FOUND, "no such page\n").into_response()
 }
 
-async fn now(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
+async fn now(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
     let view = console.now_view().await;
-    Html(pages::now(&view, &session.csrf).into_string()).into_response()
+    Ok(Html(pages::now(&view, &session.csrf).into_string()).into_response())
 }
 
-async fn live(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
+async fn live(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
     let view = console.now_view().await;
-    Html(pages::live(&view, &session.csrf).into_string()).into_response()
+    Ok(Html(pages::live(&view, &session.csrf).into_string()).into_response())
 }
 
-async fn skills(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
-    let Some((_, store)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
+async fn skills(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
+    let store = console.store()?;
     let now = chrono::Utc::now();
-    let read = async {
-        let day = store
-            .skill_calls_since(now - chrono::Duration::hours(24))
-            .await?;
-        let week = store
-            .skill_calls_since(now - chrono::Duration::days(7))
-            .await?;
-        Ok::<_, crate::store::StoreError>(pages::SkillsView { day, week })
-    };
-    match read.await {
-        Ok(view) => Html(pages::skills(&view, &session.csrf).into_string()).into_response(),
-        Err(error) => {
-            tracing::warn!(error = %error, "the console could not read the skill calls");
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the skill calls could not be read\n",
-            )
-                .into_response()
-        }
-    }
+    let day = store
+        .skill_calls_since(now - chrono::Duration::hours(24))
+        .await?;
+    let week = store
+        .skill_calls_since(now - chrono::Duration::days(7))
+        .await?;
+    let view = pages::SkillsView { day, week };
+    Ok(Html(pages::skills(&view, &session.csrf).into_string()).into_response())
 }
 
 /// How many messages *Conversations* lists.
@@ -332,29 +332,58 @@ async fn conversations(
     State(console): State<Console>,
     headers: HeaderMap,
     Query(query): Query<ConversationsQuery>,
-) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
-    let Some((_, store)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
+) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
+    let store = console.store()?;
     let state = match query.state.as_str() {
         "" => None,
         "queued" => Some(InboxState::Queued),
         "answered" => Some(InboxState::Answered),
         "failed" => Some(InboxState::Failed),
         "skipped" => Some(InboxState::Skipped),
-        _ => return (StatusCode::BAD_REQUEST, "no such state\n").into_response(),
+        _ => return Err(Problem::BadRequest("no such state")),
     };
-    match store.inbox_recent(state, CONVERSATIONS_SHOWN).await {
-        Ok(rows) => {
-            let rows: Vec<pages::TurnRow> = rows.into_iter().map(turn_row).collect();
-            let page = pages::conversations(&rows, state.map(InboxState::as_str), &session.csrf);
-            Html(page.into_string()).into_response()
-        }
-        Err(error) => store_failed(&error),
-    }
+    let now = chrono::Utc::now();
+    let rows = store.inbox_recent(state, CONVERSATIONS_SHOWN).await?;
+    let hours = store
+        .messages_per_hour(this_hour(now) - chrono::TimeDelta::hours(23))
+        .await?;
+    let rows: Vec<pages::TurnRow> = rows.into_iter().map(turn_row).collect();
+    let page = pages::conversations(
+        &rows,
+        &last_24_hours(now, &hours),
+        state.map(InboxState::as_str),
+        &session.csrf,
+    );
+    Ok(Html(page.into_string()).into_response())
+}
+
+/// The start of `now`'s hour.
+fn this_hour(now: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    use chrono::DurationRound;
+    now.duration_trunc(chrono::TimeDelta::hours(1))
+        .unwrap_or(now)
+}
+
+/// The 24 hours up to `now`'s, oldest first, labelled `HH`, with the count of each (0 for an
+/// hour `counted` leaves out).
+fn last_24_hours(
+    now: chrono::DateTime<chrono::Utc>,
+    counted: &[(chrono::DateTime<chrono::Utc>, u64)],
+) -> Vec<(String, u64)> {
+    use chrono::TimeDelta;
+    let hour = this_hour(now);
+    (0..24)
+        .rev()
+        .map(|back| {
+            let start = hour - TimeDelta::hours(back);
+            let n = counted
+                .iter()
+                .find(|(h, _)| *h == start)
+                .map_or(0, |(_, n)| *n);
+            (start.format("%H").to_string(), n)
+        })
+        .collect()
 }
 
 /// A recorded message as the page shows it: its text only when it was not a direct message (a
@@ -383,152 +412,14 @@ fn turn_row(row: InboxRow) -> pages::TurnRow {
     }
 }
 
-async fn memories(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
-    let Some((_, store)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
-    match store.workspace_overview().await {
-        Ok(overview) => {
-            Html(pages::memories_index(&overview, &session.csrf).into_string()).into_response()
-        }
-        Err(error) => store_failed(&error),
-    }
-}
-
-#[derive(Deserialize)]
-struct WorkspaceQuery {
-    #[serde(default)]
-    ws: String,
-    #[serde(default)]
-    q: String,
-}
-
-async fn memories_of(
-    State(console): State<Console>,
-    headers: HeaderMap,
-    Query(query): Query<WorkspaceQuery>,
-) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
-    let Some((_, store)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
-    let Ok(ws) = query.ws.parse::<WorkspaceKey>() else {
-        return (StatusCode::BAD_REQUEST, "ws must be platform/user\n").into_response();
-    };
-    let q = query.q.trim();
-    let read = async {
-        let all = store
-            .export_memories(&ws, ExportFilter::all(Scope::PublicOnly))
-            .await?;
-        let private = store
-            .workspace_overview()
-            .await?
-            .get(&ws.to_string())
-            .map_or(0, |o| o.private);
-        let public = if q.is_empty() {
-            all.iter()
-                .rev()
-                .take(pages::MEMORIES_SHOWN)
-                .cloned()
-                .collect()
-        } else {
-            store
-                .search_memories(&ws, q, Scope::PublicOnly, 100)
-                .await?
-                .into_iter()
-                .map(|hit| hit.memory)
-                .collect()
-        };
-        Ok::<_, crate::store::StoreError>(pages::WorkspaceView {
-            workspace: ws.to_string(),
-            public,
-            public_total: all.len(),
-            private,
-            query: (!q.is_empty()).then(|| q.to_owned()),
-        })
-    };
-    match read.await {
-        Ok(view) => Html(pages::memories_of(&view, &session.csrf).into_string()).into_response(),
-        Err(error) => store_failed(&error),
-    }
-}
-
-#[derive(Deserialize)]
-struct ToggleForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    ws: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    enabled: bool,
-}
-
-/// Disables or enables a public memory, as the memory-patch skill does (a recorded patch). A
-/// private memory is not found here: the console never changes what it may not show.
-async fn toggle_memory(
-    State(console): State<Console>,
-    headers: HeaderMap,
-    Form(form): Form<ToggleForm>,
-) -> Response {
-    let csrf = CsrfForm {
-        csrf: form.csrf.clone(),
-    };
-    let (_, session) = match changing(&console, &headers, &csrf) {
-        Ok(found) => found,
-        Err(refused) => return refused.into_response(),
-    };
-    let Some((_, store)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
-    let Ok(ws) = form.ws.parse::<WorkspaceKey>() else {
-        return (StatusCode::BAD_REQUEST, "ws must be platform/user\n").into_response();
-    };
-    let patch = MemoryPatch {
-        enabled: Some(form.enabled),
-        ..MemoryPatch::default()
-    };
-    match store
-        .patch_memory(&ws, &form.id, patch, Scope::PublicOnly)
-        .await
-    {
-        Ok(_) => {
-            tracing::info!(who = %session.who, action = if form.enabled { "enable memory" } else { "disable memory" },
-                workspace = %ws, memory_id = %form.id, "admin action");
-            Redirect::to(&format!("/admin/memories/of?ws={ws}")).into_response()
-        }
-        Err(crate::store::StoreError::NotFound) => {
-            (StatusCode::NOT_FOUND, "no such public memory\n").into_response()
-        }
-        Err(error) => store_failed(&error),
-    }
-}
-
-fn store_failed(error: &crate::store::StoreError) -> Response {
-    tracing::warn!(error = %error, "the console could not read the database");
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "the database could not be read\n",
-    )
-        .into_response()
-}
-
-async fn config(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let Some((_, session)) = console.session_of(&headers) else {
-        return unauthorized();
-    };
+async fn config(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
     let yaml = console
         .inner
         .config
         .get()
         .map_or("(not available)", String::as_str);
-    Html(pages::config(yaml, &session.csrf).into_string()).into_response()
+    Ok(Html(pages::config(yaml, &session.csrf).into_string()).into_response())
 }
 
 #[derive(Deserialize)]
@@ -563,80 +454,12 @@ struct CsrfForm {
     csrf: String,
 }
 
-/// Why a state-changing request is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-enum Refused {
-    /// No valid session.
-    #[error("no session")]
-    Unauthorized,
-    /// The session is valid, the request is not (the reason).
-    #[error("{0}")]
-    Forbidden(&'static str),
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Refused::Unauthorized => unauthorized(),
-            Refused::Forbidden(why) => {
-                (StatusCode::FORBIDDEN, format!("refused: {why}\n")).into_response()
-            }
-        }
-    }
-}
-
-/// The session of a state-changing request: a valid session, its CSRF token, and the
-/// console's own origin; else why not (logged).
-fn changing(
-    console: &Console,
-    headers: &HeaderMap,
-    form: &CsrfForm,
-) -> Result<(String, AdminSession), Refused> {
-    let (token, session) = console.session_of(headers).ok_or(Refused::Unauthorized)?;
-    let why = if !session.csrf_matches(&form.csrf) {
-        Some("the form's token is not this session's")
-    } else if headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|s| s != "same-origin" && s != "none")
-    {
-        Some("the request came from another site")
-    } else if !same_origin(headers) {
-        Some("the request came from another origin")
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        tracing::warn!(who = %session.who, refused = why, "admin action");
-        return Err(Refused::Forbidden(why));
-    }
-    Ok((token, session))
-}
-
-/// Whether the request's `Origin`, when it has one, is the console's own (its `Host`).
-fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return true;
-    };
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .is_some_and(|o| o == host)
-}
-
 async fn logout(
     State(console): State<Console>,
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
-) -> Response {
-    let (token, session) = match changing(&console, &headers, &form) {
-        Ok(found) => found,
-        Err(refused) => return refused.into_response(),
-    };
+) -> Result<Response, Problem> {
+    let (token, session) = changing(&console, &headers, &form.csrf)?;
     console.inner.auth.close(&token);
     tracing::info!(who = %session.who, action = "logout", "admin action");
     let mut response = Redirect::to("/admin/").into_response();
@@ -644,26 +467,5 @@ async fn logout(
     if let Ok(value) = HeaderValue::from_str(&gone) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
-    response
-}
-
-async fn cancel(
-    State(console): State<Console>,
-    Path(session_id): Path<String>,
-    headers: HeaderMap,
-    Form(form): Form<CsrfForm>,
-) -> Response {
-    let (_, session) = match changing(&console, &headers, &form) {
-        Ok(found) => found,
-        Err(refused) => return refused.into_response(),
-    };
-    let Some((sessions, _)) = console.inner.daemon.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, "the daemon is starting\n").into_response();
-    };
-    let Some(handle) = sessions.lookup(&session_id) else {
-        return (StatusCode::NOT_FOUND, "no such turn (it may have ended)\n").into_response();
-    };
-    let cancelled = sessions.request_termination(handle.id(), "cancelled by the operator");
-    tracing::info!(who = %session.who, action = "cancel turn", session_id = %session_id, cancelled, "admin action");
-    Redirect::to("/admin/").into_response()
+    Ok(response)
 }

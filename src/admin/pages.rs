@@ -44,6 +44,27 @@ pub struct NowView {
     /// Every user's model tokens (input and output) per UTC day of the last seven, oldest
     /// first; days without any left out.
     pub tokens_week: Vec<(String, u64)>,
+    /// The idle warm agents, when `agent.warm` keeps any.
+    pub warm: Option<Vec<WarmView>>,
+}
+
+/// An idle warm agent as *Now* shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmView {
+    /// `discord`, `misskey`, `console`.
+    pub platform: String,
+    /// Its conversation's channel.
+    pub channel: String,
+    /// The user it answers.
+    pub user: String,
+    /// A direct message.
+    pub dm: bool,
+    /// How long it has been idle.
+    pub idle_ms: u64,
+    /// Turns it has answered.
+    pub turns: u32,
+    /// Started ahead of a message, never prompted.
+    pub ahead: bool,
 }
 
 /// A whole page: `title`, the session's CSRF token (for the log-out form), and `body`.
@@ -67,6 +88,7 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                         nav {
                             a href="/admin/" { "Now" }
                             a href="/admin/conversations" { "Conversations" }
+                            a href="/admin/users" { "Users" }
                             a href="/admin/memories" { "Memories" }
                             a href="/admin/skills" { "Skills" }
                             a href="/admin/config" { "Config" }
@@ -167,6 +189,37 @@ pub fn live(view: &NowView, csrf: &str) -> Markup {
                 }
             }
         }
+        @if let Some(warm) = &view.warm {
+            h2 { "Warm agents (" (warm.len()) " idle)" }
+            @if warm.is_empty() {
+                p class="empty" { "No agent is waiting for its conversation's next message." }
+            } @else {
+                table class="warm" {
+                    thead { tr { th { "Conversation" } th { "Idle for" } th { "Turns" } th {} } }
+                    tbody {
+                        @for w in warm {
+                            tr {
+                                td { (w.platform) " · " (w.user)
+                                    @if w.dm { " " span class="tag" { "DM" } } @else { " in " code { (w.channel) } }
+                                    @if w.ahead { " " span class="tag" { "started ahead" } } }
+                                td { (seconds(w.idle_ms)) }
+                                td { (w.turns) }
+                                td {
+                                    form method="post" action="/admin/warm/retire" {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        input type="hidden" name="platform" value=(w.platform);
+                                        input type="hidden" name="channel" value=(w.channel);
+                                        input type="hidden" name="user" value=(w.user);
+                                        input type="hidden" name="dm" value=(w.dm);
+                                        button type="submit" { "Retire" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         h2 { "Today" }
         @match &view.tokens_today {
             Some(u) => p { (u.input_tokens) " input and " (u.output_tokens) " output tokens in "
@@ -237,7 +290,7 @@ pub fn skills(view: &SkillsView, csrf: &str) -> Markup {
 
 /// A horizontal bar chart in SVG (attributes only: the CSP allows no inline style), each bar
 /// labelled with its name and value so the numbers read without the picture.
-fn bars(rows: impl Iterator<Item = (String, u64, String)>) -> Markup {
+pub fn bars(rows: impl Iterator<Item = (String, u64, String)>) -> Markup {
     const ROW: u64 = 22;
     const LABEL: u64 = 180;
     const WIDTH: u64 = 420;
@@ -252,6 +305,33 @@ fn bars(rows: impl Iterator<Item = (String, u64, String)>) -> Markup {
                 text x="0" y=(y + 15) font-size="13" fill="currentColor" { (name) }
                 rect x=(LABEL) y=(y + 3) height="14" width=(WIDTH * value / max) fill="#4f7cac" {}
                 text x=(LABEL + WIDTH * value / max + 6) y=(y + 15) font-size="13" fill="currentColor" { (text) }
+            }
+        }
+    }
+}
+
+/// A column chart in SVG (attributes only), one column per `(label, value)`, each value
+/// written above its column and every `label_every`th label below, so the numbers read without
+/// the picture.
+pub fn columns(rows: &[(String, u64)], label_every: usize) -> Markup {
+    const COLUMN: u64 = 26;
+    const HEIGHT: u64 = 120;
+    let max = rows.iter().map(|r| r.1).max().unwrap_or(0).max(1);
+    let width = COLUMN * rows.len() as u64 + 8;
+    let total = HEIGHT + 40;
+    html! {
+        svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img"
+            width=(width) height=(total) viewBox={ "0 0 " (width) " " (total) } {
+            @for (i, (label, value)) in rows.iter().enumerate() {
+                @let x = COLUMN * i as u64;
+                @let h = HEIGHT * value / max;
+                rect x=(x + 3) y=(HEIGHT + 16 - h) width=(COLUMN - 6) height=(h) fill="#4f7cac" {}
+                @if *value > 0 {
+                    text x=(x + COLUMN / 2) y=(HEIGHT + 12 - h) font-size="11" text-anchor="middle" fill="currentColor" { (value) }
+                }
+                @if i % label_every.max(1) == 0 {
+                    text x=(x + COLUMN / 2) y=(HEIGHT + 32) font-size="11" text-anchor="middle" fill="currentColor" { (label) }
+                }
             }
         }
     }
@@ -283,12 +363,19 @@ pub const TURN_STATES: [&str; 4] = ["answered", "failed", "skipped", "queued"];
 
 /// *Conversations*: the latest messages the bot was asked to answer, how each ended and how
 /// long it took; a public message's text, never a direct message's.
-pub fn conversations(rows: &[TurnRow], state: Option<&str>, csrf: &str) -> Markup {
+pub fn conversations(
+    rows: &[TurnRow],
+    hours: &[(String, u64)],
+    state: Option<&str>,
+    csrf: &str,
+) -> Markup {
     layout(
         "Conversations",
         Some(csrf),
         html! {
             h1 { "Conversations" }
+            h2 { "Messages per hour, last 24 hours (UTC)" }
+            (columns(hours, 3))
             p class="filters" {
                 "Show: "
                 a href="/admin/conversations" { "all" }
@@ -360,10 +447,21 @@ pub struct WorkspaceView {
     pub public: Vec<Memory>,
     /// Public memories in all.
     pub public_total: usize,
-    /// Its private memories: only counted.
-    pub private: u64,
+    /// Its private memories, newest first: what identifies each, never its text.
+    pub private: Vec<PrivateMemory>,
     /// The search, when there is one.
     pub query: Option<String>,
+}
+
+/// A private memory as a workspace page lists it: its id and dates, not its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateMemory {
+    /// Its id.
+    pub id: String,
+    /// When it was saved.
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Whether it is enabled.
+    pub enabled: bool,
 }
 
 /// How many public memories a workspace page lists.
@@ -388,7 +486,7 @@ pub fn memories_of(view: &WorkspaceView, csrf: &str) -> Markup {
                     None => { (view.public_total) " public memories"
                         @if view.public_total > view.public.len() { " (the newest " (view.public.len()) " shown)" } "." }
                 }
-                " Private memories: " (view.private) " (shown only to their owner, in a direct message)."
+                " Private memories: " (view.private.len()) " (shown only to their owner, in a direct message)."
             }
             @if !view.public.is_empty() {
                 table class="memories" {
@@ -414,6 +512,53 @@ pub fn memories_of(view: &WorkspaceView, csrf: &str) -> Markup {
                     }
                 }
             }
+            @if !view.private.is_empty() {
+                h2 { "Private memories" }
+                p { "Their text is not shown. Revealing one shows it to you once and is recorded in the log." }
+                table class="memories private" {
+                    thead { tr { th { "Saved" } th { "Id" } th { "State" } th {} } }
+                    tbody {
+                        @for m in view.private.iter().take(MEMORIES_SHOWN) {
+                            tr {
+                                td { (m.created_at.format("%Y-%m-%d %H:%M")) }
+                                td { code { (m.id) } }
+                                td { (if m.enabled { "enabled" } else { "disabled" }) }
+                                td {
+                                    form method="post" action="/admin/memories/reveal" {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        input type="hidden" name="ws" value=(view.workspace);
+                                        input type="hidden" name="id" value=(m.id);
+                                        button type="submit" { "Reveal" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// One private memory revealed to the operator (the answer to their request only).
+pub fn revealed(memory: &Memory, csrf: &str) -> Markup {
+    let ws = memory.workspace.to_string();
+    layout(
+        "Private memory",
+        Some(csrf),
+        html! {
+            h1 { "A private memory of " (ws) }
+            p class="notice" { "Revealed to you; this was recorded in the log." }
+            table class="memories" {
+                tbody {
+                    tr { th { "Id" } td { code { (memory.id) } } }
+                    tr { th { "Saved" } td { (memory.created_at.format("%Y-%m-%d %H:%M")) } }
+                    tr { th { "Memory" } td class="revealed" { (memory.content) } }
+                    tr { th { "Importance" } td { (memory.importance.as_str()) } }
+                    tr { th { "State" } td { (if memory.enabled { "enabled" } else { "disabled" }) } }
+                }
+            }
+            p { a href={ "/admin/memories/of?ws=" (ws) } { "Back to the memories of " (ws) } }
         },
     )
 }

@@ -21,10 +21,11 @@ use crate::observability::Metrics;
 use crate::platform::PlatformKind;
 
 /// Every `decision` label of `messages_received_total` (`router::Dispatch::label`).
-pub const DECISIONS: [&str; 6] = [
+pub const DECISIONS: [&str; 7] = [
     "ignored",
     "duplicate",
     "rate_limited",
+    "blocked",
     "queued",
     "busy",
     "draining",
@@ -32,10 +33,11 @@ pub const DECISIONS: [&str; 6] = [
 
 /// Every `decision` label of `catch_up_messages_total`: a live message's, and `skipped` for
 /// one held back (too old, over the limit per channel).
-pub const CATCH_UP_DECISIONS: [&str; 7] = [
+pub const CATCH_UP_DECISIONS: [&str; 8] = [
     "ignored",
     "duplicate",
     "rate_limited",
+    "blocked",
     "queued",
     "busy",
     "draining",
@@ -326,6 +328,7 @@ mod tests {
             Dispatch::Ignored(Ignore::Bot),
             Dispatch::Duplicate,
             Dispatch::RateLimited,
+            Dispatch::Blocked,
             Dispatch::Queued,
             Dispatch::Busy,
             Dispatch::Draining,
@@ -336,6 +339,7 @@ mod tests {
                 Dispatch::Ignored(_)
                 | Dispatch::Duplicate
                 | Dispatch::RateLimited
+                | Dispatch::Blocked
                 | Dispatch::Queued
                 | Dispatch::Busy
                 | Dispatch::Draining => assert!(DECISIONS.contains(&d.label()), "{d:?}"),

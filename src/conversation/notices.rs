@@ -54,12 +54,15 @@ pub enum Notice {
     /// The user's data is being erased right now (`forget-user`): nothing of theirs is started
     /// until it is done.
     Erasing,
+    /// The operator blocked the user in the console (told once, at their first message after
+    /// the block).
+    Blocked,
     /// Every model request of the turn failed with this cause.
     Model(ProblemKind),
 }
 
 /// The notices' keys besides the model failures', in the order of the shipped files.
-const OWN_KEYS: [&str; 7] = [
+const OWN_KEYS: [&str; 8] = [
     "busy",
     "too_fast",
     "out_of_budget",
@@ -67,6 +70,7 @@ const OWN_KEYS: [&str; 7] = [
     "memory_limit",
     "error",
     "erasing",
+    "blocked",
 ];
 
 impl Notice {
@@ -80,6 +84,7 @@ impl Notice {
             Notice::MemoryLimit,
             Notice::Error,
             Notice::Erasing,
+            Notice::Blocked,
         ]
         .into_iter()
         .chain(ProblemKind::ALL.into_iter().map(Notice::Model))
@@ -95,6 +100,7 @@ impl Notice {
             Notice::MemoryLimit => OWN_KEYS[4],
             Notice::Error => OWN_KEYS[5],
             Notice::Erasing => OWN_KEYS[6],
+            Notice::Blocked => OWN_KEYS[7],
             Notice::Model(kind) => kind.as_str(),
         }
     }
@@ -128,6 +134,9 @@ impl Notice {
             Notice::Error => "I ran into a problem answering that, please try again.",
             Notice::Erasing => {
                 "I'm erasing everything I kept about you right now. Please write again in a minute."
+            }
+            Notice::Blocked => {
+                "The operator of this bot has stopped me from answering you, so I won't reply to your messages."
             }
             Notice::Model(kind) => match kind {
                 ProblemKind::Unreachable => {

@@ -27,6 +27,17 @@ struct UserWindow {
     cooldown_until: Option<Instant>,
 }
 
+/// Where a user stands with the limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateState {
+    /// Messages counted in the current window.
+    pub recent: usize,
+    /// Messages allowed per window.
+    pub max: usize,
+    /// How long their cooldown still lasts, when they are in one.
+    pub cooling_for: Option<Duration>,
+}
+
 /// The limiter (keyed by `platform:userId`).
 #[derive(Debug)]
 pub struct UserRateLimiter {
@@ -73,6 +84,27 @@ impl UserRateLimiter {
         RateDecision::Allowed
     }
 
+    /// Where `key` stands at `now`, without counting a message.
+    pub fn state(&self, key: &str, now: Instant) -> RateState {
+        let users = self.users.locked();
+        let user = users.get(key);
+        let cooling_for = user
+            .and_then(|u| u.cooldown_until)
+            .filter(|until| *until > now)
+            .map(|until| until - now);
+        let recent = user.map_or(0, |u| {
+            u.hits
+                .iter()
+                .filter(|t| now.duration_since(**t) < self.window)
+                .count()
+        });
+        RateState {
+            recent,
+            max: self.max,
+            cooling_for,
+        }
+    }
+
     /// Forgets users with no recent activity (call periodically).
     pub fn prune(&self, now: Instant) {
         let mut users = self.users.locked();
@@ -88,6 +120,25 @@ impl UserRateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_state_reads_without_counting() {
+        let l = UserRateLimiter::new(2, Duration::from_secs(60), Duration::from_secs(300));
+        let t0 = Instant::now();
+        assert_eq!(l.state("u", t0).recent, 0);
+        l.check("u", t0);
+        let state = l.state("u", t0 + Duration::from_secs(1));
+        assert_eq!((state.recent, state.max, state.cooling_for), (1, 2, None));
+        assert_eq!(l.state("u", t0 + Duration::from_secs(2)).recent, 1);
+        l.check("u", t0);
+        l.check("u", t0);
+        let cooling = l.state("u", t0 + Duration::from_secs(100)).cooling_for;
+        assert_eq!(cooling, Some(Duration::from_secs(200)));
+        assert_eq!(
+            l.state("u", t0 + Duration::from_secs(400)).cooling_for,
+            None
+        );
+    }
 
     #[test]
     fn window_then_cooldown_then_recovery() {

@@ -1,5 +1,6 @@
 //! The conversation router: decides whether to answer, drops duplicates (in memory, then by the
 //! inbox's record, which also survives restarts: `inbox`), applies the per-user rate limit, and
+//! refuses the users the operator blocked (told once per block, recorded as skipped), and
 //! queues each message on its conversation's FIFO; each admitted message settles in the inbox
 //! when its turn ends. A message that passes the rules while the daemon drains stays queued in
 //! the inbox and is answered at the next start ([`Router::resume`]).
@@ -24,9 +25,11 @@ use super::inbox::Inbox;
 use super::metrics::ConversationMetrics;
 use super::notices::{Notice, Notices};
 use super::policy::{Ignore, Policy};
-use super::ratelimit::{RateDecision, UserRateLimiter};
+use super::ratelimit::{RateDecision, RateState, UserRateLimiter};
 use super::threads::move_into_thread;
 use crate::platform::{IncomingMessage, PlatformRegistry, Typing, UserId};
+use crate::store::controls::UserControls;
+use chrono::{DateTime, Utc};
 
 /// How long a message key is remembered by the duplicate guard.
 const DEDUP_TTL: Duration = Duration::from_secs(3600);
@@ -70,6 +73,8 @@ pub enum Dispatch {
     Duplicate,
     /// Over the user's rate limit.
     RateLimited,
+    /// The operator blocked the user (`store::controls`).
+    Blocked,
     /// Queued on its conversation.
     Queued,
     /// The conversation's queue is full; a busy reply was sent.
@@ -89,6 +94,7 @@ impl Dispatch {
             Dispatch::Ignored(_) => "ignored",
             Dispatch::Duplicate => "duplicate",
             Dispatch::RateLimited => "rate_limited",
+            Dispatch::Blocked => "blocked",
             Dispatch::Queued => "queued",
             Dispatch::Busy => "busy",
             Dispatch::Draining => "draining",
@@ -107,6 +113,9 @@ struct Inner {
     notices: Arc<Notices>,
     policy: Policy,
     limiter: UserRateLimiter,
+    controls: UserControls,
+    /// The users told they are blocked, with the block they were told of.
+    told_blocked: Mutex<HashMap<String, DateTime<Utc>>>,
     settings: RouterSettings,
     seen: Mutex<HashMap<String, Instant>>,
     queues: Mutex<HashMap<String, Queue>>,
@@ -138,6 +147,8 @@ pub struct RouterParts {
     pub policy: Policy,
     /// Per-user limiter.
     pub limiter: UserRateLimiter,
+    /// The operator's blocks (the store's, or none).
+    pub controls: UserControls,
     /// Queue sizes, concurrency and time-outs.
     pub settings: RouterSettings,
     /// The pipeline.
@@ -168,6 +179,8 @@ impl Router {
                 notices: parts.notices,
                 policy: parts.policy,
                 limiter: parts.limiter,
+                controls: parts.controls,
+                told_blocked: Mutex::new(HashMap::new()),
                 settings: parts.settings,
                 seen: Mutex::new(HashMap::new()),
                 queues: Mutex::new(HashMap::new()),
@@ -187,6 +200,16 @@ impl Router {
     /// else starts agent turns (a scheduled run) takes one too.
     pub fn permits(&self) -> Arc<Semaphore> {
         self.inner.permits.clone()
+    }
+
+    /// Where `user_id` on `platform` stands with the rate limit (`None` when it is off).
+    pub fn rate_state(&self, platform: &str, user_id: &str) -> Option<RateState> {
+        let inner = &self.inner;
+        inner.settings.rate_limit_enabled.then(|| {
+            inner
+                .limiter
+                .state(&format!("{platform}:{user_id}"), Instant::now())
+        })
     }
 
     /// Routes one incoming message.
@@ -282,6 +305,18 @@ impl Router {
         }
         if inner.draining.is_cancelled() {
             return Dispatch::Draining;
+        }
+        if let Some(since) = inner
+            .controls
+            .blocked_since(msg.platform.as_str(), msg.user_id.as_str())
+        {
+            let key = format!("{}:{}", msg.platform, msg.user_id);
+            let first = inner.told_blocked.locked().insert(key, since) != Some(since);
+            if first && hold.is_none() {
+                self.tell(msg, Notice::Blocked).await;
+            }
+            self.skipped(msg, "blocked").await;
+            return Dispatch::Blocked;
         }
         if let Some(reason) = hold {
             self.skipped(msg, reason).await;

@@ -51,7 +51,7 @@ const AGENT_RSS_BYTES: u64 = 600 * 1024 * 1024;
 const MAX_DEFAULT_PROCESSES: u64 = 32;
 
 /// Every reason an agent is retired (`air_friends_warm_retired_total{reason}`).
-pub const RETIRE_REASONS: [&str; 10] = [
+pub const RETIRE_REASONS: [&str; 11] = [
     "idle",
     "evicted",
     "max_turns",
@@ -62,6 +62,7 @@ pub const RETIRE_REASONS: [&str; 10] = [
     "terminated",
     "shutdown",
     "erased",
+    "operator",
 ];
 
 /// Every reason a message found no warm agent (`air_friends_warm_misses_total{reason}`).
@@ -275,6 +276,21 @@ impl WarmAgent {
         self.live.stop().await;
         self.resources.release().await;
     }
+}
+
+/// An idle agent as the console lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdleAgent {
+    /// Its conversation.
+    pub key: ConversationKey,
+    /// Its ACP session's id.
+    pub session_id: String,
+    /// How long since its last turn ended (or it was started).
+    pub idle_for: Duration,
+    /// Turns it has answered.
+    pub turns: u32,
+    /// Started ahead of a message and never prompted.
+    pub ahead: bool,
 }
 
 /// What [`WarmPool::take`] found.
@@ -754,6 +770,37 @@ impl WarmPool {
             agent.retire().await;
         }
         stopped
+    }
+
+    /// The idle agents now, the longest idle first.
+    pub fn idle_agents(&self) -> Vec<IdleAgent> {
+        let idle = lock(&self.shared.idle);
+        let mut out: Vec<IdleAgent> = idle
+            .iter()
+            .map(|(key, agent)| IdleAgent {
+                key: key.clone(),
+                session_id: agent.live.session_id().to_owned(),
+                idle_for: agent.last_used.elapsed(),
+                turns: agent.live.turns(),
+                ahead: agent.first.is_some(),
+            })
+            .collect();
+        out.sort_by_key(|a| std::cmp::Reverse(a.idle_for));
+        out
+    }
+
+    /// Retires the idle agent of `key`, when there is one (the operator asked, in the
+    /// console); answers whether there was.
+    pub fn retire_idle(&self, key: &ConversationKey) -> bool {
+        let found = lock(&self.shared.idle).remove(key);
+        self.shared.metrics.processes.set(self.len() as i64);
+        match found {
+            Some(agent) => {
+                self.retire(agent, "operator");
+                true
+            }
+            None => false,
+        }
     }
 
     /// Retires the agents idle for `idleMs` or more.

@@ -1,4 +1,5 @@
-//! Daily token budgets (`agent.budget`, and a place's own `places[].tokensPerUserPerDay`):
+//! Daily token budgets (`agent.budget`, a place's own `places[].tokensPerUserPerDay`, and a
+//! user's own set by the operator in the console, `store::controls`):
 //! checked before an agent starts (by the interaction flow) and before every model request the
 //! gateway forwards, so a running agent cannot spend past the limit either.
 //!
@@ -27,6 +28,9 @@ pub enum BudgetLimit {
     Total,
     /// `places[].tokensPerUserPerDay` (the user, in that place).
     Place,
+    /// The budget the operator set for this user in the console (in place of
+    /// `agent.budget.tokensPerUserPerDay`; `store::controls`).
+    Operator,
 }
 
 impl BudgetLimit {
@@ -36,6 +40,7 @@ impl BudgetLimit {
             BudgetLimit::PerUser => "user",
             BudgetLimit::Total => "total",
             BudgetLimit::Place => "place",
+            BudgetLimit::Operator => "operator",
         }
     }
 
@@ -45,6 +50,7 @@ impl BudgetLimit {
             BudgetLimit::PerUser => "agent.budget.tokensPerUserPerDay",
             BudgetLimit::Total => "agent.budget.tokensPerDay",
             BudgetLimit::Place => "places[].tokensPerUserPerDay",
+            BudgetLimit::Operator => "the user's budget set in the console",
         }
     }
 }
@@ -140,8 +146,13 @@ impl Budget {
                 ),
             }
         }
+        // The operator's budget for this user replaces the configured one.
+        let per_user = match store.controls().tokens_per_day(workspace) {
+            Some(limit) => (BudgetLimit::Operator, Some(limit)),
+            None => (BudgetLimit::PerUser, self.per_user),
+        };
         let limits = [
-            (BudgetLimit::PerUser, self.per_user, Some(workspace)),
+            (per_user.0, per_user.1, Some(workspace)),
             (BudgetLimit::Total, self.total, None),
         ];
         for (limit_kind, limit, scope) in limits {

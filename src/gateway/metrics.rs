@@ -163,7 +163,7 @@ impl GatewayMetrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let duration: HistogramFamily = Family::new_with_constructor(duration_histogram);
         let budget_refusals = Family::<LimitLabels, Counter>::default();
-        for limit in ["user", "total", "place"] {
+        for limit in ["user", "total", "place", "operator"] {
             drop(budget_refusals.get_or_create(&LimitLabels { limit }));
         }
         let model_failures = Family::<ClassLabels, Counter>::default();
@@ -369,6 +369,7 @@ mod tests {
             r#"air_friends_llm_budget_refusals_total{limit="user"} 0"#.to_owned(),
             r#"air_friends_llm_budget_refusals_total{limit="total"} 0"#.to_owned(),
             r#"air_friends_llm_budget_refusals_total{limit="place"} 0"#.to_owned(),
+            r#"air_friends_llm_budget_refusals_total{limit="operator"} 0"#.to_owned(),
             r#"air_friends_llm_requests_total{provider="unknown",outcome="refused"} 0"#.to_owned(),
         ];
         for provider in ["openrouter", "anthropic"] {

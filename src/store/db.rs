@@ -47,7 +47,7 @@ use tokio::sync::{Semaphore, oneshot};
 use super::StoreError;
 
 /// Schema version this build knows; recorded in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 /// How long a connection waits for a lock before failing with `SQLITE_BUSY`.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,6 +88,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema_v13.sql"),
     include_str!("schema_v14.sql"),
     include_str!("schema_v15.sql"),
+    include_str!("schema_v16.sql"),
 ];
 
 /// A unit of work for the writer thread: runs inside the batch transaction and returns the

@@ -45,6 +45,9 @@ pub enum Holds {
     Registry,
     /// No row names a user; why.
     Nothing(&'static str),
+    /// Rows name a user (platform and user id columns) but record the operator's decision about
+    /// them, kept through an erasure on purpose; why.
+    Operator(&'static str),
 }
 
 /// Every table of the schema and how it holds a user's data (see the module docs). FTS5's own
@@ -99,6 +102,12 @@ pub const TABLES: &[(&str, Holds)] = &[
     (
         "schedule_runs",
         Holds::Nothing("the runs of operator schedules and the bot's own posts; no user"),
+    ),
+    (
+        "user_controls",
+        Holds::Operator(
+            "the operator's block and budget of a user: erasing their data must not lift a block",
+        ),
     ),
 ];
 
@@ -634,7 +643,7 @@ pub fn rows_of(
                 [&key],
                 |r| r.get(0),
             )?,
-            Holds::Nothing(_) => continue,
+            Holds::Nothing(_) | Holds::Operator(_) => continue,
         };
         out.insert(*table, u64::try_from(n).unwrap_or(0));
     }

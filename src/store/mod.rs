@@ -20,6 +20,10 @@
 //! * `continuity`: per conversation, the folder and session id its next agent resumes from.
 //! * [`erasure`]: a user's rows erased from every table that holds them, what is kept about a
 //!   user counted, and the record of privacy actions (`privacy_log`).
+//! * [`activity`]: per user and day the tokens and messages, and messages per hour (the
+//!   console's *Users* and *Conversations*).
+//! * [`controls`]: the operator's decisions about a user (blocked, their own token budget),
+//!   kept in memory for the router and the budget.
 //! * `cursors`: per platform feed, the newest message seen and when the bot was last addressed
 //!   there, so a start or a fresh connection can fetch what arrived meanwhile.
 //! * [`import`]: `import jsonl <dir>` of an AIr-Friends data tree.
@@ -31,9 +35,11 @@
 //! `Store` is cheap to clone (an `Arc`), `Send + Sync`, and never runs SQLite on a tokio worker.
 //! Times are stored with millisecond precision (UTC).
 
+pub mod activity;
 pub mod analytics;
 pub mod backup;
 mod continuity;
+pub mod controls;
 mod cursors;
 mod db;
 pub mod erasure;
@@ -177,6 +183,8 @@ pub struct Store {
     /// Bumped whenever the set of pending reminders changes (create, cancel, import), so the
     /// reminder scheduler can re-arm its timer instead of polling.
     reminders_changed: Arc<watch::Sender<u64>>,
+    /// The operator's decisions about users, in memory (`controls`).
+    controls: controls::UserControls,
 }
 
 impl std::fmt::Debug for Store {
@@ -200,10 +208,13 @@ impl Store {
         let db = tokio::task::spawn_blocking(move || db::Db::open_blocking(&path, hooks))
             .await
             .map_err(|e| StoreError::Internal(format!("open task failed: {e}")))??;
-        Ok(Store {
+        let store = Store {
             db: Arc::new(db),
             reminders_changed: Arc::new(watch::channel(0).0),
-        })
+            controls: controls::UserControls::default(),
+        };
+        store.load_controls().await?;
+        Ok(store)
     }
 
     /// Indexes the memories waiting for the full-text indexes, then checkpoints the WAL into the

@@ -158,6 +158,11 @@ pub async fn start(
     let database = config.database_path();
     if let Some(console) = &observers.console {
         console.attach(served.api.sessions().clone(), store.clone());
+        console.steer(crate::admin::Steering {
+            router: pipeline.router.clone(),
+            warm: pipeline.warm.clone(),
+            user_budget: config.agent.budget.tokens_per_user_per_day,
+        });
     }
     let control = crate::app::control::Control {
         eraser: pipeline.eraser,

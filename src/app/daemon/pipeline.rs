@@ -59,6 +59,10 @@ pub(super) struct Pipeline {
     pub(super) events_done: CancellationToken,
     /// Runs the operator schedules (started with the jobs; a reload replaces them).
     pub(super) scheduler: Scheduler,
+    /// The router (the console reads the rate limit through it).
+    pub(super) router: Router,
+    /// The warm agents, when `agent.warm` keeps any (the console lists and retires them).
+    pub(super) warm: Option<WarmPool>,
 }
 
 /// The agent runner (inside its sandbox) and the conversation pipeline, with the event loop
@@ -137,7 +141,7 @@ pub(super) fn start(
         prompt: prompt_settings(config),
         retry_prompt: retry_prompt(&skills.loaded),
         metrics: conversation_metrics.clone(),
-        warm,
+        warm: warm.clone(),
         notices: notices.clone(),
         inbox: Some(inbox.clone()),
         continuity: continuity(ctx),
@@ -182,6 +186,8 @@ pub(super) fn start(
         notices,
         events_done,
         scheduler,
+        router,
+        warm,
     })
 }
 
@@ -223,6 +229,7 @@ fn router(
     Router::new(RouterParts {
         policy: Policy::new(&config.platforms, &config.access_control, places),
         limiter: rate_limiter(config),
+        controls: ctx.store.controls().clone(),
         settings: router_settings(config),
         handler: Arc::new(interactions),
         platforms: platforms.clone(),
