@@ -311,6 +311,23 @@ impl Driven {
         }
     }
 
+    /// Opens `url` again until its HTML satisfies `check` (a page without a live section).
+    async fn reload_until(&self, url: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + common::serve_discord::WAIT;
+        loop {
+            self.goto(url).await;
+            let page = self.source().await;
+            if check(&page) {
+                return page;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waited for {what}; the page is:\n{page}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
     /// Clicks the element `css` finds (found again when the live section replaced it meanwhile).
     async fn click(&self, css: &str) {
         let mut last = None;
@@ -515,6 +532,54 @@ async fn the_operator_watches_a_turn_cancels_it_blocks_the_user_and_disables_a_m
     assert!(
         disabled["who"].as_str().is_some_and(|w| w.len() == 8),
         "{disabled}"
+    );
+
+    // Chat from the browser: the operator's message is a DM on the console platform, answered
+    // by the agent through send-reply, while the page shows what the agent is doing.
+    let answer = text_path(bot.files.path(), "chat.md");
+    std::fs::write(&answer, "Hello operator, all is well.").unwrap();
+    let mut steps = vec![json!({"sleepMs": 5000})];
+    steps.extend(reply_steps(&answer));
+    bot.agent.write(one_turn(steps));
+    web.goto(&format!("{root}chat")).await;
+    web.type_into("form.chat textarea", "How are you today?")
+        .await;
+    web.click("form.chat button").await;
+    web.wait_for("the status line", |p| p.contains("The bot is "))
+        .await;
+    let page = web
+        .wait_for("the answer", |p| p.contains("Hello operator, all is well."))
+        .await;
+    assert!(page.contains("How are you today?"), "{page}");
+    web.screenshot(&shots.join("chat.png")).await;
+    // Conversations shows a turn beside its message (the console's own chat is not in the
+    // inbox), and its timeline: the first turn, in public, ran two skills.
+    web.reload_until(&format!("{root}conversations"), "the first turn", |p| {
+        p.split("<tr")
+            .any(|row| row.contains("class=\"answered\"") && row.contains("timeline"))
+    })
+    .await;
+    web.click("tr.answered a[href^='/admin/turns/']").await;
+    let timeline = web
+        .wait_for("the timeline", |p| p.contains("<h1>A turn of"))
+        .await;
+    assert!(
+        timeline.contains("2 skill calls (memory-save, send-reply)"),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("skills/memory-save/scripts/memory-save"),
+        "a public turn shows its command lines: {timeline}"
+    );
+    web.screenshot(&shots.join("timeline.png")).await;
+    let prompt = bot
+        .prompts()
+        .into_iter()
+        .find(|p| p.contains("How are you today?"))
+        .expect("the agent was prompted with the operator's message");
+    assert!(
+        !prompt.contains("qm5"),
+        "the operator's conversation shows nothing of another user's: {prompt}"
     );
     let _ = web.client.clone().close().await;
     drop(web);

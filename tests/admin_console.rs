@@ -737,3 +737,90 @@ async fn conversations_list_how_each_message_ended_without_a_dms_text() {
     .await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+/// Chat: the operator's message goes to the daemon as a direct message on the console
+/// platform (refused while the daemon starts, and without the session's token); the bot's
+/// answers show on the page.
+#[tokio::test]
+async fn the_chat_page_sends_the_operators_message_as_a_dm_and_shows_the_answer() {
+    use air_friends::platform::{PlatformAdapter, PlatformEvent, PlatformKind};
+    let console = console();
+    let router = console.router();
+    let (cookie, csrf) = login(&console, &router).await;
+    let form = |text: &str, token: &str| format!("csrf={token}&text={text}");
+    let starting = send(
+        &router,
+        post("/admin/chat/send", &cookie, &form("hello", &csrf), None),
+    )
+    .await;
+    assert_eq!(starting.status, StatusCode::SERVICE_UNAVAILABLE);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    console.chat().connect(tx);
+    let forged = send(
+        &router,
+        post("/admin/chat/send", &cookie, &form("hello", "nope"), None),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let empty = send(
+        &router,
+        post("/admin/chat/send", &cookie, &form("+++", &csrf), None),
+    )
+    .await;
+    assert_eq!(empty.status, StatusCode::BAD_REQUEST, "only spaces");
+    let sent = send(
+        &router,
+        post(
+            "/admin/chat/send",
+            &cookie,
+            &form("how+are+you%3F", &csrf),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(sent.status, StatusCode::SEE_OTHER);
+    let PlatformEvent::Message(msg) = rx.recv().await.unwrap() else {
+        panic!("a message event")
+    };
+    assert_eq!(
+        (msg.platform, msg.is_dm, msg.content.as_str()),
+        (PlatformKind::Console, true, "how are you?")
+    );
+    console
+        .chat()
+        .send_message(
+            &msg.channel_id,
+            "fine, <b>thanks</b>",
+            Some(&msg.message_id),
+        )
+        .await
+        .unwrap();
+    let page = send(&router, get("/admin/chat", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("how are you?"), "{}", page.body);
+    assert!(
+        page.body.contains("fine, &lt;b&gt;thanks&lt;/b&gt;"),
+        "escaped: {}",
+        page.body
+    );
+    let live = send(&router, get("/admin/chat/live", None)).await;
+    assert_eq!(live.status, StatusCode::UNAUTHORIZED);
+
+    // A turn's timeline, from the board (here without a registry: no command line kept).
+    let board = console.board();
+    board.activity("s-timeline", &Activity::Started);
+    board.activity(
+        "s-timeline",
+        &Activity::Tool {
+            title: "bash".into(),
+            command: Some("skills/memory-save/scripts/memory-save --content secret".into()),
+        },
+    );
+    board.activity("s-timeline", &Activity::Ended);
+    let page = send(&router, get("/admin/turns/s-timeline", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("memory-save"), "{}", page.body);
+    assert!(!page.body.contains("--content secret"), "{}", page.body);
+    let gone = send(&router, get("/admin/turns/nope", Some(&cookie))).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}

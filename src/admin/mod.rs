@@ -22,6 +22,7 @@
 
 pub mod auth;
 pub mod board;
+pub mod chat;
 mod guard;
 mod memories;
 pub mod pages;
@@ -63,6 +64,8 @@ pub struct Steering {
     pub warm: Option<WarmPool>,
     /// `agent.budget.tokensPerUserPerDay`, the budget of a user the operator set none for.
     pub user_budget: Option<u64>,
+    /// `admin.cost`: the prices *Now* estimates today's cost with.
+    pub prices: Option<crate::config::TokenPrices>,
 }
 
 /// What the console reads and steers; cheap to clone.
@@ -75,6 +78,8 @@ pub struct Console {
 struct Inner {
     auth: Auth,
     board: Arc<Board>,
+    /// The *Chat* page's platform adapter.
+    chat: Arc<chat::WebChat>,
     readiness: Readiness,
     /// Set once the daemon runs: its sessions and database.
     daemon: OnceLock<(SessionRegistry, Store)>,
@@ -93,6 +98,7 @@ impl Console {
             inner: Arc::new(Inner {
                 auth,
                 board: Arc::new(Board::default()),
+                chat: Arc::new(chat::WebChat::new()),
                 readiness,
                 daemon: OnceLock::new(),
                 steering: OnceLock::new(),
@@ -107,8 +113,15 @@ impl Console {
         self.inner.board.clone()
     }
 
+    /// The *Chat* page's platform adapter: the daemon runs it among its platforms (the
+    /// `console` platform) and [`connect`](chat::WebChat::connect)s it to its event queue.
+    pub fn chat(&self) -> Arc<chat::WebChat> {
+        self.inner.chat.clone()
+    }
+
     /// The running daemon's sessions and database (once, at start).
     pub fn attach(&self, sessions: SessionRegistry, store: Store) {
+        self.inner.board.attach(sessions.clone());
         let _ = self.inner.daemon.set((sessions, store));
     }
 
@@ -156,6 +169,8 @@ impl Console {
             .merge(memories::routes())
             .merge(users::routes())
             .merge(steer::routes())
+            .merge(chat::routes())
+            .route("/admin/turns/{session}", get(timeline))
             .route("/admin/login", get(login))
             .route("/admin/logout", post(logout))
             .route(
@@ -247,10 +262,23 @@ impl Console {
                     })
                     .collect()
             });
+        let cost_today = self
+            .inner
+            .steering
+            .get()
+            .and_then(|s| s.prices.as_ref())
+            .zip(tokens_today)
+            .map(|(prices, u)| {
+                (
+                    prices.cost(u.input_tokens, u.output_tokens),
+                    prices.currency.clone(),
+                )
+            });
         NowView {
             checks,
             turns,
             tokens_today,
+            cost_today,
             tokens_week,
             warm,
         }
@@ -348,7 +376,27 @@ async fn conversations(
     let hours = store
         .messages_per_hour(this_hour(now) - chrono::TimeDelta::hours(23))
         .await?;
-    let rows: Vec<pages::TurnRow> = rows.into_iter().map(turn_row).collect();
+    // The turns of these messages the board still holds (since the start): tokens, skills,
+    // a timeline.
+    let board = &console.inner.board;
+    let running = board
+        .running()
+        .into_iter()
+        .filter_map(|r| board.turn(&r.session_id));
+    let turns: std::collections::HashMap<(String, String), board::TurnRecord> = board
+        .finished()
+        .into_iter()
+        .rev()
+        .chain(running)
+        .filter_map(|t| Some(((t.platform.clone(), t.message_id.clone()?), t)))
+        .collect();
+    let rows: Vec<pages::TurnRow> = rows
+        .into_iter()
+        .map(|row| {
+            let turn = turns.get(&(row.platform.clone(), row.message_id.clone()));
+            turn_row(row, turn)
+        })
+        .collect();
     let page = pages::conversations(
         &rows,
         &last_24_hours(now, &hours),
@@ -388,7 +436,7 @@ fn last_24_hours(
 
 /// A recorded message as the page shows it: its text only when it was not a direct message (a
 /// payload that cannot be read counts as one).
-fn turn_row(row: InboxRow) -> pages::TurnRow {
+fn turn_row(row: InboxRow, turn: Option<&board::TurnRecord>) -> pages::TurnRow {
     let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
     let dm = payload["isDm"].as_bool().unwrap_or(true);
     let user = payload["username"]
@@ -409,6 +457,11 @@ fn turn_row(row: InboxRow) -> pages::TurnRow {
         state: row.state,
         reason: row.reason,
         text,
+        turn: turn.map(|t| pages::TurnFacts {
+            session_id: t.session_id.clone(),
+            tokens: t.tokens,
+            skill_calls: t.skill_calls().len(),
+        }),
     }
 }
 
@@ -468,4 +521,21 @@ async fn logout(
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     Ok(response)
+}
+
+/// A turn's timeline: what its agent did and when (running, or among the latest that ended).
+async fn timeline(
+    State(console): State<Console>,
+    axum::extract::Path(session_id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    let session = console.viewing(&headers)?;
+    let turn = console
+        .inner
+        .board
+        .turn(&session_id)
+        .ok_or(Problem::NotFound(
+            "no such turn (only the latest are kept, since the start)",
+        ))?;
+    Ok(Html(pages::timeline(&turn, &session.csrf).into_string()).into_response())
 }

@@ -41,6 +41,8 @@ pub struct NowView {
     pub turns: Vec<TurnView>,
     /// Every user's model tokens today (UTC), when the database answered.
     pub tokens_today: Option<LlmUsage>,
+    /// What those cost at `admin.cost`'s prices, and in what, when they are set.
+    pub cost_today: Option<(f64, String)>,
     /// Every user's model tokens (input and output) per UTC day of the last seven, oldest
     /// first; days without any left out.
     pub tokens_week: Vec<(String, u64)>,
@@ -92,6 +94,7 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
                             a href="/admin/memories" { "Memories" }
                             a href="/admin/skills" { "Skills" }
                             a href="/admin/config" { "Config" }
+                            a href="/admin/chat" { "Chat" }
                         }
                         form method="post" action="/admin/logout" class="logout" {
                             input type="hidden" name="csrf" value=(csrf);
@@ -171,7 +174,7 @@ pub fn live(view: &NowView, csrf: &str) -> Markup {
                         tr data-session=(t.session_id) {
                             td { (t.platform) " · " (t.user) @if t.dm { " " span class="tag" { "DM" } } }
                             td { (t.place) }
-                            td { (seconds(t.elapsed_ms)) }
+                            td { a href={ "/admin/turns/" (t.session_id) } { (seconds(t.elapsed_ms)) } }
                             td {
                                 (t.doing)
                                 @if let Some(command) = &t.command {
@@ -223,7 +226,10 @@ pub fn live(view: &NowView, csrf: &str) -> Markup {
         h2 { "Today" }
         @match &view.tokens_today {
             Some(u) => p { (u.input_tokens) " input and " (u.output_tokens) " output tokens in "
-                (u.requests) " model responses (UTC day)." },
+                (u.requests) " model responses (UTC day)."
+                @if let Some((cost, currency)) = &view.cost_today {
+                    " About " (format!("{cost:.2}")) " " (currency) " at the prices of " code { "admin.cost" } "."
+                } },
             None => p class="empty" { "The usage could not be read." },
         }
         @if !view.tokens_week.is_empty() {
@@ -356,6 +362,19 @@ pub struct TurnRow {
     pub reason: Option<String>,
     /// Its text, for a public place only (clipped).
     pub text: Option<String>,
+    /// Its turn, when the board still holds it.
+    pub turn: Option<TurnFacts>,
+}
+
+/// What the board knows of a message's turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFacts {
+    /// The turn's session (its timeline's address).
+    pub session_id: String,
+    /// Model tokens it used.
+    pub tokens: u64,
+    /// Skill calls it made.
+    pub skill_calls: usize,
 }
 
 /// The states *Conversations* filters by.
@@ -386,14 +405,22 @@ pub fn conversations(
                 p class="empty" { "No message recorded." }
             } @else {
                 table class="turns" {
-                    thead { tr { th { "Received (UTC)" } th { "User" } th { "Outcome" } th { "Took" } th { "Message" } } }
+                    thead { tr { th { "Received (UTC)" } th { "User" } th { "Outcome" } th { "Took" }
+                        th { "Tokens" } th { "Skill calls" } th { "Message" } } }
                     tbody {
                         @for r in rows {
-                            tr class=(r.state) {
+                            tr class=(r.state) data-platform=(r.platform) {
                                 td { (r.received_at.format("%Y-%m-%d %H:%M:%S")) }
                                 td { (r.platform) " · " (r.user) @if r.dm { " " span class="tag" { "DM" } } }
                                 td { (r.state) @if let Some(why) = &r.reason { " (" (why) ")" } }
                                 td { @if let Some(ms) = r.took_ms { (seconds(ms.max(0) as u64)) } }
+                                @match &r.turn {
+                                    Some(t) => {
+                                        td { (t.tokens) }
+                                        td { (t.skill_calls) " " a href={ "/admin/turns/" (t.session_id) } { "timeline" } }
+                                    }
+                                    None => { td {} td {} }
+                                }
                                 td {
                                     @match &r.text {
                                         Some(text) => (text),
@@ -582,6 +609,37 @@ fn seconds(ms: u64) -> String {
         s if s < 60 => format!("{s} s"),
         s => format!("{} min {} s", s / 60, s % 60),
     }
+}
+
+/// A turn's timeline.
+pub fn timeline(turn: &crate::admin::board::TurnRecord, csrf: &str) -> Markup {
+    let skills = turn.skill_calls();
+    layout(
+        "Turn",
+        Some(csrf),
+        html! {
+            h1 { "A turn of " (turn.platform) " · " (turn.user) @if turn.dm { " " span class="tag" { "DM" } } }
+            p {
+                "Place " code { (turn.place) } ", started " (turn.since.format("%Y-%m-%d %H:%M:%S")) " UTC, "
+                (if turn.ended { "took " } else { "running for " }) (seconds(turn.took_ms)) ", "
+                (turn.tokens) " model tokens, " (skills.len()) " skill calls"
+                @if !skills.is_empty() { " (" (skills.join(", ")) ")" } "."
+            }
+            table class="timeline" {
+                thead { tr { th { "At" } th { "Doing" } th { "Command" } } }
+                tbody {
+                    @for step in &turn.steps {
+                        tr {
+                            td { (format!("+{:.2} s", step.at_ms as f64 / 1000.0)) }
+                            td { (step.doing) }
+                            td { @if let Some(c) = &step.command { code { (c) } } }
+                        }
+                    }
+                }
+            }
+            @if turn.dm { p class="empty" { "A direct message's turn shows the kind of work only." } }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -76,16 +76,24 @@ pub async fn serve(config: Config, path: PathBuf, live_tokens: LiveSecrets) -> a
         console: console.clone(),
         ..super::daemon::Observers::default()
     };
+    // The console's *Chat* page is a platform of its own (`console`), the operator its user.
+    let extra: Vec<Arc<dyn crate::platform::PlatformAdapter>> = console
+        .iter()
+        .map(|c| c.chat() as Arc<dyn crate::platform::PlatformAdapter>)
+        .collect();
     let started = super::daemon::start(
         &config,
         &shutdown,
         &metrics,
         &readiness,
-        Vec::new(),
+        extra,
         live_tokens,
         observers,
     )
     .await?;
+    if let Some(console) = &console {
+        console.chat().connect(started.sink.clone());
+    }
 
     shutdown.spawn(
         "sighup",

@@ -833,3 +833,24 @@ fn stdio_and_sse_servers_take_what_their_transport_needs_and_a_stdio_servers_env
     let masked = masked_yaml(&ok, &|_: &str| None).unwrap();
     assert!(!masked.contains("feed-secret"), "{masked}");
 }
+
+#[test]
+fn admin_prices_must_be_prices() {
+    let got =
+        issues("admin:\n  cost: {inputPerMillion: -1, outputPerMillion: .nan, currency: ''}\n");
+    for key in [
+        "admin.cost.inputPerMillion",
+        "admin.cost.outputPerMillion",
+        "admin.cost.currency",
+    ] {
+        assert!(got.iter().any(|i| i.contains(key)), "{key} in {got:?}");
+    }
+    let ok = load_str(
+        "admin:\n  cost: {inputPerMillion: 0.15, outputPerMillion: 0.6}\n",
+        &no_env(),
+    )
+    .unwrap();
+    let prices = ok.admin.cost.unwrap();
+    assert_eq!(prices.currency, "USD");
+    assert!((prices.cost(1_000_000, 2_000_000) - 1.35).abs() < 1e-9);
+}

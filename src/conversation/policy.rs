@@ -98,6 +98,11 @@ impl Policy {
     }
 
     fn allows(&self, origin: &Origin) -> bool {
+        // The console platform is the operator's own (the terminal chat, the operator console's
+        // page, both behind the operator's login): access control is for strangers.
+        if origin.platform == PlatformKind::Console {
+            return true;
+        }
         match self.access.reply_to {
             ReplyTo::All => true,
             ReplyTo::Public => !origin.is_dm || self.whitelists(origin),
@@ -435,6 +440,10 @@ mod tests {
         let mut other_platform = addressed.clone();
         other_platform.platform = PlatformKind::Misskey;
         assert_eq!(wl.decide(&other_platform, None), Err(Ignore::NotAllowed));
+        // The console platform is the operator's own: answered whatever access control says.
+        let operator = FakePlatform::new(PlatformKind::Console).push_incoming_dm("operator", "hi");
+        assert!(wl.decide(&operator, None).is_ok());
+        assert!(public.decide(&operator, None).is_ok());
     }
 
     /// A typing user's message is expected (its agent worth starting) only where any message

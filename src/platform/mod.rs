@@ -4,9 +4,10 @@
 //!
 //! * [`PlatformAdapter`]: send / edit / delete / read messages, react, send files, DM a user, list
 //!   custom emojis, show typing. One implementation per platform (`discord`, `misskey`; the
-//!   console is `air-friends chat`'s own, in `app::chat::console`) plus `fake::FakePlatform` for
-//!   tests (feature `test-util`, enabled by the crate's own dev-dependency: never in the
-//!   installed binary).
+//!   console is `air-friends chat`'s own, in `app::chat::console`, and the operator console's
+//!   *Chat* page's, `admin::chat`, both keeping their conversation in a [`transcript`]) plus
+//!   `fake::FakePlatform` for tests (feature `test-util`, enabled by the crate's own
+//!   dev-dependency: never in the installed binary).
 //! * The ids that cross the seam (`ids.rs`): [`ChannelId`], [`MessageId`], [`UserId`], each the
 //!   platform's own id text in a type of its kind.
 //! * Platform-neutral data types (`types.rs`): [`IncomingMessage`] (what adapters hand to the
@@ -42,6 +43,7 @@ pub mod fake;
 pub mod ids;
 pub mod metered;
 pub mod misskey;
+pub mod transcript;
 pub mod types;
 
 use std::collections::BTreeMap;

@@ -162,6 +162,7 @@ pub async fn start(
             router: pipeline.router.clone(),
             warm: pipeline.warm.clone(),
             user_budget: config.agent.budget.tokens_per_user_per_day,
+            prices: config.admin.cost.clone(),
         });
     }
     let control = crate::app::control::Control {

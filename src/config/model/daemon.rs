@@ -180,7 +180,7 @@ pub struct HealthConfig {
 /// `admin`: the operator console (`docs/CONSOLE.md`), served on the ops listener under
 /// `/admin/`; off unless enabled. Logging in takes a one-time link from
 /// `air-friends admin-link`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct AdminConfig {
     /// Serve the console.
@@ -189,6 +189,33 @@ pub struct AdminConfig {
     pub link_minutes: u64,
     /// How long a console session lasts, in hours.
     pub session_hours: u64,
+    /// What the model's tokens cost, for *Now*'s estimate of today's cost; none: no estimate.
+    pub cost: Option<TokenPrices>,
+}
+
+/// `admin.cost`: the provider's prices, per million tokens, in `currency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenPrices {
+    /// The price of a million input (prompt) tokens.
+    pub input_per_million: f64,
+    /// The price of a million output (completion) tokens.
+    pub output_per_million: f64,
+    /// What the prices are in (shown beside the estimate), e.g. `USD`.
+    #[serde(default = "default_currency")]
+    pub currency: String,
+}
+
+fn default_currency() -> String {
+    "USD".into()
+}
+
+impl TokenPrices {
+    /// The cost of `input` and `output` tokens.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_million + output as f64 * self.output_per_million)
+            / 1_000_000.0
+    }
 }
 
 impl Default for AdminConfig {
@@ -197,6 +224,7 @@ impl Default for AdminConfig {
             enabled: false,
             link_minutes: 10,
             session_hours: 12,
+            cost: None,
         }
     }
 }

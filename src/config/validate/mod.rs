@@ -481,5 +481,21 @@ impl Config {
         if !(1..=720).contains(&self.admin.session_hours) {
             v.add("admin.sessionHours", "must be 1 to 720 (30 days)");
         }
+        if let Some(cost) = &self.admin.cost {
+            for (key, price) in [
+                ("admin.cost.inputPerMillion", cost.input_per_million),
+                ("admin.cost.outputPerMillion", cost.output_per_million),
+            ] {
+                if !price.is_finite() || price < 0.0 {
+                    v.add(key, "must be a price of 0 or more");
+                }
+            }
+            if cost.currency.trim().is_empty() || cost.currency.chars().count() > 8 {
+                v.add(
+                    "admin.cost.currency",
+                    "must be a short name such as USD or EUR",
+                );
+            }
+        }
     }
 }

@@ -21,12 +21,10 @@ pub mod status;
 use crate::sync::Recover;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +34,7 @@ use status::Screen;
 use crate::agent::{Activity, ActivityObserver};
 use crate::gateway::{ProviderFailure, ProviderObserver};
 
+use crate::platform::transcript::Transcript;
 use crate::platform::{
     ChannelId, ChatMessage, CustomEmoji, EventSink, FileDelivery, IncomingMessage, MessageId,
     OutgoingFile, PlatformAdapter, PlatformError, PlatformEvent, PlatformKind, ReactionEmoji,
@@ -61,8 +60,7 @@ const INPUT_QUEUE: usize = 16;
 /// The console adapter.
 pub struct ConsoleAdapter {
     screen: Mutex<Screen>,
-    history: Mutex<Vec<ChatMessage>>,
-    next_id: AtomicU64,
+    transcript: Transcript,
     downloads: PathBuf,
     username: String,
 }
@@ -79,8 +77,7 @@ impl ConsoleAdapter {
     pub fn new(out: Box<dyn Write + Send>, downloads: PathBuf, username: &str) -> Self {
         Self {
             screen: Mutex::new(Screen::new(out, Diagnostics::none())),
-            history: Mutex::new(Vec::new()),
-            next_id: AtomicU64::new(1),
+            transcript: Transcript::new(),
             downloads,
             username: username.to_owned(),
         }
@@ -121,30 +118,12 @@ impl ConsoleAdapter {
         Ok(())
     }
 
-    fn id(&self) -> String {
-        format!("m{}", self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
     fn print(&self, line: &str) {
         self.screen().line(line);
     }
 
-    fn record(&self, user_id: &str, username: &str, content: &str, is_bot: bool) -> ChatMessage {
-        let m = ChatMessage {
-            message_id: self.id().into(),
-            user_id: user_id.into(),
-            username: username.to_owned(),
-            content: content.to_owned(),
-            timestamp: Utc::now(),
-            is_bot,
-            attachments: Vec::new(),
-        };
-        self.history.locked().push(m.clone());
-        m
-    }
-
     fn say(&self, text: &str) -> SentMessage {
-        let m = self.record(BOT_USER, BOT_USER, text, true);
+        let m = self.transcript.record(BOT_USER, BOT_USER, text, true);
         self.print(&format!("{BOT_USER}> {text}"));
         SentMessage {
             message_id: m.message_id,
@@ -170,7 +149,9 @@ impl ConsoleAdapter {
             if text.is_empty() {
                 continue;
             }
-            let m = self.record(LOCAL_USER, &self.username, text, false);
+            let m = self
+                .transcript
+                .record(LOCAL_USER, &self.username, text, false);
             let msg = IncomingMessage {
                 platform: PlatformKind::Console,
                 channel_id: CHANNEL.into(),
@@ -305,17 +286,7 @@ impl PlatformAdapter for ConsoleAdapter {
         _reply_to: Option<&MessageId>,
     ) -> Result<SentMessage, PlatformError> {
         Self::check_channel(channel_id)?;
-        let mut history = self.history.locked();
-        let m = history
-            .iter_mut()
-            .find(|m| m.message_id == *message_id && m.is_bot)
-            .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))?;
-        m.content = text.to_owned();
-        let sent = SentMessage {
-            message_id: m.message_id.clone(),
-            timestamp: Utc::now(),
-        };
-        drop(history);
+        let sent = self.transcript.edit_bot(message_id, text)?;
         self.print(&format!("{BOT_USER}> (edited) {text}"));
         Ok(sent)
     }
@@ -326,13 +297,7 @@ impl PlatformAdapter for ConsoleAdapter {
         message_id: &MessageId,
     ) -> Result<(), PlatformError> {
         Self::check_channel(channel_id)?;
-        let mut history = self.history.locked();
-        let before = history.len();
-        history.retain(|m| m.message_id != *message_id);
-        if history.len() == before {
-            return Err(PlatformError::NotFound(format!("message {message_id}")));
-        }
-        drop(history);
+        self.transcript.delete(message_id)?;
         self.print(&format!("{BOT_USER}> (deleted a message)"));
         Ok(())
     }
@@ -343,12 +308,7 @@ impl PlatformAdapter for ConsoleAdapter {
         message_id: &MessageId,
     ) -> Result<ChatMessage, PlatformError> {
         Self::check_channel(channel_id)?;
-        self.history
-            .locked()
-            .iter()
-            .find(|m| m.message_id == *message_id)
-            .cloned()
-            .ok_or_else(|| PlatformError::NotFound(format!("message {message_id}")))
+        self.transcript.get(message_id)
     }
 
     async fn recent_messages(
@@ -357,9 +317,7 @@ impl PlatformAdapter for ConsoleAdapter {
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         Self::check_channel(channel_id)?;
-        let history = self.history.locked();
-        let start = history.len().saturating_sub(limit);
-        Ok(history[start..].to_vec())
+        Ok(self.transcript.recent(limit))
     }
 
     async fn search_messages(
@@ -369,20 +327,7 @@ impl PlatformAdapter for ConsoleAdapter {
         limit: usize,
     ) -> Result<Vec<ChatMessage>, PlatformError> {
         Self::check_channel(channel_id)?;
-        let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-        let history = self.history.locked();
-        let mut hits: Vec<ChatMessage> = history
-            .iter()
-            .rev()
-            .filter(|m| {
-                let c = m.content.to_lowercase();
-                words.iter().any(|w| c.contains(w.as_str()))
-            })
-            .take(limit)
-            .cloned()
-            .collect();
-        hits.reverse();
-        Ok(hits)
+        Ok(self.transcript.search(query, limit))
     }
 
     async fn user_info(
