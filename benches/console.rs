@@ -1,7 +1,7 @@
 //! What the operator console costs the daemon: the page weight of *Now* (HTML, script and style
 //! sheet) and the CPU of its live refresh, which an open page asks for every two seconds —
 //! against the ops listener's `/healthz` in the same run (the cheapest answer the same router
-//! gives) and against the full *Now* page.
+//! gives) and against the full *Now* page; and the *Chat* page's refresh with 40 messages.
 //!
 //! The console is the real one: a store on disk, the real session registry with eight running
 //! turns on its board (four public with a command, four DMs), and the readiness checks `serve`
@@ -22,7 +22,7 @@ use air_friends::admin::Console;
 use air_friends::admin::auth::Auth;
 use air_friends::agent::{Activity, ActivityObserver};
 use air_friends::ops::{OpsState, Readiness, checks};
-use air_friends::platform::{ChannelId, Origin, PlatformKind, UserId};
+use air_friends::platform::{ChannelId, Origin, PlatformAdapter, PlatformKind, UserId};
 use air_friends::session::{SessionContext, SessionRegistry};
 use air_friends::store::Store;
 use axum::Router;
@@ -125,15 +125,28 @@ async fn main() {
     let css = fetch(&admin, "/admin/assets/console.css", &cookie).await;
     let js = fetch(&admin, "/admin/assets/console.js", &cookie).await;
     let live_bytes = fetch(&admin, "/admin/now/live", &cookie).await;
+    // A chat of 40 messages (the bot's answers, as the adapter records them).
+    let chat = console.chat();
+    for i in 0..40 {
+        chat.send_message(
+            &air_friends::admin::chat::CHANNEL.into(),
+            &format!("answer number {i}, a sentence of ordinary length for a chat"),
+            None,
+        )
+        .await
+        .unwrap();
+    }
 
     let mut health = Case::new("ops /healthz (baseline)");
     let mut live = Case::new("console live refresh (/admin/now/live)");
     let mut page = Case::new("console Now page (/admin/)");
+    let mut chat_live = Case::new("console chat refresh (/admin/chat/live, 40 messages)");
     for _ in 0..iters {
         for (case, router, path) in [
             (&mut health, &ops, "/healthz"),
             (&mut live, &admin, "/admin/now/live"),
             (&mut page, &admin, "/admin/"),
+            (&mut chat_live, &admin, "/admin/chat/live"),
         ] {
             let (t, c) = (Instant::now(), cpu());
             fetch(router, path, &cookie).await;
@@ -147,7 +160,7 @@ async fn main() {
     let (base_p50, base_cpu) = (health.p(0.5), health.cpu_per_call());
     let per_refresh = live.cpu_per_call();
     cases::print_table(
-        &mut [&mut health, &mut live, &mut page],
+        &mut [&mut health, &mut live, &mut page, &mut chat_live],
         "healthz",
         base_p50,
         base_cpu,

@@ -824,3 +824,35 @@ async fn the_chat_page_sends_the_operators_message_as_a_dm_and_shows_the_answer(
     let gone = send(&router, get("/admin/turns/nope", Some(&cookie))).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
+
+/// Behind a TLS proxy (`X-Forwarded-Proto: https`, `Forwarded: proto=https`) the session
+/// cookie is `Secure`; on the plain listener it cannot be.
+#[tokio::test]
+async fn the_session_cookie_is_secure_behind_a_tls_proxy() {
+    let console = console();
+    let router = console.router();
+    for (header, value, secure) in [
+        ("x-forwarded-proto", "https", true),
+        ("forwarded", "for=10.0.0.1;proto=https", true),
+        ("x-forwarded-proto", "http", false),
+    ] {
+        let (url, _) = console.login_link().unwrap();
+        let path = url.split_once("127.0.0.1").unwrap().1;
+        let path = &path[path.find('/').unwrap()..];
+        let request = Request::get(path)
+            .header(header::HOST, "127.0.0.1:8080")
+            .header(header, value)
+            .body(Body::empty())
+            .unwrap();
+        let answer = send(&router, request).await;
+        let cookie = answer.headers[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            cookie.ends_with("; Secure"),
+            secure,
+            "{header}: {value} -> {cookie}"
+        );
+    }
+}

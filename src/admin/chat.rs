@@ -318,7 +318,7 @@ pub(super) fn routes() -> Router<Console> {
 
 async fn chat(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
     let session = console.viewing(&headers)?;
-    let live = live_section(&console).await;
+    let live = live_section(&console);
     let page = pages::layout(
         "Chat",
         Some(&session.csrf),
@@ -339,15 +339,13 @@ async fn chat(State(console): State<Console>, headers: HeaderMap) -> Result<Resp
 
 async fn live(State(console): State<Console>, headers: HeaderMap) -> Result<Response, Problem> {
     console.viewing(&headers)?;
-    Ok(Html(live_section(&console).await.into_string()).into_response())
+    Ok(Html(live_section(&console).into_string()).into_response())
 }
 
 /// The conversation and, while a turn of it runs, what the agent is doing.
-async fn live_section(console: &Console) -> Markup {
+fn live_section(console: &Console) -> Markup {
     let doing: Vec<(String, u64)> = console
-        .now_view()
-        .await
-        .turns
+        .running_turns()
         .into_iter()
         .filter(|t| t.platform == PlatformKind::Console.as_str())
         .map(|t| (t.doing, t.elapsed_ms))

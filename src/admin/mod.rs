@@ -186,16 +186,12 @@ impl Console {
             .with_state(self.clone())
     }
 
-    async fn now_view(&self) -> NowView {
-        let checks = self.inner.readiness.run().await;
-        let Some((sessions, store)) = self.inner.daemon.get() else {
-            return NowView {
-                checks,
-                ..NowView::default()
-            };
+    /// The running turns as *Now* and *Chat* show them (a DM's without its command).
+    fn running_turns(&self) -> Vec<TurnView> {
+        let Some((sessions, _)) = self.inner.daemon.get() else {
+            return Vec::new();
         };
-        let turns = self
-            .inner
+        self.inner
             .board
             .running()
             .into_iter()
@@ -222,7 +218,18 @@ impl Console {
                         .map(|c| c.chars().take(160).collect()),
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    async fn now_view(&self) -> NowView {
+        let checks = self.inner.readiness.run().await;
+        let Some((_, store)) = self.inner.daemon.get() else {
+            return NowView {
+                checks,
+                ..NowView::default()
+            };
+        };
+        let turns = self.running_turns();
         let today = chrono::Utc::now().date_naive();
         let (tokens_today, tokens_week) =
             match store.tokens_per_day(today - chrono::Days::new(6)).await {
@@ -461,6 +468,7 @@ fn turn_row(row: InboxRow, turn: Option<&board::TurnRecord>) -> pages::TurnRow {
             session_id: t.session_id.clone(),
             tokens: t.tokens,
             skill_calls: t.skill_calls().len(),
+            place: t.place.clone(),
         }),
     }
 }
@@ -481,7 +489,11 @@ struct LoginQuery {
     token: String,
 }
 
-async fn login(State(console): State<Console>, Query(q): Query<LoginQuery>) -> Response {
+async fn login(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<LoginQuery>,
+) -> Response {
     let Some((token, session)) = console.inner.auth.open(&q.token) else {
         tracing::warn!(action = "login refused", "admin action");
         return (
@@ -492,13 +504,30 @@ async fn login(State(console): State<Console>, Query(q): Query<LoginQuery>) -> R
     };
     tracing::info!(who = %session.who, action = "login", "admin action");
     let max_age = console.inner.auth.session_ttl().as_secs();
-    let cookie =
-        format!("{COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age}");
+    // Behind a TLS proxy the browser sees https: the cookie is then never sent without it.
+    let secure = if behind_tls(&headers) { "; Secure" } else { "" };
+    let cookie = format!(
+        "{COOKIE}={token}; Path=/admin; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+    );
     let mut response = Redirect::to("/admin/").into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
+}
+
+/// Whether the request reached a TLS proxy in front of the listener (`X-Forwarded-Proto` or
+/// `Forwarded` saying https): the listener itself speaks plain HTTP.
+fn behind_tls(headers: &HeaderMap) -> bool {
+    let said = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    said("x-forwarded-proto").is_some_and(|p| p.trim() == "https")
+        || said("forwarded")
+            .is_some_and(|f| f.split([';', ',']).any(|part| part.trim() == "proto=https"))
 }
 
 #[derive(Deserialize)]

@@ -375,6 +375,8 @@ pub struct TurnFacts {
     pub tokens: u64,
     /// Skill calls it made.
     pub skill_calls: usize,
+    /// The `places:` rule it ran under.
+    pub place: String,
 }
 
 /// The states *Conversations* filters by.
@@ -406,7 +408,7 @@ pub fn conversations(
             } @else {
                 table class="turns" {
                     thead { tr { th { "Received (UTC)" } th { "User" } th { "Outcome" } th { "Took" }
-                        th { "Tokens" } th { "Skill calls" } th { "Message" } } }
+                        th { "Place" } th { "Tokens" } th { "Skill calls" } th { "Message" } } }
                     tbody {
                         @for r in rows {
                             tr class=(r.state) data-platform=(r.platform) {
@@ -416,10 +418,11 @@ pub fn conversations(
                                 td { @if let Some(ms) = r.took_ms { (seconds(ms.max(0) as u64)) } }
                                 @match &r.turn {
                                     Some(t) => {
+                                        td { (t.place) }
                                         td { (t.tokens) }
                                         td { (t.skill_calls) " " a href={ "/admin/turns/" (t.session_id) } { "timeline" } }
                                     }
-                                    None => { td {} td {} }
+                                    None => { td {} td {} td {} }
                                 }
                                 td {
                                     @match &r.text {
