@@ -91,7 +91,7 @@ impl Auth {
         let csrf = random_token().ok()?;
         let key = digest(&token);
         let session = AdminSession {
-            who: super::hex(&key[..4]),
+            who: crate::session::ids::hex(&key[..4]),
             csrf,
             expires: now + self.session_ttl,
         };
@@ -134,7 +134,7 @@ fn random_token() -> Result<String, Entropy> {
     SysRng
         .try_fill_bytes(&mut bytes)
         .map_err(|e| Entropy(e.to_string()))?;
-    Ok(super::hex(&bytes))
+    Ok(crate::session::ids::hex(&bytes))
 }
 
 fn digest(token: &str) -> [u8; 32] {

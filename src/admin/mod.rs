@@ -292,11 +292,6 @@ impl Console {
     }
 }
 
-/// Lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn asset(kind: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }

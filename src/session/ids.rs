@@ -120,8 +120,8 @@ pub(super) fn random_bytes<const N: usize>() -> Result<[u8; N], SessionError> {
     Ok(bytes)
 }
 
-/// Lowercase hex.
-pub(super) fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex (ids and tokens; the console's tokens too).
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

@@ -909,6 +909,9 @@ mod tests {
         let config = SandboxConfig {
             read_only_paths: vec![dir.path().to_path_buf()],
             bwrap_path: "/bin/sh".into(), // any executable: nothing is run here
+            // A user every Debian machine has, so a root run does not depend on `setup`
+            // having created the default agent user.
+            user: "nobody".into(),
             ..SandboxConfig::default()
         };
         let protected = [data.join("air-friends.db")];
