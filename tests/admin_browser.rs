@@ -14,26 +14,39 @@ use common::fake_discord::DM_CHANNEL_ID;
 use common::serve_discord::{DiscordServe, DiscordSetup, one_turn, reply_steps, text_path};
 use serde_json::json;
 
-/// Debian's chromium, or `None` outside CI when it is not installed (under `CI=true` a
-/// missing browser fails the test).
-fn chromium() -> Option<PathBuf> {
-    let found = ["chromium", "chromium-browser", "google-chrome"]
+/// The first of `names` on `PATH` (`command_path`, the daemon's own lookup), or `None` outside
+/// CI when none is installed (under `CI=true` a missing program fails the test: `package` is
+/// what installs it).
+fn installed(names: &[&str], package: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").ok();
+    let found = names
         .iter()
-        .find_map(|name| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join(name))
-                    .find(|p| p.is_file())
-            })
-        });
+        .find_map(|name| air_friends::command_path::resolve_command(name, path.as_deref()));
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "chromium is not installed (apt-get install chromium); CI must run the browser tests"
+            "{} is not installed (apt-get install {package}); CI must run the browser tests",
+            names[0]
         );
-        eprintln!("chromium not installed: the browser test does not run here");
+        eprintln!(
+            "{} not installed: the browser test does not run here",
+            names[0]
+        );
     }
     found
+}
+
+/// Debian's chromium.
+fn chromium() -> Option<PathBuf> {
+    installed(
+        &["chromium", "chromium-browser", "google-chrome"],
+        "chromium",
+    )
+}
+
+/// `chromedriver` (Debian's `chromium-driver`), for the WebDriver tests.
+fn chromedriver() -> Option<PathBuf> {
+    installed(&["chromedriver"], "chromium-driver")
 }
 
 /// A fresh headless browser (its own profile in `profile`) run with `args` on `url`: stdout.
@@ -205,23 +218,6 @@ async fn the_console_logs_in_once_shows_the_running_turn_and_refreshes_it() {
         "{record}"
     );
     bot.stop();
-}
-
-/// `chromedriver` (Debian's `chromium-driver`), or `None` outside CI when it is not installed.
-fn chromedriver() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("chromedriver"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "chromedriver is not installed (apt-get install chromium-driver); CI must run the browser tests"
-        );
-        eprintln!("chromedriver not installed: the browser test does not run here");
-    }
-    found
 }
 
 /// A headless chromium driven through WebDriver; the driver process is killed on drop.

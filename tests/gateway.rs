@@ -869,3 +869,58 @@ async fn budgets_refuse_once_the_metered_usage_reaches_them() {
         "everyone's tokens count against tokensPerDay"
     );
 }
+
+/// A budget the operator set for a user in the console replaces `tokensPerUserPerDay` for
+/// them: a larger one lets them on, a smaller one stops them, and back to the configured one
+/// when cleared.
+#[tokio::test]
+async fn the_operators_budget_for_a_user_replaces_the_configured_one() {
+    use air_friends::store::controls::ControlChange;
+    let llm = fake_llm().await;
+    let budget = BudgetConfig {
+        tokens_per_user_per_day: Some(15),
+        tokens_per_day: None,
+    };
+    let h = harness_with(fake_only(&llm.base_url), budget, GatewaySettings::default()).await;
+    let u1 = WorkspaceKey::new("discord", "u1").unwrap();
+    let today = Utc::now().date_naive();
+    h.store.add_llm_usage(&u1, today, 20, 5).await.unwrap();
+    let budget = h.gateway.budget();
+    assert_eq!(
+        budget.check(&h.store, &u1).await.unwrap_err().limit_kind,
+        BudgetLimit::PerUser
+    );
+    let set = |n: Option<u64>| ControlChange {
+        tokens_per_day: Some(n),
+        ..ControlChange::default()
+    };
+    h.store
+        .set_user_control(&u1, set(Some(1_000)), "op")
+        .await
+        .unwrap();
+    assert!(budget.check(&h.store, &u1).await.is_ok(), "a larger budget");
+    let allowed = h.send(h.authorized_chat("chat/completions")).await;
+    assert_eq!(allowed.status(), StatusCode::OK, "the gateway lets u1 on");
+    body_text(allowed).await;
+    h.gateway.drain().await;
+    h.store
+        .set_user_control(&u1, set(Some(10)), "op")
+        .await
+        .unwrap();
+    let refused = budget.check(&h.store, &u1).await.unwrap_err();
+    assert_eq!(
+        (refused.limit_kind, refused.limit),
+        (BudgetLimit::Operator, 10)
+    );
+    let stopped = h.send(h.authorized_chat("chat/completions")).await;
+    assert_eq!(stopped.status(), StatusCode::TOO_MANY_REQUESTS);
+    h.store
+        .set_user_control(&u1, set(None), "op")
+        .await
+        .unwrap();
+    assert_eq!(
+        budget.check(&h.store, &u1).await.unwrap_err().limit_kind,
+        BudgetLimit::PerUser,
+        "cleared: the configured one again"
+    );
+}

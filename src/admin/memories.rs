@@ -45,16 +45,16 @@ async fn memories_of(
     let store = console.store()?;
     let ws = workspace(&query.ws)?;
     let q = query.q.trim();
-    let all = store
-        .export_memories(&ws, ExportFilter::all(Scope::PublicOnly))
-        .await?;
-    // Of the private memories only what identifies them: never their text.
-    let private: Vec<pages::PrivateMemory> = store
+    // One read of every memory, split by visibility: of the private ones only what identifies
+    // them, never their text.
+    let (all, private): (Vec<_>, Vec<_>) = store
         .export_memories(&ws, ExportFilter::all(Scope::IncludePrivate))
         .await?
         .into_iter()
+        .partition(|m| m.visibility != Visibility::Private);
+    let private: Vec<pages::PrivateMemory> = private
+        .into_iter()
         .rev()
-        .filter(|m| m.visibility == Visibility::Private)
         .map(|m| pages::PrivateMemory {
             id: m.id,
             created_at: m.created_at,
