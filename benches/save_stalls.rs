@@ -2,10 +2,13 @@
 //! acknowledged) for a fixed time against one store on disk, every save's latency recorded.
 //! Reports p50/p99/p99.9/max, how many saves took longer than 5 ms, and for each of those when
 //! it happened and how many saves had been acknowledged by then, so a stall that comes every so
-//! many saves (an index merge, a checkpoint) shows as a period.
+//! many saves (an index merge, a checkpoint) shows as a period. Also the store writer's and
+//! checkpointer's CPU per save (their threads' `/proc` times): the writer is the serial part of
+//! every save, so one second over its CPU per save is the most saves per second the store can
+//! take (one workspace and 64 callers give it its largest batches).
 //!
 //! Run: `cargo bench --bench save_stalls`. `SAVE_STALLS_SECONDS` (60), `SAVE_STALLS_CALLERS`
-//! (16), `SAVE_STALLS_WORKSPACES` (16). Figures in `docs/PERFORMANCE.md` ("Store").
+//! (16), `SAVE_STALLS_WORKSPACES` (16). Figures in `docs/PERFORMANCE.md` ("Save stalls").
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use air_friends::store::{Importance, NewMemory, Store, Visibility, WorkspaceKey};
+
+#[path = "support/threads.rs"]
+mod threads;
+use threads::thread_cpu;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -71,6 +78,7 @@ fn main() {
     rt.block_on(async move {
         let store = Store::open(&db_path()).await.unwrap();
         let acknowledged = Arc::new(AtomicU64::new(0));
+        let cpu_before = [thread_cpu("store-writer"), thread_cpu("store-ckpt")];
         let start = Instant::now();
         let end = start + Duration::from_secs(seconds);
         let mut tasks = Vec::new();
@@ -115,12 +123,18 @@ fn main() {
             slow.extend(w);
         }
         let elapsed = start.elapsed().as_secs_f64();
+        // The store's threads' CPU per acknowledged save (the writer is the serial part).
+        let per_save = |now: Duration, before: Duration| {
+            (now - before).as_secs_f64() * 1e6 / samples.len() as f64
+        };
+        let writer_us = per_save(thread_cpu("store-writer"), cpu_before[0]);
+        let ckpt_us = per_save(thread_cpu("store-ckpt"), cpu_before[1]);
         store.close().await.unwrap();
         samples.sort();
         let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
-            "RESULT saves c={callers} {seconds} s: n={} {:.0}/s p50={:.3} ms p99={:.3} ms p99.9={:.3} ms max={:.3} ms, {} over {} ms",
+            "RESULT saves c={callers} ws={workspaces} {seconds} s: n={} {:.0}/s p50={:.3} ms p99={:.3} ms p99.9={:.3} ms max={:.3} ms, {} over {} ms; writer {writer_us:.1} us/save, checkpointer {ckpt_us:.1} us/save",
             samples.len(),
             samples.len() as f64 / elapsed,
             ms(at(0.5)),

@@ -79,6 +79,10 @@ use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+#[path = "support/threads.rs"]
+mod threads;
+use threads::thread_cpu;
+
 /// Memories in the benchmarked workspace before the first case.
 /// Memories pre-filled when `SKILL_BENCH_MEMORIES` is not set.
 const PREFILL: usize = 10_000;
@@ -554,35 +558,6 @@ fn peak_rss() -> String {
                 .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().to_owned()))
         })
         .unwrap_or_else(|| "n/a".into())
-}
-
-/// CPU time (user + system) used so far by this process's threads named `name`, from
-/// `/proc/self/task/*/stat` (clock ticks: 10 ms; a case runs long enough for hundreds).
-fn thread_cpu(name: &str) -> Duration {
-    let tick = 1.0 / 100.0;
-    let mut ticks = 0u64;
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
-    };
-    for task in tasks.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
-            continue;
-        }
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        for f in [11, 12] {
-            ticks += fields
-                .get(f)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-    }
-    Duration::from_secs_f64(ticks as f64 * tick)
 }
 
 /// CPU of the server threads, the store writer, its checkpointer and the load generator,

@@ -4,7 +4,9 @@
 //! * **Writes** go to one dedicated OS thread that owns the only writable connection. It drains the
 //!   queue of pending jobs, runs them in one `BEGIN IMMEDIATE` transaction (each job inside its own
 //!   savepoint, so one failing job does not undo its neighbours), commits, and only then answers
-//!   each caller. Concurrent callers are therefore batched into one commit.
+//!   each caller. Concurrent callers are therefore batched into one commit. What a batch leaves
+//!   behind (indexing the rows it queued, a merge step) runs after its callers are answered, in
+//!   a transaction of its own (`WriterHooks::after_batch`), so no caller waits for it.
 //! * **Durability** (`synchronous = NORMAL` in WAL mode, a deliberate choice): an acknowledged write
 //!   is in the WAL file when its caller is answered, so it survives the process being killed or
 //!   crashing at any point (`tests/store_crash.rs` SIGKILLs a writer mid-burst). The WAL is fsynced
@@ -111,17 +113,19 @@ enum Msg {
 }
 
 /// What the store adds to the writer's connection: `prepare` runs once after the migrations
-/// (e.g. its settings), `before_commit` at the end of every batch, inside its
-/// transaction and after every job (e.g. indexing queued rows once there are enough). A failing
-/// `before_commit` fails the whole batch. `idle` is one bounded step of idle work, run when no
-/// job is waiting; it answers whether more remains. `settle` finishes what `before_commit`
-/// leaves for later (e.g. indexing every queued row): the last job of the batch before each
-/// checkpoint and before close, so nothing is left over when the file is at rest (a failing
-/// `settle` is logged and undone alone).
+/// (e.g. its settings); `after_batch` after every batch, once the batch has committed and its
+/// callers are answered, in a transaction of its own (e.g. indexing queued rows once there are
+/// enough): the work a batch leaves behind costs no caller of that batch any wait, and the
+/// jobs that arrive meanwhile make the next batch larger. A failing `after_batch` is logged
+/// and undone; the next batch's step tries again. `idle` is one bounded step of idle work, run
+/// when no job is waiting; it answers whether more remains. `settle` finishes what
+/// `after_batch` leaves for later (e.g. indexing every queued row): the last job of the batch
+/// before each checkpoint and before close, so nothing is left over when the file is at rest (a
+/// failing `settle` is logged and undone alone).
 #[derive(Clone, Copy)]
 pub(crate) struct WriterHooks {
     pub prepare: fn(&Connection) -> Result<(), StoreError>,
-    pub before_commit: fn(&Connection) -> Result<(), StoreError>,
+    pub after_batch: fn(&Connection) -> Result<(), StoreError>,
     pub idle: fn(&Connection) -> Result<bool, StoreError>,
     pub settle: fn(&Connection) -> Result<(), StoreError>,
 }
@@ -442,7 +446,7 @@ fn in_savepoint<R>(
 }
 
 fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks) {
-    let finish = hooks.before_commit;
+    let finish = hooks.after_batch;
     let mut pending: Vec<Job> = Vec::new();
     let mut deferred = Deferred::default();
     // Idle work may be left (set by every batch, cleared when a step finds nothing), and whether
@@ -654,10 +658,12 @@ fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
     }
 }
 
-/// The batch's closing step ([`WriterHooks::before_commit`]).
+/// The step after each batch ([`WriterHooks::after_batch`]).
 type BatchFinish = fn(&Connection) -> Result<(), StoreError>;
 
-fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, finish: BatchFinish) {
+/// Runs `jobs` in one transaction, answers each caller once it has committed, then runs
+/// `after` in a transaction of its own.
+fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, after: BatchFinish) {
     if jobs.is_empty() {
         return;
     }
@@ -674,11 +680,10 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, finish: BatchFinish) {
         return;
     }
     let completions: Vec<Completion> = jobs.drain(..).map(|job| job(Ok(conn))).collect();
-    let commit = finish(conn).and_then(|()| {
-        conn.prepare_cached("COMMIT")
-            .and_then(|mut s| s.execute([]))
-            .map_err(StoreError::from)
-    });
+    let commit = conn
+        .prepare_cached("COMMIT")
+        .and_then(|mut s| s.execute([]))
+        .map_err(StoreError::from);
     match commit {
         Ok(_) => {
             tracing::trace!(size, "store: committed write batch");
@@ -692,7 +697,28 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, finish: BatchFinish) {
             for done in completions {
                 done(Some(&err));
             }
+            return;
         }
+    }
+    after_batch(conn, after);
+}
+
+/// The step after a committed batch, in a transaction of its own: committed when it succeeds,
+/// rolled back and logged when it fails or panics (the next batch's step tries again).
+fn after_batch(conn: &Connection, after: BatchFinish) {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), StoreError> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        after(conn)?;
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(())
+    }));
+    if !matches!(outcome, Ok(Ok(()))) && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::warn!(%error, "store: the step after a write batch failed"),
+        Err(_) => tracing::error!("store: the step after a write batch panicked"),
     }
 }
 
@@ -710,7 +736,7 @@ mod tests {
 
     const HOOKS: WriterHooks = WriterHooks {
         prepare: nothing,
-        before_commit: nothing,
+        after_batch: nothing,
         idle: no_idle_work,
         settle: nothing,
     };
@@ -870,6 +896,59 @@ mod tests {
             .unwrap();
         assert_eq!(rows(&open_reader(&path).unwrap()), 1);
         db.close().await.unwrap();
+    }
+
+    /// The step after a batch runs in a transaction of its own once the batch has committed:
+    /// when it fails or panics after writing, only its own writes are undone; the batch stays
+    /// committed, its caller is answered with its result, and the writer goes on.
+    #[tokio::test]
+    async fn a_failing_step_after_a_batch_undoes_only_itself() {
+        fn write_then(c: &Connection) -> Result<(), StoreError> {
+            let has_t: bool = c.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 't')",
+                [],
+                |r| r.get(0),
+            )?;
+            if has_t {
+                c.execute("INSERT INTO t (n) VALUES (-1)", [])?;
+            }
+            Ok(())
+        }
+        let failing = WriterHooks {
+            after_batch: |c| {
+                write_then(c)?;
+                Err(StoreError::Invalid("injected after-batch failure".into()))
+            },
+            ..HOOKS
+        };
+        let panicking = WriterHooks {
+            after_batch: |c| {
+                write_then(c)?;
+                panic!("injected after-batch panic")
+            },
+            ..HOOKS
+        };
+        for (name, hooks) in [("failing", failing), ("panicking", panicking)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.db");
+            let db = Db::open_blocking(&path, hooks).unwrap();
+            db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+                .await
+                .unwrap();
+            for n in 1..=3 {
+                let answer = db
+                    .write(move |c| Ok(c.execute("INSERT INTO t (n) VALUES (?1)", [n])?))
+                    .await;
+                assert_eq!(answer.unwrap(), 1, "{name}: the caller gets its result");
+            }
+            let reader = open_reader(&path).unwrap();
+            assert_eq!(rows(&reader), 3, "{name}: every batch committed");
+            let after: i64 = reader
+                .query_row("SELECT count(*) FROM t WHERE n < 0", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(after, 0, "{name}: the failed steps' writes are undone");
+            db.close().await.unwrap();
+        }
     }
 
     /// Closing commits what is held.

@@ -661,7 +661,7 @@ mod tests {
     /// batch step indexes them.
     const NO_IDLE: WriterHooks = WriterHooks {
         prepare: prepare_writer,
-        before_commit: index_batch,
+        after_batch: index_batch,
         idle: |_| Ok(false),
         settle: |_| Ok(()),
     };

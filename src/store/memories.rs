@@ -123,7 +123,7 @@ pub(crate) fn insert(conn: &Connection, m: &MemoryInsert) -> Result<Memory, Stor
     )?
     .execute(params![
         m.id,
-        m.workspace.to_string(),
+        ws_text,
         m.content,
         m.created_at_ms,
         m.visibility.as_str(),

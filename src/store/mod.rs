@@ -201,7 +201,7 @@ impl Store {
         let path = path.to_owned();
         let hooks = db::WriterHooks {
             prepare: search::prepare_writer,
-            before_commit: search::index_batch,
+            after_batch: search::index_batch,
             idle: search::idle_step,
             settle: search::index_all,
         };

@@ -8,7 +8,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use crate::store::StoreError;
 use crate::text::writes_without_spaces;
 
-/// Rows the queue gathers before the end of a batch indexes them ([`index_batch`]).
+/// Rows the queue gathers before the step after a batch indexes them ([`index_batch`]).
 ///
 /// Each indexing writes a new segment into both indexes, whatever the number of rows, so
 /// indexing small batches one by one cost a third of the writer's CPU per save at 16 callers;
@@ -130,10 +130,11 @@ pub(crate) fn queue_for_index(
     Ok(())
 }
 
-/// The end of every write batch ([`crate::store::db::WriterHooks::before_commit`]): indexes the
-/// queue once it holds [`INDEX_AT`] rows, inside the batch's transaction, and then, and in the
-/// batches right after it, takes a small merge step ([`LOAD_MERGE_PAGES`]), so merges keep up
-/// with the saves a little at a time instead of FTS5 merging a whole level in one batch.
+/// The step after every write batch ([`crate::store::db::WriterHooks::after_batch`], in a
+/// transaction of its own once the batch's callers are answered): indexes the queue once it
+/// holds [`INDEX_AT`] rows, and then, and after the batches right after it, takes a small merge
+/// step ([`LOAD_MERGE_PAGES`]), so merges keep up with the saves a little at a time instead of
+/// FTS5 merging a whole level in one batch.
 pub(crate) fn index_batch(conn: &Connection) -> Result<(), StoreError> {
     let queued = queued(conn)?;
     if queued >= INDEX_AT {
@@ -349,7 +350,7 @@ mod tests {
     /// The store's writer hooks without idle work, so nothing but the rule under test indexes.
     const NO_IDLE: crate::store::db::WriterHooks = crate::store::db::WriterHooks {
         prepare: prepare_writer,
-        before_commit: index_batch,
+        after_batch: index_batch,
         idle: |_| Ok(false),
         settle: |_| Ok(()),
     };
