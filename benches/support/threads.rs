@@ -1,7 +1,6 @@
 //! CPU time of this process's threads by name (`/proc/self/task/*/stat`): the benches split a
 //! call's CPU between the server's threads, the store's writer and checkpointer and the load
 //! generator.
-#![allow(dead_code)]
 
 use std::time::Duration;
 

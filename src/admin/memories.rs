@@ -47,7 +47,7 @@ async fn memories_of(
     let q = query.q.trim();
     // One read of every memory, split by visibility: of the private ones only what identifies
     // them, never their text.
-    let (all, private): (Vec<_>, Vec<_>) = store
+    let (public_all, private): (Vec<_>, Vec<_>) = store
         .export_memories(&ws, ExportFilter::all(Scope::IncludePrivate))
         .await?
         .into_iter()
@@ -61,11 +61,12 @@ async fn memories_of(
             enabled: m.enabled,
         })
         .collect();
+    let public_total = public_all.len();
     let public = if q.is_empty() {
-        all.iter()
+        public_all
+            .into_iter()
             .rev()
             .take(pages::MEMORIES_SHOWN)
-            .cloned()
             .collect()
     } else {
         store
@@ -78,7 +79,7 @@ async fn memories_of(
     let view = pages::WorkspaceView {
         workspace: ws.to_string(),
         public,
-        public_total: all.len(),
+        public_total,
         private,
         query: (!q.is_empty()).then(|| q.to_owned()),
     };

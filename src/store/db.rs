@@ -446,7 +446,7 @@ fn in_savepoint<R>(
 }
 
 fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks) {
-    let finish = hooks.after_batch;
+    let after = hooks.after_batch;
     let mut pending: Vec<Job> = Vec::new();
     let mut deferred = Deferred::default();
     // Idle work may be left (set by every batch, cleared when a step finds nothing), and whether
@@ -464,7 +464,7 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
                     if deferred.due_in() == Some(Duration::ZERO) {
                         deferred.take_into(&mut pending);
-                        run_batch(&conn, &mut pending, finish);
+                        run_batch(&conn, &mut pending, after);
                         (idle_work, stepping) = (true, false);
                     } else {
                         idle_work = idle_step(&conn, hooks.idle);
@@ -490,13 +490,13 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                 Msg::Checkpoint(ack) => {
                     deferred.take_into(&mut pending);
                     pending.push(settle_job(hooks.settle));
-                    run_batch(&conn, &mut pending, finish);
+                    run_batch(&conn, &mut pending, after);
                     let _ = ack.send(checkpoint(&conn));
                 }
                 Msg::Vacuum(ack) => {
                     deferred.take_into(&mut pending);
                     pending.push(settle_job(hooks.settle));
-                    run_batch(&conn, &mut pending, finish);
+                    run_batch(&conn, &mut pending, after);
                     let result = conn
                         .execute_batch("VACUUM")
                         .map_err(StoreError::from)
@@ -506,7 +506,7 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
                 Msg::Close(ack) => {
                     deferred.take_into(&mut pending);
                     pending.push(settle_job(hooks.settle));
-                    run_batch(&conn, &mut pending, finish);
+                    run_batch(&conn, &mut pending, after);
                     let result = checkpoint(&conn);
                     drop(conn);
                     let _ = ack.send(result);
@@ -521,13 +521,13 @@ fn writer_loop(conn: Connection, rx: std_mpsc::Receiver<Msg>, hooks: WriterHooks
             deferred.take_into(&mut pending);
         }
         if !pending.is_empty() {
-            run_batch(&conn, &mut pending, finish);
+            run_batch(&conn, &mut pending, after);
             (idle_work, stepping) = (true, false);
         }
     }
     // Every sender is gone (the store was dropped without `close`): commit what is held.
     deferred.take_into(&mut pending);
-    run_batch(&conn, &mut pending, finish);
+    run_batch(&conn, &mut pending, after);
 }
 
 /// The job that runs [`WriterHooks::settle`] in a savepoint of its own; its failure is logged.
@@ -576,20 +576,30 @@ impl Deferred {
 /// One step of idle work; `false` when nothing is left or the step failed (logged: the next
 /// batch tries again).
 fn idle_step(conn: &Connection, step: fn(&Connection) -> Result<bool, StoreError>) -> bool {
-    let outcome = catch_unwind(AssertUnwindSafe(|| step(conn)));
+    guarded(conn, "idle index work", || step(conn)).unwrap_or(false)
+}
+
+/// Runs one of the writer's own steps outside any batch (idle work, the step after a batch):
+/// a step that fails or panics half-way is rolled back, so it never leaves its transaction open
+/// for the next batch, and logged as `what`. `None` when it failed.
+fn guarded<T>(
+    conn: &Connection,
+    what: &'static str,
+    step: impl FnOnce() -> Result<T, StoreError>,
+) -> Option<T> {
+    let outcome = catch_unwind(AssertUnwindSafe(step));
     if !matches!(outcome, Ok(Ok(_))) && !conn.is_autocommit() {
-        // A step that failed half-way must not leave its transaction open for the next batch.
         let _ = conn.execute_batch("ROLLBACK");
     }
     match outcome {
-        Ok(Ok(more)) => more,
+        Ok(Ok(value)) => Some(value),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "store: idle index work failed");
-            false
+            tracing::warn!(error = %e, "store: {what} failed");
+            None
         }
         Err(_) => {
-            tracing::error!("store: idle index work panicked");
-            false
+            tracing::error!("store: {what} panicked");
+            None
         }
     }
 }
@@ -659,11 +669,11 @@ fn checkpoint(conn: &Connection) -> Result<(), StoreError> {
 }
 
 /// The step after each batch ([`WriterHooks::after_batch`]).
-type BatchFinish = fn(&Connection) -> Result<(), StoreError>;
+type AfterBatch = fn(&Connection) -> Result<(), StoreError>;
 
 /// Runs `jobs` in one transaction, answers each caller once it has committed, then runs
 /// `after` in a transaction of its own.
-fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, after: BatchFinish) {
+fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, after: AfterBatch) {
     if jobs.is_empty() {
         return;
     }
@@ -705,21 +715,13 @@ fn run_batch(conn: &Connection, jobs: &mut Vec<Job>, after: BatchFinish) {
 
 /// The step after a committed batch, in a transaction of its own: committed when it succeeds,
 /// rolled back and logged when it fails or panics (the next batch's step tries again).
-fn after_batch(conn: &Connection, after: BatchFinish) {
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> Result<(), StoreError> {
+fn after_batch(conn: &Connection, after: AfterBatch) {
+    guarded(conn, "the step after a write batch", || {
         conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         after(conn)?;
         conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
-    }));
-    if !matches!(outcome, Ok(Ok(()))) && !conn.is_autocommit() {
-        let _ = conn.execute_batch("ROLLBACK");
-    }
-    match outcome {
-        Ok(Ok(())) => {}
-        Ok(Err(error)) => tracing::warn!(%error, "store: the step after a write batch failed"),
-        Err(_) => tracing::error!("store: the step after a write batch panicked"),
-    }
+    });
 }
 
 #[cfg(test)]
@@ -949,6 +951,57 @@ mod tests {
             assert_eq!(after, 0, "{name}: the failed steps' writes are undone");
             db.close().await.unwrap();
         }
+    }
+
+    /// A batch's callers have their answers before the step after it runs: the step here waits
+    /// (up to 5 s) for the caller to say it was answered, which it could never do if the step
+    /// ran before the answers were sent.
+    #[tokio::test]
+    async fn the_step_after_a_batch_runs_once_its_callers_are_answered() {
+        use std::sync::atomic::{AtomicBool, AtomicU8};
+        static ANSWERED: AtomicBool = AtomicBool::new(false);
+        // 0: no step yet; 1: the first step saw the caller answered; 2: it did not.
+        static FIRST_STEP_SAW: AtomicU8 = AtomicU8::new(0);
+        let hooks = WriterHooks {
+            after_batch: |c| {
+                let inserted: bool =
+                    c.query_row("SELECT EXISTS (SELECT 1 FROM t WHERE n = 7)", [], |r| {
+                        r.get(0)
+                    })?;
+                if inserted {
+                    let waited = Instant::now();
+                    while !ANSWERED.load(Ordering::SeqCst) && waited.elapsed() < BUSY_TIMEOUT {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    // The first step after the insert decides (later batches' steps see it too).
+                    let seen = if ANSWERED.load(Ordering::SeqCst) {
+                        1
+                    } else {
+                        2
+                    };
+                    let _ = FIRST_STEP_SAW.compare_exchange(
+                        0,
+                        seen,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    );
+                }
+                Ok(())
+            },
+            ..HOOKS
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open_blocking(&dir.path().join("t.db"), hooks).unwrap();
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (n INTEGER)")?))
+            .await
+            .unwrap();
+        db.write(|c| Ok(c.execute("INSERT INTO t (n) VALUES (7)", [])?))
+            .await
+            .unwrap();
+        ANSWERED.store(true, Ordering::SeqCst);
+        // Close queues behind the step, so the step has run when it returns.
+        db.close().await.unwrap();
+        assert_eq!(FIRST_STEP_SAW.load(Ordering::SeqCst), 1);
     }
 
     /// Closing commits what is held.
